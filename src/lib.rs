@@ -1,0 +1,2 @@
+//! jointplan: verified execution plans for ML model graphs.
+#![forbid(unsafe_code)]
