@@ -1,0 +1,298 @@
+//! Stable identities, contract versions and fingerprints (domain.md 1.1).
+//!
+//! Every id is a newtype over a string of 1..=160 bytes drawn from ASCII alphanumerics and
+//! `. _ - : /`. Ids are validated when they are deserialized, so a malformed id is reported
+//! with the JSON path of the field that holds it and can never reach the planner.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde::{Deserialize, Serialize};
+
+/// Longest id, in bytes.
+pub const MAX_ID_BYTES: usize = 160;
+
+/// Why a string is not a portable id.
+pub fn portable_id_problem(text: &str) -> Option<String> {
+    if text.is_empty() {
+        return Some("is empty".to_owned());
+    }
+    if text.len() > MAX_ID_BYTES {
+        return Some(format!(
+            "is {} bytes long (at most {MAX_ID_BYTES})",
+            text.len()
+        ));
+    }
+    text.chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/')))
+        .map(|c| format!("contains {c:?} (allowed: ASCII letters, digits and . _ - : /)"))
+}
+
+macro_rules! portable_id {
+    ($(#[$meta:meta])* $name:ident) => {
+        $(#[$meta])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            /// Builds the id, or says why the text is not a portable id.
+            pub fn new(text: impl Into<String>) -> Result<Self, String> {
+                let text = text.into();
+                match portable_id_problem(&text) {
+                    None => Ok(Self(text)),
+                    Some(problem) => Err(format!(
+                        concat!(stringify!($name), " {:?} {}"),
+                        text, problem
+                    )),
+                }
+            }
+
+            /// The id text.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(text: String) -> Result<Self, String> {
+                Self::new(text)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(id: $name) -> String {
+                id.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:?}", self.0)
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl JsonSchema for $name {
+            fn schema_name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                schemars::json_schema!({
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_ID_BYTES,
+                    "pattern": "^[A-Za-z0-9._:/-]+$"
+                })
+            }
+        }
+    };
+}
+
+portable_id!(
+    /// A capability a device offers and a provider or operation requires.
+    CapabilityId
+);
+portable_id!(
+    /// A device.
+    DeviceId
+);
+portable_id!(
+    /// A model family (one model configuration).
+    ModelFamilyId
+);
+portable_id!(
+    /// A program node.
+    NodeId
+);
+portable_id!(
+    /// An operation of the capability catalog.
+    OperationId
+);
+portable_id!(
+    /// A value of the model program (input, output, weight, state or activation).
+    ProgramValueId
+);
+portable_id!(
+    /// A provider (kernel implementation) of an operation, or a runtime engine.
+    ProviderId
+);
+portable_id!(
+    /// A quantization format.
+    QuantizationFormatId
+);
+portable_id!(
+    /// A memory resource (a buffer that bindings place components in).
+    ResourceId
+);
+portable_id!(
+    /// A per-sequence or per-request state of the program (a KV cache, a recurrent state).
+    StateId
+);
+portable_id!(
+    /// A weight tensor or weight component.
+    WeightId
+);
+portable_id!(
+    /// A weight format.
+    WeightFormatId
+);
+portable_id!(
+    /// A weight layout.
+    WeightLayoutId
+);
+portable_id!(
+    /// A node attribute key.
+    AttributeId
+);
+portable_id!(
+    /// A resource estimator of a provider.
+    EstimatorId
+);
+portable_id!(
+    /// A runtime policy.
+    PolicyId
+);
+portable_id!(
+    /// A class of reusable executions (e.g. `uniform-query`).
+    ReusableExecutionClassId
+);
+portable_id!(
+    /// A weight materializer.
+    MaterializerId
+);
+
+/// A contract version `{major, minor}`, ordered by (major, minor). Major 0 is unstable.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct ContractVersion {
+    /// Incompatible changes bump the major version.
+    pub major: u16,
+    /// Compatible additions bump the minor version.
+    pub minor: u16,
+}
+
+impl ContractVersion {
+    /// `major.minor`.
+    pub const fn new(major: u16, minor: u16) -> Self {
+        Self { major, minor }
+    }
+
+    /// `self` can serve a request for `required`: same major, minor at least as new.
+    pub fn satisfies(self, required: ContractVersion) -> bool {
+        self.major == required.major && self.minor >= required.minor
+    }
+
+    /// Major 0 is the unstable series, rejected nearly everywhere.
+    pub fn is_stable(self) -> bool {
+        self.major != 0
+    }
+}
+
+impl fmt::Display for ContractVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.major, self.minor)
+    }
+}
+
+/// A SHA-256 digest as 64 lowercase hex digits.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct Sha256Hex(String);
+
+impl Sha256Hex {
+    /// Parses 64 lowercase hex digits.
+    pub fn new(text: impl Into<String>) -> Result<Self, String> {
+        let text = text.into();
+        if text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            Ok(Self(text))
+        } else {
+            Err(format!(
+                "fingerprint {text:?} is not 64 lowercase hex digits"
+            ))
+        }
+    }
+
+    /// Wraps text produced by the hasher itself.
+    pub(crate) fn from_digest_text(text: String) -> Self {
+        debug_assert_eq!(text.len(), 64);
+        Self(text)
+    }
+
+    /// The hex digits.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for Sha256Hex {
+    type Error = String;
+    fn try_from(text: String) -> Result<Self, String> {
+        Self::new(text)
+    }
+}
+
+impl From<Sha256Hex> for String {
+    fn from(hash: Sha256Hex) -> String {
+        hash.0
+    }
+}
+
+impl fmt::Display for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Sha256Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+impl JsonSchema for Sha256Hex {
+    fn schema_name() -> Cow<'static, str> {
+        Cow::Borrowed("Sha256Hex")
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        schemars::json_schema!({ "type": "string", "pattern": "^[0-9a-f]{64}$" })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_checked_on_load() {
+        assert!(NodeId::new("node.layer.0/attention:a-b_c").is_ok());
+        assert!(NodeId::new("").is_err());
+        assert!(NodeId::new("node with space").is_err());
+        assert!(NodeId::new("x".repeat(161)).is_err());
+        let err = serde_json::from_str::<NodeId>("\"bad id\"").unwrap_err();
+        assert!(err.to_string().contains("NodeId \"bad id\""), "{err}");
+    }
+
+    #[test]
+    fn version_satisfaction() {
+        let v = ContractVersion::new(2, 3);
+        assert!(v.satisfies(ContractVersion::new(2, 1)));
+        assert!(!v.satisfies(ContractVersion::new(2, 4)));
+        assert!(!v.satisfies(ContractVersion::new(1, 0)));
+    }
+}
