@@ -8,6 +8,7 @@
 
 pub mod catalog;
 pub mod family;
+pub mod fingerprints;
 pub mod ids;
 pub mod policy;
 pub mod program;
