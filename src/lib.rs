@@ -10,8 +10,10 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+pub mod candidates;
 pub mod error;
 pub mod memory;
+pub mod node;
 pub mod plan;
 pub mod request;
 

@@ -13,8 +13,10 @@ pub mod ids;
 pub mod policy;
 pub mod program;
 pub mod resolution;
+pub mod seal;
 pub mod storage;
 pub mod tensor;
+pub mod validate;
 pub mod weights;
 
 use std::path::{Path, PathBuf};

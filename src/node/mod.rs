@@ -1,0 +1,1 @@
+//! Per-node checks of plan building (domain.md 2.2-2.7).

@@ -1,0 +1,1 @@
+//! The build pipeline (domain.md 2.1).

@@ -1,0 +1,1 @@
+//! Internal validation of a built or stored plan (domain.md section 6).

@@ -1,0 +1,1 @@
+//! Verification of a stored plan against its request.

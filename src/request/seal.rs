@@ -1,0 +1,1 @@
+//! Sealing: recomputing every derived fingerprint of a hand-written request.

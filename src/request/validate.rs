@@ -1,0 +1,1 @@
+//! Load-time validation of a plan request (domain.md 1.1-1.8).
