@@ -9,8 +9,8 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod canonical;
 pub mod candidates;
+pub mod canonical;
 pub mod error;
 pub mod memory;
 pub mod node;

@@ -110,6 +110,59 @@ pub struct EstimatorInput<'a> {
     pub required_quantization_formats: &'a BTreeSet<QuantizationFormatId>,
 }
 
+/// The weight and quantization formats a node's weight bindings require (domain.md 1.6, the
+/// binding-driven variant): every quantization format of every weights-usage binding, and a
+/// binding's weight format only if that binding has at least one quantized component (dense
+/// weights beside quantized ones in a mixed checkpoint do not require the format).
+pub fn node_weight_requirements(
+    values: &[ValueBinding],
+) -> (BTreeSet<WeightFormatId>, BTreeSet<QuantizationFormatId>) {
+    let mut formats = BTreeSet::new();
+    let mut quantization = BTreeSet::new();
+    for weight in values
+        .iter()
+        .filter(|v| v.usage == super::BufferUsage::Weights)
+        .filter_map(|v| v.weight.as_ref())
+    {
+        let binding_formats = weight.quantization_formats();
+        if !binding_formats.is_empty() {
+            formats.insert(weight.format_id.clone());
+        }
+        quantization.extend(binding_formats);
+    }
+    (formats, quantization)
+}
+
+/// The estimator input fingerprint of `provider` for one node of the request: the family
+/// fingerprint, the operation and its fingerprint, the node, its attributes and bindings,
+/// operation ∪ resolution capabilities and the node's weight requirements.
+pub fn node_estimator_input_fingerprint(
+    family_fingerprint: &Sha256Hex,
+    operation: &OperationDescriptor,
+    node: &super::ProgramNode,
+    resolution: &super::NodeResolution,
+    provider: &ProviderId,
+) -> Result<Sha256Hex, CanonicalError> {
+    let operation_fingerprint = operation_fingerprint(operation)?;
+    let mut required_capabilities = operation.provider.required_capabilities.clone();
+    required_capabilities.extend(resolution.required_capabilities.iter().cloned());
+    let (required_weight_formats, required_quantization_formats) =
+        node_weight_requirements(&resolution.values);
+    estimator_input_fingerprint(&EstimatorInput {
+        prepared_family_fingerprint: family_fingerprint,
+        operation_fingerprint: &operation_fingerprint,
+        node_id: &node.id,
+        operation_id: &node.operation_id,
+        operation_version: node.required_version,
+        attributes: &node.attributes,
+        provider_id: provider,
+        values: &resolution.values,
+        required_capabilities: &required_capabilities,
+        required_weight_formats: &required_weight_formats,
+        required_quantization_formats: &required_quantization_formats,
+    })
+}
+
 /// Canonical fingerprint of an estimator input.
 pub fn estimator_input_fingerprint(
     input: &EstimatorInput<'_>,
