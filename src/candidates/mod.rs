@@ -1,6 +1,9 @@
 //! Candidate derivation (domain.md 3.1): which providers can serve each node under the
 //! policy's storage profiles; the conversion to the solver's [`SelectionProblem`]; the
 //! mapping of its [`Solution`] back to plan terms; and the storage rejection evidence of 3.5.
+// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// variants stay directly matchable, so results carry it unboxed.
+#![allow(clippy::result_large_err)]
 
 mod evidence;
 
@@ -10,12 +13,12 @@ use rayon::prelude::*;
 
 use crate::plan::error::PlanError;
 use crate::plan::RejectedProvider;
+use crate::request::fingerprints::workspace_base_id;
 use crate::request::{
     BufferUsage, CapabilityCatalog, NodeId, NodeResolution, ProgramNode, ProgramValueId,
     ProviderId, ProviderResourcePlan, ResourceId, RuntimePolicy, StorageProfile,
     StorageRequirement, ValueRole, WorkspaceKind,
 };
-use crate::request::fingerprints::workspace_base_id;
 use crate::selection::{
     self, Candidate, ComponentReport, SelectionNode, SelectionProblem, SolveOptions, Status,
 };
@@ -362,7 +365,11 @@ pub fn selection_problem(policy: &RuntimePolicy, nodes: &[NodeCandidates<'_>]) -
             .iter()
             .map(|n| SelectionNode {
                 id: n.node.to_string(),
-                preferred: n.resolution.preferred_provider.as_ref().map(ToString::to_string),
+                preferred: n
+                    .resolution
+                    .preferred_provider
+                    .as_ref()
+                    .map(ToString::to_string),
                 candidates: n
                     .candidates
                     .iter()
@@ -403,7 +410,13 @@ pub fn map_solution<'a>(
     nodes: &'a [NodeCandidates<'a>],
     choices: &BTreeMap<String, String>,
     profiles: &BTreeMap<String, String>,
-) -> Result<(Vec<&'a ProviderCandidate<'a>>, BTreeMap<ResourceId, StorageProfile>), PlanError> {
+) -> Result<
+    (
+        Vec<&'a ProviderCandidate<'a>>,
+        BTreeMap<ResourceId, StorageProfile>,
+    ),
+    PlanError,
+> {
     let by_name: BTreeMap<String, StorageProfile> = policy
         .dynamic_storage_profile_order
         .iter()

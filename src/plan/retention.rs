@@ -1,5 +1,8 @@
 //! Completion retention and terminal outputs (domain.md 1.9, 2.1 steps 14-15): which
 //! resources must keep their bytes until the request completes.
+// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// variants stay directly matchable, so results carry it unboxed.
+#![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -50,13 +53,16 @@ pub fn resolve_retained_values(
                     let end = component.end_bytes().ok_or_else(|| PlanError::Overflow {
                         what: format!("value {} of node {}", binding.value_id, node.id),
                     })?;
-                    writes.entry(&component.resource_id).or_default().push(Write {
-                        start: component.offset_bytes,
-                        end,
-                        node_index: index,
-                        node: &node.id,
-                        binding,
-                    });
+                    writes
+                        .entry(&component.resource_id)
+                        .or_default()
+                        .push(Write {
+                            start: component.offset_bytes,
+                            end,
+                            node_index: index,
+                            node: &node.id,
+                            binding,
+                        });
                 }
             }
         }
