@@ -623,3 +623,199 @@ pub fn reseal_estimates(request: &mut PlanRequest) {
         }
     }
 }
+
+/// The smallest realistic request, used as the example of `docs/format.md`: one final RMS
+/// norm over the hidden states with a dense f16 norm weight, one provider, one engine.
+pub fn tiny_request() -> PlanRequest {
+    use ElementType::F16;
+    let schema = WeightSchema {
+        format_id: id("weight-format.safetensors.dense"),
+        layout_id: id("weight-layout.dense"),
+        version: ContractVersion::new(1, 0),
+        components: vec![WeightComponentSpec {
+            id: id("weight.final_norm"),
+            role: WeightComponentRole::Values,
+            external_names: vec!["model.norm.weight".to_owned()],
+            dimensions: vec![64],
+            encoding: WeightEncoding::Dense { element_type: F16 },
+            required: true,
+        }],
+        tensors: vec![WeightTensorSpec {
+            id: id("weight.final_norm"),
+            dimensions: vec![64],
+            logical_element_type: F16,
+            components: vec![id("weight.final_norm")],
+            required: true,
+        }],
+    };
+    let program = ModelProgram {
+        family_id: id("family.tiny"),
+        inputs: vec![id("value.input.hidden")],
+        blocks: vec![ProgramBlock {
+            id: "block.head".to_owned(),
+            nodes: vec![ProgramNode {
+                id: id("node.final_norm"),
+                operation_id: id("operation.rms_norm"),
+                required_version: ContractVersion::new(1, 0),
+                work: WorkSpec::Tokens {
+                    value_id: id("value.input.hidden"),
+                    axis: 0,
+                },
+                inputs: vec![id("value.input.hidden"), id("value.weight.final_norm")],
+                outputs: vec![id("value.output.hidden")],
+                attributes: [(
+                    id("epsilon"),
+                    SemanticValue::Rational(Rational {
+                        numerator: 1,
+                        denominator: 1_000_000,
+                    }),
+                )]
+                .into(),
+            }],
+        }],
+        states: vec![],
+        weights: vec![WeightReference {
+            weight_id: id("weight.final_norm"),
+            value_id: id("value.weight.final_norm"),
+            tensor: tensor(&[64], F16),
+        }],
+        outputs: vec![id("value.output.hidden")],
+    };
+    let activation = |dims: &[u64]| contract(
+        dims.iter().map(|d| symbol(if *d == 0 { "tokens" } else { "hidden_size" })).collect(),
+        F16,
+        TensorAccess::Read,
+        AliasPolicy::NoAlias,
+    );
+    let operation = OperationDescriptor {
+        id: id("operation.rms_norm"),
+        version: ContractVersion::new(1, 0),
+        inputs: vec![activation(&[0, 1]), activation(&[1])],
+        outputs: vec![TensorContract {
+            access: TensorAccess::Write,
+            ..activation(&[0, 1])
+        }],
+        attributes: [(
+            id("epsilon"),
+            AttributeSpec {
+                value_kind: ValueKind::Rational,
+                required: true,
+                constraint: AttributeConstraint::None,
+            },
+        )]
+        .into(),
+        resources: ResourceRequirements {
+            minimum_value_alignment_bytes: 16,
+            scratch: Presence::Forbidden,
+            binding: Presence::Forbidden,
+            persistent: Presence::Forbidden,
+        },
+        oracle: OracleSpec::RelativeTolerance(Rational {
+            numerator: 1,
+            denominator: 1000,
+        }),
+        provider: ProviderRequirement {
+            minimum_version: ContractVersion::new(1, 0),
+            required_capabilities: [id("capability.operation.rms_norm.f16")].into(),
+        },
+    };
+    let mut provider = provider(
+        "operation.rms_norm",
+        "provider.reference.rms_norm.f16",
+        &[
+            (ValueRole::Input, 0, vec![linear()]),
+            (ValueRole::Output, 0, vec![linear()]),
+        ],
+    );
+    provider.capabilities = [id("capability.operation.rms_norm.f16")].into();
+    provider.accepted_weight_formats = [id("weight-format.safetensors.dense")].into();
+    provider.resource_estimator_id = id("resource-estimator.reference.rms_norm.f16");
+    let engine = EngineProviderDescriptor {
+        provider_id: id("provider.engine.reference"),
+        contract_version: ContractVersion::new(1, 0),
+        implementation_fingerprint: hex('4'),
+        device_id: id("device.reference.0"),
+        capabilities: BTreeSet::new(),
+    };
+    let catalog = CapabilityCatalog {
+        device: Device {
+            id: id("device.reference.0"),
+            class: DeviceClass::Reference,
+            ordinal: 0,
+            total_memory_bytes: 1 << 20,
+            runtime_implementation_fingerprint: hex('1'),
+            capabilities: [id("capability.operation.rms_norm.f16")].into(),
+            dynamic_storage_profiles: [linear()].into(),
+        },
+        operations: [(operation.id.clone(), operation)].into(),
+        providers: [(id("operation.rms_norm"), vec![provider])].into(),
+        engine_providers: [(engine.provider_id.clone(), engine)].into(),
+        weight_materializers: BTreeMap::new(),
+    };
+    let mut weight = binding(
+        "value.weight.final_norm",
+        ValueRole::Input,
+        1,
+        tensor(&[64], F16),
+        TensorAccess::Read,
+        AliasPolicy::NoAlias,
+        BufferUsage::Weights,
+        StorageComponent {
+            component_id: Some(id("weight.final_norm")),
+            ..component("resource/weights", 0, 128, F16)
+        },
+    );
+    weight.weight = schema.resolved_binding(&id("weight.final_norm"));
+    let resolution = NodeResolution {
+        node_id: id("node.final_norm"),
+        values: vec![
+            binding(
+                "value.input.hidden",
+                ValueRole::Input,
+                0,
+                tensor(&[4, 64], F16),
+                TensorAccess::Read,
+                AliasPolicy::NoAlias,
+                BufferUsage::Activations,
+                component("resource/hidden-in", 0, 512, F16),
+            ),
+            weight,
+            binding(
+                "value.output.hidden",
+                ValueRole::Output,
+                0,
+                tensor(&[4, 64], F16),
+                TensorAccess::Write,
+                AliasPolicy::NoAlias,
+                BufferUsage::Activations,
+                component("resource/hidden-out", 0, 512, F16),
+            ),
+        ],
+        required_capabilities: BTreeSet::new(),
+        preferred_provider: None,
+        provider_resource_candidates: vec![ProviderResourcePlan {
+            estimator_id: id("resource-estimator.reference.rms_norm.f16"),
+            ..candidate("provider.reference.rms_norm.f16", None)
+        }],
+        provider_resolution_rejections: BTreeMap::new(),
+    };
+    let mut request = PlanRequest {
+        family: ModelFamily {
+            family_id: id("family.tiny"),
+            canonical_config: serde_json::json!({"hidden_size": 64, "rms_norm_eps": 1e-6}),
+            weight_schema: schema,
+            program,
+        },
+        catalog,
+        policy: RuntimePolicy {
+            reusable_execution: None,
+            dynamic_storage_profile_order: vec![linear()],
+            ..policy()
+        },
+        node_resolutions: vec![resolution],
+        completion_retention: CompletionRetention::default(),
+        execution_weights: None,
+    };
+    reseal(&mut request);
+    request
+}
