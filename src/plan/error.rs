@@ -11,6 +11,9 @@ use crate::request::{
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     // ---- 2.1 top level -------------------------------------------------------------------
+    /// The request breaks a load-time invariant.
+    #[error(transparent)]
+    Request(#[from] crate::request::validate::RequestError),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
