@@ -2686,15 +2686,28 @@ fn a_long_program_validates() {
 /// The complete example of `docs/format.md` is the tiny fixture, and it is valid.
 #[test]
 fn the_format_example_is_valid_and_current() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md")).unwrap();
-    let start = doc.find("<!-- example:begin -->").expect("example marker in docs/format.md");
-    let end = doc.find("<!-- example:end -->").expect("example end marker in docs/format.md");
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md")).unwrap();
+    let start = doc
+        .find("<!-- example:begin -->")
+        .expect("example marker in docs/format.md");
+    let end = doc
+        .find("<!-- example:end -->")
+        .expect("example end marker in docs/format.md");
     let block = &doc[start..end];
     let json = &block[block.find("```json").unwrap() + 7..block.rfind("```").unwrap()];
     let expected = serde_json::to_string_pretty(&tiny_request()).unwrap();
     if std::env::var_os("JOINTPLAN_BLESS").is_some_and(|v| v == "1") {
-        let fresh = format!("{}<!-- example:begin -->\n```json\n{expected}\n```\n{}", &doc[..start], &doc[end..]);
-        std::fs::write(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md"), fresh).unwrap();
+        let fresh = format!(
+            "{}<!-- example:begin -->\n```json\n{expected}\n```\n{}",
+            &doc[..start],
+            &doc[end..]
+        );
+        std::fs::write(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/docs/format.md"),
+            fresh,
+        )
+        .unwrap();
         return;
     }
     let parsed: PlanRequest = parse_json(std::path::Path::new("docs/format.md"), json).unwrap();

@@ -290,6 +290,7 @@ impl ExecutionPlan {
             payload,
             plan_hash: hash,
         };
+        super::internal::validate_internal(&plan, request)?;
         Ok(BuildOutcome {
             plan,
             selection: core.selection,

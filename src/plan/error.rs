@@ -17,6 +17,9 @@ pub enum PlanError {
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(#[from] crate::memory::MemoryError),
+    /// The built plan failed its internal validation (domain.md 6): a planner bug.
+    #[error("internal validation of the built plan: {0}")]
+    Internal(#[from] crate::plan::internal::InternalError),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),

@@ -681,12 +681,16 @@ pub fn tiny_request() -> PlanRequest {
         }],
         outputs: vec![id("value.output.hidden")],
     };
-    let activation = |dims: &[u64]| contract(
-        dims.iter().map(|d| symbol(if *d == 0 { "tokens" } else { "hidden_size" })).collect(),
-        F16,
-        TensorAccess::Read,
-        AliasPolicy::NoAlias,
-    );
+    let activation = |dims: &[u64]| {
+        contract(
+            dims.iter()
+                .map(|d| symbol(if *d == 0 { "tokens" } else { "hidden_size" }))
+                .collect(),
+            F16,
+            TensorAccess::Read,
+            AliasPolicy::NoAlias,
+        )
+    };
     let operation = OperationDescriptor {
         id: id("operation.rms_norm"),
         version: ContractVersion::new(1, 0),
