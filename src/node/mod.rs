@@ -1,1 +1,277 @@
-//! Per-node checks of plan building (domain.md 2.2-2.7).
+//! Per-node checks of plan building (domain.md 2.2-2.7), one module per concept, and
+//! [`build_node`], which runs them in the reference order and emits a [`PlanNode`].
+// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// variants stay directly matchable, so results carry it unboxed.
+#![allow(clippy::result_large_err)]
+
+pub mod alias;
+pub mod attributes;
+pub mod bindings;
+pub mod compatibility;
+pub mod estimate;
+pub mod semantic;
+pub mod state;
+pub mod work;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::plan::error::PlanError;
+use crate::plan::{PlanNode, RejectedProvider};
+use crate::request::fingerprints::{
+    node_weight_requirements, operation_fingerprint, workspace_base_id,
+};
+use crate::request::{
+    CapabilityCatalog, ModelProgram, NodeId, NodeResolution, ProgramNode, ProgramValueId,
+    ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole, WeightSchema,
+    WorkspaceKind,
+};
+
+use alias::{check_alias_liveness, extract_exact_aliases, AliasLiveness};
+use compatibility::{provider_compatibility, select_provider, CompatibilityRequest};
+use estimate::{verify_estimate, EstimateContext};
+use semantic::{check_semantic_binding, BoundValues, ValueClasses};
+use state::{derive_state_effects, StateHazardTracker};
+
+/// Plan-wide facts every node is checked against.
+pub struct NodePlanContext<'a> {
+    /// The capability catalog.
+    pub catalog: &'a CapabilityCatalog,
+    /// The program.
+    pub program: &'a ModelProgram,
+    /// The runtime policy.
+    pub policy: &'a RuntimePolicy,
+    /// The execution weight schema providers consume.
+    pub execution_schema: &'a WeightSchema,
+    /// The prepared family fingerprint.
+    pub family_fingerprint: &'a Sha256Hex,
+    /// Program value classes.
+    pub classes: ValueClasses<'a>,
+    /// The state values.
+    pub state_values: BTreeSet<&'a ProgramValueId>,
+    /// Value → producing node (outputs of every node).
+    pub producers: BTreeMap<&'a ProgramValueId, &'a NodeId>,
+    /// Value → greatest node index that lists it as an input.
+    pub last_consumers: BTreeMap<&'a ProgramValueId, usize>,
+    /// Node ids by execution index.
+    pub node_ids: Vec<&'a NodeId>,
+}
+
+impl<'a> NodePlanContext<'a> {
+    /// Indexes the program (domain.md 2.1 step 9).
+    pub fn new(
+        catalog: &'a CapabilityCatalog,
+        program: &'a ModelProgram,
+        policy: &'a RuntimePolicy,
+        execution_schema: &'a WeightSchema,
+        family_fingerprint: &'a Sha256Hex,
+    ) -> Self {
+        let mut producers = BTreeMap::new();
+        let mut last_consumers = BTreeMap::new();
+        let mut node_ids = Vec::new();
+        for (index, node) in program.nodes().enumerate() {
+            node_ids.push(&node.id);
+            for output in &node.outputs {
+                producers.insert(output, &node.id);
+            }
+            for input in &node.inputs {
+                last_consumers.insert(input, index);
+            }
+        }
+        let classes = ValueClasses::new(program);
+        let state_values = classes.state_values();
+        Self {
+            catalog,
+            program,
+            policy,
+            execution_schema,
+            family_fingerprint,
+            classes,
+            state_values,
+            producers,
+            last_consumers,
+            node_ids,
+        }
+    }
+}
+
+/// What is carried from node to node: bound values (cross-node consistency, coverage) and
+/// the state hazard tracker.
+#[derive(Default)]
+pub struct NodeBuildState {
+    /// Every value bound so far.
+    pub bound: BoundValues,
+    /// State read/write history.
+    pub hazards: StateHazardTracker,
+}
+
+/// The joint solver's decision for one node.
+pub struct NodeChoice<'a> {
+    /// The chosen provider resource plan.
+    pub resources: &'a ProviderResourcePlan,
+    /// Storage rejection evidence for the preferred provider, if any.
+    pub storage_rejection: Option<&'a RejectedProvider>,
+}
+
+/// Checks node `index` and builds its [`PlanNode`] (domain.md 2.2).
+pub fn build_node(
+    ctx: &NodePlanContext<'_>,
+    state: &mut NodeBuildState,
+    index: usize,
+    node: &ProgramNode,
+    resolution: &NodeResolution,
+    choice: &NodeChoice<'_>,
+) -> Result<PlanNode, PlanError> {
+    let id = &node.id;
+    let Some(operation) = ctx.catalog.operations.get(&node.operation_id) else {
+        return Err(PlanError::UnknownOperation {
+            node: id.clone(),
+            operation: node.operation_id.clone(),
+        });
+    };
+    if !operation.version.satisfies(node.required_version) {
+        return Err(PlanError::IncompatibleOperationVersion {
+            node: id.clone(),
+            operation: operation.id.clone(),
+            required: node.required_version,
+            available: operation.version,
+        });
+    }
+    attributes::validate_attributes(id, operation, &node.attributes)?;
+    let values = &resolution.values;
+    bindings::validate_bindings(id, operation, values)?;
+    if node.inputs.len() != operation.inputs.len() || node.outputs.len() != operation.outputs.len()
+    {
+        return Err(PlanError::SignatureMismatch {
+            node: id.clone(),
+            operation: operation.id.clone(),
+            program_inputs: node.inputs.len(),
+            program_outputs: node.outputs.len(),
+            operation_inputs: operation.inputs.len(),
+            operation_outputs: operation.outputs.len(),
+        });
+    }
+    let program_slots = node
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (ValueRole::Input, i, v))
+        .chain(
+            node.outputs
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (ValueRole::Output, i, v)),
+        );
+    for ((role, ordinal, expected), binding) in program_slots.zip(values) {
+        if &binding.value_id != expected {
+            return Err(PlanError::BindingMirror {
+                node: id.clone(),
+                role,
+                ordinal: ordinal as u32,
+                expected: expected.clone(),
+                found: binding.value_id.clone(),
+            });
+        }
+    }
+    let exact_aliases = extract_exact_aliases(id, values)?;
+    let work = work::derive_work_contract(id, operation, &node.work, values)?;
+    let liveness = AliasLiveness {
+        state_values: &ctx.state_values,
+        program_outputs: &ctx.classes.outputs,
+        last_consumers: &ctx.last_consumers,
+        node_ids: &ctx.node_ids,
+    };
+    check_alias_liveness(&liveness, index, id, &exact_aliases, values)?;
+    let state_effects = derive_state_effects(id, &ctx.program.states, values)?;
+    for binding in values {
+        check_semantic_binding(&ctx.classes, ctx.execution_schema, id, binding)?;
+        state.bound.record(id, binding)?;
+    }
+
+    let mut required_capabilities = operation.provider.required_capabilities.clone();
+    required_capabilities.extend(resolution.required_capabilities.iter().cloned());
+    let (required_weight_formats, required_quantization_formats) = node_weight_requirements(values);
+    let report = provider_compatibility(
+        ctx.catalog,
+        operation,
+        CompatibilityRequest {
+            operation_id: operation.id.clone(),
+            required_version: node.required_version,
+            required_capabilities,
+            required_weight_formats,
+            required_quantization_formats,
+            execution_determinism: ctx.policy.execution_determinism,
+        },
+    );
+    let selected = &choice.resources.provider_id;
+    let selection = select_provider(
+        ctx.catalog,
+        id,
+        operation,
+        &report,
+        resolution.preferred_provider.as_ref(),
+        selected,
+        choice.storage_rejection,
+    )?;
+    let descriptor = verify_estimate(
+        &EstimateContext {
+            family_fingerprint: ctx.family_fingerprint,
+            node,
+            operation,
+            resolution,
+        },
+        ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
+        selected,
+        choice.resources,
+    )?;
+
+    let mut dependencies: BTreeSet<NodeId> = node
+        .inputs
+        .iter()
+        .filter_map(|v| ctx.producers.get(v).map(|n| (*n).clone()))
+        .collect();
+    dependencies.extend(state.hazards.record(id, &state_effects));
+    dependencies.remove(id);
+
+    let estimate = &choice.resources.estimate_fingerprint;
+    let workspace = |kind: WorkspaceKind| {
+        choice
+            .resources
+            .workspace(kind)
+            .map(|_| workspace_base_id(kind, id, estimate))
+    };
+    let scratch_resource = workspace(WorkspaceKind::Scratch);
+    let binding_resource = workspace(WorkspaceKind::Binding);
+    let persistent_resource = workspace(WorkspaceKind::Persistent);
+    let mut resources: BTreeSet<ResourceId> = values
+        .iter()
+        .flat_map(|b| b.storage.components.iter().map(|c| c.resource_id.clone()))
+        .collect();
+    resources.extend(
+        [&scratch_resource, &binding_resource, &persistent_resource]
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+
+    Ok(PlanNode {
+        id: id.clone(),
+        dependencies: dependencies.into_iter().collect(),
+        operation_id: operation.id.clone(),
+        operation_version: node.required_version,
+        operation_fingerprint: operation_fingerprint(operation)?,
+        provider_implementation_fingerprint: descriptor.provider_implementation_fingerprint.clone(),
+        provider_execution_semantics: descriptor.execution_semantics.clone(),
+        required_capabilities: resolution.required_capabilities.clone(),
+        attributes: node.attributes.clone(),
+        work,
+        selection,
+        provider_resources: choice.resources.clone(),
+        values: values.clone(),
+        exact_aliases,
+        state_effects,
+        scratch_resource,
+        binding_resource,
+        persistent_resource,
+        resources: resources.into_iter().collect(),
+    })
+}

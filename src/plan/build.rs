@@ -1,1 +1,299 @@
-//! The build pipeline (domain.md 2.1).
+//! The build pipeline (domain.md 2.1): a validated request in, a hashed and internally
+//! validated execution plan out.
+//!
+//! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of domain.md 2.1 in
+//! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
+//! per-component report (method, check), which is evidence for people and deliberately not
+//! part of the hashed payload.
+// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// variants stay directly matchable, so results carry it unboxed.
+#![allow(clippy::result_large_err)]
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::candidates::{derive_candidates, select_jointly};
+use crate::memory::{derive_memory_plan, MemoryInput};
+use crate::node::alias::check_global_aliasing;
+use crate::node::semantic::check_coverage;
+use crate::node::{build_node, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::request::fingerprints::{
+    catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
+    program_fingerprint,
+};
+use crate::request::validate::validate_request;
+use crate::request::{
+    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ResourceId,
+    StorageProfile,
+};
+use crate::selection::{ComponentReport, SolveOptions};
+
+use super::error::PlanError;
+use super::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
+use super::retention::{resolve_retained_values, terminal_output_resources};
+use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA};
+
+/// Options of plan building: how the joint selection is solved.
+#[derive(Clone, Debug, Default)]
+pub struct BuildOptions {
+    /// Solver options (method, objective, frontier state budget, node and time limits).
+    pub selection: SolveOptions,
+    /// Accept a selection the solver found but could not prove optimal (a limit stopped the
+    /// proof). Off by default: a plan's provider choice must be the certified optimum.
+    pub allow_uncertified: bool,
+}
+
+/// A built plan with the solver's per-component report (not hashed).
+#[derive(Clone, Debug)]
+pub struct BuildOutcome {
+    /// The plan.
+    pub plan: ExecutionPlan,
+    /// One report per selection component: size, method, check.
+    pub selection: Vec<ComponentReport>,
+}
+
+/// Everything steps 1-16 of domain.md 2.1 derive: the inputs of the memory plan and the
+/// payload.
+#[derive(Clone, Debug)]
+pub struct PlanCore {
+    /// The execution weight plan (identity by default).
+    pub execution_weights: ExecutionWeightPlan,
+    /// Built nodes in execution order.
+    pub nodes: Vec<PlanNode>,
+    /// Resource → selected storage profile.
+    pub profiles: BTreeMap<ResourceId, StorageProfile>,
+    /// Retained completion values, by value id.
+    pub retained_completion_values: Vec<RetainedCompletionValue>,
+    /// Resources of program outputs, sorted, unique, non-empty.
+    pub terminal_output_resources: Vec<ResourceId>,
+    /// Retained values' resources ∪ terminal output resources.
+    pub retained_resources: BTreeSet<ResourceId>,
+    /// The solver's per-component report.
+    pub selection: Vec<ComponentReport>,
+}
+
+fn check_policy_and_capacity(request: &PlanRequest) -> Result<(), PlanError> {
+    let policy = &request.policy;
+    let id = policy.policy_id.to_string();
+    if policy.maximum_active_sequences == 0 {
+        return Err(PlanError::ZeroMaximumActiveSequences { policy: id });
+    }
+    if policy.maximum_scheduled_tokens == 0 {
+        return Err(PlanError::ZeroMaximumScheduledTokens { policy: id });
+    }
+    if policy.dynamic_storage_profile_order.is_empty() {
+        return Err(PlanError::EmptyProfileOrder { policy: id });
+    }
+    if request.node_resolutions.is_empty() {
+        return Err(PlanError::NoNodeResolutions);
+    }
+    let capacity = policy.memory_capacity_bytes;
+    let device = &request.catalog.device;
+    if capacity == 0 {
+        return Err(PlanError::ZeroMemoryCapacity { policy: id });
+    }
+    if capacity > device.total_memory_bytes {
+        return Err(PlanError::CapacityExceedsDevice {
+            policy: id,
+            capacity,
+            device: device.id.to_string(),
+            device_memory: device.total_memory_bytes,
+        });
+    }
+    if policy.memory_reserve_bytes >= capacity {
+        return Err(PlanError::ReserveNotBelowCapacity {
+            policy: id,
+            reserve: policy.memory_reserve_bytes,
+            capacity,
+        });
+    }
+    Ok(())
+}
+
+/// Each program node with its resolution, in execution order.
+type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
+
+/// Steps 6-7: resolutions by node id (a duplicate is an error), and each program node with
+/// its resolution (a missing one is an error).
+fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> {
+    let mut by_node: BTreeMap<&NodeId, &NodeResolution> = BTreeMap::new();
+    for resolution in &request.node_resolutions {
+        if by_node.insert(&resolution.node_id, resolution).is_some() {
+            return Err(PlanError::DuplicateResolution {
+                node: resolution.node_id.clone(),
+            });
+        }
+    }
+    let mut pairs = Vec::new();
+    let mut used = BTreeSet::new();
+    for node in request.family.program.nodes() {
+        let Some(resolution) = by_node.get(&node.id) else {
+            return Err(PlanError::MissingResolution {
+                node: node.id.clone(),
+            });
+        };
+        used.insert(&node.id);
+        pairs.push((node, *resolution));
+    }
+    let unknown: Vec<NodeId> = by_node
+        .keys()
+        .filter(|id| !used.contains(*id))
+        .map(|id| (*id).clone())
+        .collect();
+    if !unknown.is_empty() {
+        return Err(PlanError::UnknownResolutions { nodes: unknown });
+    }
+    Ok(pairs)
+}
+
+/// Runs request validation and steps 1-16 of domain.md 2.1.
+pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
+    validate_request(request)?;
+    // Steps 1-3: policy ceilings and capacity.
+    check_policy_and_capacity(request)?;
+    // Step 4: execution weights (validated against family and catalog by request validation).
+    let execution_weights = match &request.execution_weights {
+        Some(plan) => plan.clone(),
+        None => identity_execution_weights(&request.family.weight_schema)?,
+    };
+    // Step 5: the family fingerprint binds every estimate; the others are payload fields.
+    let family_fp = family_fingerprint(&request.family)?;
+    // Steps 6-7.
+    let pairs = index_resolutions(request)?;
+    // Step 8: joint provider/storage selection.
+    let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+    let joint = select_jointly(
+        &request.policy,
+        &candidates,
+        &options.selection,
+        options.allow_uncertified,
+    )?;
+    // Step 9: producers, last consumers, program outputs.
+    let program = &request.family.program;
+    let ctx = NodePlanContext::new(
+        &request.catalog,
+        program,
+        &request.policy,
+        &execution_weights.schema,
+        &family_fp,
+    );
+    // Step 10: every node in order.
+    let mut state = NodeBuildState::default();
+    let mut nodes = Vec::with_capacity(pairs.len());
+    let mut used_rejections = 0usize;
+    for (index, ((node, resolution), chosen)) in pairs.iter().zip(&joint.chosen).enumerate() {
+        let storage_rejection = joint.storage_rejections.get(&node.id);
+        used_rejections += usize::from(storage_rejection.is_some());
+        nodes.push(build_node(
+            &ctx,
+            &mut state,
+            index,
+            node,
+            resolution,
+            &NodeChoice {
+                resources: chosen.plan,
+                storage_rejection,
+            },
+        )?);
+    }
+    // Step 11: leftovers (unknown resolutions were rejected when indexing).
+    if joint.chosen.len() != nodes.len() || used_rejections != joint.storage_rejections.len() {
+        let node = joint
+            .storage_rejections
+            .keys()
+            .find(|id| !nodes.iter().any(|n| &&n.id == id))
+            .map_or_else(String::new, ToString::to_string);
+        return Err(PlanError::SolverBadAssignment {
+            node,
+            detail: "the joint selection has results for nodes the program does not have"
+                .to_owned(),
+        });
+    }
+    // Step 12: semantic coverage.
+    check_coverage(program, &state.bound)?;
+    // Step 13: global storage aliasing.
+    check_global_aliasing(&nodes)?;
+    // Steps 14-16: retained values, terminal output resources, the retained set.
+    let retained_completion_values =
+        resolve_retained_values(&request.completion_retention, &nodes)?;
+    let terminal = terminal_output_resources(program, &nodes)?;
+    let mut retained_resources: BTreeSet<ResourceId> = retained_completion_values
+        .iter()
+        .map(|v| v.resource_id.clone())
+        .collect();
+    retained_resources.extend(terminal.iter().cloned());
+    Ok(PlanCore {
+        execution_weights,
+        nodes,
+        profiles: joint.profiles,
+        retained_completion_values,
+        terminal_output_resources: terminal,
+        retained_resources,
+        selection: joint.components,
+    })
+}
+
+impl ExecutionPlan {
+    /// Builds the execution plan of a request (domain.md 2.1): request validation, steps
+    /// 1-16 ([`build_core`]), the memory plan, the payload, its hash and plan id, and the
+    /// internal validation of the result.
+    pub fn build(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<ExecutionPlan, PlanError> {
+        Ok(Self::build_with_report(request, options)?.plan)
+    }
+
+    /// [`ExecutionPlan::build`], also returning the solver's per-component report.
+    pub fn build_with_report(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<BuildOutcome, PlanError> {
+        let core = build_core(request, options)?;
+        // Step 17: the memory plan.
+        let memory = derive_memory_plan(&MemoryInput {
+            device_capacity_bytes: request.catalog.device.total_memory_bytes,
+            policy: &request.policy,
+            program: &request.family.program,
+            nodes: &core.nodes,
+            selected_profiles: &core.profiles,
+            retained_resources: &core.retained_resources,
+        })?;
+        // Step 18: payload, hash, plan id.
+        let schema = &core.execution_weights.schema;
+        let mut payload = ExecutionPlanPayload {
+            schema: PLAN_SCHEMA,
+            plan_id: UNSET_PLAN_ID.to_owned(),
+            family_id: request.family.family_id.clone(),
+            device_id: request.catalog.device.id.clone(),
+            device_runtime_implementation_fingerprint: request
+                .catalog
+                .device
+                .runtime_implementation_fingerprint
+                .clone(),
+            prepared_family_fingerprint: family_fingerprint(&request.family)?,
+            program_fingerprint: program_fingerprint(&request.family.program)?,
+            capability_catalog_fingerprint: catalog_fingerprint(&request.catalog)?,
+            policy_version: request.policy.version,
+            policy_fingerprint: policy_fingerprint(&request.policy)?,
+            maximum_scheduled_tokens: request.policy.maximum_scheduled_tokens,
+            weight_format: schema.format_id.clone(),
+            quantization_formats: schema.quantization_formats(),
+            execution_weights: core.execution_weights,
+            retained_completion_values: core.retained_completion_values,
+            terminal_output_resources: core.terminal_output_resources,
+            nodes: core.nodes,
+            memory,
+        };
+        let hash = plan_hash(&payload)?;
+        payload.plan_id = plan_id(&hash);
+        let plan = ExecutionPlan {
+            payload,
+            plan_hash: hash,
+        };
+        super::internal::validate_internal(&plan, request)?;
+        Ok(BuildOutcome {
+            plan,
+            selection: core.selection,
+        })
+    }
+}

@@ -6,6 +6,7 @@ pub mod error;
 pub mod hash;
 pub mod internal;
 mod payload;
+pub mod retention;
 pub mod verify;
 
 pub use payload::*;

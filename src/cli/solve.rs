@@ -1,0 +1,134 @@
+//! `jointplan solve PROBLEM.json`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::selection::{
+    objective_by_name, solve, Method, SelectionError, SelectionProblem, SolveOptions, Weights,
+    DEFAULT_DP_STATE_BUDGET,
+};
+
+/// The `--solver` choice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SolverArg {
+    /// The integer program, checked by the closure frontier.
+    Ilp,
+    /// The closure frontier alone.
+    Dp,
+    /// The frontier where it is provably small, the integer program otherwise.
+    Auto,
+}
+
+/// Arguments of `jointplan solve`.
+#[derive(Debug, Args)]
+pub struct SolveArgs {
+    /// The problem file (JSON, see selection-problem.md); `-` reads stdin.
+    pub problem: PathBuf,
+    /// Objective: seed-lex, max-preferred, min-penalty or weighted.
+    #[arg(long, default_value = "seed-lex")]
+    pub objective: String,
+    /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) for `weighted`.
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
+    /// Solver: ilp (default), dp or auto.
+    #[arg(long, value_enum, default_value = "ilp")]
+    pub solver: SolverArg,
+    /// Maximum number of states the frontier search may create per component.
+    #[arg(long, default_value_t = DEFAULT_DP_STATE_BUDGET)]
+    pub dp_state_budget: u64,
+    /// Branch-and-bound node budget of each integer-program solve.
+    #[arg(long)]
+    pub node_limit: Option<u64>,
+    /// Time limit in seconds of each component part's integer program.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Report every `seconds` as 0.0 (byte-identical output across runs).
+    #[arg(long)]
+    pub no_timings: bool,
+}
+
+fn read(path: &PathBuf, what: &str) -> Result<String, SelectionError> {
+    let r = if path.as_os_str() == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+    } else {
+        std::fs::read_to_string(path)
+    };
+    r.map_err(|e| SelectionError::BadInput(format!("cannot read {what} `{}`: {e}", path.display())))
+}
+
+fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
+    let weights = match &args.weights {
+        Some(p) => Some(Weights::from_json_str(&read(p, "weights file")?)?),
+        None => None,
+    };
+    let objective = objective_by_name(&args.objective, weights)?;
+    let time_limit = match args.time_limit {
+        Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            return Err(SelectionError::BadInput(format!(
+                "--time-limit {s}: expected a non-negative number of seconds"
+            )))
+        }
+        None => None,
+    };
+    Ok(SolveOptions {
+        objective: Arc::from(objective),
+        method: match args.solver {
+            SolverArg::Ilp => Method::Ilp,
+            SolverArg::Dp => Method::Dp,
+            SolverArg::Auto => Method::Auto,
+        },
+        dp_state_budget: args.dp_state_budget,
+        node_limit: args.node_limit,
+        time_limit,
+        timings: !args.no_timings,
+        presolve: true,
+    })
+}
+
+fn run_inner(args: &SolveArgs) -> Result<String, SelectionError> {
+    let opts = options(args)?;
+    let problem = SelectionProblem::from_json_str(&read(&args.problem, "problem file")?)?;
+    let work = || solve(&problem, &opts);
+    let solution = match args.threads {
+        Some(0) => {
+            return Err(SelectionError::BadInput(
+                "--threads 0: expected at least one thread".into(),
+            ))
+        }
+        Some(k) => rayon::ThreadPoolBuilder::new()
+            .num_threads(k)
+            .build()
+            .map_err(|e| SelectionError::BadInput(format!("--threads {k}: {e}")))?
+            .install(work)?,
+        None => work()?,
+    };
+    serde_json::to_string_pretty(&solution).map_err(|e| SelectionError::Solver {
+        component: 0,
+        first_node: String::new(),
+        message: format!("cannot serialize the solution: {e}"),
+    })
+}
+
+/// Runs `jointplan solve`: exit 0 solved, 1 infeasible, 2 bad input, 3 solver
+/// failure or limit without a solution, 4 certification failure.
+pub fn run(args: &SolveArgs) -> ExitCode {
+    match run_inner(args) {
+        Ok(text) => {
+            println!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("jointplan solve: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}

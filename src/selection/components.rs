@@ -1,0 +1,193 @@
+//! Connected components of the node–resource incidence graph, and the
+//! component form ([`Comp`]) that every solver works on.
+//!
+//! Two nodes are in one component when their candidates name a common
+//! resource, directly or through other nodes. Components are listed sorted
+//! by their first node index, with their nodes ascending, so the order does
+//! not depend on hashing or on thread scheduling.
+
+use petgraph::unionfind::UnionFind;
+
+use super::problem::{best_rank, Instance, Mask};
+
+/// A candidate inside a component: resources are local indices.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct CCand {
+    /// Index of the candidate in the instance node's (provider-sorted) list.
+    pub orig: u16,
+    /// Whether the candidate is the node's preferred provider.
+    pub preferred: bool,
+    /// Touched local resources with accepted masks, sorted by local index.
+    pub res: Vec<(u32, Mask)>,
+}
+
+/// A node inside a component.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct CNode {
+    /// Index of the node in the instance.
+    pub global: u32,
+    /// Candidates, in provider-id order (ascending `orig`).
+    pub cands: Vec<CCand>,
+}
+
+/// One connected component (or a re-split part of one after presolve).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Comp {
+    /// Nodes in program order.
+    pub nodes: Vec<CNode>,
+    /// Local resource index to instance resource index.
+    pub res_global: Vec<u32>,
+    /// Number of profiles.
+    pub profiles: usize,
+}
+
+/// The exact evaluation of one complete choice on a component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Score {
+    /// Preferred flag per node, node order.
+    pub pref: Vec<bool>,
+    /// Number of used resources at each rank (length = number of profiles).
+    pub counts: Vec<u64>,
+    /// Chosen candidate per node as its provider-order index (node order).
+    pub ids: Vec<u16>,
+    /// The profile rank of every used local resource (`None`: unused).
+    pub ranks: Vec<Option<usize>>,
+}
+
+impl Comp {
+    /// Number of local resources.
+    pub fn nres(&self) -> usize {
+        self.res_global.len()
+    }
+
+    /// Evaluates a choice given as one local candidate index per node:
+    /// `None` when it is infeasible (some resource has an empty intersection)
+    /// or malformed.
+    pub fn evaluate_local(&self, choice: &[usize]) -> Option<Score> {
+        if choice.len() != self.nodes.len() {
+            return None;
+        }
+        let mut masks: Vec<Mask> = vec![0; self.nres()];
+        let mut used = vec![false; self.nres()];
+        let mut pref = Vec::with_capacity(self.nodes.len());
+        let mut ids = Vec::with_capacity(self.nodes.len());
+        for (node, &c) in self.nodes.iter().zip(choice) {
+            let cand = node.cands.get(c)?;
+            pref.push(cand.preferred);
+            ids.push(cand.orig);
+            for &(r, m) in &cand.res {
+                let r = r as usize;
+                if used[r] {
+                    masks[r] &= m;
+                } else {
+                    used[r] = true;
+                    masks[r] = m;
+                }
+                if masks[r] == 0 {
+                    return None;
+                }
+            }
+        }
+        let mut counts = vec![0u64; self.profiles];
+        let mut ranks = vec![None; self.nres()];
+        for r in 0..self.nres() {
+            if used[r] {
+                let k = best_rank(masks[r]);
+                counts[k] += 1;
+                ranks[r] = Some(k);
+            }
+        }
+        Some(Score {
+            pref,
+            counts,
+            ids,
+            ranks,
+        })
+    }
+
+    /// Builds a component from instance nodes (ascending indices), with all
+    /// their candidates.
+    pub fn from_instance(inst: &Instance, nodes: &[u32]) -> Comp {
+        let mut local: std::collections::BTreeMap<u32, u32> = Default::default();
+        for &n in nodes {
+            for c in &inst.nodes[n as usize].cands {
+                for &(r, _) in &c.res {
+                    local.entry(r).or_insert(0);
+                }
+            }
+        }
+        let res_global: Vec<u32> = local.keys().copied().collect();
+        for (i, v) in local.values_mut().enumerate() {
+            *v = i as u32;
+        }
+        let cnodes = nodes
+            .iter()
+            .map(|&n| CNode {
+                global: n,
+                cands: inst.nodes[n as usize]
+                    .cands
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| CCand {
+                        orig: i as u16,
+                        preferred: c.preferred,
+                        res: c.res.iter().map(|&(r, m)| (local[&r], m)).collect(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Comp {
+            nodes: cnodes,
+            res_global,
+            profiles: inst.profiles.len(),
+        }
+    }
+}
+
+/// Groups `nodes` (each given by its touched resources, over all candidates)
+/// into connected components through shared resources. Returns groups of
+/// positions into `nodes`, each ascending, sorted by first position.
+pub(crate) fn group_by_resources(node_res: &[Vec<u32>], nres: usize) -> Vec<Vec<usize>> {
+    let n = node_res.len();
+    // Vertices 0..n are nodes, n..n+nres are resources.
+    let mut uf: UnionFind<usize> = UnionFind::new(n + nres);
+    for (i, rs) in node_res.iter().enumerate() {
+        for &r in rs {
+            uf.union(i, n + r as usize);
+        }
+    }
+    let mut group_of_root: std::collections::HashMap<usize, usize> = Default::default();
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for i in 0..n {
+        let root = uf.find_mut(i);
+        let g = *group_of_root.entry(root).or_insert_with(|| {
+            groups.push(Vec::new());
+            groups.len() - 1
+        });
+        groups[g].push(i);
+    }
+    groups
+}
+
+/// The connected components of an instance, as ascending node-index lists
+/// sorted by first node.
+pub(crate) fn instance_components(inst: &Instance) -> Vec<Vec<u32>> {
+    let node_res: Vec<Vec<u32>> = inst
+        .nodes
+        .iter()
+        .map(|n| {
+            let mut rs: Vec<u32> = n
+                .cands
+                .iter()
+                .flat_map(|c| c.res.iter().map(|&(r, _)| r))
+                .collect();
+            rs.sort_unstable();
+            rs.dedup();
+            rs
+        })
+        .collect();
+    group_by_resources(&node_res, inst.resources.len())
+        .into_iter()
+        .map(|g| g.into_iter().map(|i| i as u32).collect())
+        .collect()
+}

@@ -1,0 +1,53 @@
+//! Joint provider/storage-profile selection.
+//!
+//! The planner (or `jointplan solve`) hands a [`SelectionProblem`] to
+//! [`solve`]: every node picks one provider candidate, and every resource a
+//! chosen candidate touches gets the lowest-rank profile that all chosen
+//! candidates touching it accept. The default objective is the exact
+//! lexicographic `seed-lex` of `selection-problem.md`; other variants are
+//! behind the [`Objective`] trait.
+//!
+//! Method: connected components of the node–resource incidence graph
+//! (`components`), exact presolve (`presolve`), a hierarchical integer
+//! program per part (`ilp`), checked by the exact closure frontier
+//! (`frontier`) within a state budget, and an independent re-check of
+//! every answer (`certificate`). See `docs/solver.md`.
+//!
+//! ```
+//! use jointplan::selection::{solve, SelectionProblem, SolveOptions};
+//! let problem = SelectionProblem::from_json_str(r#"{
+//!   "profiles": ["contiguous", "paged-16"],
+//!   "nodes": [
+//!     {"id": "a", "preferred": "flash", "candidates": [
+//!       {"provider": "flash", "accepts": {"kv": ["contiguous"]}},
+//!       {"provider": "paged", "accepts": {"kv": ["paged-16"]}}]},
+//!     {"id": "b", "candidates": [
+//!       {"provider": "paged", "accepts": {"kv": ["paged-16"]}}]}
+//!   ]}"#).unwrap();
+//! let solution = solve(&problem, &SolveOptions::default()).unwrap();
+//! assert_eq!(solution.choices["a"], "paged");
+//! assert_eq!(solution.profiles["kv"], "paged-16");
+//! ```
+
+pub(crate) mod certificate;
+pub(crate) mod components;
+mod error;
+pub(crate) mod frontier;
+pub(crate) mod ilp;
+pub mod instances;
+mod objective;
+pub(crate) mod presolve;
+mod problem;
+mod reference;
+mod solve;
+
+pub use error::SelectionError;
+pub use objective::{
+    objective_by_name, Level, MaxPreferred, MinPenalty, Objective, SeedLex, Weighted, Weights,
+};
+pub use problem::{Candidate, SelectionNode, SelectionProblem, UnusableCandidate};
+pub use reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
+pub use solve::{
+    solve, ComponentReport, Method, PresolveReport, Solution, SolveOptions, Status, Summary,
+    DEFAULT_DP_STATE_BUDGET,
+};

@@ -1,0 +1,365 @@
+//! Exact presolve of one component before the integer program.
+//!
+//! Steps, repeated to a fixpoint (bounded number of rounds):
+//!
+//! 1. **Domain propagation.** A node *surely touches* resource `r` when all
+//!    its live candidates touch `r`; then `r` is used and its profile lies in
+//!    the union of those candidates' accepted sets. `D(r)` is the
+//!    intersection of these unions over the nodes that surely touch `r`. A
+//!    candidate accepting nothing of `D(r)` for some `r` can never be chosen.
+//!    A node left without candidates makes the component infeasible, and the
+//!    conflict is reported in the input's terms.
+//! 2. **Dominated candidates.** `c'` dominates `c` (same node) when `c'`
+//!    touches a subset of `c`'s resources, accepts a superset for each, and
+//!    `c'` is preferred or (neither is preferred and `c'`'s provider id is
+//!    smaller). Swapping `c` for `c'` in any solution keeps it feasible, never
+//!    raises any resource's rank, may drop resources, never loses a
+//!    preference and strictly improves the preferred or provider-id key, so
+//!    `c` is in no optimum of any objective variant (weights are non-negative
+//!    and non-decreasing by rank).
+//! 3. **Settled resources.** If every live candidate touching `r` accepts
+//!    `p*`, the lowest rank any of them accepts, then `r`, if used, has
+//!    profile `p*` whatever is chosen. If `r` is surely used, or `p*` costs
+//!    nothing under the objective, `r` no longer influences feasibility or the
+//!    objective's comparisons and is removed from the candidates.
+//! 4. **Forced nodes**: a node with one live candidate and no remaining
+//!    resources is fixed.
+//!
+//! The remaining nodes are split into components again (fixing and settling
+//! cut links), and each part gets a canonical signature so that identical
+//! parts (repeated layers) are solved once.
+
+use super::components::{group_by_resources, CCand, CNode, Comp};
+use super::problem::{best_rank, Instance, Mask};
+
+/// Presolve counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct PresolveStats {
+    /// Candidates removed by propagation.
+    pub propagated: usize,
+    /// Candidates removed by dominance.
+    pub dominated: usize,
+    /// Resources settled and removed.
+    pub settled: usize,
+    /// Nodes fixed outright.
+    pub fixed: usize,
+}
+
+/// A part left to solve.
+#[derive(Debug, Clone)]
+pub(crate) struct Part {
+    /// The reduced component.
+    pub comp: Comp,
+    /// Positions of its nodes in the original component.
+    pub positions: Vec<usize>,
+    /// Canonical signature: equal signatures have equal optimal local choices.
+    pub signature: Vec<u64>,
+}
+
+/// The result of presolve.
+#[derive(Debug, Clone)]
+pub(crate) enum Presolved {
+    /// The reduced problem.
+    Reduced {
+        /// Nodes fixed by presolve: (position in the component, local
+        /// candidate index in the original component).
+        fixed: Vec<(usize, usize)>,
+        /// Parts to solve.
+        parts: Vec<Part>,
+        /// Counters.
+        stats: PresolveStats,
+    },
+    /// The component is infeasible; the explanation names the conflict.
+    Infeasible(String),
+}
+
+const MAX_ROUNDS: usize = 64;
+
+fn mask_names(inst: &Instance, m: Mask) -> String {
+    let names: Vec<&str> = (0..inst.profiles.len())
+        .filter(|&k| m >> k & 1 == 1)
+        .map(|k| inst.profiles[k].as_str())
+        .collect();
+    format!("[{}]", names.join(", "))
+}
+
+/// Presolves `comp` (an original component of `inst`). `free_rank[k]` says
+/// whether a used resource at rank `k` costs nothing under the objective.
+pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Presolved {
+    let n = comp.nodes.len();
+    let nres = comp.nres();
+    let mut stats = PresolveStats::default();
+    let mut live: Vec<Vec<bool>> = comp
+        .nodes
+        .iter()
+        .map(|nd| vec![true; nd.cands.len()])
+        .collect();
+    let mut res: Vec<Vec<Vec<(u32, Mask)>>> = comp
+        .nodes
+        .iter()
+        .map(|nd| nd.cands.iter().map(|c| c.res.clone()).collect())
+        .collect();
+    let mut settled = vec![false; nres];
+    let full: Mask = if comp.profiles >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << comp.profiles) - 1
+    };
+    for _round in 0..MAX_ROUNDS {
+        let mut changed = false;
+        // 1. Propagation.
+        let mut dom = vec![full; nres];
+        let mut sure: Vec<Vec<(usize, Mask)>> = vec![Vec::new(); nres];
+        let mut cover: Vec<(u32, Mask, usize)> = Vec::new();
+        for u in 0..n {
+            let lc: Vec<usize> = (0..live[u].len()).filter(|&c| live[u][c]).collect();
+            cover.clear();
+            for &c in &lc {
+                for &(r, m) in &res[u][c] {
+                    match cover.iter_mut().find(|e| e.0 == r) {
+                        Some(e) => {
+                            e.1 |= m;
+                            e.2 += 1;
+                        }
+                        None => cover.push((r, m, 1)),
+                    }
+                }
+            }
+            for &(r, m, cnt) in &cover {
+                if cnt == lc.len() {
+                    dom[r as usize] &= m;
+                    sure[r as usize].push((u, m));
+                }
+            }
+        }
+        for u in 0..n {
+            let mut killed: Vec<(usize, u32)> = Vec::new();
+            for c in 0..live[u].len() {
+                if !live[u][c] {
+                    continue;
+                }
+                if let Some(&(r, _)) = res[u][c].iter().find(|&&(r, m)| m & dom[r as usize] == 0) {
+                    killed.push((c, r));
+                }
+            }
+            if killed.is_empty() {
+                continue;
+            }
+            let alive_after = (0..live[u].len())
+                .filter(|&c| live[u][c] && !killed.iter().any(|k| k.0 == c))
+                .count();
+            if alive_after == 0 {
+                return Presolved::Infeasible(explain(inst, comp, u, &killed, &res, &sure));
+            }
+            for (c, _) in killed {
+                live[u][c] = false;
+                stats.propagated += 1;
+                changed = true;
+            }
+        }
+        // 2. Dominance.
+        for u in 0..n {
+            let cands = &comp.nodes[u].cands;
+            for c in 0..cands.len() {
+                if !live[u][c] {
+                    continue;
+                }
+                let dominated = (0..cands.len()).any(|d| {
+                    d != c
+                        && live[u][d]
+                        && (cands[d].preferred || (!cands[c].preferred && d < c))
+                        && res[u][d].iter().all(|&(r, md)| {
+                            res[u][c].iter().any(|&(rc, mc)| rc == r && mc & !md == 0)
+                        })
+                });
+                if dominated {
+                    live[u][c] = false;
+                    stats.dominated += 1;
+                    changed = true;
+                }
+            }
+        }
+        // 3. Settled resources.
+        let mut union = vec![0 as Mask; nres];
+        let mut inter = vec![full; nres];
+        let mut touched = vec![false; nres];
+        for u in 0..n {
+            for c in 0..live[u].len() {
+                if !live[u][c] {
+                    continue;
+                }
+                for &(r, m) in &res[u][c] {
+                    let r = r as usize;
+                    union[r] |= m;
+                    inter[r] &= m;
+                    touched[r] = true;
+                }
+            }
+        }
+        for r in 0..nres {
+            if !touched[r] || settled[r] {
+                continue;
+            }
+            let k = best_rank(union[r]);
+            if inter[r] >> k & 1 == 1 && (!sure[r].is_empty() || free_rank[k]) {
+                settled[r] = true;
+                stats.settled += 1;
+                changed = true;
+            }
+        }
+        if changed {
+            for node_res in res.iter_mut() {
+                for cand_res in node_res.iter_mut() {
+                    cand_res.retain(|&(r, _)| !settled[r as usize]);
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    // 4. Forced nodes and the re-split.
+    let mut fixed = Vec::new();
+    let mut kept: Vec<usize> = Vec::new();
+    for u in 0..n {
+        let lc: Vec<usize> = (0..live[u].len()).filter(|&c| live[u][c]).collect();
+        if lc.len() == 1 && res[u][lc[0]].is_empty() {
+            fixed.push((u, lc[0]));
+            stats.fixed += 1;
+        } else {
+            kept.push(u);
+        }
+    }
+    let node_res: Vec<Vec<u32>> = kept
+        .iter()
+        .map(|&u| {
+            let mut rs: Vec<u32> = (0..live[u].len())
+                .filter(|&c| live[u][c])
+                .flat_map(|c| res[u][c].iter().map(|&(r, _)| r))
+                .collect();
+            rs.sort_unstable();
+            rs.dedup();
+            rs
+        })
+        .collect();
+    let groups = group_by_resources(&node_res, nres);
+    let parts = groups
+        .into_iter()
+        .map(|g| {
+            let positions: Vec<usize> = g.iter().map(|&j| kept[j]).collect();
+            build_part(comp, &positions, &live, &res)
+        })
+        .collect();
+    Presolved::Reduced {
+        fixed,
+        parts,
+        stats,
+    }
+}
+
+/// Builds a part with resources renumbered by first occurrence, so that
+/// identical structures get identical components and signatures.
+fn build_part(
+    comp: &Comp,
+    positions: &[usize],
+    live: &[Vec<bool>],
+    res: &[Vec<Vec<(u32, Mask)>>],
+) -> Part {
+    let mut local: std::collections::HashMap<u32, u32> = Default::default();
+    let mut res_global = Vec::new();
+    let mut signature = vec![comp.profiles as u64, positions.len() as u64];
+    let mut nodes = Vec::with_capacity(positions.len());
+    for &u in positions {
+        let mut cands = Vec::new();
+        for c in 0..live[u].len() {
+            if !live[u][c] {
+                continue;
+            }
+            let src = &comp.nodes[u].cands[c];
+            let mut rl: Vec<(u32, Mask)> = res[u][c]
+                .iter()
+                .map(|&(r, m)| {
+                    let id = *local.entry(r).or_insert_with(|| {
+                        res_global.push(comp.res_global[r as usize]);
+                        (res_global.len() - 1) as u32
+                    });
+                    (id, m)
+                })
+                .collect();
+            rl.sort_unstable();
+            signature.push(u64::from(src.preferred) | (rl.len() as u64) << 1);
+            for &(r, m) in &rl {
+                signature.push(r as u64);
+                signature.push(m);
+            }
+            cands.push(CCand {
+                orig: src.orig,
+                preferred: src.preferred,
+                res: rl,
+            });
+        }
+        signature.push(u64::MAX);
+        nodes.push(CNode {
+            global: comp.nodes[u].global,
+            cands,
+        });
+    }
+    Part {
+        comp: Comp {
+            nodes,
+            res_global,
+            profiles: comp.profiles,
+        },
+        positions: positions.to_vec(),
+        signature,
+    }
+}
+
+/// Explains why node `u` has no candidate left.
+fn explain(
+    inst: &Instance,
+    comp: &Comp,
+    u: usize,
+    killed: &[(usize, u32)],
+    res: &[Vec<Vec<(u32, Mask)>>],
+    sure: &[Vec<(usize, Mask)>],
+) -> String {
+    let node = &inst.nodes[comp.nodes[u].global as usize];
+    let mut parts = Vec::new();
+    for &(c, r) in killed {
+        let cand = &comp.nodes[u].cands[c];
+        let rname = &inst.resources[comp.res_global[r as usize] as usize];
+        let need = res[u][c]
+            .iter()
+            .find(|e| e.0 == r)
+            .map(|e| e.1)
+            .unwrap_or(0);
+        let others: Vec<String> = sure[r as usize]
+            .iter()
+            .filter(|(v, _)| *v != u)
+            .take(3)
+            .map(|&(v, m)| {
+                format!(
+                    "node `{}` accepts only {} for `{rname}`",
+                    inst.nodes[comp.nodes[v].global as usize].id,
+                    mask_names(inst, m)
+                )
+            })
+            .collect();
+        parts.push(format!(
+            "candidate `{}` accepts only {} for `{rname}`, but {}",
+            inst.nodes[comp.nodes[u].global as usize].cands[cand.orig as usize].provider,
+            mask_names(inst, need),
+            if others.is_empty() {
+                "no profile is left for it".to_string()
+            } else {
+                others.join(" and ")
+            }
+        ));
+    }
+    format!(
+        "node `{}` has no candidate left: {}",
+        node.id,
+        parts.join("; ")
+    )
+}

@@ -1,0 +1,256 @@
+//! The selection problem in the exchange format of `selection-problem.md`, its
+//! validation, and the indexed internal form the solvers work on.
+//!
+//! The public types ([`SelectionProblem`], [`SelectionNode`], [`Candidate`])
+//! mirror the JSON format one to one. [`Instance::new`] validates a problem
+//! and turns it into index form: profiles become bit masks (`u64`, so at most
+//! 64 profiles), resources become dense indices in name order, and every
+//! node's candidates are sorted by provider id as byte strings, so that the
+//! candidate index order *is* the provider-id order of the third objective
+//! key.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::SelectionError;
+
+/// A joint provider/storage-profile selection problem (the input of
+/// `jointplan solve`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectionProblem {
+    /// Storage profiles in policy order: the index is the rank, rank 0 is the
+    /// most wanted.
+    pub profiles: Vec<String>,
+    /// The nodes in program order.
+    pub nodes: Vec<SelectionNode>,
+}
+
+/// One node of the program and the provider candidates it may use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelectionNode {
+    /// Unique node id.
+    pub id: String,
+    /// The preferred provider, if any; it may name a provider without a
+    /// candidate (then the preference cannot be met).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred: Option<String>,
+    /// One candidate per provider.
+    pub candidates: Vec<Candidate>,
+}
+
+/// One provider candidate of a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// Provider id, unique within the node.
+    pub provider: String,
+    /// Every resource the candidate touches, mapped to the profiles it accepts
+    /// for that resource.
+    pub accepts: BTreeMap<String, Vec<String>>,
+}
+
+/// A candidate dropped before solving because it accepts no profile for one of
+/// its resources.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct UnusableCandidate {
+    /// The node id.
+    pub node: String,
+    /// The provider of the dropped candidate.
+    pub provider: String,
+    /// The first resource (in name order) with an empty accepted list.
+    pub resource: String,
+}
+
+/// A set of profiles as a bit mask: bit `k` is the profile of rank `k`.
+pub(crate) type Mask = u64;
+
+/// The rank of the best (lowest-rank) profile in a non-empty mask.
+pub(crate) fn best_rank(mask: Mask) -> usize {
+    mask.trailing_zeros() as usize
+}
+
+/// A validated candidate in index form.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ICand {
+    /// Provider id.
+    pub provider: String,
+    /// Whether this is the node's preferred provider.
+    pub preferred: bool,
+    /// Touched resources with their accepted masks, sorted by resource index;
+    /// every mask is non-empty.
+    pub res: Vec<(u32, Mask)>,
+}
+
+/// A validated node in index form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct INode {
+    /// Node id.
+    pub id: String,
+    /// Usable candidates sorted by provider id (byte order); never empty.
+    pub cands: Vec<ICand>,
+}
+
+/// A validated problem in index form.
+#[derive(Debug, Clone)]
+pub(crate) struct Instance {
+    /// Profile names by rank.
+    pub profiles: Vec<String>,
+    /// Resource names by index (name order).
+    pub resources: Vec<String>,
+    /// Nodes in program order.
+    pub nodes: Vec<INode>,
+    /// Candidates dropped because of an empty accepted list.
+    pub unusable: Vec<UnusableCandidate>,
+}
+
+impl SelectionProblem {
+    /// Parses a problem from JSON text; the error names the JSON path of the
+    /// first problem found.
+    pub fn from_json_str(text: &str) -> Result<Self, SelectionError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            SelectionError::BadInput(format!("invalid problem JSON at `{path}`: {}", e.inner()))
+        })
+    }
+}
+
+impl Instance {
+    /// Validates `problem` and builds the index form.
+    pub fn new(problem: &SelectionProblem) -> Result<Self, SelectionError> {
+        let bad = |m: String| Err(SelectionError::BadInput(m));
+        if problem.profiles.is_empty() {
+            return bad("`profiles` is empty: at least one storage profile is needed".into());
+        }
+        if problem.profiles.len() > 64 {
+            return bad(format!(
+                "`profiles` has {} entries; at most 64 are supported",
+                problem.profiles.len()
+            ));
+        }
+        let mut rank_of: BTreeMap<&str, usize> = BTreeMap::new();
+        for (k, p) in problem.profiles.iter().enumerate() {
+            if p.is_empty() {
+                return bad(format!("profile at rank {k} has an empty name"));
+            }
+            if rank_of.insert(p.as_str(), k).is_some() {
+                return bad(format!("profile `{p}` is listed twice in `profiles`"));
+            }
+        }
+        let mut seen_nodes = BTreeSet::new();
+        let mut res_names = BTreeSet::new();
+        for node in &problem.nodes {
+            if node.id.is_empty() {
+                return bad("a node has an empty id".into());
+            }
+            if !seen_nodes.insert(node.id.as_str()) {
+                return bad(format!(
+                    "node id `{}` is used by more than one node",
+                    node.id
+                ));
+            }
+            let mut providers = BTreeSet::new();
+            for cand in &node.candidates {
+                if !providers.insert(cand.provider.as_str()) {
+                    return bad(format!(
+                        "node `{}`: provider `{}` has more than one candidate",
+                        node.id, cand.provider
+                    ));
+                }
+                for (res, accepted) in &cand.accepts {
+                    if res.is_empty() {
+                        return bad(format!(
+                            "node `{}`, candidate `{}`: a resource has an empty name",
+                            node.id, cand.provider
+                        ));
+                    }
+                    for p in accepted {
+                        if !rank_of.contains_key(p.as_str()) {
+                            return bad(format!(
+                                "node `{}`, candidate `{}`, resource `{res}`: unknown profile `{p}` (not in `profiles`)",
+                                node.id, cand.provider
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        // Resources are indexed over usable candidates only: a resource that
+        // only an unusable candidate names is not part of the problem.
+        let usable = |c: &Candidate| c.accepts.values().all(|v| !v.is_empty());
+        for node in &problem.nodes {
+            for cand in node.candidates.iter().filter(|c| usable(c)) {
+                for res in cand.accepts.keys() {
+                    res_names.insert(res.as_str());
+                }
+            }
+        }
+        let resources: Vec<String> = res_names.iter().map(|s| s.to_string()).collect();
+        let res_index: BTreeMap<&str, u32> = res_names
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (*s, i as u32))
+            .collect();
+        let mut nodes = Vec::with_capacity(problem.nodes.len());
+        let mut unusable = Vec::new();
+        for node in &problem.nodes {
+            if node.candidates.is_empty() {
+                return bad(format!("node `{}` has no candidates", node.id));
+            }
+            let mut cands = Vec::new();
+            for cand in &node.candidates {
+                if let Some((res, _)) = cand.accepts.iter().find(|(_, v)| v.is_empty()) {
+                    unusable.push(UnusableCandidate {
+                        node: node.id.clone(),
+                        provider: cand.provider.clone(),
+                        resource: res.clone(),
+                    });
+                    continue;
+                }
+                let mut res = Vec::with_capacity(cand.accepts.len());
+                for (r, accepted) in &cand.accepts {
+                    let mut mask: Mask = 0;
+                    for p in accepted {
+                        // Presence was checked above.
+                        if let Some(&k) = rank_of.get(p.as_str()) {
+                            mask |= 1u64 << k;
+                        }
+                    }
+                    if let Some(&ri) = res_index.get(r.as_str()) {
+                        res.push((ri, mask));
+                    }
+                }
+                res.sort_unstable();
+                cands.push(ICand {
+                    provider: cand.provider.clone(),
+                    preferred: node.preferred.as_deref() == Some(cand.provider.as_str()),
+                    res,
+                });
+            }
+            if cands.is_empty() {
+                let list: Vec<String> = unusable
+                    .iter()
+                    .filter(|u| u.node == node.id)
+                    .map(|u| format!("`{}` (empty list for `{}`)", u.provider, u.resource))
+                    .collect();
+                return bad(format!(
+                    "node `{}` is left with no usable candidate: {}",
+                    node.id,
+                    list.join(", ")
+                ));
+            }
+            cands.sort_by(|a, b| a.provider.as_bytes().cmp(b.provider.as_bytes()));
+            nodes.push(INode {
+                id: node.id.clone(),
+                cands,
+            });
+        }
+        unusable.sort();
+        Ok(Instance {
+            profiles: problem.profiles.clone(),
+            resources,
+            nodes,
+            unusable,
+        })
+    }
+}

@@ -1,0 +1,620 @@
+//! Orchestration: components in parallel, presolve, identical-part reuse,
+//! the integer program or the frontier, the check, and the output object.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
+use super::components::{instance_components, Comp};
+use super::error::SelectionError;
+use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
+use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
+use super::objective::{Level, Objective, SeedLex, Weights};
+use super::presolve::{presolve, Part, PresolveStats, Presolved};
+use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
+
+/// The default state budget of the frontier check.
+pub const DEFAULT_DP_STATE_BUDGET: u64 = 2_000_000;
+
+/// Which method solves a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Method {
+    /// The integer program (after presolve), checked by the closure frontier
+    /// within its budget.
+    #[default]
+    Ilp,
+    /// The closure frontier alone; fails if it exceeds its budget.
+    Dp,
+    /// The closure frontier where its state bound (from the cut structure)
+    /// fits the budget, the integer program otherwise.
+    Auto,
+}
+
+/// Options of [`solve`].
+#[derive(Debug, Clone)]
+pub struct SolveOptions {
+    /// The objective (default `seed-lex`).
+    pub objective: Arc<dyn Objective>,
+    /// The method.
+    pub method: Method,
+    /// Maximum number of states the frontier may create per component.
+    pub dp_state_budget: u64,
+    /// Branch-and-bound node budget of each integer-program solve.
+    pub node_limit: Option<u64>,
+    /// Wall-clock limit of each part's integer program.
+    pub time_limit: Option<Duration>,
+    /// Report real seconds (`false`: every `seconds` is 0.0, so the output is
+    /// byte-identical across runs).
+    pub timings: bool,
+    /// Run presolve before the integer program (on by default; off only to
+    /// test presolve's exactness).
+    pub presolve: bool,
+}
+
+impl Default for SolveOptions {
+    fn default() -> Self {
+        SolveOptions {
+            objective: Arc::new(SeedLex),
+            method: Method::Ilp,
+            dp_state_budget: DEFAULT_DP_STATE_BUDGET,
+            node_limit: None,
+            time_limit: None,
+            timings: true,
+            presolve: true,
+        }
+    }
+}
+
+/// Whether an answer is proved optimal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Proved optimal for the objective.
+    Optimal,
+    /// Feasible; a limit stopped the proof.
+    Feasible,
+}
+
+/// Presolve counters of one component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresolveReport {
+    /// Candidates removed by domain propagation.
+    pub propagated: usize,
+    /// Candidates removed as dominated.
+    pub dominated: usize,
+    /// Resources settled and removed.
+    pub settled: usize,
+    /// Nodes fixed outright.
+    pub fixed: usize,
+    /// Parts left after re-splitting.
+    pub parts: usize,
+    /// Parts whose answer was reused from an identical part.
+    pub reused: usize,
+}
+
+/// The report of one component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentReport {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of resources its candidates name.
+    pub resources: usize,
+    /// `ilp`, `dp` or `presolve` (presolve fixed every node).
+    pub method: String,
+    /// `dp-agrees` or `dp-skipped: <reason>; certificate: ...`.
+    pub check: String,
+    /// Wall-clock seconds (0.0 with timings off).
+    pub seconds: f64,
+    /// Id of the first node.
+    pub first_node: String,
+    /// Whether this component's answer is proved optimal.
+    pub status: Status,
+    /// Relative gap of an interrupted solve, where known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<f64>,
+    /// How the answer was certified.
+    pub certificate: String,
+    /// Presolve counters (integer-program path only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub presolve: Option<PresolveReport>,
+}
+
+/// The summary of a solution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Number of components.
+    pub components: usize,
+    /// Nodes whose preferred provider was chosen.
+    pub preferred_met: usize,
+    /// `penalty_by_rank[k]`: number of resources whose profile has rank `k`.
+    pub penalty_by_rank: Vec<usize>,
+    /// Candidates dropped before solving (an empty accepted list).
+    pub unusable_candidates: Vec<UnusableCandidate>,
+}
+
+/// A solution in the output format of `jointplan solve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Solution {
+    /// `optimal` when every component is proved optimal, else `feasible`.
+    pub status: Status,
+    /// The objective's name.
+    pub objective: String,
+    /// Chosen provider per node id.
+    pub choices: BTreeMap<String, String>,
+    /// Profile per resource touched by a chosen candidate.
+    pub profiles: BTreeMap<String, String>,
+    /// Summary counts.
+    pub summary: Summary,
+    /// One report per component, in component order.
+    pub components: Vec<ComponentReport>,
+}
+
+/// A finished component.
+struct Done {
+    choice: Vec<usize>,
+    report: ComponentReport,
+}
+
+/// A component waiting for its integer program.
+struct Pending {
+    comp: Comp,
+    dp: (DpOutcome, u64),
+    fixed: Vec<(usize, usize)>,
+    parts: Vec<Part>,
+    stats: PresolveStats,
+    elapsed: Duration,
+}
+
+enum PhaseA {
+    Done(Box<Done>),
+    Pending(Box<Pending>),
+    Failed(SelectionError),
+}
+
+struct Ctx<'a> {
+    inst: &'a Instance,
+    levels: Vec<Level>,
+    weights: Option<&'a Weights>,
+    free_rank: Vec<bool>,
+    opts: &'a SolveOptions,
+}
+
+/// Solves a selection problem.
+///
+/// Components are solved in parallel on the current rayon pool and joined in
+/// component order; the result does not depend on the number of threads.
+pub fn solve(
+    problem: &SelectionProblem,
+    options: &SolveOptions,
+) -> Result<Solution, SelectionError> {
+    let inst = Instance::new(problem)?;
+    if let Some(w) = options.objective.weights() {
+        w.validate(inst.profiles.len())?;
+    }
+    let levels = options.objective.levels(inst.profiles.len());
+    let free_rank: Vec<bool> = (0..inst.profiles.len())
+        .map(|k| match options.objective.weights() {
+            Some(w) => w.ranks[k] == 0,
+            None => k == 0,
+        })
+        .collect();
+    let ctx = Ctx {
+        inst: &inst,
+        levels,
+        weights: options.objective.weights(),
+        free_rank,
+        opts: options,
+    };
+    let comps = instance_components(&inst);
+    let first_node = |ci: usize| inst.nodes[comps[ci][0] as usize].id.clone();
+
+    // Phase A: per component, the frontier (method or check) and presolve.
+    let phase_a: Vec<PhaseA> = comps
+        .par_iter()
+        .enumerate()
+        .map(|(ci, nodes)| phase_a(&ctx, ci, nodes))
+        .collect();
+
+    // Phase B: identical parts are solved once.
+    let mut unique: BTreeMap<Vec<u64>, usize> = BTreeMap::new();
+    let mut jobs: Vec<(usize, usize)> = Vec::new(); // (component, part)
+    for (ci, a) in phase_a.iter().enumerate() {
+        if let PhaseA::Pending(p) = a {
+            for (pi, part) in p.parts.iter().enumerate() {
+                if !unique.contains_key(part.signature.as_slice()) {
+                    unique.insert(part.signature.clone(), jobs.len());
+                    jobs.push((ci, pi));
+                }
+            }
+        }
+    }
+    let results: Vec<(Result<IlpOutcome, String>, Duration)> = jobs
+        .par_iter()
+        .map(|&(ci, pi)| {
+            let PhaseA::Pending(p) = &phase_a[ci] else {
+                return (
+                    Err("internal: job of a finished component".into()),
+                    Duration::ZERO,
+                );
+            };
+            let part = &p.parts[pi];
+            let t = Instant::now();
+            let warm = match &p.dp.0 {
+                DpOutcome::Optimal(choice) => part
+                    .positions
+                    .iter()
+                    .zip(&part.comp.nodes)
+                    .map(|(&pos, node)| {
+                        let orig = p.comp.nodes[pos].cands[choice[pos]].orig;
+                        node.cands.iter().position(|c| c.orig == orig)
+                    })
+                    .collect::<Option<Vec<usize>>>(),
+                _ => None,
+            };
+            let limits = IlpLimits {
+                deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
+                node_limit: ctx.opts.node_limit,
+            };
+            let r = solve_ilp(
+                &part.comp,
+                &ctx.levels,
+                ctx.weights,
+                &limits,
+                warm.as_deref(),
+            );
+            (r, t.elapsed())
+        })
+        .collect();
+
+    // Phase C: assemble, re-check, compare with the frontier.
+    let finished: Vec<Result<Done, SelectionError>> = phase_a
+        .into_par_iter()
+        .enumerate()
+        .map(|(ci, a)| match a {
+            PhaseA::Done(d) => Ok(*d),
+            PhaseA::Failed(e) => Err(e),
+            PhaseA::Pending(p) => phase_c(&ctx, ci, &first_node(ci), *p, &unique, &jobs, &results),
+        })
+        .collect();
+
+    let mut choices = BTreeMap::new();
+    let mut reports = Vec::with_capacity(comps.len());
+    let mut chosen: Vec<usize> = vec![usize::MAX; inst.nodes.len()];
+    for (ci, f) in finished.into_iter().enumerate() {
+        let d = f?;
+        for (pos, &g) in comps[ci].iter().enumerate() {
+            chosen[g as usize] = d.choice[pos];
+        }
+        reports.push(d.report);
+    }
+    // Profiles, recomputed from the chosen candidates over the whole problem.
+    let mut masks: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut preferred_met = 0;
+    for (g, node) in inst.nodes.iter().enumerate() {
+        let cand = &node.cands[chosen[g]];
+        choices.insert(node.id.clone(), cand.provider.clone());
+        preferred_met += usize::from(cand.preferred);
+        for &(r, m) in &cand.res {
+            *masks.entry(r).or_insert(u64::MAX) &= m;
+        }
+    }
+    let mut penalty_by_rank = vec![0usize; inst.profiles.len()];
+    let mut profiles = BTreeMap::new();
+    for (r, m) in masks {
+        if m == 0 {
+            return Err(SelectionError::Disagreement {
+                component: 0,
+                first_node: String::new(),
+                details: format!(
+                    "resource `{}` has no common profile in the joined solution",
+                    inst.resources[r as usize]
+                ),
+            });
+        }
+        let k = best_rank(m);
+        penalty_by_rank[k] += 1;
+        profiles.insert(inst.resources[r as usize].clone(), inst.profiles[k].clone());
+    }
+    let status = if reports.iter().all(|r| r.status == Status::Optimal) {
+        Status::Optimal
+    } else {
+        Status::Feasible
+    };
+    Ok(Solution {
+        status,
+        objective: options.objective.name().to_string(),
+        choices,
+        profiles,
+        summary: Summary {
+            nodes: inst.nodes.len(),
+            components: comps.len(),
+            preferred_met,
+            penalty_by_rank,
+            unusable_candidates: inst.unusable.clone(),
+        },
+        components: reports,
+    })
+}
+
+fn seconds(ctx: &Ctx, d: Duration) -> f64 {
+    if ctx.opts.timings {
+        d.as_secs_f64()
+    } else {
+        0.0
+    }
+}
+
+fn infeasible(ctx: &Ctx, ci: usize, comp: &Comp, explanation: Option<String>) -> SelectionError {
+    let explanation = explanation.unwrap_or_else(|| conflict_set(ctx.inst, comp, 200));
+    SelectionError::Infeasible {
+        component: ci,
+        first_node: ctx.inst.nodes[comp.nodes[0].global as usize].id.clone(),
+        explanation,
+    }
+}
+
+fn phase_a(ctx: &Ctx, ci: usize, nodes: &[u32]) -> PhaseA {
+    let t = Instant::now();
+    let comp = Comp::from_instance(ctx.inst, nodes);
+    let first = ctx.inst.nodes[nodes[0] as usize].id.clone();
+    let budget = ctx.opts.dp_state_budget;
+    let use_dp = match ctx.opts.method {
+        Method::Dp => true,
+        Method::Auto => closure_state_bound(&comp) <= budget,
+        Method::Ilp => false,
+    };
+    let (dp, dp_stats) = frontier(&comp, &ctx.levels, ctx.weights, Mode::Closure, budget);
+    if use_dp {
+        return match dp {
+            DpOutcome::Optimal(choice) => {
+                if let Err(m) = recheck(&comp, &choice) {
+                    return PhaseA::Failed(SelectionError::Disagreement {
+                        component: ci,
+                        first_node: first,
+                        details: format!("{m}: {}", describe(ctx.inst, &comp, &choice)),
+                    });
+                }
+                PhaseA::Done(Box::new(Done {
+                    report: ComponentReport {
+                        nodes: comp.nodes.len(),
+                        resources: comp.nres(),
+                        method: "dp".into(),
+                        check: "dp-agrees".into(),
+                        seconds: seconds(ctx, t.elapsed()),
+                        first_node: first,
+                        status: Status::Optimal,
+                        gap: None,
+                        certificate: format!(
+                            "closure frontier is exact ({} states); re-check: feasible, objective recomputed",
+                            dp_stats.states
+                        ),
+                        presolve: None,
+                    },
+                    choice,
+                }))
+            }
+            DpOutcome::Infeasible => PhaseA::Failed(infeasible(ctx, ci, &comp, None)),
+            DpOutcome::Skipped(reason) => PhaseA::Failed(SelectionError::Solver {
+                component: ci,
+                first_node: first,
+                message: format!("{reason}; raise --dp-state-budget or use --solver ilp"),
+            }),
+        };
+    }
+    let (fixed, parts, stats) = if ctx.opts.presolve {
+        match presolve(ctx.inst, &comp, &ctx.free_rank) {
+            Presolved::Infeasible(expl) => {
+                if let DpOutcome::Optimal(choice) = &dp {
+                    return PhaseA::Failed(SelectionError::Disagreement {
+                        component: ci,
+                        first_node: first,
+                        details: format!(
+                            "presolve proved the component infeasible ({expl}) but the frontier found {}",
+                            describe(ctx.inst, &comp, choice)
+                        ),
+                    });
+                }
+                return PhaseA::Failed(infeasible(ctx, ci, &comp, Some(expl)));
+            }
+            Presolved::Reduced {
+                fixed,
+                parts,
+                stats,
+            } => (fixed, parts, stats),
+        }
+    } else {
+        let positions: Vec<usize> = (0..comp.nodes.len()).collect();
+        let part = Part {
+            comp: comp.clone(),
+            positions,
+            signature: Vec::new(),
+        };
+        (Vec::new(), vec![part], PresolveStats::default())
+    };
+    let mut parts = parts;
+    if !ctx.opts.presolve {
+        // Without presolve every component is its own job.
+        parts[0].signature = vec![u64::MAX, ci as u64];
+    }
+    PhaseA::Pending(Box::new(Pending {
+        comp,
+        dp: (dp, dp_stats.states),
+        fixed,
+        parts,
+        stats,
+        elapsed: t.elapsed(),
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn phase_c(
+    ctx: &Ctx,
+    ci: usize,
+    first: &str,
+    p: Pending,
+    unique: &BTreeMap<Vec<u64>, usize>,
+    jobs: &[(usize, usize)],
+    results: &[(Result<IlpOutcome, String>, Duration)],
+) -> Result<Done, SelectionError> {
+    let t = Instant::now();
+    let fail = |m: String| SelectionError::Solver {
+        component: ci,
+        first_node: first.to_string(),
+        message: m,
+    };
+    let mut choice = vec![usize::MAX; p.comp.nodes.len()];
+    for &(pos, c) in &p.fixed {
+        choice[pos] = c;
+    }
+    let mut solves = 0usize;
+    let mut spent = Duration::ZERO;
+    let mut stopped: Vec<String> = Vec::new();
+    let mut gap: Option<f64> = None;
+    let mut reused = 0usize;
+    let mut any_infeasible = false;
+    for (pi, part) in p.parts.iter().enumerate() {
+        let Some(&job) = unique.get(part.signature.as_slice()) else {
+            return Err(fail("internal: part without a job".into()));
+        };
+        let own_job = jobs[job] == (ci, pi);
+        if !own_job {
+            reused += 1;
+        }
+        let (res, d) = &results[job];
+        if own_job {
+            spent += *d;
+        }
+        match res {
+            Err(m) => return Err(fail(m.clone())),
+            Ok(IlpOutcome::Infeasible) => any_infeasible = true,
+            Ok(IlpOutcome::Solved {
+                choice: local,
+                solves: s,
+                stopped: st,
+                gap: g,
+            }) => {
+                if own_job {
+                    solves += s;
+                }
+                if let Some(st) = st {
+                    stopped.push(st.clone());
+                    gap = *g;
+                }
+                for (j, &pos) in part.positions.iter().enumerate() {
+                    let orig = part.comp.nodes[j].cands[local[j]].orig;
+                    match p.comp.nodes[pos].cands.iter().position(|c| c.orig == orig) {
+                        Some(c) => choice[pos] = c,
+                        None => return Err(fail("internal: unknown candidate in a part".into())),
+                    }
+                }
+            }
+        }
+    }
+    let dp_outcome = &p.dp.0;
+    if any_infeasible {
+        if let DpOutcome::Optimal(dc) = dp_outcome {
+            return Err(SelectionError::Disagreement {
+                component: ci,
+                first_node: first.to_string(),
+                details: format!(
+                    "the integer program proved the component infeasible but the frontier found {}",
+                    describe(ctx.inst, &p.comp, dc)
+                ),
+            });
+        }
+        return Err(infeasible(ctx, ci, &p.comp, None));
+    }
+    if choice.contains(&usize::MAX) {
+        return Err(fail("internal: a node was left unassigned".into()));
+    }
+    let disagreement = |details: String| SelectionError::Disagreement {
+        component: ci,
+        first_node: first.to_string(),
+        details,
+    };
+    recheck(&p.comp, &choice)
+        .map_err(|m| disagreement(format!("{m}: {}", describe(ctx.inst, &p.comp, &choice))))?;
+    let limited = !stopped.is_empty();
+    let nparts = p.parts.len();
+    let ilp_cert = if nparts == 0 {
+        "presolve fixed every node".to_string()
+    } else if limited {
+        format!(
+            "none: a limit stopped the integer program at {}",
+            stopped.join(", ")
+        )
+    } else {
+        format!("integer program: every level proved optimal ({solves} solves over {nparts} parts)")
+    };
+    let (method, check, status, final_choice, certificate) = match dp_outcome {
+        DpOutcome::Optimal(dc) if limited => {
+            // The frontier's answer is exact; the interrupted program's is not.
+            (
+                "dp",
+                "dp-agrees".to_string(),
+                Status::Optimal,
+                dc.clone(),
+                format!(
+                    "closure frontier is exact ({} states); the integer program was interrupted",
+                    p.dp.1
+                ),
+            )
+        }
+        DpOutcome::Optimal(dc) => {
+            compare_with_dp(ctx.inst, &p.comp, &ctx.levels, ctx.weights, &choice, dc)
+                .map_err(disagreement)?;
+            (
+                if nparts == 0 { "presolve" } else { "ilp" },
+                "dp-agrees".to_string(),
+                Status::Optimal,
+                choice,
+                format!("{ilp_cert}; re-check: feasible, objective recomputed"),
+            )
+        }
+        DpOutcome::Infeasible => {
+            return Err(disagreement(format!(
+                "the frontier proved the component infeasible but the integer program found {}",
+                describe(ctx.inst, &p.comp, &choice)
+            )));
+        }
+        DpOutcome::Skipped(reason) => (
+            if nparts == 0 { "presolve" } else { "ilp" },
+            format!("dp-skipped: {reason}; certificate: {ilp_cert}"),
+            if limited {
+                Status::Feasible
+            } else {
+                Status::Optimal
+            },
+            choice,
+            format!("{ilp_cert}; re-check: feasible, objective recomputed"),
+        ),
+    };
+    Ok(Done {
+        report: ComponentReport {
+            nodes: p.comp.nodes.len(),
+            resources: p.comp.nres(),
+            method: method.into(),
+            check,
+            seconds: seconds(ctx, p.elapsed + spent + t.elapsed()),
+            first_node: first.to_string(),
+            status,
+            gap: if status == Status::Optimal { None } else { gap },
+            certificate,
+            presolve: ctx.opts.presolve.then_some(PresolveReport {
+                propagated: p.stats.propagated,
+                dominated: p.stats.dominated,
+                settled: p.stats.settled,
+                fixed: p.stats.fixed,
+                parts: nparts,
+                reused,
+            }),
+        },
+        choice: final_choice,
+    })
+}
