@@ -10,12 +10,12 @@ use rayon::prelude::*;
 
 use crate::plan::error::PlanError;
 use crate::plan::RejectedProvider;
+use crate::request::fingerprints::workspace_base_id;
 use crate::request::{
     BufferUsage, CapabilityCatalog, NodeId, NodeResolution, ProgramNode, ProgramValueId,
     ProviderId, ProviderResourcePlan, ResourceId, RuntimePolicy, StorageProfile,
     StorageRequirement, ValueRole, WorkspaceKind,
 };
-use crate::request::fingerprints::workspace_base_id;
 use crate::selection::{
     self, Candidate, ComponentReport, SelectionNode, SelectionProblem, SolveOptions, Status,
 };
@@ -362,7 +362,11 @@ pub fn selection_problem(policy: &RuntimePolicy, nodes: &[NodeCandidates<'_>]) -
             .iter()
             .map(|n| SelectionNode {
                 id: n.node.to_string(),
-                preferred: n.resolution.preferred_provider.as_ref().map(ToString::to_string),
+                preferred: n
+                    .resolution
+                    .preferred_provider
+                    .as_ref()
+                    .map(ToString::to_string),
                 candidates: n
                     .candidates
                     .iter()
@@ -403,7 +407,13 @@ pub fn map_solution<'a>(
     nodes: &'a [NodeCandidates<'a>],
     choices: &BTreeMap<String, String>,
     profiles: &BTreeMap<String, String>,
-) -> Result<(Vec<&'a ProviderCandidate<'a>>, BTreeMap<ResourceId, StorageProfile>), PlanError> {
+) -> Result<
+    (
+        Vec<&'a ProviderCandidate<'a>>,
+        BTreeMap<ResourceId, StorageProfile>,
+    ),
+    PlanError,
+> {
     let by_name: BTreeMap<String, StorageProfile> = policy
         .dynamic_storage_profile_order
         .iter()

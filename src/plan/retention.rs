@@ -50,13 +50,16 @@ pub fn resolve_retained_values(
                     let end = component.end_bytes().ok_or_else(|| PlanError::Overflow {
                         what: format!("value {} of node {}", binding.value_id, node.id),
                     })?;
-                    writes.entry(&component.resource_id).or_default().push(Write {
-                        start: component.offset_bytes,
-                        end,
-                        node_index: index,
-                        node: &node.id,
-                        binding,
-                    });
+                    writes
+                        .entry(&component.resource_id)
+                        .or_default()
+                        .push(Write {
+                            start: component.offset_bytes,
+                            end,
+                            node_index: index,
+                            node: &node.id,
+                            binding,
+                        });
                 }
             }
         }

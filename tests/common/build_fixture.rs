@@ -47,12 +47,28 @@ fn contract(dims: Value, access: &str, alias: Value) -> Value {
 }
 
 fn operation(id: &str, state_access: Option<&str>, output_alias: Value) -> Value {
-    let x = contract(json!([{"symbol": "tokens"}, {"symbol": "hidden"}]), "read", json!("no_alias"));
+    let x = contract(
+        json!([{"symbol": "tokens"}, {"symbol": "hidden"}]),
+        "read",
+        json!("no_alias"),
+    );
     let second = match state_access {
-        None => contract(json!([{"symbol": "hidden"}, {"symbol": "hidden"}]), "read", json!("no_alias")),
-        Some(access) => contract(json!([{"exact": 2}, {"symbol": "hidden"}]), access, json!("no_alias")),
+        None => contract(
+            json!([{"symbol": "hidden"}, {"symbol": "hidden"}]),
+            "read",
+            json!("no_alias"),
+        ),
+        Some(access) => contract(
+            json!([{"exact": 2}, {"symbol": "hidden"}]),
+            access,
+            json!("no_alias"),
+        ),
     };
-    let y = contract(json!([{"symbol": "tokens"}, {"symbol": "hidden"}]), "write", output_alias);
+    let y = contract(
+        json!([{"symbol": "tokens"}, {"symbol": "hidden"}]),
+        "write",
+        output_alias,
+    );
     json!({
         "id": id, "version": {"major": 1, "minor": 0},
         "inputs": [x, second], "outputs": [y],
@@ -94,8 +110,16 @@ fn component(resource: &str, offset: u64, length: u64) -> Value {
            "length_bytes": length, "element_type": "f16"})
 }
 
-fn binding(value: &str, role: &str, ordinal: u32, dims: &[u64], access: &str, alias: Value,
-           usage: &str, resource: &str) -> Value {
+fn binding(
+    value: &str,
+    role: &str,
+    ordinal: u32,
+    dims: &[u64],
+    access: &str,
+    alias: Value,
+    usage: &str,
+    resource: &str,
+) -> Value {
     let bytes: u64 = dims.iter().product::<u64>() * 2;
     json!({"value_id": value, "role": role, "ordinal": ordinal, "tensor": tensor(dims),
            "access": access, "alias": alias, "usage": usage, "weight": null,
@@ -132,7 +156,18 @@ pub fn request_json() -> Value {
                "storage": {"components": [{"component_id": "weight.matrix", "resource_id": "resource/weights",
                            "offset_bytes": 0, "length_bytes": 128, "element_type": "f16"}]}})
     };
-    let state = |access: &str| binding("value.state", "input", 1, &[2, 8], access, json!("no_alias"), "state", "resource/shared-state");
+    let state = |access: &str| {
+        binding(
+            "value.state",
+            "input",
+            1,
+            &[2, 8],
+            access,
+            json!("no_alias"),
+            "state",
+            "resource/shared-state",
+        )
+    };
     let node = |id: &str, op: &str, work: &str, inputs: [&str; 2], output: &str| {
         json!({"id": id, "operation_id": op, "required_version": {"major": 1, "minor": 0},
                "work": {"tokens": {"value_id": work, "axis": 0}},
@@ -225,22 +260,35 @@ pub fn request() -> PlanRequest {
 pub fn seal(request: &mut PlanRequest) {
     let operations = request.catalog.operations.clone();
     for (op_id, row) in request.catalog.providers.iter_mut() {
-        let Some(op) = operations.get(op_id) else { continue };
+        let Some(op) = operations.get(op_id) else {
+            continue;
+        };
         let fp = operation_fingerprint(op).unwrap();
         for p in row {
             p.operation_fingerprint = fp.clone();
-            p.execution_semantics.contract_fingerprint = p.execution_semantics.expected_fingerprint();
+            p.execution_semantics.contract_fingerprint =
+                p.execution_semantics.expected_fingerprint();
         }
     }
     let family = family_fingerprint(&request.family).unwrap();
     let nodes: Vec<ProgramNode> = request.family.program.nodes().cloned().collect();
     for resolution in request.node_resolutions.iter_mut() {
-        let Some(node) = nodes.iter().find(|n| n.id == resolution.node_id) else { continue };
-        let Some(op) = operations.get(&node.operation_id) else { continue };
+        let Some(node) = nodes.iter().find(|n| n.id == resolution.node_id) else {
+            continue;
+        };
+        let Some(op) = operations.get(&node.operation_id) else {
+            continue;
+        };
         let snapshot = resolution.clone();
         for candidate in resolution.provider_resource_candidates.iter_mut() {
-            candidate.estimator_input_fingerprint =
-                node_estimator_input_fingerprint(&family, op, node, &snapshot, &candidate.provider_id).unwrap();
+            candidate.estimator_input_fingerprint = node_estimator_input_fingerprint(
+                &family,
+                op,
+                node,
+                &snapshot,
+                &candidate.provider_id,
+            )
+            .unwrap();
             candidate.estimate_fingerprint = estimate_fingerprint(candidate).unwrap();
         }
     }
@@ -248,29 +296,60 @@ pub fn seal(request: &mut PlanRequest) {
 
 /// The resolution of a node.
 pub fn resolution_mut<'a>(request: &'a mut PlanRequest, node: &str) -> &'a mut NodeResolution {
-    request.node_resolutions.iter_mut().find(|r| r.node_id.as_str() == node).unwrap()
+    request
+        .node_resolutions
+        .iter_mut()
+        .find(|r| r.node_id.as_str() == node)
+        .unwrap()
 }
 
 /// The program node with this id.
 pub fn node_mut<'a>(request: &'a mut PlanRequest, node: &str) -> &'a mut ProgramNode {
-    request.family.program.blocks.iter_mut().flat_map(|b| b.nodes.iter_mut())
-        .find(|n| n.id.as_str() == node).unwrap()
+    request
+        .family
+        .program
+        .blocks
+        .iter_mut()
+        .flat_map(|b| b.nodes.iter_mut())
+        .find(|n| n.id.as_str() == node)
+        .unwrap()
 }
 
 /// Every provider descriptor of an operation.
-pub fn providers_mut<'a>(request: &'a mut PlanRequest, op: &str) -> &'a mut Vec<ProviderDescriptor> {
+pub fn providers_mut<'a>(
+    request: &'a mut PlanRequest,
+    op: &str,
+) -> &'a mut Vec<ProviderDescriptor> {
     request.catalog.providers.get_mut(op).unwrap()
 }
 
 /// A provider descriptor.
-pub fn provider_mut<'a>(request: &'a mut PlanRequest, op: &str, provider: &str) -> &'a mut ProviderDescriptor {
-    providers_mut(request, op).iter_mut().find(|p| p.provider_id.as_str() == provider).unwrap()
+pub fn provider_mut<'a>(
+    request: &'a mut PlanRequest,
+    op: &str,
+    provider: &str,
+) -> &'a mut ProviderDescriptor {
+    providers_mut(request, op)
+        .iter_mut()
+        .find(|p| p.provider_id.as_str() == provider)
+        .unwrap()
 }
 
 /// Sets the storage a provider accepts for one slot.
-pub fn set_slot_storage(request: &mut PlanRequest, op: &str, provider: &str, role: ValueRole, ordinal: u32, profiles: &[StorageProfile]) {
+pub fn set_slot_storage(
+    request: &mut PlanRequest,
+    op: &str,
+    provider: &str,
+    role: ValueRole,
+    ordinal: u32,
+    profiles: &[StorageProfile],
+) {
     let p = provider_mut(request, op, provider);
-    let slot = p.dynamic_storage_bindings.iter_mut().find(|b| b.role == role && b.ordinal == ordinal).unwrap();
+    let slot = p
+        .dynamic_storage_bindings
+        .iter_mut()
+        .find(|b| b.role == role && b.ordinal == ordinal)
+        .unwrap();
     let mut list = profiles.to_vec();
     list.sort();
     slot.storage.accepted_profiles = list;
