@@ -1,6 +1,8 @@
 //! One test per rule of domain.md 2.2-2.7, 3.1 and 3.5: each mutates the valid fixture in one
 //! place and asserts the exact `PlanError` variant.
 
+#![allow(clippy::result_large_err)]
+
 #[path = "common/build_fixture.rs"]
 mod build_fixture;
 
@@ -17,4 +19,929 @@ fn build(request: &PlanRequest) -> Result<PlanCore, PlanError> {
 fn fixture_builds() {
     let core = build(&request()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(core.nodes.len(), 4);
+}
+
+use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
+use jointplan::request::validate::RequestError;
+
+fn sealed(mut request: PlanRequest, change: impl FnOnce(&mut PlanRequest)) -> PlanRequest {
+    change(&mut request);
+    seal(&mut request);
+    request
+}
+
+fn fails(change: impl FnOnce(&mut PlanRequest)) -> PlanError {
+    match build(&sealed(request(), change)) {
+        Ok(_) => panic!("the request built, but a rule should have rejected it"),
+        Err(e) => e,
+    }
+}
+
+macro_rules! assert_variant {
+    ($err:expr, $pat:pat $(if $guard:expr)?) => {{
+        let err = $err;
+        assert!(matches!(err, $pat $(if $guard)?), "unexpected error: {err:?}\n{err}");
+        err
+    }};
+}
+
+fn value_id(text: &str) -> ProgramValueId {
+    id(text)
+}
+
+fn order(request: &mut PlanRequest, profiles: &[StorageProfile]) {
+    request.policy.dynamic_storage_profile_order = profiles.to_vec();
+}
+
+// ---- 2.1 -------------------------------------------------------------------------------
+
+#[test]
+fn request_validation_runs_first() {
+    let err = fails(|r| r.policy.maximum_active_sequences = 0);
+    assert_variant!(err, PlanError::Request(_));
+}
+
+#[test]
+fn duplicate_resolution() {
+    let err = fails(|r| {
+        let copy = r.node_resolutions[0].clone();
+        r.node_resolutions.push(copy);
+    });
+    assert_variant!(err, PlanError::DuplicateResolution { ref node } if node.as_str() == "node/a");
+}
+
+#[test]
+fn missing_resolution() {
+    let err = fails(|r| {
+        r.node_resolutions
+            .retain(|n| n.node_id.as_str() != "node/c");
+    });
+    assert_variant!(err, PlanError::MissingResolution { ref node } if node.as_str() == "node/c");
+}
+
+#[test]
+fn unknown_resolution() {
+    let err = fails(|r| {
+        let mut copy = r.node_resolutions[0].clone();
+        copy.node_id = id("node/ghost");
+        r.node_resolutions.push(copy);
+    });
+    assert_variant!(err, PlanError::UnknownResolutions { ref nodes } if nodes[0].as_str() == "node/ghost");
+}
+
+// ---- 2.2 build_node ------------------------------------------------------------------
+
+#[test]
+fn unknown_operation() {
+    let err = fails(|r| node_mut(r, "node/a").operation_id = id("operation.missing"));
+    assert_variant!(err, PlanError::UnknownOperation { .. });
+}
+
+#[test]
+fn incompatible_operation_version() {
+    let err = fails(|r| node_mut(r, "node/a").required_version = ContractVersion::new(1, 1));
+    assert_variant!(err, PlanError::IncompatibleOperationVersion { ref node, .. } if node.as_str() == "node/a");
+}
+
+#[test]
+fn unknown_attribute() {
+    let err = fails(|r| {
+        node_mut(r, "node/a")
+            .attributes
+            .insert(id("bogus"), SemanticValue::Unsigned(1));
+    });
+    assert_variant!(err, PlanError::UnknownAttribute { .. });
+}
+
+#[test]
+fn attribute_constraint_and_kind() {
+    let err = fails(|r| {
+        node_mut(r, "node/a")
+            .attributes
+            .insert(id("layer_index"), SemanticValue::Unsigned(65));
+    });
+    assert_variant!(err, PlanError::AttributeValue { .. });
+    let err = fails(|r| {
+        node_mut(r, "node/a")
+            .attributes
+            .insert(id("layer_index"), SemanticValue::Integer(1));
+    });
+    assert_variant!(err, PlanError::AttributeValue { .. });
+}
+
+#[test]
+fn missing_required_attribute() {
+    let err = fails(|r| {
+        let op = r.catalog.operations.get_mut("operation.main").unwrap();
+        op.attributes.get_mut("layer_index").unwrap().required = true;
+    });
+    assert_variant!(err, PlanError::MissingAttribute { .. });
+}
+
+#[test]
+fn bindings_mirror_the_program_node() {
+    let err = fails(|r| resolution_mut(r, "node/c").values[0].value_id = value_id("value.hidden"));
+    assert_variant!(err, PlanError::BindingMirror { ref node, .. } if node.as_str() == "node/c");
+}
+
+// ---- 2.3 binding contracts ---------------------------------------------------------
+
+#[test]
+fn binding_count() {
+    let err = fails(|r| {
+        resolution_mut(r, "node/a").values.pop();
+    });
+    assert_variant!(
+        err,
+        PlanError::BindingCount {
+            expected: 3,
+            found: 2,
+            ..
+        }
+    );
+}
+
+#[test]
+fn duplicate_binding_position() {
+    let err = fails(|r| resolution_mut(r, "node/a").values[1].ordinal = 0);
+    assert_variant!(err, PlanError::DuplicateBindingPosition { .. });
+}
+
+#[test]
+fn binding_position() {
+    let err = fails(|r| resolution_mut(r, "node/a").values.swap(0, 1));
+    assert_variant!(err, PlanError::BindingPosition { .. });
+}
+
+#[test]
+fn repeated_value_must_be_identical_reads() {
+    let err = fails(|r| {
+        let values = &mut resolution_mut(r, "node/c").values;
+        values[1] = values[0].clone();
+        values[1].ordinal = 1;
+        values[1].tensor.dimensions = vec![2, 8];
+    });
+    assert_variant!(err, PlanError::RepeatedValue { .. });
+}
+
+#[test]
+fn binding_access_equals_contract() {
+    let err = fails(|r| resolution_mut(r, "node/c").values[1].access = TensorAccess::ReadWrite);
+    assert_variant!(err, PlanError::BindingAccess { .. });
+}
+
+#[test]
+fn binding_alias_equals_contract() {
+    let err = fails(|r| resolution_mut(r, "node/b").values[2].alias = AliasPolicy::NoAlias);
+    assert_variant!(err, PlanError::BindingAlias { .. });
+}
+
+#[test]
+fn binding_rank() {
+    let err = fails(|r| resolution_mut(r, "node/a").values[0].tensor.dimensions = vec![4, 8, 1]);
+    assert_variant!(
+        err,
+        PlanError::BindingRank {
+            expected: 2,
+            found: 3,
+            ..
+        }
+    );
+}
+
+#[test]
+fn binding_element_type() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/a").values[0];
+        b.tensor.element_type = ElementType::F32;
+        b.storage.components[0].element_type = ElementType::F32;
+        b.storage.components[0].length_bytes = 128;
+    });
+    assert_variant!(err, PlanError::BindingElementType { .. });
+}
+
+#[test]
+fn binding_exact_dimension() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/b").values[1];
+        b.tensor.dimensions = vec![3, 8];
+        b.storage.components[0].length_bytes = 48;
+    });
+    assert_variant!(
+        err,
+        PlanError::BindingDimension {
+            axis: 0,
+            extent: 3,
+            ..
+        }
+    );
+}
+
+#[test]
+fn dimension_symbols_are_node_wide() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/a").values[0];
+        b.tensor.dimensions = vec![4, 16];
+        b.storage.components[0].length_bytes = 128;
+    });
+    assert_variant!(err, PlanError::DimensionSymbolConflict { ref symbol, .. } if symbol == "hidden");
+}
+
+#[test]
+fn binding_layout() {
+    let err = fails(|r| {
+        resolution_mut(r, "node/a").values[0].tensor.layout = TensorLayout::Strided {
+            byte_strides: vec![16, 2],
+        };
+    });
+    assert_variant!(err, PlanError::BindingLayout { .. });
+}
+
+#[test]
+fn inputs_may_not_overlap() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/c").values[1];
+        b.storage.components[0].resource_id = id("resource/activation-a");
+    });
+    assert_variant!(err, PlanError::InputOverlap { .. });
+}
+
+#[test]
+fn no_alias_output_may_not_overlap_an_input() {
+    let err = fails(|r| {
+        resolution_mut(r, "node/a").values[2].storage.components[0].resource_id =
+            id("resource/activation-input");
+    });
+    assert_variant!(err, PlanError::OutputInputOverlap { .. });
+}
+
+#[test]
+fn may_alias_overlap_must_be_identical() {
+    let err = fails(|r| {
+        let c = &mut resolution_mut(r, "node/b").values[2].storage.components[0];
+        c.offset_bytes = 16;
+    });
+    assert_variant!(err, PlanError::OutputInputOverlap { .. });
+}
+
+#[test]
+fn must_alias_lost() {
+    let err = fails(|r| {
+        let op = r
+            .catalog
+            .operations
+            .get_mut("operation.state_update")
+            .unwrap();
+        op.outputs[0].alias = AliasPolicy::MustAlias { tensor_index: 0 };
+        for node in ["node/b", "node/d"] {
+            resolution_mut(r, node).values[2].alias = AliasPolicy::MustAlias { tensor_index: 0 };
+        }
+    });
+    assert_variant!(err, PlanError::LostMandatoryAlias { ref node, .. } if node.as_str() == "node/d");
+}
+
+#[test]
+fn outputs_never_overlap() {
+    let err = fails(|r| {
+        let op = r.catalog.operations.get_mut("operation.main").unwrap();
+        let second = op.outputs[0].clone();
+        op.outputs.push(second);
+        node_mut(r, "node/a").outputs.push(value_id("value.extra"));
+        for p in providers_mut(r, "operation.main") {
+            let mut slot = p.dynamic_storage_bindings[2].clone();
+            slot.ordinal = 1;
+            p.dynamic_storage_bindings.push(slot);
+        }
+        let values = &mut resolution_mut(r, "node/a").values;
+        let mut extra = values[2].clone();
+        extra.value_id = value_id("value.extra");
+        extra.ordinal = 1;
+        values.push(extra);
+    });
+    assert_variant!(err, PlanError::OutputsOverlap { .. });
+}
+
+// ---- 2.4 aliases ------------------------------------------------------------------
+
+#[test]
+fn exact_alias_is_recorded() {
+    let core = build(&request()).unwrap();
+    let b = &core.nodes[1];
+    assert_eq!(b.exact_aliases.len(), 1);
+    assert_eq!(b.exact_aliases[0].input_value_id.as_str(), "value.hidden");
+    assert!(
+        core.nodes[3].exact_aliases.is_empty(),
+        "node/d stores its output elsewhere"
+    );
+}
+
+#[test]
+fn alias_of_a_program_output() {
+    let err = fails(|r| r.family.program.outputs.insert(0, value_id("value.hidden")));
+    assert_variant!(err, PlanError::AliasesProgramOutput { .. });
+}
+
+#[test]
+fn alias_of_a_live_input() {
+    // node/c also reads value.hidden, so node/b may not overwrite it in place.
+    let err = fails(|r| {
+        let op = r
+            .catalog
+            .operations
+            .get_mut("operation.state_read")
+            .unwrap();
+        let extra = op.inputs[0].clone();
+        op.inputs.push(extra);
+        node_mut(r, "node/c").inputs.push(value_id("value.hidden"));
+        for p in providers_mut(r, "operation.state_read") {
+            let mut slot = p.dynamic_storage_bindings[0].clone();
+            slot.ordinal = 2;
+            p.dynamic_storage_bindings.insert(2, slot);
+        }
+        let hidden = resolution_mut(r, "node/a").values[2].clone();
+        let values = &mut resolution_mut(r, "node/c").values;
+        let mut input = hidden;
+        input.role = ValueRole::Input;
+        input.ordinal = 2;
+        input.access = TensorAccess::Read;
+        input.alias = AliasPolicy::NoAlias;
+        values.insert(2, input);
+    });
+    assert_variant!(err, PlanError::AliasInputStillLive { ref later_consumer, .. } if later_consumer.as_str() == "node/c");
+}
+
+#[test]
+fn global_storage_aliasing() {
+    let err = fails(|r| {
+        for (node, index) in [("node/c", 2), ("node/d", 0)] {
+            resolution_mut(r, node).values[index].storage.components[0].resource_id =
+                id("resource/activation-input");
+        }
+    });
+    assert_variant!(err, PlanError::StorageOverlap { ref resource, .. } if resource.as_str() == "resource/activation-input");
+}
+
+// ---- 2.5 work contract -------------------------------------------------------------
+
+#[test]
+fn work_contract_projections() {
+    let core = build(&request()).unwrap();
+    match &core.nodes[0].work {
+        jointplan::plan::NodeWorkContract::Tokens {
+            source,
+            projections,
+        } => {
+            assert_eq!(source.value_id.as_str(), "value.input");
+            assert_eq!(source.canonical_extent, 4);
+            assert_eq!(projections.len(), 2, "input and output carry tokens");
+        }
+        other => panic!("expected a tokens contract, got {other:?}"),
+    }
+}
+
+#[test]
+fn work_axis_must_be_a_symbol() {
+    let err = fails(|r| {
+        let op = r.catalog.operations.get_mut("operation.main").unwrap();
+        op.inputs[0].dimensions[0] = DimensionConstraint::Exact(4);
+    });
+    assert_variant!(err, PlanError::WorkAxisNotSymbol { .. });
+}
+
+#[test]
+fn work_symbol_on_two_axes() {
+    let err = fails(|r| {
+        node_mut(r, "node/a").work = WorkSpec::Tokens {
+            value_id: value_id("value.input"),
+            axis: 1,
+        };
+    });
+    assert_variant!(err, PlanError::WorkSymbolRepeated { .. });
+}
+
+// ---- 2.6 state effects and dependencies -------------------------------------------
+
+#[test]
+fn state_effects_and_hazard_dependencies() {
+    let core = build(&request()).unwrap();
+    let deps = |i: usize| -> Vec<&str> {
+        core.nodes[i]
+            .dependencies
+            .iter()
+            .map(|n| n.as_str())
+            .collect()
+    };
+    assert_eq!(deps(0), Vec::<&str>::new());
+    assert_eq!(deps(1), vec!["node/a"]);
+    // read after write: node/c reads the state node/b wrote.
+    assert_eq!(deps(2), vec!["node/b"]);
+    // write after read (node/c) and write after write (node/b).
+    assert_eq!(deps(3), vec!["node/b", "node/c"]);
+    let effect = &core.nodes[2].state_effects[0];
+    assert_eq!(effect.access, TensorAccess::Read);
+    assert_eq!(effect.resource_ids[0].as_str(), "resource/shared-state");
+    assert_eq!(
+        core.nodes[1].state_effects[0].access,
+        TensorAccess::ReadWrite
+    );
+}
+
+// ---- 2.2 semantic bindings -------------------------------------------------------
+
+#[test]
+fn weight_usage() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/a").values[1];
+        b.usage = BufferUsage::Activations;
+        b.weight = None;
+        b.storage.components[0].component_id = None;
+    });
+    assert_variant!(
+        err,
+        PlanError::SemanticUsage {
+            class: "weight",
+            ..
+        }
+    );
+}
+
+#[test]
+fn weight_binding_equals_execution_schema() {
+    let err = fails(|r| {
+        let b = &mut resolution_mut(r, "node/a").values[1];
+        if let Some(w) = b.weight.as_mut() {
+            w.layout_id = id("weight-layout.other");
+        }
+    });
+    assert_variant!(err, PlanError::SemanticWeight { .. });
+}
+
+#[test]
+fn state_usage() {
+    let err = fails(|r| resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations);
+    assert_variant!(err, PlanError::SemanticUsage { class: "state", .. });
+}
+
+#[test]
+fn token_bindings_are_activations() {
+    let err = fails(|r| resolution_mut(r, "node/d").values[2].usage = BufferUsage::Persistent);
+    assert_variant!(err, PlanError::WorkProjection { .. });
+}
+
+#[test]
+fn activation_usage() {
+    let err = fails(|r| {
+        node_mut(r, "node/d").work = WorkSpec::Fixed;
+        resolution_mut(r, "node/d").values[2].usage = BufferUsage::Persistent;
+    });
+    assert_variant!(
+        err,
+        PlanError::SemanticUsage {
+            class: "activation",
+            ..
+        }
+    );
+}
+
+#[test]
+fn cross_node_value_consistency() {
+    let err =
+        fails(|r| resolution_mut(r, "node/c").values[1].storage.components[0].length_bytes = 48);
+    assert_variant!(err, PlanError::CrossNodeInconsistency { ref node, .. } if node.as_str() == "node/c");
+}
+
+#[test]
+fn semantic_coverage() {
+    let err = fails(|r| r.family.program.inputs.push(value_id("value.unused")));
+    assert_variant!(
+        err,
+        PlanError::UncoveredValue {
+            class: "program input",
+            ..
+        }
+    );
+}
+
+// ---- 1.4 / 2.7 compatibility and evidence ------------------------------------
+
+#[test]
+fn unsupported_operation_when_nothing_is_compatible() {
+    let err = fails(|r| {
+        resolution_mut(r, "node/a")
+            .required_capabilities
+            .insert(id("capability.extra"));
+    });
+    let err = assert_variant!(err, PlanError::UnsupportedOperation { .. });
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("capability.extra"), "{err}");
+}
+
+#[test]
+fn incompatible_provider_evidence() {
+    let core = build(&sealed(request(), |r| {
+        r.policy.execution_determinism = DeterminismRequirement::BitwiseSameRuntimeWithReplay;
+        provider_mut(r, "operation.main", "provider/fallback").execution_semantics =
+            ExecutionSemantics::new(ReplayEquivalence::Ineligible);
+    }))
+    .unwrap();
+    let selection = &core.nodes[0].selection;
+    assert_eq!(
+        selection.selection_reason,
+        SelectionReason::PreferredCompatible
+    );
+    assert_eq!(selection.rejected_providers.len(), 1);
+    assert!(matches!(
+        selection.rejected_providers[0].reasons,
+        RejectionReason::Incompatible(_)
+    ));
+}
+
+#[test]
+fn selected_incompatible_provider() {
+    let err = fails(|r| {
+        r.policy.execution_determinism = DeterminismRequirement::BitwiseSameRuntimeWithReplay;
+        provider_mut(r, "operation.main", "provider/fallback").execution_semantics =
+            ExecutionSemantics::new(ReplayEquivalence::Ineligible);
+        let res = resolution_mut(r, "node/a");
+        res.provider_resource_candidates
+            .retain(|c| c.provider_id.as_str() == "provider/fallback");
+        res.preferred_provider = None;
+    });
+    assert_variant!(err, PlanError::SelectedIncompatibleProvider { .. });
+}
+
+#[test]
+fn not_registered_evidence() {
+    let core = build(&sealed(request(), |r| {
+        resolution_mut(r, "node/a").preferred_provider = Some(id("provider/ghost"));
+    }))
+    .unwrap();
+    let selection = &core.nodes[0].selection;
+    assert_eq!(
+        selection.selection_reason,
+        SelectionReason::FallbackFromPreferred
+    );
+    assert_eq!(
+        selection.rejected_providers[0].provider_id.as_str(),
+        "provider/ghost"
+    );
+    assert_eq!(
+        selection.rejected_providers[0].reasons,
+        RejectionReason::NotRegistered
+    );
+}
+
+#[test]
+fn fallback_lacks_evidence() {
+    let err = fails(|r| {
+        resolution_mut(r, "node/a")
+            .provider_resource_candidates
+            .retain(|c| c.provider_id.as_str() == "provider/fallback");
+    });
+    assert_variant!(err, PlanError::FallbackLacksEvidence { .. });
+}
+
+#[test]
+fn resolution_rejection_is_evidence() {
+    let core = build(&sealed(request(), |r| {
+        let res = resolution_mut(r, "node/a");
+        res.provider_resource_candidates
+            .retain(|c| c.provider_id.as_str() == "provider/fallback");
+        res.provider_resolution_rejections.insert(
+            id("provider/preferred"),
+            ResolutionRejection::StorageIncompatible {
+                resource_ids: vec![id("resource/activation-a")],
+            },
+        );
+    }))
+    .unwrap();
+    let selection = &core.nodes[0].selection;
+    assert_eq!(
+        selection.selection_reason,
+        SelectionReason::FallbackFromPreferred
+    );
+    assert!(matches!(
+        selection.rejected_providers[0].reasons,
+        RejectionReason::StorageIncompatible { .. }
+    ));
+}
+
+#[test]
+fn duplicate_rejection_evidence() {
+    let err = fails(|r| {
+        let res = resolution_mut(r, "node/a");
+        res.provider_resource_candidates
+            .retain(|c| c.provider_id.as_str() == "provider/fallback");
+        res.provider_resolution_rejections.insert(
+            id("provider/preferred"),
+            ResolutionRejection::StorageIncompatible {
+                resource_ids: vec![id("resource/activation-a")],
+            },
+        );
+        r.policy.execution_determinism = DeterminismRequirement::BitwiseSameRuntimeWithReplay;
+        provider_mut(r, "operation.main", "provider/preferred").execution_semantics =
+            ExecutionSemantics::new(ReplayEquivalence::Ineligible);
+    });
+    assert_variant!(err, PlanError::DuplicateRejectionEvidence { .. });
+}
+
+// ---- 2.2 estimate verification -----------------------------------------------
+
+fn candidate_mut<'a>(
+    r: &'a mut PlanRequest,
+    node: &str,
+    provider: &str,
+) -> &'a mut ProviderResourcePlan {
+    resolution_mut(r, node)
+        .provider_resource_candidates
+        .iter_mut()
+        .find(|c| c.provider_id.as_str() == provider)
+        .unwrap()
+}
+
+#[test]
+fn estimator_identity() {
+    let err = fails(|r| {
+        candidate_mut(r, "node/a", "provider/preferred").estimator_version =
+            ContractVersion::new(1, 1)
+    });
+    assert_variant!(err, PlanError::EstimatorIdentityMismatch { .. });
+}
+
+#[test]
+fn value_alignment() {
+    let err = fails(|r| candidate_mut(r, "node/a", "provider/preferred").value_alignment_bytes = 8);
+    assert_variant!(
+        err,
+        PlanError::ValueAlignment {
+            alignment: 8,
+            minimum: 16,
+            ..
+        }
+    );
+}
+
+fn workspace() -> WorkspaceRequirement {
+    WorkspaceRequirement {
+        size_formula: WorkspaceSizeFormula::Fixed { bytes: 64 },
+        alignment_bytes: 16,
+        scope: WorkspaceScope::Invocation,
+        storage: StorageRequirement {
+            accepted_profiles: vec![LINEAR],
+        },
+    }
+}
+
+#[test]
+fn workspace_presence() {
+    let err =
+        fails(|r| candidate_mut(r, "node/a", "provider/preferred").binding = Some(workspace()));
+    assert_variant!(
+        err,
+        PlanError::WorkspacePresence {
+            kind: "binding",
+            present: true,
+            ..
+        }
+    );
+}
+
+#[test]
+fn workspace_ids_and_resources() {
+    let core = build(&sealed(request(), |r| {
+        candidate_mut(r, "node/a", "provider/preferred").scratch = Some(workspace());
+    }))
+    .unwrap();
+    let a = &core.nodes[0];
+    let scratch = a.scratch_resource.as_ref().expect("scratch workspace");
+    assert!(scratch.as_str().starts_with("resource/scratch/sha256/"));
+    assert!(a.resources.contains(scratch));
+    let mut sorted = a.resources.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted, a.resources);
+    assert!(core.profiles.contains_key(scratch));
+}
+
+#[test]
+fn estimator_input_fingerprint() {
+    let mut r = request();
+    let c = candidate_mut(&mut r, "node/a", "provider/preferred");
+    c.estimator_input_fingerprint = Sha256Hex::new("5".repeat(64)).unwrap();
+    c.estimate_fingerprint = jointplan::request::fingerprints::estimate_fingerprint(c).unwrap();
+    let err = build(&r).unwrap_err();
+    assert_variant!(err, PlanError::EstimatorInputMismatch { .. });
+}
+
+// ---- 3.1 candidates ---------------------------------------------------------
+
+#[test]
+fn candidate_provider_not_in_catalog() {
+    let err = fails(|r| {
+        let mut ghost = candidate_mut(r, "node/a", "provider/preferred").clone();
+        ghost.provider_id = id("provider/zz-ghost");
+        resolution_mut(r, "node/a")
+            .provider_resource_candidates
+            .push(ghost);
+    });
+    assert_variant!(err, PlanError::CandidateProviderNotInCatalog { .. });
+}
+
+#[test]
+fn no_storage_candidate_explains_each_provider() {
+    let err = fails(|r| {
+        for p in ["provider/fallback", "provider/preferred"] {
+            set_slot_storage(
+                r,
+                "operation.state_update",
+                p,
+                ValueRole::Input,
+                1,
+                &[paged()],
+            );
+        }
+    });
+    let err = assert_variant!(err, PlanError::NoStorageCandidate { ref explanations, .. } if explanations.len() == 2);
+    let text = err.to_string();
+    assert!(
+        text.contains("input 1 (value value.state)")
+            && text.contains("fixed_block(4096)+paged(4096)")
+            && text.contains("linear+contiguous"),
+        "{text}"
+    );
+    assert_eq!(err.exit_code(), 1);
+}
+
+// ---- 3.5 worked examples ---------------------------------------------------
+
+#[test]
+fn example_a_shared_resource_falls_back_to_paged() {
+    let core = build(&sealed(request(), |r| {
+        order(r, &[LINEAR, paged()]);
+        set_slot_storage(
+            r,
+            "operation.state_update",
+            "provider/preferred",
+            ValueRole::Input,
+            1,
+            &[LINEAR],
+        );
+        set_slot_storage(
+            r,
+            "operation.state_update",
+            "provider/fallback",
+            ValueRole::Input,
+            1,
+            &[paged()],
+        );
+        for p in ["provider/fallback", "provider/preferred"] {
+            set_slot_storage(
+                r,
+                "operation.state_read",
+                p,
+                ValueRole::Input,
+                1,
+                &[paged()],
+            );
+        }
+    }))
+    .unwrap();
+    let state: ResourceId = id("resource/shared-state");
+    assert_eq!(core.profiles[&state], paged());
+    let b = &core.nodes[1].selection;
+    assert_eq!(b.selected_provider.as_str(), "provider/fallback");
+    assert_eq!(b.selection_reason, SelectionReason::FallbackFromPreferred);
+    assert_eq!(
+        b.rejected_providers[0].reasons,
+        RejectionReason::StorageIncompatible {
+            resource_ids: vec![state]
+        }
+    );
+}
+
+#[test]
+fn example_b_profile_penalty_precedes_provider_id() {
+    let core = build(&sealed(request(), |r| {
+        order(r, &[LINEAR, paged()]);
+        resolution_mut(r, "node/a").preferred_provider = None;
+        set_slot_storage(
+            r,
+            "operation.main",
+            "provider/fallback",
+            ValueRole::Input,
+            0,
+            &[paged()],
+        );
+        set_slot_storage(
+            r,
+            "operation.main",
+            "provider/preferred",
+            ValueRole::Input,
+            0,
+            &[LINEAR],
+        );
+    }))
+    .unwrap();
+    let a = &core.nodes[0].selection;
+    assert_eq!(a.selected_provider.as_str(), "provider/preferred");
+    assert_eq!(a.selection_reason, SelectionReason::CanonicalCompatible);
+}
+
+#[test]
+fn example_c_conflicting_shared_resource_is_infeasible() {
+    let err = fails(|r| {
+        order(r, &[LINEAR, paged()]);
+        for p in ["provider/fallback", "provider/preferred"] {
+            set_slot_storage(
+                r,
+                "operation.state_update",
+                p,
+                ValueRole::Input,
+                1,
+                &[LINEAR],
+            );
+            set_slot_storage(
+                r,
+                "operation.state_read",
+                p,
+                ValueRole::Input,
+                1,
+                &[paged()],
+            );
+        }
+    });
+    let err = assert_variant!(
+        err,
+        PlanError::Selection {
+            infeasible: true,
+            ..
+        }
+    );
+    assert_eq!(err.exit_code(), 1);
+}
+
+#[test]
+fn example_d_disjoint_resources_are_separate_components() {
+    use jointplan::candidates::{derive_node_candidates, selection_problem};
+    let r = request();
+    let nodes: Vec<&ProgramNode> = r.family.program.nodes().collect();
+    let derived: Vec<_> = [0usize, 3]
+        .iter()
+        .map(|&i| {
+            derive_node_candidates(&r.catalog, &r.policy, nodes[i], &r.node_resolutions[i]).unwrap()
+        })
+        .collect();
+    let problem = selection_problem(&r.policy, &derived);
+    let solution = jointplan::selection::solve(&problem, &Default::default()).unwrap();
+    assert_eq!(solution.components.len(), 2);
+    assert_eq!(solution.choices["node/a"], "provider/preferred");
+}
+
+// ---- the whole pipeline -------------------------------------------------------
+
+#[test]
+fn full_plan_is_hashed_and_deterministic() {
+    let r = request();
+    let first =
+        ExecutionPlan::build(&r, &BuildOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+    let second = ExecutionPlan::build(&r, &BuildOptions::default()).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(
+        first.payload.plan_id,
+        format!("plan/sha256/{}", first.plan_hash)
+    );
+    assert_eq!(first.payload.terminal_output_resources.len(), 1);
+}
+
+#[test]
+fn retained_value_overwritten_in_place() {
+    // node/b overwrites value.hidden in place, so it cannot be retained.
+    let err = fails(|r| {
+        r.completion_retention
+            .values
+            .insert(value_id("value.hidden"));
+    });
+    assert_variant!(err, PlanError::RetainedOverwritten { ref writer, .. } if writer.as_str() == "node/b");
+}
+
+#[test]
+fn retained_value_resolved() {
+    let core = build(&sealed(request(), |r| {
+        r.completion_retention.values.insert(value_id("value.out"));
+    }))
+    .unwrap();
+    assert_eq!(core.retained_completion_values.len(), 1);
+    let v = &core.retained_completion_values[0];
+    assert_eq!(v.producer_node_id.as_str(), "node/c");
+    assert!(core.retained_resources.contains(&v.resource_id));
+}
+
+#[test]
+fn request_errors_are_bad_input() {
+    let err = fails(|r| r.policy.maximum_active_sequences = 0);
+    assert_eq!(err.exit_code(), 2);
+    let _: &RequestError = match &err {
+        PlanError::Request(inner) => inner,
+        other => panic!("{other:?}"),
+    };
 }

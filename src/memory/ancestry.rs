@@ -123,3 +123,100 @@ impl Ancestry {
         false
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, dependencies: &[&str]) -> PlanNode {
+        let mut node = blank();
+        node.id = NodeId::new(id).unwrap();
+        node.dependencies = dependencies
+            .iter()
+            .map(|d| NodeId::new(*d).unwrap())
+            .collect();
+        node
+    }
+
+    fn blank() -> PlanNode {
+        use crate::plan::{NodeWorkContract, ProviderSelection, SelectionReason};
+        use crate::request::*;
+        let fp = Sha256Hex::new("1".repeat(64)).unwrap();
+        PlanNode {
+            id: NodeId::new("node.blank").unwrap(),
+            dependencies: Vec::new(),
+            operation_id: OperationId::new("operation.main").unwrap(),
+            operation_version: ContractVersion::new(1, 0),
+            operation_fingerprint: fp.clone(),
+            provider_implementation_fingerprint: fp.clone(),
+            provider_execution_semantics: ExecutionSemantics::new(ReplayEquivalence::Ineligible),
+            required_capabilities: Default::default(),
+            attributes: Default::default(),
+            work: NodeWorkContract::Fixed,
+            selection: ProviderSelection {
+                requested_provider: None,
+                selected_provider: ProviderId::new("provider.operation.reference").unwrap(),
+                selection_reason: SelectionReason::CanonicalCompatible,
+                rejected_providers: Vec::new(),
+            },
+            provider_resources: ProviderResourcePlan {
+                provider_id: ProviderId::new("provider.operation.reference").unwrap(),
+                estimator_id: EstimatorId::new("resource-estimator.reference").unwrap(),
+                estimator_version: ContractVersion::new(1, 0),
+                estimator_implementation_fingerprint: fp.clone(),
+                estimator_input_fingerprint: fp.clone(),
+                estimate_fingerprint: fp,
+                value_alignment_bytes: 16,
+                scratch: None,
+                binding: None,
+                persistent: None,
+            },
+            values: Vec::new(),
+            exact_aliases: Vec::new(),
+            state_effects: Vec::new(),
+            scratch_resource: None,
+            binding_resource: None,
+            persistent_resource: None,
+            resources: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn transitive_ancestry_on_a_diamond_with_a_side_branch() {
+        // a -> b -> d, a -> c -> d, e independent, f after e and d.
+        let nodes = vec![
+            node("a", &[]),
+            node("b", &["a"]),
+            node("c", &["a"]),
+            node("d", &["b", "c"]),
+            node("e", &[]),
+            node("f", &["d", "e"]),
+        ];
+        let mut ancestry = Ancestry::new(&nodes).unwrap();
+        assert!(ancestry.is_ancestor(0, 3));
+        assert!(ancestry.is_ancestor(0, 5));
+        assert!(ancestry.is_ancestor(0, 5), "memoised answer");
+        assert!(!ancestry.is_ancestor(1, 2));
+        assert!(!ancestry.is_ancestor(4, 3));
+        assert!(ancestry.is_ancestor(4, 5));
+        assert!(
+            !ancestry.is_ancestor(3, 0),
+            "later nodes are never ancestors"
+        );
+        assert!(!ancestry.is_ancestor(2, 2));
+    }
+
+    #[test]
+    fn forward_and_unknown_dependencies_are_rejected() {
+        let nodes = vec![node("a", &["b"]), node("b", &[])];
+        assert!(matches!(
+            Ancestry::new(&nodes),
+            Err(MemoryError::DependencyNotEarlier { .. })
+        ));
+        let nodes = vec![node("a", &[]), node("a", &[])];
+        assert!(matches!(
+            Ancestry::new(&nodes),
+            Err(MemoryError::DuplicateNode { .. })
+        ));
+    }
+}

@@ -193,6 +193,8 @@ pub(crate) fn derive_core(
             &layouts,
         )?),
         ReusableSource::Stored(stored) => {
+            // Every stored budget must name a known pool before the plan is re-derived.
+            ceilings(stored, &layouts)?;
             let specs: Vec<_> = stored.buckets.iter().map(|b| b.bucket.clone()).collect();
             check_reusable_policy(
                 stored.maximum_reusable_lanes,

@@ -226,9 +226,9 @@ pub enum MemoryError {
         /// The node of the conflicting touch.
         node: NodeId,
         /// The first touch.
-        first: String,
+        first: Box<str>,
         /// The conflicting touch.
-        second: String,
+        second: Box<str>,
     },
 
     // ---- workspaces (4.2) ----

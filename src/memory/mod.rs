@@ -2,10 +2,13 @@
 //! dynamic descriptors, pools with lifetime reuse, reusable-execution budgets, and the
 //! capacity check.
 //!
-//! The module reads as the derivation: [`values`](self) (4.1) and workspaces (4.2) become
-//! rows (`emit`, 4.3); `pools` (4.5) with step slots and invocation liveness (`ancestry`
-//! answers the ordering questions), `reusable` budgets (4.6) and global `liveness` (4.7)
-//! complete them; `derive` (4.4) orchestrates and `validate` (4.8) re-derives a stored plan.
+//! The private modules read as the derivation: `values` (4.1) and `workspaces` (4.2) become
+//! rows (`emit`, 4.3, with the row rules of 1.9); `pools` (4.5) with step slots and
+//! invocation liveness (`ancestry` answers the ordering questions), `reusable` budgets (4.6)
+//! and global `liveness` (4.7) complete them; `derive` (4.4) orchestrates, `validate` (4.8)
+//! re-derives a stored plan and `report` summarises one for the command line. `demand`
+//! holds the demand arithmetic (1.6, 1.9). The public API is [`derive_memory_plan`],
+//! [`validate_memory_plan`] and [`memory_report`].
 
 mod ancestry;
 mod demand;

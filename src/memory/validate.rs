@@ -193,16 +193,6 @@ pub fn validate_memory_plan(
         reusable_source,
     )?;
     aggregate("static_bytes", &plan.static_bytes, &derived.static_bytes)?;
-    if let (Some(stored), Some(derived)) = (&plan.reusable_execution, &derived.reusable) {
-        if stored.maximum_device_executables != derived.maximum_device_executables {
-            return Err(MemoryError::ReusablePlanMismatch {
-                field: "maximum_device_executables",
-            });
-        }
-        if stored.buckets != derived.buckets {
-            return Err(MemoryError::ReusablePlanMismatch { field: "buckets" });
-        }
-    }
     let stored_ids: Vec<&String> = plan.dynamic_pools.iter().map(|p| &p.pool_id).collect();
     let derived_ids: Vec<&String> = derived.pools.iter().map(|p| &p.pool_id).collect();
     if stored_ids != derived_ids {
@@ -213,6 +203,16 @@ pub fn validate_memory_plan(
     }
     for (stored, derived) in plan.dynamic_pools.iter().zip(&derived.pools) {
         compare_pool(stored, derived)?;
+    }
+    if let (Some(stored), Some(derived)) = (&plan.reusable_execution, &derived.reusable) {
+        if stored.maximum_device_executables != derived.maximum_device_executables {
+            return Err(MemoryError::ReusablePlanMismatch {
+                field: "maximum_device_executables",
+            });
+        }
+        if stored.buckets != derived.buckets {
+            return Err(MemoryError::ReusablePlanMismatch { field: "buckets" });
+        }
     }
     if plan.invocation_liveness_mode != derived.mode {
         return Err(MemoryError::LivenessMismatch { field: "mode" });

@@ -274,13 +274,14 @@ pub(crate) fn collect_value_resources(
                                 resource: component.resource_id.clone(),
                                 first_node: nodes[existing.first_node].id.clone(),
                                 node: node.id.clone(),
-                                first: existing.describe(),
+                                first: existing.describe().into(),
                                 second: describe(
                                     binding.usage,
                                     component.element_type,
                                     &demand,
                                     initialization,
-                                ),
+                                )
+                                .into(),
                             });
                         }
                         existing.end = existing.end.max(end);

@@ -13,13 +13,11 @@ use crate::request::{
 /// Why a workspace size formula is malformed, if it is.
 pub fn formula_problem(formula: &WorkspaceSizeFormula) -> Option<String> {
     match *formula {
-        WorkspaceSizeFormula::Fixed { bytes } if bytes == 0 => {
-            Some("fixed formula of 0 bytes".into())
-        }
-        WorkspaceSizeFormula::ActualSequences { bytes_per_sequence } if bytes_per_sequence == 0 => {
-            Some("actual_sequences formula of 0 bytes per sequence".into())
-        }
-        WorkspaceSizeFormula::Tokens { bytes_per_token } if bytes_per_token == 0 => {
+        WorkspaceSizeFormula::Fixed { bytes: 0 } => Some("fixed formula of 0 bytes".into()),
+        WorkspaceSizeFormula::ActualSequences {
+            bytes_per_sequence: 0,
+        } => Some("actual_sequences formula of 0 bytes per sequence".into()),
+        WorkspaceSizeFormula::Tokens { bytes_per_token: 0 } => {
             Some("tokens formula of 0 bytes per token".into())
         }
         WorkspaceSizeFormula::Affine {

@@ -5,10 +5,14 @@
 //! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
 //! per-component report (method, check), which is evidence for people and deliberately not
 //! part of the hashed payload.
+// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// variants stay directly matchable, so results carry it unboxed.
+#![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::candidates::{derive_candidates, select_jointly};
+use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
 use crate::node::{build_node, NodeBuildState, NodeChoice, NodePlanContext};
@@ -24,8 +28,9 @@ use crate::request::{
 use crate::selection::{ComponentReport, SolveOptions};
 
 use super::error::PlanError;
+use super::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
 use super::retention::{resolve_retained_values, terminal_output_resources};
-use super::{ExecutionPlan, PlanNode, RetainedCompletionValue};
+use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA};
 
 /// Options of plan building: how the joint selection is solved.
 #[derive(Clone, Debug, Default)]
@@ -104,11 +109,12 @@ fn check_policy_and_capacity(request: &PlanRequest) -> Result<(), PlanError> {
     Ok(())
 }
 
+/// Each program node with its resolution, in execution order.
+type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
+
 /// Steps 6-7: resolutions by node id (a duplicate is an error), and each program node with
 /// its resolution (a missing one is an error).
-fn index_resolutions(
-    request: &PlanRequest,
-) -> Result<(Vec<(&ProgramNode, &NodeResolution)>, BTreeSet<&NodeId>), PlanError> {
+fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> {
     let mut by_node: BTreeMap<&NodeId, &NodeResolution> = BTreeMap::new();
     for resolution in &request.node_resolutions {
         if by_node.insert(&resolution.node_id, resolution).is_some() {
@@ -136,7 +142,7 @@ fn index_resolutions(
     if !unknown.is_empty() {
         return Err(PlanError::UnknownResolutions { nodes: unknown });
     }
-    Ok((pairs, used))
+    Ok(pairs)
 }
 
 /// Runs request validation and steps 1-16 of domain.md 2.1.
@@ -152,7 +158,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
     // Step 5: the family fingerprint binds every estimate; the others are payload fields.
     let family_fp = family_fingerprint(&request.family)?;
     // Steps 6-7.
-    let (pairs, _) = index_resolutions(request)?;
+    let pairs = index_resolutions(request)?;
     // Step 8: joint provider/storage selection.
     let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
     let joint = select_jointly(
@@ -224,4 +230,70 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         retained_resources,
         selection: joint.components,
     })
+}
+
+impl ExecutionPlan {
+    /// Builds the execution plan of a request (domain.md 2.1): request validation, steps
+    /// 1-16 ([`build_core`]), the memory plan, the payload, its hash and plan id, and the
+    /// internal validation of the result.
+    pub fn build(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<ExecutionPlan, PlanError> {
+        Ok(Self::build_with_report(request, options)?.plan)
+    }
+
+    /// [`ExecutionPlan::build`], also returning the solver's per-component report.
+    pub fn build_with_report(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<BuildOutcome, PlanError> {
+        let core = build_core(request, options)?;
+        // Step 17: the memory plan.
+        let memory = derive_memory_plan(&MemoryInput {
+            device_capacity_bytes: request.catalog.device.total_memory_bytes,
+            policy: &request.policy,
+            program: &request.family.program,
+            nodes: &core.nodes,
+            selected_profiles: &core.profiles,
+            retained_resources: &core.retained_resources,
+        })?;
+        // Step 18: payload, hash, plan id.
+        let schema = &core.execution_weights.schema;
+        let mut payload = ExecutionPlanPayload {
+            schema: PLAN_SCHEMA,
+            plan_id: UNSET_PLAN_ID.to_owned(),
+            family_id: request.family.family_id.clone(),
+            device_id: request.catalog.device.id.clone(),
+            device_runtime_implementation_fingerprint: request
+                .catalog
+                .device
+                .runtime_implementation_fingerprint
+                .clone(),
+            prepared_family_fingerprint: family_fingerprint(&request.family)?,
+            program_fingerprint: program_fingerprint(&request.family.program)?,
+            capability_catalog_fingerprint: catalog_fingerprint(&request.catalog)?,
+            policy_version: request.policy.version,
+            policy_fingerprint: policy_fingerprint(&request.policy)?,
+            maximum_scheduled_tokens: request.policy.maximum_scheduled_tokens,
+            weight_format: schema.format_id.clone(),
+            quantization_formats: schema.quantization_formats(),
+            execution_weights: core.execution_weights,
+            retained_completion_values: core.retained_completion_values,
+            terminal_output_resources: core.terminal_output_resources,
+            nodes: core.nodes,
+            memory,
+        };
+        let hash = plan_hash(&payload)?;
+        payload.plan_id = plan_id(&hash);
+        let plan = ExecutionPlan {
+            payload,
+            plan_hash: hash,
+        };
+        super::internal::validate_internal(&plan, request)?;
+        Ok(BuildOutcome {
+            plan,
+            selection: core.selection,
+        })
+    }
 }

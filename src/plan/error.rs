@@ -14,6 +14,12 @@ pub enum PlanError {
     /// The request breaks a load-time invariant.
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
+    /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
+    #[error("memory plan: {0}")]
+    Memory(#[from] crate::memory::MemoryError),
+    /// The built plan failed its internal validation (domain.md 6): a planner bug.
+    #[error("internal validation of the built plan: {0}")]
+    Internal(#[from] crate::plan::internal::InternalError),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -884,13 +890,14 @@ impl PlanError {
     pub fn exit_code(&self) -> u8 {
         match self {
             PlanError::NoStorageCandidate { .. } | PlanError::UnsupportedOperation { .. } => 1,
-            PlanError::Selection { infeasible, .. } => {
-                if *infeasible {
-                    1
-                } else {
-                    2
-                }
-            }
+            PlanError::Memory(
+                crate::memory::MemoryError::CapacityExceeded { .. }
+                | crate::memory::MemoryError::StaticExceedsUsable { .. }
+                | crate::memory::MemoryError::PoolExceedsDynamicCapacity { .. },
+            ) => 1,
+            PlanError::Selection {
+                infeasible: true, ..
+            } => 1,
             _ => 2,
         }
     }

@@ -5,7 +5,7 @@
 //! `node/b` (operation.state_update: hidden, state read_write → mid, stored in place of
 //! hidden), `node/c` (operation.state_read: mid, state read → out), `node/d`
 //! (operation.state_update: out, state read_write → output, the program output).
-#![allow(dead_code)]
+#![allow(dead_code, clippy::too_many_arguments)]
 
 use jointplan::request::fingerprints::{
     estimate_fingerprint, family_fingerprint, node_estimator_input_fingerprint,
