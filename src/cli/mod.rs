@@ -4,7 +4,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod explain;
+pub mod output;
+pub mod plan;
+pub mod seal;
 pub mod solve;
+pub mod verify;
 
 /// jointplan: verified execution plans for ML model graphs.
 #[derive(Debug, Parser)]
@@ -20,6 +25,14 @@ pub struct Cli {
 pub enum Commands {
     /// Solve a joint provider/storage-profile selection problem (JSON).
     Solve(solve::SolveArgs),
+    /// Build an execution plan from a request, write it and print a summary.
+    Plan(plan::Args),
+    /// Check a stored plan against its request (exit 1 names the first differing field).
+    Verify(verify::Args),
+    /// Explain why each provider of a node was chosen or rejected.
+    Explain(explain::Args),
+    /// Recompute every derived fingerprint of a hand-edited request.
+    Seal(seal::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -34,5 +47,28 @@ pub fn run() -> ExitCode {
     };
     match cli.command {
         Commands::Solve(args) => solve::run(&args),
+        Commands::Plan(args) => report("plan", plan::run(&args)),
+        Commands::Verify(args) => report("verify", verify::run(&args)),
+        Commands::Explain(args) => report("explain", explain::run(&args)),
+        Commands::Seal(args) => report("seal", seal::run(&args)),
+    }
+}
+
+/// Prints a command's error (with its cause chain) and maps it to the exit status.
+fn report(command: &str, result: Result<(), crate::Error>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("jointplan {command}: {error}");
+            let mut source = std::error::Error::source(&error);
+            while let Some(cause) = source {
+                let text = cause.to_string();
+                if !error.to_string().contains(&text) {
+                    eprintln!("  caused by: {text}");
+                }
+                source = cause.source();
+            }
+            ExitCode::from(error.exit_code())
+        }
     }
 }

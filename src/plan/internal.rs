@@ -149,6 +149,9 @@ pub enum InternalError {
         /// The entry out of order.
         next: ResourceId,
     },
+    /// The memory plan does not re-derive (domain.md 4.8).
+    #[error("payload.memory: {0}")]
+    Memory(#[from] crate::memory::MemoryError),
     /// The plan's nodes are not the program's nodes in execution order.
     #[error(
         "payload.nodes[{index}] is node {found}, but the program's node {index} is {expected}"
@@ -424,6 +427,14 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
         }
     }
     check_global_aliasing(&payload.nodes).map_err(node_rule)?;
+    // 7-8. The memory plan, re-derived structurally from its descriptors and the nodes.
+    let retained: BTreeSet<ResourceId> = payload
+        .retained_completion_values
+        .iter()
+        .map(|v| v.resource_id.clone())
+        .chain(outputs.iter().cloned())
+        .collect();
+    crate::memory::validate_memory_plan(&payload.memory, &payload.nodes, &retained)?;
     Ok(())
 }
 

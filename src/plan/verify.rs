@@ -1,1 +1,291 @@
-//! Verification of a stored plan against its request.
+//! Verification of a stored plan against its request (domain.md section 5, "revalidation of
+//! a wire plan").
+//!
+//! [`verify`] parses the stored plan strictly (unknown fields rejected, every field present
+//! in its canonical form), rebuilds the plan from the request, compares the two canonical
+//! JSON trees and reports the **first differing field by its JSON path**, then checks the
+//! hash and re-runs [`validate_internal`] on the stored plan.
+//!
+//! Order of the checks: the rebuild-and-compare runs before the internal checks because a
+//! tampered field almost always also breaks the plan hash, and "the hash does not match" is
+//! far less useful than the path of the field that was changed. When the trees differ, the
+//! internal finding on the stored plan (if any) is attached as context.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::canonical::CanonicalError;
+use crate::request::PlanRequest;
+
+use super::build::BuildOptions;
+use super::error::PlanError;
+use super::internal::{validate_internal, InternalError};
+use super::ExecutionPlan;
+
+/// One field that differs between the stored and the rebuilt plan.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldDifference {
+    /// JSON path from the plan root, e.g. `payload.nodes[3].selection.selected_provider`.
+    pub path: String,
+    /// The stored value, compact JSON (`<absent>` if the stored plan lacks the field).
+    pub stored: String,
+    /// The rebuilt value, compact JSON (`<absent>` if the rebuilt plan lacks the field).
+    pub rebuilt: String,
+}
+
+impl fmt::Display for FieldDifference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: stored {}, rebuilt {}",
+            self.path, self.stored, self.rebuilt
+        )
+    }
+}
+
+/// Why a stored plan was rejected.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The stored plan is not a plan: wrong shape, unknown field, bad id.
+    #[error("stored plan at {json_path}: {message}")]
+    Malformed {
+        /// JSON path of the culprit.
+        json_path: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The stored plan parses, but not in canonical form (a field missing or written in a
+    /// form jointplan never writes).
+    #[error("stored plan is not canonical at {0}")]
+    NonCanonical(FieldDifference),
+    /// The plan cannot be rebuilt from the request.
+    #[error("the request does not build: {0}")]
+    Rebuild(#[from] PlanError),
+    /// The stored plan differs from the rebuilt one.
+    #[error("stored plan differs from the plan rebuilt from the request at {difference}{}", context_text(.internal))]
+    Differs {
+        /// The first differing field.
+        difference: FieldDifference,
+        /// What the internal checks say about the stored plan, if they reject it.
+        internal: Option<Box<InternalError>>,
+    },
+    /// The stored plan equals the rebuilt one but fails an internal check (cannot happen
+    /// for a plan jointplan built; kept so that verification never trusts the build alone).
+    #[error("stored plan fails an internal check: {0}")]
+    Internal(#[from] InternalError),
+    /// A plan could not be serialized canonically.
+    #[error("{0}")]
+    Canonical(#[from] CanonicalError),
+}
+
+fn context_text(internal: &Option<Box<InternalError>>) -> String {
+    match internal {
+        Some(error) => format!(" (the stored plan also fails an internal check: {error})"),
+        None => String::new(),
+    }
+}
+
+impl VerifyError {
+    /// The JSON path of the first differing or malformed field, if the error has one.
+    pub fn json_path(&self) -> Option<&str> {
+        match self {
+            VerifyError::Malformed { json_path, .. } => Some(json_path),
+            VerifyError::NonCanonical(d) | VerifyError::Differs { difference: d, .. } => {
+                Some(&d.path)
+            }
+            _ => None,
+        }
+    }
+
+    /// The process exit status: 2 when the request itself is bad input, 1 when the stored
+    /// plan is rejected.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            VerifyError::Rebuild(error) => error.exit_code(),
+            _ => 1,
+        }
+    }
+}
+
+/// Parses a stored plan strictly: unknown fields are rejected with their JSON path, and
+/// the parsed plan must serialize back to exactly the stored tree.
+pub fn parse_stored_plan(stored: &Value) -> Result<ExecutionPlan, VerifyError> {
+    let plan: ExecutionPlan =
+        serde_path_to_error::deserialize(stored).map_err(|err| VerifyError::Malformed {
+            json_path: err.path().to_string(),
+            message: err.inner().to_string(),
+        })?;
+    let reserialized = serde_json::to_value(&plan).map_err(|err| VerifyError::Malformed {
+        json_path: ".".to_owned(),
+        message: err.to_string(),
+    })?;
+    if let Some(difference) = first_difference(stored, &reserialized) {
+        return Err(VerifyError::NonCanonical(FieldDifference {
+            path: difference.path,
+            stored: difference.stored,
+            rebuilt: difference.rebuilt,
+        }));
+    }
+    Ok(plan)
+}
+
+/// Verifies a stored plan (the JSON of a plan file) against its request: strict parse,
+/// rebuild, canonical comparison with the first differing JSON path, hash, internal checks.
+/// Returns the verified plan.
+pub fn verify(
+    request: &PlanRequest,
+    stored: &Value,
+    options: &BuildOptions,
+) -> Result<ExecutionPlan, VerifyError> {
+    let plan = parse_stored_plan(stored)?;
+    let rebuilt = ExecutionPlan::build(request, options)?;
+    let rebuilt_tree = serde_json::to_value(&rebuilt).map_err(|err| VerifyError::Malformed {
+        json_path: ".".to_owned(),
+        message: err.to_string(),
+    })?;
+    if let Some(difference) = first_difference(stored, &rebuilt_tree) {
+        let internal = validate_internal(&plan, request).err().map(Box::new);
+        return Err(VerifyError::Differs {
+            difference,
+            internal,
+        });
+    }
+    validate_internal(&plan, request)?;
+    Ok(plan)
+}
+
+/// The first field at which two JSON trees differ: object keys are walked in sorted order
+/// (a key missing on one side differs there), arrays by index (a length difference differs
+/// at the first missing index). `None` if the trees are equal.
+pub fn first_difference(stored: &Value, rebuilt: &Value) -> Option<FieldDifference> {
+    let mut path = String::new();
+    walk(stored, rebuilt, &mut path)
+}
+
+fn walk(stored: &Value, rebuilt: &Value, path: &mut String) -> Option<FieldDifference> {
+    match (stored, rebuilt) {
+        (Value::Object(a), Value::Object(b)) => {
+            // serde_json maps are sorted (no `preserve_order`), so merging the two key
+            // sequences visits keys in byte order.
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let mark = path.len();
+                push_key(path, key);
+                let found = match (a.get(key), b.get(key)) {
+                    (Some(x), Some(y)) => walk(x, y, path),
+                    (x, y) => Some(difference(path, x, y)),
+                };
+                if found.is_some() {
+                    return found;
+                }
+                path.truncate(mark);
+            }
+            None
+        }
+        (Value::Array(a), Value::Array(b)) => {
+            for index in 0..a.len().max(b.len()) {
+                let mark = path.len();
+                path.push_str(&format!("[{index}]"));
+                let found = match (a.get(index), b.get(index)) {
+                    (Some(x), Some(y)) => walk(x, y, path),
+                    (x, y) => Some(difference(path, x, y)),
+                };
+                if found.is_some() {
+                    return found;
+                }
+                path.truncate(mark);
+            }
+            None
+        }
+        (x, y) if x == y => None,
+        (x, y) => Some(difference(path, Some(x), Some(y))),
+    }
+}
+
+fn push_key(path: &mut String, key: &str) {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        if !path.is_empty() {
+            path.push('.');
+        }
+        path.push_str(key);
+    } else {
+        path.push_str(&format!("[{key:?}]"));
+    }
+}
+
+const SHOWN_CHARS: usize = 160;
+
+fn shown(value: Option<&Value>) -> String {
+    match value {
+        None => "<absent>".to_owned(),
+        Some(v) => {
+            let text = v.to_string();
+            if text.chars().count() <= SHOWN_CHARS {
+                text
+            } else {
+                let cut: String = text.chars().take(SHOWN_CHARS).collect();
+                format!("{cut}… ({} chars)", text.chars().count())
+            }
+        }
+    }
+}
+
+fn difference(path: &str, stored: Option<&Value>, rebuilt: Option<&Value>) -> FieldDifference {
+    FieldDifference {
+        path: if path.is_empty() {
+            ".".to_owned()
+        } else {
+            path.to_owned()
+        },
+        stored: shown(stored),
+        rebuilt: shown(rebuilt),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reports_the_first_differing_path_in_sorted_key_order() {
+        let stored = json!({"payload": {"nodes": [{"id": "a"}, {"selection": {"selected_provider": "a", "z": 1}}], "b": 1}, "plan_hash": "x"});
+        let rebuilt = json!({"payload": {"nodes": [{"id": "a"}, {"selection": {"selected_provider": "b", "z": 2}}], "b": 1}, "plan_hash": "y"});
+        let d = first_difference(&stored, &rebuilt).unwrap();
+        assert_eq!(d.path, "payload.nodes[1].selection.selected_provider");
+        assert_eq!(
+            d.to_string(),
+            "payload.nodes[1].selection.selected_provider: stored \"a\", rebuilt \"b\""
+        );
+    }
+
+    #[test]
+    fn missing_keys_and_array_lengths_differ_at_their_position() {
+        let d = first_difference(&json!({"a": [1, 2]}), &json!({"a": [1, 2, 3]})).unwrap();
+        assert_eq!((d.path.as_str(), d.stored.as_str()), ("a[2]", "<absent>"));
+        let d = first_difference(&json!({"m": {"operation.x": 1}}), &json!({"m": {}})).unwrap();
+        assert_eq!(d.path, "m[\"operation.x\"]");
+        assert_eq!(d.rebuilt, "<absent>");
+        assert!(first_difference(
+            &json!({"a": [1, {"b": null}]}),
+            &json!({"a": [1, {"b": null}]})
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn unknown_fields_are_malformed_with_their_path() {
+        let err =
+            parse_stored_plan(&json!({"payload": {}, "plan_hash": "0", "extra": 1})).unwrap_err();
+        assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
+    }
+}

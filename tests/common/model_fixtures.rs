@@ -275,7 +275,10 @@ pub struct RequestBuilder {
 }
 
 fn resource_for(prefix: &str, value: &str) -> ResourceId {
-    let short = value.strip_prefix("value.").unwrap_or(value);
+    let short = value
+        .strip_prefix(&format!("value.{prefix}."))
+        .or_else(|| value.strip_prefix("value."))
+        .unwrap_or(value);
     id(&format!("resource/{prefix}/{short}"))
 }
 

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::memory::{
-    AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
-    MemoryPlan, ResourceAllocation,
+    bind_runtime_limits, AllocationKind, AllocationLifetime, DynamicResourceDescriptor, MemoryPlan,
+    ResourceAllocation,
 };
 use crate::node::estimate::validate_shape;
 use crate::node::state::state_allocation_lifetime;
@@ -502,50 +502,6 @@ fn check_state_effects(
     Ok(())
 }
 
-/// The demand of a workspace formula bound to the runtime ceilings (domain.md 1.6).
-pub(crate) fn bound_demand(
-    formula: &WorkspaceSizeFormula,
-    maximum_sequences: u32,
-    maximum_tokens: u64,
-) -> DynamicResourceDemand {
-    match formula {
-        WorkspaceSizeFormula::Fixed { bytes } => DynamicResourceDemand::Fixed { bytes: *bytes },
-        WorkspaceSizeFormula::ActualSequences { bytes_per_sequence } => {
-            DynamicResourceDemand::ActualSequences {
-                bytes_per_sequence: *bytes_per_sequence,
-                maximum_sequences,
-            }
-        }
-        WorkspaceSizeFormula::Tokens { bytes_per_token } => DynamicResourceDemand::Tokens {
-            bytes_per_token: *bytes_per_token,
-            maximum_tokens,
-        },
-        WorkspaceSizeFormula::Affine {
-            fixed_bytes,
-            bytes_per_sequence,
-            bytes_per_token,
-        } => DynamicResourceDemand::Affine {
-            fixed_bytes: *fixed_bytes,
-            bytes_per_sequence: *bytes_per_sequence,
-            maximum_sequences,
-            bytes_per_token: *bytes_per_token,
-            maximum_tokens,
-        },
-        WorkspaceSizeFormula::Pages {
-            bytes_per_page,
-            maximum_pages,
-        } => DynamicResourceDemand::Pages {
-            bytes_per_page: *bytes_per_page,
-            maximum_pages: *maximum_pages,
-        },
-        WorkspaceSizeFormula::BoundedShapeBuckets { buckets } => {
-            DynamicResourceDemand::BoundedShapeBuckets {
-                buckets: buckets.clone(),
-            }
-        }
-    }
-}
-
 fn workspace_kind(kind: WorkspaceKind, node: &NodeId) -> (AllocationKind, BufferUsage) {
     let node_id = node.clone();
     match kind {
@@ -646,7 +602,7 @@ fn check_workspaces(node: &PlanNode, rows: &MemoryRows<'_>) -> Result<(), Intern
                 format!("is missing for a {:?}-scoped workspace", ws.scope),
             ));
         };
-        let demand = bound_demand(
+        let demand = bind_runtime_limits(
             &ws.size_formula,
             rows.memory.maximum_active_sequences,
             rows.maximum_scheduled_tokens,

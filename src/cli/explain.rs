@@ -1,0 +1,212 @@
+//! `jointplan explain PLAN.json [--node ID] [--request REQUEST.json]`: why each provider of
+//! a node was chosen or rejected, in the input's terms: the selection reason, every
+//! rejection's typed evidence, and for storage conflicts the evidence resources with the
+//! profiles the plan chose for them (with `--request`, also what the rejected provider
+//! accepts for the slots bound to those resources).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crate::plan::verify::parse_stored_plan;
+use crate::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
+use crate::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
+use crate::Error;
+
+use super::output::{node_summary, resource_profiles, write_rejections};
+use super::plan::read_request;
+
+/// Arguments of `jointplan explain`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan (JSON).
+    pub plan: PathBuf,
+    /// Explain only this node.
+    #[arg(long, value_name = "ID")]
+    pub node: Option<String>,
+    /// The request the plan was built from: adds what rejected providers accept.
+    #[arg(long, value_name = "REQUEST.json")]
+    pub request: Option<PathBuf>,
+}
+
+/// Runs `jointplan explain`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    let stored: serde_json::Value = read_json(&args.plan)?;
+    let plan = parse_stored_plan(&stored).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let request = match &args.request {
+        Some(file) => Some(read_request(file)?),
+        None => None,
+    };
+    let nodes: Vec<&PlanNode> = match &args.node {
+        None => plan.payload.nodes.iter().collect(),
+        Some(id) => match plan.payload.nodes.iter().find(|n| n.id.as_str() == id) {
+            Some(node) => vec![node],
+            None => {
+                let known: Vec<&str> = plan.payload.nodes.iter().map(|n| n.id.as_str()).collect();
+                return Err(Error::Usage(format!(
+                    "--node {id}: the plan has no such node (nodes: {})",
+                    known.join(", ")
+                ))
+                .in_file(&args.plan));
+            }
+        },
+    };
+    let mut out = String::new();
+    for node in nodes {
+        explain_node(&mut out, &plan, node, request.as_ref());
+    }
+    print!("{out}");
+    Ok(())
+}
+
+fn explain_node(
+    out: &mut String,
+    plan: &ExecutionPlan,
+    node: &PlanNode,
+    request: Option<&PlanRequest>,
+) {
+    let profiles = resource_profiles(plan);
+    let summary = node_summary(node, &profiles);
+    let selection = &node.selection;
+    out.push_str(&format!(
+        "node {} (operation {} {})\n",
+        node.id, node.operation_id, node.operation_version
+    ));
+    out.push_str(&format!(
+        "  requested: {}\n",
+        selection
+            .requested_provider
+            .as_ref()
+            .map_or_else(|| "none".to_owned(), ToString::to_string)
+    ));
+    let why = match selection.selection_reason {
+        SelectionReason::PreferredCompatible => {
+            "preferred_compatible: the requested provider is compatible and the joint selection kept it".to_owned()
+        }
+        SelectionReason::CanonicalCompatible => {
+            "canonical_compatible: no provider was requested; the joint optimum (policy profile ranks, then provider id) chose it".to_owned()
+        }
+        SelectionReason::FallbackFromPreferred => format!(
+            "fallback_from_preferred: the requested provider {} was rejected (evidence below)",
+            selection
+                .requested_provider
+                .as_ref()
+                .map_or_else(String::new, ToString::to_string)
+        ),
+    };
+    out.push_str(&format!(
+        "  selected:  {} — {why}\n",
+        selection.selected_provider
+    ));
+    if summary.rejected.is_empty() {
+        out.push_str("  rejected:  none\n");
+    }
+    write_rejections(out, &summary, "  ");
+    if let Some(request) = request {
+        for rejected in &selection.rejected_providers {
+            if let RejectionReason::StorageIncompatible { resource_ids } = &rejected.reasons {
+                for line in accepted_lines(request, node, &rejected.provider_id, resource_ids) {
+                    out.push_str(&format!("      {line}\n"));
+                }
+            }
+        }
+    }
+    out.push_str("  resources of the selected provider:\n");
+    for resource in &node.resources {
+        out.push_str(&format!(
+            "    {}  {}  ({})\n",
+            resource,
+            profiles
+                .get(resource)
+                .map_or_else(|| "unplanned".to_owned(), ToString::to_string),
+            resource_role(node, resource)
+        ));
+    }
+    out.push('\n');
+}
+
+/// What a resource is to the node: the bindings on it, or the workspace it is.
+fn resource_role(node: &PlanNode, resource: &ResourceId) -> String {
+    for kind in WorkspaceKind::ALL {
+        let id = match kind {
+            WorkspaceKind::Scratch => &node.scratch_resource,
+            WorkspaceKind::Binding => &node.binding_resource,
+            WorkspaceKind::Persistent => &node.persistent_resource,
+        };
+        if id.as_ref() == Some(resource) {
+            return format!("{} workspace", kind.name());
+        }
+    }
+    let uses: Vec<String> = node
+        .values
+        .iter()
+        .filter(|b| {
+            b.storage
+                .components
+                .iter()
+                .any(|c| &c.resource_id == resource)
+        })
+        .map(|b| {
+            format!(
+                "{} as {:?} {} {}",
+                b.value_id,
+                b.usage,
+                role_name(b.role),
+                b.ordinal
+            )
+        })
+        .collect();
+    uses.join("; ")
+}
+
+fn role_name(role: crate::request::ValueRole) -> &'static str {
+    match role {
+        crate::request::ValueRole::Input => "input",
+        crate::request::ValueRole::Output => "output",
+    }
+}
+
+/// For a storage rejection: what the rejected provider accepts for each slot bound to an
+/// evidence resource, from the request's catalog.
+fn accepted_lines(
+    request: &PlanRequest,
+    node: &PlanNode,
+    provider: &crate::request::ProviderId,
+    resources: &[ResourceId],
+) -> Vec<String> {
+    let Some(descriptor) = request.catalog.provider(&node.operation_id, provider) else {
+        return vec![format!("{provider} is not in the request's catalog")];
+    };
+    let mut accepted: BTreeMap<String, Vec<StorageProfile>> = BTreeMap::new();
+    for binding in &node.values {
+        for component in &binding.storage.components {
+            if resources.contains(&component.resource_id) {
+                let slot = format!(
+                    "{} ({} {} on {})",
+                    binding.value_id,
+                    role_name(binding.role),
+                    binding.ordinal,
+                    component.resource_id
+                );
+                let profiles = descriptor
+                    .storage_for(binding.role, binding.ordinal)
+                    .map(|r| r.accepted_profiles.clone())
+                    .unwrap_or_default();
+                accepted.insert(slot, profiles);
+            }
+        }
+    }
+    accepted
+        .into_iter()
+        .map(|(slot, profiles)| {
+            let list: Vec<String> = profiles.iter().map(ToString::to_string).collect();
+            format!(
+                "{provider} accepts [{}] for {slot}",
+                if list.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    list.join(", ")
+                }
+            )
+        })
+        .collect()
+}

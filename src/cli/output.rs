@@ -1,0 +1,540 @@
+//! Command-line output: atomic file writes and human-readable sizes.
+//!
+//! Plans and sealed requests are written to a temporary file in the destination's own
+//! directory and renamed over the destination, so a failed command never leaves a partial
+//! or truncated output file behind.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::memory::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
+use crate::plan::{
+    CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
+    SelectionReason,
+};
+use crate::request::{BufferUsage, ResourceId, StorageProfile};
+
+/// An output file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: cannot write: {source}", file.display())]
+pub struct OutputError {
+    /// The destination.
+    pub file: PathBuf,
+    /// The OS error.
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed and
+/// synced, then renamed over `file`.
+pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    let fail = |source: std::io::Error| OutputError {
+        file: file.to_path_buf(),
+        source,
+    };
+    let directory = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
+    temporary.write_all(bytes).map_err(fail)?;
+    temporary.flush().map_err(fail)?;
+    temporary.as_file().sync_all().map_err(fail)?;
+    temporary.persist(file).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+/// Pretty JSON with a final newline, the form every jointplan file is written in.
+pub fn pretty_json<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
+    let mut text = serde_json::to_string_pretty(value)?;
+    text.push('\n');
+    Ok(text)
+}
+
+/// A byte count for people: `1.50 GiB (1610612736 bytes)`; plain bytes below 1 KiB.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {} ({bytes} bytes)", UNITS[unit])
+}
+
+/// A signed byte difference for people (headroom can be reported before it is checked).
+pub fn human_signed_bytes(bytes: i128) -> String {
+    if bytes < 0 {
+        format!(
+            "-{}",
+            human_bytes(u64::try_from(-bytes).unwrap_or(u64::MAX))
+        )
+    } else {
+        human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX))
+    }
+}
+
+/// The storage profile the plan gives every resource (static allocations and dynamic
+/// descriptors).
+pub fn resource_profiles(plan: &ExecutionPlan) -> BTreeMap<&ResourceId, StorageProfile> {
+    let memory = &plan.payload.memory;
+    memory
+        .static_allocations
+        .iter()
+        .map(|a| (&a.resource_id, a.storage.profile))
+        .chain(
+            memory
+                .dynamic_descriptors
+                .iter()
+                .map(|d| (&d.base_resource_id, d.storage.profile)),
+        )
+        .collect()
+}
+
+/// A selection reason in the plan's terms.
+pub fn reason_text(reason: SelectionReason) -> &'static str {
+    match reason {
+        SelectionReason::PreferredCompatible => "preferred_compatible",
+        SelectionReason::CanonicalCompatible => "canonical_compatible",
+        SelectionReason::FallbackFromPreferred => "fallback_from_preferred",
+    }
+}
+
+/// One compatibility rejection reason, in the catalog's terms.
+pub fn compatibility_text(reason: &CompatibilityRejection) -> String {
+    let list = |items: Vec<String>| items.join(", ");
+    match reason {
+        CompatibilityRejection::OperationVersionMismatch {
+            required,
+            available,
+        } => format!("operation version {available} does not satisfy the node's {required}"),
+        CompatibilityRejection::ProviderVersionMismatch {
+            required,
+            available,
+        } => format!("provider version {available} does not satisfy {required}"),
+        CompatibilityRejection::MissingCapabilities(set) => format!(
+            "missing capabilities {}",
+            list(set.iter().map(ToString::to_string).collect())
+        ),
+        CompatibilityRejection::UnsupportedWeightFormats(set) => format!(
+            "cannot read weight formats {}",
+            list(set.iter().map(ToString::to_string).collect())
+        ),
+        CompatibilityRejection::UnsupportedQuantizationFormats(set) => format!(
+            "cannot read quantization formats {}",
+            list(set.iter().map(ToString::to_string).collect())
+        ),
+        CompatibilityRejection::InsufficientExecutionDeterminism {
+            required,
+            available,
+        } => format!(
+            "promises {:?} / {:?}, the policy requires {required:?}",
+            available.repeatability, available.replay_equivalence
+        ),
+    }
+}
+
+/// A rejected provider with its evidence, in the input's terms.
+#[derive(Clone, Debug, Serialize)]
+pub struct RejectionSummary {
+    /// The provider.
+    pub provider_id: String,
+    /// `not_registered`, `incompatible` or `storage_incompatible`.
+    pub reason: &'static str,
+    /// The reasons in words.
+    pub details: Vec<String>,
+    /// For storage rejections: each evidence resource with the profile the plan chose.
+    pub resources: Vec<ResourceProfile>,
+}
+
+/// A resource and its chosen profile.
+#[derive(Clone, Debug, Serialize)]
+pub struct ResourceProfile {
+    /// The resource.
+    pub resource_id: String,
+    /// The chosen profile (`linear+contiguous`), or `unplanned`.
+    pub profile: String,
+}
+
+/// The rejection evidence of one provider.
+pub fn rejection_summary(
+    rejected: &RejectedProvider,
+    profiles: &BTreeMap<&ResourceId, StorageProfile>,
+) -> RejectionSummary {
+    let provider_id = rejected.provider_id.to_string();
+    match &rejected.reasons {
+        RejectionReason::NotRegistered => RejectionSummary {
+            provider_id,
+            reason: "not_registered",
+            details: vec!["not registered for the node's operation in the catalog".to_owned()],
+            resources: Vec::new(),
+        },
+        RejectionReason::Incompatible(reasons) => RejectionSummary {
+            provider_id,
+            reason: "incompatible",
+            details: reasons.iter().map(compatibility_text).collect(),
+            resources: Vec::new(),
+        },
+        RejectionReason::StorageIncompatible { resource_ids } => {
+            let resources: Vec<ResourceProfile> = resource_ids
+                .iter()
+                .map(|r| ResourceProfile {
+                    resource_id: r.to_string(),
+                    profile: profiles
+                        .get(r)
+                        .map_or_else(|| "unplanned".to_owned(), ToString::to_string),
+                })
+                .collect();
+            RejectionSummary {
+                provider_id,
+                reason: "storage_incompatible",
+                details: resources
+                    .iter()
+                    .map(|r| format!("does not accept {} chosen for {}", r.profile, r.resource_id))
+                    .collect(),
+                resources,
+            }
+        }
+    }
+}
+
+/// One node of the plan summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct NodeSummary {
+    /// Node id.
+    pub node_id: String,
+    /// Operation.
+    pub operation_id: String,
+    /// Selected provider.
+    pub selected_provider: String,
+    /// Requested provider.
+    pub requested_provider: Option<String>,
+    /// Selection reason.
+    pub reason: &'static str,
+    /// Rejected providers with evidence.
+    pub rejected: Vec<RejectionSummary>,
+}
+
+/// One dynamic resource of the plan summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct DynamicResourceSummary {
+    /// The resource.
+    pub resource_id: String,
+    /// Chosen profile.
+    pub profile: String,
+    /// Usage.
+    pub usage: BufferUsage,
+    /// Lifetime.
+    pub lifetime: AllocationLifetime,
+    /// Minimum bytes of one instance (quantized), where it evaluates.
+    pub minimum_bytes: Option<u64>,
+}
+
+/// One pool of the plan summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolSummary {
+    /// Pool id.
+    pub pool_id: String,
+    /// Profile.
+    pub profile: String,
+    /// Usage.
+    pub usage: BufferUsage,
+    /// Member count.
+    pub members: usize,
+    /// Minimum resident bytes.
+    pub minimum_resident_bytes: u64,
+    /// Maximum resident bytes.
+    pub maximum_resident_bytes: u64,
+}
+
+/// The memory part of the plan summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct MemorySummary {
+    /// Static bytes.
+    pub static_bytes: u64,
+    /// Minimum runnable request bytes.
+    pub minimum_runnable_bytes: u64,
+    /// Usable capacity.
+    pub usable_capacity_bytes: u64,
+    /// usable − static − minimum runnable.
+    pub headroom_bytes: i128,
+    /// Pools.
+    pub pools: Vec<PoolSummary>,
+}
+
+/// One selection component of the plan summary.
+#[derive(Clone, Debug, Serialize)]
+pub struct ComponentSummary {
+    /// First node.
+    pub first_node: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Resources.
+    pub resources: usize,
+    /// Method (`ilp`, `dp`, `presolve`).
+    pub method: String,
+    /// Check (`dp-agrees`, ...).
+    pub check: String,
+}
+
+/// Everything `jointplan plan` prints.
+#[derive(Clone, Debug, Serialize)]
+pub struct PlanSummary {
+    /// Plan id.
+    pub plan_id: String,
+    /// Family.
+    pub family_id: String,
+    /// Device.
+    pub device_id: String,
+    /// Where the plan was written, if it was.
+    pub written_to: Option<String>,
+    /// Nodes.
+    pub nodes: Vec<NodeSummary>,
+    /// Dynamic resources.
+    pub dynamic_resources: Vec<DynamicResourceSummary>,
+    /// Memory.
+    pub memory: MemorySummary,
+    /// Selection components.
+    pub selection: Vec<ComponentSummary>,
+}
+
+/// The node part of a summary (shared by `plan` and `explain`).
+pub fn node_summary(
+    node: &PlanNode,
+    profiles: &BTreeMap<&ResourceId, StorageProfile>,
+) -> NodeSummary {
+    NodeSummary {
+        node_id: node.id.to_string(),
+        operation_id: node.operation_id.to_string(),
+        selected_provider: node.selection.selected_provider.to_string(),
+        requested_provider: node
+            .selection
+            .requested_provider
+            .as_ref()
+            .map(ToString::to_string),
+        reason: reason_text(node.selection.selection_reason),
+        rejected: node
+            .selection
+            .rejected_providers
+            .iter()
+            .map(|r| rejection_summary(r, profiles))
+            .collect(),
+    }
+}
+
+/// Builds the summary of a plan.
+pub fn plan_summary(
+    plan: &ExecutionPlan,
+    selection: &[ComponentSummary],
+    written_to: Option<&Path>,
+) -> PlanSummary {
+    let profiles = resource_profiles(plan);
+    let memory = &plan.payload.memory;
+    let headroom = i128::from(memory.usable_capacity_bytes)
+        - i128::from(memory.static_bytes)
+        - i128::from(memory.minimum_runnable_request_bytes);
+    PlanSummary {
+        plan_id: plan.payload.plan_id.clone(),
+        family_id: plan.payload.family_id.to_string(),
+        device_id: plan.payload.device_id.to_string(),
+        written_to: written_to.map(|p| p.display().to_string()),
+        nodes: plan
+            .payload
+            .nodes
+            .iter()
+            .map(|n| node_summary(n, &profiles))
+            .collect(),
+        dynamic_resources: memory
+            .dynamic_descriptors
+            .iter()
+            .map(|d| DynamicResourceSummary {
+                resource_id: d.base_resource_id.to_string(),
+                profile: d.storage.profile.to_string(),
+                usage: d.usage,
+                lifetime: d.lifetime,
+                minimum_bytes: minimum_bytes(d),
+            })
+            .collect(),
+        memory: MemorySummary {
+            static_bytes: memory.static_bytes,
+            minimum_runnable_bytes: memory.minimum_runnable_request_bytes,
+            usable_capacity_bytes: memory.usable_capacity_bytes,
+            headroom_bytes: headroom,
+            pools: memory
+                .dynamic_pools
+                .iter()
+                .map(|p| PoolSummary {
+                    pool_id: p.pool_id.clone(),
+                    profile: p.compatibility.profile.to_string(),
+                    usage: p.compatibility.usage,
+                    members: p.resource_ids.len(),
+                    minimum_resident_bytes: p.provisioning.minimum_resident_bytes,
+                    maximum_resident_bytes: p.provisioning.maximum_resident_bytes,
+                })
+                .collect(),
+        },
+        selection: selection.to_vec(),
+    }
+}
+
+fn minimum_bytes(descriptor: &DynamicResourceDescriptor) -> Option<u64> {
+    let logical = match &descriptor.demand {
+        DynamicResourceDemand::Fixed { bytes } => *bytes,
+        DynamicResourceDemand::ActualSequences {
+            bytes_per_sequence, ..
+        } => *bytes_per_sequence,
+        DynamicResourceDemand::Tokens {
+            bytes_per_token, ..
+        } => *bytes_per_token,
+        DynamicResourceDemand::Affine {
+            fixed_bytes,
+            bytes_per_sequence,
+            bytes_per_token,
+            ..
+        } => fixed_bytes
+            .checked_add(*bytes_per_sequence)?
+            .checked_add(*bytes_per_token)?,
+        DynamicResourceDemand::Pages { bytes_per_page, .. } => *bytes_per_page,
+        DynamicResourceDemand::BoundedShapeBuckets { buckets } => buckets.first()?.bytes,
+    };
+    descriptor
+        .storage
+        .profile
+        .quantize(logical, descriptor.alignment_bytes)
+}
+
+fn short(id: &str) -> &str {
+    // Pool and workspace ids end in a 64-hex digest; show its first 12 digits.
+    match id.rfind('/') {
+        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
+        _ => id,
+    }
+}
+
+/// The rejection lines of one node (shared by `plan` and `explain`).
+pub fn write_rejections(out: &mut String, node: &NodeSummary, indent: &str) {
+    for rejected in &node.rejected {
+        out.push_str(&format!(
+            "{indent}rejected {} ({}):\n",
+            rejected.provider_id, rejected.reason
+        ));
+        for detail in &rejected.details {
+            out.push_str(&format!("{indent}  - {detail}\n"));
+        }
+    }
+}
+
+/// The readable text of a plan summary.
+pub fn summary_text(summary: &PlanSummary) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "plan {}\n  family {} on device {}, {} nodes\n",
+        summary.plan_id,
+        summary.family_id,
+        summary.device_id,
+        summary.nodes.len()
+    ));
+    match &summary.written_to {
+        Some(file) => out.push_str(&format!("  written to {file}\n")),
+        None => out.push_str("  not written (give -o PLAN.json to write it)\n"),
+    }
+    out.push_str("\nnodes (chosen provider, reason):\n");
+    for node in &summary.nodes {
+        out.push_str(&format!(
+            "  {}  {}  {}",
+            node.node_id, node.selected_provider, node.reason
+        ));
+        if let (Some(requested), "fallback_from_preferred") =
+            (&node.requested_provider, node.reason)
+        {
+            out.push_str(&format!(" (preferred {requested})"));
+        }
+        out.push('\n');
+        if node.reason == "fallback_from_preferred" {
+            write_rejections(&mut out, node, "      ");
+        }
+    }
+    out.push_str("\ndynamic resources (profile, usage, lifetime, minimum):\n");
+    for r in &summary.dynamic_resources {
+        out.push_str(&format!(
+            "  {}  {}  {:?}  {:?}  {}\n",
+            short(&r.resource_id),
+            r.profile,
+            r.usage,
+            r.lifetime,
+            r.minimum_bytes.map_or_else(|| "-".to_owned(), human_bytes)
+        ));
+    }
+    let m = &summary.memory;
+    out.push_str("\nmemory:\n");
+    out.push_str(&format!(
+        "  static bytes            {}\n",
+        human_bytes(m.static_bytes)
+    ));
+    out.push_str(&format!(
+        "  minimum runnable bytes  {}\n",
+        human_bytes(m.minimum_runnable_bytes)
+    ));
+    out.push_str(&format!(
+        "  usable capacity         {}\n",
+        human_bytes(m.usable_capacity_bytes)
+    ));
+    out.push_str(&format!(
+        "  headroom                {}\n",
+        human_signed_bytes(m.headroom_bytes)
+    ));
+    out.push_str(&format!("  pools ({}):\n", m.pools.len()));
+    for p in &m.pools {
+        out.push_str(&format!(
+            "    {}  {}  {:?}  {} resources  resident {} .. {}\n",
+            short(&p.pool_id),
+            p.profile,
+            p.usage,
+            p.members,
+            human_bytes(p.minimum_resident_bytes),
+            human_bytes(p.maximum_resident_bytes)
+        ));
+    }
+    out.push_str("\nselection (per component: method, check):\n");
+    for c in &summary.selection {
+        out.push_str(&format!(
+            "  from {}: {} nodes, {} resources, {}, {}\n",
+            c.first_node, c.nodes, c.resources, c.method, c.check
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_human_and_exact() {
+        assert_eq!(human_bytes(1_610_612_736), "1.50 GiB (1610612736 bytes)");
+        assert_eq!(human_bytes(512), "512 bytes");
+        assert_eq!(human_bytes(65536), "64.00 KiB (65536 bytes)");
+        assert_eq!(human_signed_bytes(-2048), "-2.00 KiB (2048 bytes)");
+    }
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temporary() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plan.json");
+        write_atomically(&file, b"one").unwrap();
+        write_atomically(&file, b"two").unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"two");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+        let missing = dir.path().join("no-such-dir").join("plan.json");
+        assert!(write_atomically(&missing, b"x").is_err());
+        assert!(!missing.exists());
+    }
+}

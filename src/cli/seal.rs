@@ -1,0 +1,41 @@
+//! `jointplan seal REQUEST.json [-o OUT]`: recompute every derived fingerprint of a request
+//! after a hand edit, and write it back atomically.
+
+use std::path::PathBuf;
+
+use crate::request::seal::seal;
+use crate::Error;
+
+use super::output::{pretty_json, write_atomically};
+use super::plan::read_request;
+
+/// Arguments of `jointplan seal`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan request (JSON).
+    pub request: PathBuf,
+    /// Write the sealed request here (default: over REQUEST.json, atomically).
+    #[arg(short, long, value_name = "OUT")]
+    pub output: Option<PathBuf>,
+}
+
+/// Runs `jointplan seal`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    let mut request = read_request(&args.request)?;
+    let report = seal(&mut request).map_err(|e| Error::from(e).in_file(&args.request))?;
+    let output = args.output.as_ref().unwrap_or(&args.request);
+    let text = pretty_json(&request)
+        .map_err(|e| Error::Usage(format!("cannot serialize the request: {e}")).in_file(output))?;
+    write_atomically(output, text.as_bytes())?;
+    println!(
+        "{}: checked {} derived fingerprints, {} changed; written to {}",
+        args.request.display(),
+        report.checked,
+        report.changes.len(),
+        output.display()
+    );
+    for change in &report.changes {
+        println!("  {}: {} -> {}", change.json_path, change.old, change.new);
+    }
+    Ok(())
+}

@@ -1,0 +1,37 @@
+//! `jointplan verify REQUEST.json PLAN.json`: rebuild the plan from the request and check
+//! the stored plan field by field (exit 0 verified, 1 rejected with the first differing JSON
+//! path, 2 bad input).
+
+use std::path::PathBuf;
+
+use crate::plan::build::BuildOptions;
+use crate::plan::verify::verify;
+use crate::request::read_json;
+use crate::Error;
+
+use super::plan::read_request;
+
+/// Arguments of `jointplan verify`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The plan request (JSON).
+    pub request: PathBuf,
+    /// The stored plan (JSON).
+    pub plan: PathBuf,
+}
+
+/// Runs `jointplan verify`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    let request = read_request(&args.request)?;
+    let stored: serde_json::Value = read_json(&args.plan)?;
+    let plan = verify(&request, &stored, &BuildOptions::default())
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
+    println!(
+        "{}: verified {} ({} nodes) against {}",
+        args.plan.display(),
+        plan.payload.plan_id,
+        plan.payload.nodes.len(),
+        args.request.display()
+    );
+    Ok(())
+}

@@ -1,0 +1,192 @@
+//! The `jointplan` binary end to end: plan prints the summary and writes the file, verify
+//! accepts the plan and rejects a tampered one (exit 1, the field path named), bad input
+//! exits 2 naming the file and JSON path, and a failed command leaves no output file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn jointplan(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_jointplan"))
+        .args(args)
+        .output()
+        .expect("the jointplan binary runs")
+}
+
+fn model(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(name)
+        .join("request.json")
+        .display()
+        .to_string()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn temp() -> tempfile::TempDir {
+    tempfile::tempdir().unwrap()
+}
+
+fn path_str(p: &Path) -> String {
+    p.display().to_string()
+}
+
+fn plan_to(dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(format!("{name}.plan.json"));
+    let result = jointplan(&["plan", &model(name), "-o", &path_str(&out)]);
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    out
+}
+
+#[test]
+fn plan_prints_the_summary_and_writes_the_plan() {
+    let dir = temp();
+    let out = dir.path().join("plan.json");
+    let result = jointplan(&["plan", &model("decoder-2layer"), "-o", &path_str(&out)]);
+    let stdout = text(&result.stdout);
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    for expected in [
+        "plan plan/sha256/",
+        "node.layer.1.attention  provider.cuda.causal_paged_attention.f16  fallback_from_preferred",
+        "rejected provider.cuda.causal_paged_attention.f16.flash (storage_incompatible)",
+        "does not accept fixed_block(65536)+paged(65536) chosen for resource/state/kv-cache",
+        "static bytes",
+        "minimum runnable bytes",
+        "usable capacity",
+        "headroom",
+        "pools (",
+        "selection (per component",
+        " GiB (",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "summary lacks {expected:?}:\n{stdout}"
+        );
+    }
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert!(plan["plan_hash"].is_string());
+    // Only the plan: the temporary file was renamed over it.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn plan_json_summary_is_json() {
+    let result = jointplan(&["plan", &model("tiny"), "--json"]);
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&result.stdout).unwrap();
+    assert_eq!(summary["nodes"].as_array().unwrap().len(), 3);
+    assert!(summary["memory"]["usable_capacity_bytes"].is_u64());
+}
+
+#[test]
+fn verify_accepts_its_plan_and_rejects_a_tampered_one() {
+    let dir = temp();
+    let out = plan_to(dir.path(), "tiny");
+    let ok = jointplan(&["verify", &model("tiny"), &path_str(&out)]);
+    assert_eq!(ok.status.code(), Some(0), "{}", text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("verified plan/sha256/"));
+
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    plan["payload"]["memory"]["static_bytes"] = serde_json::Value::from(1u64);
+    let tampered = dir.path().join("tampered.json");
+    std::fs::write(&tampered, serde_json::to_string_pretty(&plan).unwrap()).unwrap();
+    let bad = jointplan(&["verify", &model("tiny"), &path_str(&tampered)]);
+    assert_eq!(bad.status.code(), Some(1));
+    let stderr = text(&bad.stderr);
+    assert!(
+        stderr.contains("payload.memory.static_bytes: stored 1, rebuilt "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("tampered.json"), "{stderr}");
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_file_and_json_path_and_writes_nothing() {
+    let dir = temp();
+    let request = dir.path().join("bad.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model("tiny")).unwrap()).unwrap();
+    value["node_resolutions"][1]["node_id"] = serde_json::Value::from("node with spaces");
+    std::fs::write(&request, serde_json::to_string(&value).unwrap()).unwrap();
+    let out = dir.path().join("plan.json");
+    let result = jointplan(&["plan", &path_str(&request), "-o", &path_str(&out)]);
+    assert_eq!(result.status.code(), Some(2));
+    let stderr = text(&result.stderr);
+    assert!(stderr.contains("bad.json"), "{stderr}");
+    assert!(stderr.contains("node_resolutions[1].node_id"), "{stderr}");
+    assert!(!out.exists(), "a failed plan left an output file");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn an_invalid_request_exits_2_and_leaves_no_partial_output() {
+    let dir = temp();
+    let request = dir.path().join("stale.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model("tiny")).unwrap()).unwrap();
+    // A hand edit without sealing: the candidate's estimate fingerprint is now stale.
+    value["node_resolutions"][0]["provider_resource_candidates"][0]["value_alignment_bytes"] =
+        serde_json::Value::from(512u64);
+    std::fs::write(&request, serde_json::to_string(&value).unwrap()).unwrap();
+    let out = dir.path().join("plan.json");
+    let result = jointplan(&["plan", &path_str(&request), "-o", &path_str(&out)]);
+    assert_eq!(result.status.code(), Some(2), "{}", text(&result.stderr));
+    assert!(
+        text(&result.stderr).contains("stale.json"),
+        "{}",
+        text(&result.stderr)
+    );
+    assert!(!out.exists());
+
+    // Sealing repairs it, and then it plans.
+    let sealed = jointplan(&["seal", &path_str(&request)]);
+    assert_eq!(sealed.status.code(), Some(0), "{}", text(&sealed.stderr));
+    assert!(
+        text(&sealed.stdout).contains("estimate_fingerprint"),
+        "{}",
+        text(&sealed.stdout)
+    );
+    let again = jointplan(&["plan", &path_str(&request), "-o", &path_str(&out)]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again.stderr));
+    assert!(out.exists());
+}
+
+#[test]
+fn explain_names_the_evidence_and_chosen_profiles() {
+    let dir = temp();
+    let out = plan_to(dir.path(), "decoder-2layer");
+    let result = jointplan(&[
+        "explain",
+        &path_str(&out),
+        "--node",
+        "node.layer.1.attention",
+        "--request",
+        &model("decoder-2layer"),
+    ]);
+    assert_eq!(result.status.code(), Some(0), "{}", text(&result.stderr));
+    let stdout = text(&result.stdout);
+    for expected in [
+        "node node.layer.1.attention (operation operation.causal_paged_attention 2.0)",
+        "requested: provider.cuda.causal_paged_attention.f16.flash",
+        "fallback_from_preferred",
+        "storage_incompatible",
+        "resource/state/kv-cache",
+        "provider.cuda.causal_paged_attention.f16.flash accepts [linear+contiguous] for value.state.layer.1.kv (input 8 on resource/state/kv-cache)",
+    ] {
+        assert!(stdout.contains(expected), "explain lacks {expected:?}:\n{stdout}");
+    }
+    let unknown = jointplan(&["explain", &path_str(&out), "--node", "node.nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(text(&unknown.stderr).contains("node.nope"));
+}
+
+#[test]
+fn a_missing_file_exits_2_naming_it() {
+    let result = jointplan(&["plan", "/nonexistent/request.json"]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(text(&result.stderr).contains("/nonexistent/request.json"));
+}
