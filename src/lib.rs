@@ -16,5 +16,6 @@ pub mod memory;
 pub mod node;
 pub mod plan;
 pub mod request;
+pub mod synth;
 
 pub use error::Error;
