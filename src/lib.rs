@@ -11,6 +11,7 @@
 
 pub mod candidates;
 pub mod canonical;
+pub mod cli;
 pub mod error;
 pub mod memory;
 pub mod node;
