@@ -22,5 +22,6 @@ pub mod node;
 pub mod plan;
 pub mod request;
 pub mod selection;
+pub mod synth;
 
 pub use error::Error;

@@ -9,6 +9,7 @@ pub mod output;
 pub mod plan;
 pub mod seal;
 pub mod solve;
+pub mod synth;
 pub mod verify;
 
 /// jointplan: verified execution plans for ML model graphs.
@@ -33,6 +34,8 @@ pub enum Commands {
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
     Seal(seal::Args),
+    /// Synthesize a plan request from a model config, a device and a policy preset.
+    Synth(synth::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -51,6 +54,16 @@ pub fn run() -> ExitCode {
         Commands::Verify(args) => report("verify", verify::run(&args)),
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
+        Commands::Synth(args) => match synth::run(&args) {
+            Ok(summary) => {
+                println!("{summary}");
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("jointplan synth: {error}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 

@@ -1,0 +1,829 @@
+//! A model configuration in the Hugging Face `config.json` style, and the architecture the
+//! synthesizer derives from it.
+//!
+//! The keys are the published ones (`hidden_size`, `num_hidden_layers`, ...); alternative
+//! spellings of the mixture-of-experts and hybrid keys used by different model families are
+//! all accepted (`n_routed_experts` / `num_local_experts` / `num_experts`, `layer_types` /
+//! `full_attention_interval` / `attn_layer_indices` / `attn_layer_period` +
+//! `attn_layer_offset`). Unknown keys are kept (they are part of the family's canonical
+//! configuration) and otherwise ignored. [`ModelConfig::architecture`] validates the
+//! configuration; every error names the key at fault.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::SynthError;
+
+/// A model configuration (`config.json`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    /// Architecture names (e.g. `LlamaForCausalLM`); evidence only.
+    #[serde(default)]
+    pub architectures: Option<Vec<String>>,
+    /// `model_type` (e.g. `llama`, `mixtral`, `deepseek_v3`, `qwen3_next`).
+    #[serde(default)]
+    pub model_type: Option<String>,
+    /// Width of the residual stream.
+    #[serde(default)]
+    pub hidden_size: Option<u64>,
+    /// Decoder layers.
+    #[serde(default)]
+    pub num_hidden_layers: Option<u64>,
+    /// Query heads.
+    #[serde(default)]
+    pub num_attention_heads: Option<u64>,
+    /// Key/value heads (grouped-query attention); defaults to the query heads.
+    #[serde(default)]
+    pub num_key_value_heads: Option<u64>,
+    /// Per-head dimension; defaults to `hidden_size / num_attention_heads`.
+    #[serde(default)]
+    pub head_dim: Option<u64>,
+    /// Feed-forward width of dense layers (and of Mixtral-style experts).
+    #[serde(default)]
+    pub intermediate_size: Option<u64>,
+    /// Vocabulary size.
+    #[serde(default)]
+    pub vocab_size: Option<u64>,
+    /// Longest context the model was trained for.
+    #[serde(default)]
+    pub max_position_embeddings: Option<u64>,
+    /// RoPE base frequency.
+    #[serde(default)]
+    pub rope_theta: Option<f64>,
+    /// RoPE scaling (`{"rope_type": "llama3", "factor": 8.0, ...}`), if any.
+    #[serde(default)]
+    pub rope_scaling: Option<serde_json::Value>,
+    /// Fraction of the head dimension that is rotated (Qwen3-Next: 0.25).
+    #[serde(default)]
+    pub partial_rotary_factor: Option<f64>,
+    /// RMSNorm epsilon.
+    #[serde(default)]
+    pub rms_norm_eps: Option<f64>,
+    /// Checkpoint dtype (`bfloat16`, `float16`, `float32`).
+    #[serde(default)]
+    pub torch_dtype: Option<String>,
+    /// Whether the output head reuses the embedding table.
+    #[serde(default)]
+    pub tie_word_embeddings: Option<bool>,
+    /// Sliding-window size, if any (Mistral-style).
+    #[serde(default)]
+    pub sliding_window: Option<u64>,
+    /// Routed experts (DeepSeek spelling).
+    #[serde(default)]
+    pub n_routed_experts: Option<u64>,
+    /// Routed experts (Mixtral spelling).
+    #[serde(default)]
+    pub num_local_experts: Option<u64>,
+    /// Routed experts (Qwen spelling).
+    #[serde(default)]
+    pub num_experts: Option<u64>,
+    /// Experts each token is routed to.
+    #[serde(default)]
+    pub num_experts_per_tok: Option<u64>,
+    /// Shared experts every token goes through (DeepSeek).
+    #[serde(default)]
+    pub n_shared_experts: Option<u64>,
+    /// Feed-forward width of one routed expert (DeepSeek, Qwen); Mixtral uses
+    /// `intermediate_size`.
+    #[serde(default)]
+    pub moe_intermediate_size: Option<u64>,
+    /// Feed-forward width of the shared expert (Qwen); DeepSeek uses
+    /// `n_shared_experts * moe_intermediate_size`.
+    #[serde(default)]
+    pub shared_expert_intermediate_size: Option<u64>,
+    /// Leading layers that stay dense (DeepSeek).
+    #[serde(default)]
+    pub first_k_dense_replace: Option<u64>,
+    /// Router scoring function (`softmax`, `sigmoid`).
+    #[serde(default)]
+    pub scoring_func: Option<String>,
+    /// Whether the top-k routing weights are renormalized.
+    #[serde(default)]
+    pub norm_topk_prob: Option<bool>,
+    /// Scale of the routed experts' sum (DeepSeek: 2.5).
+    #[serde(default)]
+    pub routed_scaling_factor: Option<f64>,
+    /// Expert groups for group-limited routing (DeepSeek).
+    #[serde(default)]
+    pub n_group: Option<u64>,
+    /// Groups each token may route into (DeepSeek).
+    #[serde(default)]
+    pub topk_group: Option<u64>,
+    /// Multi-head latent attention: compressed KV rank (DeepSeek).
+    #[serde(default)]
+    pub kv_lora_rank: Option<u64>,
+    /// Multi-head latent attention: compressed query rank (DeepSeek; null = full q_proj).
+    #[serde(default)]
+    pub q_lora_rank: Option<u64>,
+    /// Multi-head latent attention: non-rotary query/key head dimension.
+    #[serde(default)]
+    pub qk_nope_head_dim: Option<u64>,
+    /// Multi-head latent attention: rotary query/key head dimension.
+    #[serde(default)]
+    pub qk_rope_head_dim: Option<u64>,
+    /// Multi-head latent attention: value head dimension.
+    #[serde(default)]
+    pub v_head_dim: Option<u64>,
+    /// Hybrid layer pattern: one entry per layer, `full_attention` or `linear_attention`.
+    #[serde(default)]
+    pub layer_types: Option<Vec<String>>,
+    /// Hybrid layer pattern: every n-th layer (1-based) is full attention (Qwen3-Next).
+    #[serde(default)]
+    pub full_attention_interval: Option<u64>,
+    /// Hybrid layer pattern: the indices of the full-attention layers.
+    #[serde(default)]
+    pub attn_layer_indices: Option<Vec<u64>>,
+    /// Hybrid layer pattern: period of full-attention layers (Jamba).
+    #[serde(default)]
+    pub attn_layer_period: Option<u64>,
+    /// Hybrid layer pattern: offset of full-attention layers within the period (Jamba).
+    #[serde(default)]
+    pub attn_layer_offset: Option<u64>,
+    /// Gated DeltaNet: convolution kernel width.
+    #[serde(default)]
+    pub linear_conv_kernel_dim: Option<u64>,
+    /// Gated DeltaNet: key heads.
+    #[serde(default)]
+    pub linear_num_key_heads: Option<u64>,
+    /// Gated DeltaNet: value heads.
+    #[serde(default)]
+    pub linear_num_value_heads: Option<u64>,
+    /// Gated DeltaNet: key head dimension.
+    #[serde(default)]
+    pub linear_key_head_dim: Option<u64>,
+    /// Gated DeltaNet: value head dimension.
+    #[serde(default)]
+    pub linear_value_head_dim: Option<u64>,
+    /// Whether full attention gates its output with a sigmoid of a second query projection.
+    #[serde(default)]
+    pub attn_output_gate: Option<bool>,
+    /// Every other key, kept verbatim.
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// The kind of token mixer of one layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MixerKind {
+    /// Grouped-query softmax attention with a KV cache.
+    Attention,
+    /// Multi-head latent attention with a compressed KV cache.
+    LatentAttention,
+    /// Gated DeltaNet linear attention with convolution and recurrent states.
+    GatedDelta,
+}
+
+/// The kind of feed-forward block of one layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FeedForwardKind {
+    /// A dense SwiGLU MLP of `intermediate_size`.
+    Dense,
+    /// A router, optional shared expert and routed experts.
+    Routed,
+}
+
+/// One decoder layer of the architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayerSpec {
+    /// Token mixer.
+    pub mixer: MixerKind,
+    /// Feed-forward block.
+    pub feed_forward: FeedForwardKind,
+}
+
+/// Grouped-query attention dimensions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AttentionDims {
+    /// Query heads.
+    pub query_heads: u64,
+    /// Key/value heads.
+    pub key_value_heads: u64,
+    /// Head dimension.
+    pub head_dim: u64,
+    /// Rotated dimensions per head.
+    pub rope_dim: u64,
+    /// Whether the output is gated (doubling the query projection).
+    pub output_gate: bool,
+}
+
+/// Multi-head latent attention dimensions (DeepSeek-V2/V3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatentAttentionDims {
+    /// Query heads.
+    pub query_heads: u64,
+    /// Compressed KV rank.
+    pub kv_lora_rank: u64,
+    /// Compressed query rank (`None`: a full query projection).
+    pub q_lora_rank: Option<u64>,
+    /// Non-rotary query/key head dimension.
+    pub qk_nope_head_dim: u64,
+    /// Rotary query/key head dimension.
+    pub qk_rope_head_dim: u64,
+    /// Value head dimension.
+    pub v_head_dim: u64,
+}
+
+/// Gated DeltaNet dimensions (Qwen3-Next linear attention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GatedDeltaDims {
+    /// Key heads.
+    pub key_heads: u64,
+    /// Value heads.
+    pub value_heads: u64,
+    /// Key head dimension.
+    pub key_head_dim: u64,
+    /// Value head dimension.
+    pub value_head_dim: u64,
+    /// Convolution kernel width.
+    pub conv_kernel: u64,
+}
+
+impl GatedDeltaDims {
+    /// Key features (`key_heads * key_head_dim`).
+    pub fn key_features(&self) -> u64 {
+        self.key_heads * self.key_head_dim
+    }
+    /// Value features (`value_heads * value_head_dim`).
+    pub fn value_features(&self) -> u64 {
+        self.value_heads * self.value_head_dim
+    }
+    /// Channels of the causal convolution (q, k and v: `2 * key + value` features).
+    pub fn conv_features(&self) -> u64 {
+        2 * self.key_features() + self.value_features()
+    }
+}
+
+/// Mixture-of-experts dimensions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ExpertDims {
+    /// Routed experts per layer.
+    pub routed_experts: u64,
+    /// Experts per token.
+    pub experts_per_token: u64,
+    /// Width of one routed expert.
+    pub expert_intermediate_size: u64,
+    /// Width of the shared expert (0: none).
+    pub shared_intermediate_size: u64,
+    /// Sigmoid (true) or softmax (false) router scores.
+    pub sigmoid_scoring: bool,
+    /// Whether the top-k weights are renormalized.
+    pub normalize_top_k: bool,
+    /// Scale of the routed sum.
+    pub routed_scaling_factor: f64,
+    /// Expert groups for group-limited routing (1: none).
+    pub expert_groups: u64,
+    /// Groups a token may route into.
+    pub top_k_groups: u64,
+}
+
+/// RoPE scaling, reduced to what kernels need.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RopeScaling {
+    /// `rope_type` (`llama3`, `yarn`, `linear`, `dynamic`, ...).
+    pub kind: String,
+    /// Scaling factor.
+    pub factor: f64,
+}
+
+/// The validated architecture of a configuration: everything the program needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Architecture {
+    /// Width of the residual stream.
+    pub hidden_size: u64,
+    /// Dense feed-forward width.
+    pub intermediate_size: u64,
+    /// Vocabulary size.
+    pub vocab_size: u64,
+    /// Longest context.
+    pub max_position_embeddings: u64,
+    /// RoPE base.
+    pub rope_theta: f64,
+    /// RoPE scaling, if any.
+    pub rope_scaling: Option<RopeScaling>,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f64,
+    /// Whether the head reuses the embedding.
+    pub tie_word_embeddings: bool,
+    /// Sliding window, if any.
+    pub sliding_window: Option<u64>,
+    /// Grouped-query attention dims (for `Attention` layers).
+    pub attention: AttentionDims,
+    /// Latent attention dims, for MLA models.
+    pub latent: Option<LatentAttentionDims>,
+    /// Gated DeltaNet dims, for hybrids.
+    pub gated_delta: Option<GatedDeltaDims>,
+    /// Expert dims, for mixtures of experts.
+    pub experts: Option<ExpertDims>,
+    /// The layers, in order.
+    pub layers: Vec<LayerSpec>,
+    /// The checkpoint dtype named by the configuration.
+    pub torch_dtype: Option<String>,
+}
+
+fn required(value: Option<u64>, key: &str) -> Result<u64, SynthError> {
+    match value {
+        Some(0) => Err(SynthError::config(key, "must be positive")),
+        Some(v) => Ok(v),
+        None => Err(SynthError::config(key, "is missing")),
+    }
+}
+
+fn positive_optional(value: Option<u64>, key: &str) -> Result<Option<u64>, SynthError> {
+    match value {
+        Some(0) => Err(SynthError::config(key, "must be positive")),
+        other => Ok(other),
+    }
+}
+
+fn positive_float(value: Option<f64>, key: &str, default: Option<f64>) -> Result<f64, SynthError> {
+    match value.or(default) {
+        Some(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Some(v) => Err(SynthError::config(
+            key,
+            format!("must be a positive number, got {v}"),
+        )),
+        None => Err(SynthError::config(key, "is missing")),
+    }
+}
+
+impl ModelConfig {
+    /// Reads a `config.json`; a type error names the key (its JSON path).
+    pub fn read(file: &Path) -> Result<Self, SynthError> {
+        Ok(crate::request::read_json(file)?)
+    }
+
+    /// The routed expert count under any of its spellings.
+    pub fn routed_experts(&self) -> Option<u64> {
+        self.n_routed_experts
+            .or(self.num_local_experts)
+            .or(self.num_experts)
+    }
+
+    /// The key that holds the routed expert count, for error messages and overrides.
+    pub fn routed_experts_key(&self) -> &'static str {
+        if self.n_routed_experts.is_some() {
+            "n_routed_experts"
+        } else if self.num_local_experts.is_some() {
+            "num_local_experts"
+        } else {
+            "num_experts"
+        }
+    }
+
+    /// Validates the configuration and derives its architecture.
+    pub fn architecture(&self) -> Result<Architecture, SynthError> {
+        let hidden_size = required(self.hidden_size, "hidden_size")?;
+        let layer_count = required(self.num_hidden_layers, "num_hidden_layers")?;
+        let query_heads = required(self.num_attention_heads, "num_attention_heads")?;
+        let key_value_heads = positive_optional(self.num_key_value_heads, "num_key_value_heads")?
+            .unwrap_or(query_heads);
+        if query_heads % key_value_heads != 0 {
+            return Err(SynthError::config(
+                "num_key_value_heads",
+                format!("{key_value_heads} does not divide num_attention_heads {query_heads}"),
+            ));
+        }
+        let head_dim = match positive_optional(self.head_dim, "head_dim")? {
+            Some(d) => d,
+            None if hidden_size % query_heads == 0 => hidden_size / query_heads,
+            None => {
+                return Err(SynthError::config(
+                    "head_dim",
+                    format!(
+                        "is missing and num_attention_heads {query_heads} does not divide hidden_size {hidden_size}"
+                    ),
+                ))
+            }
+        };
+        let intermediate_size = required(self.intermediate_size, "intermediate_size")?;
+        let vocab_size = required(self.vocab_size, "vocab_size")?;
+        let max_position_embeddings =
+            required(self.max_position_embeddings, "max_position_embeddings")?;
+        let rope_theta = positive_float(self.rope_theta, "rope_theta", Some(10000.0))?;
+        let rms_norm_eps = positive_float(self.rms_norm_eps, "rms_norm_eps", Some(1e-6))?;
+        if rms_norm_eps >= 1.0 {
+            return Err(SynthError::config(
+                "rms_norm_eps",
+                format!("{rms_norm_eps} must be below 1"),
+            ));
+        }
+        let partial = positive_float(
+            self.partial_rotary_factor,
+            "partial_rotary_factor",
+            Some(1.0),
+        )?;
+        if partial > 1.0 {
+            return Err(SynthError::config(
+                "partial_rotary_factor",
+                format!("{partial} must be at most 1"),
+            ));
+        }
+        let rope_dim = ((head_dim as f64) * partial).round() as u64;
+        let rope_scaling = self.rope_scaling_spec()?;
+        if let Some(dtype) = &self.torch_dtype {
+            if !matches!(dtype.as_str(), "bfloat16" | "float16" | "float32") {
+                return Err(SynthError::config(
+                    "torch_dtype",
+                    format!("{dtype:?} is not bfloat16, float16 or float32"),
+                ));
+            }
+        }
+        let sliding_window = positive_optional(self.sliding_window, "sliding_window")?;
+
+        let latent = self.latent_dims(query_heads)?;
+        let mixers = self.layer_mixers(layer_count)?;
+        let gated_delta = if mixers.contains(&MixerKind::GatedDelta) {
+            Some(GatedDeltaDims {
+                key_heads: required(self.linear_num_key_heads, "linear_num_key_heads")?,
+                value_heads: required(self.linear_num_value_heads, "linear_num_value_heads")?,
+                key_head_dim: required(self.linear_key_head_dim, "linear_key_head_dim")?,
+                value_head_dim: required(self.linear_value_head_dim, "linear_value_head_dim")?,
+                conv_kernel: required(self.linear_conv_kernel_dim, "linear_conv_kernel_dim")?,
+            })
+        } else {
+            None
+        };
+        if let Some(dims) = &gated_delta {
+            if dims.value_heads % dims.key_heads != 0 {
+                return Err(SynthError::config(
+                    "linear_num_key_heads",
+                    format!(
+                        "{} does not divide linear_num_value_heads {}",
+                        dims.key_heads, dims.value_heads
+                    ),
+                ));
+            }
+            if dims.conv_kernel < 2 {
+                return Err(SynthError::config(
+                    "linear_conv_kernel_dim",
+                    "must be at least 2 (the state holds kernel - 1 steps)",
+                ));
+            }
+        }
+        let experts = self.expert_dims(intermediate_size)?;
+        let dense_prefix = match (&experts, self.first_k_dense_replace) {
+            (None, Some(_)) => {
+                return Err(SynthError::config(
+                    "first_k_dense_replace",
+                    "is set but the configuration has no routed experts",
+                ))
+            }
+            (_, Some(k)) if k > layer_count => {
+                return Err(SynthError::config(
+                    "first_k_dense_replace",
+                    format!("{k} exceeds num_hidden_layers {layer_count}"),
+                ))
+            }
+            (Some(_), k) => k.unwrap_or(0),
+            (None, None) => layer_count,
+        };
+        let layers = mixers
+            .into_iter()
+            .enumerate()
+            .map(|(i, mixer)| LayerSpec {
+                mixer: match (mixer, latent.is_some()) {
+                    (MixerKind::Attention, true) => MixerKind::LatentAttention,
+                    (m, _) => m,
+                },
+                feed_forward: if (i as u64) < dense_prefix {
+                    FeedForwardKind::Dense
+                } else {
+                    FeedForwardKind::Routed
+                },
+            })
+            .collect();
+        Ok(Architecture {
+            hidden_size,
+            intermediate_size,
+            vocab_size,
+            max_position_embeddings,
+            rope_theta,
+            rope_scaling,
+            rms_norm_eps,
+            tie_word_embeddings: self.tie_word_embeddings.unwrap_or(false),
+            sliding_window,
+            attention: AttentionDims {
+                query_heads,
+                key_value_heads,
+                head_dim,
+                rope_dim: rope_dim.max(1),
+                // Qwen3-Next's full attention is always gated (and has q/k norms).
+                output_gate: self
+                    .attn_output_gate
+                    .unwrap_or(self.model_type.as_deref() == Some("qwen3_next")),
+            },
+            latent,
+            gated_delta,
+            experts,
+            layers,
+            torch_dtype: self.torch_dtype.clone(),
+        })
+    }
+
+    fn rope_scaling_spec(&self) -> Result<Option<RopeScaling>, SynthError> {
+        let Some(value) = &self.rope_scaling else {
+            return Ok(None);
+        };
+        if value.is_null() {
+            return Ok(None);
+        }
+        let Some(map) = value.as_object() else {
+            return Err(SynthError::config(
+                "rope_scaling",
+                "must be an object or null",
+            ));
+        };
+        let kind = map
+            .get("rope_type")
+            .or_else(|| map.get("type"))
+            .and_then(|v| v.as_str())
+            .ok_or_else(|| SynthError::config("rope_scaling.rope_type", "is missing"))?;
+        let factor = map
+            .get("factor")
+            .and_then(|v| v.as_f64())
+            .ok_or_else(|| SynthError::config("rope_scaling.factor", "is missing"))?;
+        if !(factor.is_finite() && factor > 0.0) {
+            return Err(SynthError::config(
+                "rope_scaling.factor",
+                format!("must be positive, got {factor}"),
+            ));
+        }
+        Ok(Some(RopeScaling {
+            kind: kind.to_owned(),
+            factor,
+        }))
+    }
+
+    fn latent_dims(&self, query_heads: u64) -> Result<Option<LatentAttentionDims>, SynthError> {
+        let Some(kv_lora_rank) = positive_optional(self.kv_lora_rank, "kv_lora_rank")? else {
+            return Ok(None);
+        };
+        Ok(Some(LatentAttentionDims {
+            query_heads,
+            kv_lora_rank,
+            q_lora_rank: positive_optional(self.q_lora_rank, "q_lora_rank")?,
+            qk_nope_head_dim: required(self.qk_nope_head_dim, "qk_nope_head_dim")?,
+            qk_rope_head_dim: required(self.qk_rope_head_dim, "qk_rope_head_dim")?,
+            v_head_dim: required(self.v_head_dim, "v_head_dim")?,
+        }))
+    }
+
+    /// The mixer of each layer from whichever layer-pattern key the configuration uses.
+    fn layer_mixers(&self, layer_count: u64) -> Result<Vec<MixerKind>, SynthError> {
+        let count = usize::try_from(layer_count)
+            .map_err(|_| SynthError::config("num_hidden_layers", "is too large"))?;
+        if let Some(types) = &self.layer_types {
+            if types.len() != count {
+                return Err(SynthError::config(
+                    "layer_types",
+                    format!(
+                        "has {} entries for num_hidden_layers {layer_count}",
+                        types.len()
+                    ),
+                ));
+            }
+            return types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| match t.as_str() {
+                    "full_attention" | "attention" => Ok(MixerKind::Attention),
+                    "linear_attention" => Ok(MixerKind::GatedDelta),
+                    other => Err(SynthError::config(
+                        &format!("layer_types[{i}]"),
+                        format!("{other:?} is not full_attention or linear_attention"),
+                    )),
+                })
+                .collect();
+        }
+        if let Some(indices) = &self.attn_layer_indices {
+            let mut mixers = vec![MixerKind::GatedDelta; count];
+            for (k, &i) in indices.iter().enumerate() {
+                let slot = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| mixers.get_mut(i))
+                    .ok_or_else(|| {
+                        SynthError::config(
+                            &format!("attn_layer_indices[{k}]"),
+                            format!("layer {i} is outside num_hidden_layers {layer_count}"),
+                        )
+                    })?;
+                *slot = MixerKind::Attention;
+            }
+            return Ok(mixers);
+        }
+        if let Some(interval) = self.full_attention_interval {
+            if interval == 0 {
+                return Err(SynthError::config(
+                    "full_attention_interval",
+                    "must be positive",
+                ));
+            }
+            return Ok((0..layer_count)
+                .map(|i| {
+                    if (i + 1) % interval == 0 {
+                        MixerKind::Attention
+                    } else {
+                        MixerKind::GatedDelta
+                    }
+                })
+                .collect());
+        }
+        if let Some(period) = self.attn_layer_period {
+            if period == 0 {
+                return Err(SynthError::config("attn_layer_period", "must be positive"));
+            }
+            let offset = self.attn_layer_offset.unwrap_or(0);
+            if offset >= period {
+                return Err(SynthError::config(
+                    "attn_layer_offset",
+                    format!("{offset} is not below attn_layer_period {period}"),
+                ));
+            }
+            return Ok((0..layer_count)
+                .map(|i| {
+                    if i % period == offset {
+                        MixerKind::Attention
+                    } else {
+                        MixerKind::GatedDelta
+                    }
+                })
+                .collect());
+        }
+        Ok(vec![MixerKind::Attention; count])
+    }
+
+    fn expert_dims(&self, intermediate_size: u64) -> Result<Option<ExpertDims>, SynthError> {
+        let key = self.routed_experts_key();
+        let Some(routed_experts) = positive_optional(self.routed_experts(), key)? else {
+            for (value, key) in [
+                (self.num_experts_per_tok, "num_experts_per_tok"),
+                (self.n_shared_experts, "n_shared_experts"),
+                (self.moe_intermediate_size, "moe_intermediate_size"),
+            ] {
+                if value.is_some_and(|v| v > 0) {
+                    return Err(SynthError::config(
+                        key,
+                        "is set but the configuration has no routed experts (n_routed_experts, num_local_experts or num_experts)",
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let experts_per_token = required(self.num_experts_per_tok, "num_experts_per_tok")?;
+        if experts_per_token > routed_experts {
+            return Err(SynthError::config(
+                "num_experts_per_tok",
+                format!("{experts_per_token} exceeds {key} {routed_experts}"),
+            ));
+        }
+        let expert_intermediate_size =
+            positive_optional(self.moe_intermediate_size, "moe_intermediate_size")?
+                .unwrap_or(intermediate_size);
+        let shared_intermediate_size = match (
+            positive_optional(
+                self.shared_expert_intermediate_size,
+                "shared_expert_intermediate_size",
+            )?,
+            self.n_shared_experts,
+        ) {
+            (Some(size), _) => size,
+            (None, Some(n)) => n.checked_mul(expert_intermediate_size).ok_or_else(|| {
+                SynthError::config("n_shared_experts", "times moe_intermediate_size overflows")
+            })?,
+            (None, None) => 0,
+        };
+        let sigmoid_scoring = match self.scoring_func.as_deref() {
+            None | Some("softmax") => false,
+            Some("sigmoid") => true,
+            Some(other) => {
+                return Err(SynthError::config(
+                    "scoring_func",
+                    format!("{other:?} is not softmax or sigmoid"),
+                ))
+            }
+        };
+        let expert_groups = positive_optional(self.n_group, "n_group")?.unwrap_or(1);
+        if routed_experts % expert_groups != 0 {
+            return Err(SynthError::config(
+                "n_group",
+                format!("{expert_groups} does not divide {key} {routed_experts}"),
+            ));
+        }
+        let top_k_groups =
+            positive_optional(self.topk_group, "topk_group")?.unwrap_or(expert_groups);
+        if top_k_groups > expert_groups {
+            return Err(SynthError::config(
+                "topk_group",
+                format!("{top_k_groups} exceeds n_group {expert_groups}"),
+            ));
+        }
+        Ok(Some(ExpertDims {
+            routed_experts,
+            experts_per_token,
+            expert_intermediate_size,
+            shared_intermediate_size,
+            sigmoid_scoring,
+            normalize_top_k: self.norm_topk_prob.unwrap_or(!sigmoid_scoring),
+            routed_scaling_factor: positive_float(
+                self.routed_scaling_factor,
+                "routed_scaling_factor",
+                Some(1.0),
+            )?,
+            expert_groups,
+            top_k_groups,
+        }))
+    }
+}
+
+impl Architecture {
+    /// Bytes of KV cache per token over all layers at `element_bytes` per element: grouped
+    /// attention layers hold K and V (`2 * kv_heads * head_dim`), latent layers the
+    /// compressed latent plus the rotary key (`kv_lora_rank + qk_rope_head_dim`), recurrent
+    /// layers nothing per token.
+    pub fn kv_bytes_per_token(&self, element_bytes: u64) -> Option<u64> {
+        self.layers.iter().try_fold(0u64, |acc, layer| {
+            let per_layer = match layer.mixer {
+                MixerKind::Attention => 2u64
+                    .checked_mul(self.attention.key_value_heads)?
+                    .checked_mul(self.attention.head_dim)?
+                    .checked_mul(element_bytes)?,
+                MixerKind::LatentAttention => {
+                    let latent = self.latent?;
+                    (latent.kv_lora_rank + latent.qk_rope_head_dim).checked_mul(element_bytes)?
+                }
+                MixerKind::GatedDelta => 0,
+            };
+            acc.checked_add(per_layer)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama() -> ModelConfig {
+        serde_json::from_value(serde_json::json!({
+            "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+            "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+            "some_future_key": {"nested": true}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn dense_defaults_and_extra_keys() {
+        let config = llama();
+        assert!(config.extra.contains_key("some_future_key"));
+        let arch = config.architecture().unwrap();
+        assert_eq!(arch.attention.head_dim, 128);
+        assert_eq!(arch.layers.len(), 32);
+        assert_eq!(arch.kv_bytes_per_token(2), Some(131_072));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let mut config = llama();
+        config.num_key_value_heads = Some(7);
+        let err = config.architecture().unwrap_err();
+        assert!(
+            matches!(&err, SynthError::Config { key, .. } if key == "num_key_value_heads"),
+            "{err}"
+        );
+        let mut config = llama();
+        config.vocab_size = None;
+        let err = config.architecture().unwrap_err();
+        assert!(matches!(&err, SynthError::Config { key, .. } if key == "vocab_size"));
+        let mut config = llama();
+        config.num_experts_per_tok = Some(2);
+        let err = config.architecture().unwrap_err();
+        assert!(matches!(&err, SynthError::Config { key, .. } if key == "num_experts_per_tok"));
+    }
+
+    #[test]
+    fn hybrid_patterns() {
+        let mut config = llama();
+        config.num_hidden_layers = Some(8);
+        config.full_attention_interval = Some(4);
+        config.linear_num_key_heads = Some(16);
+        config.linear_num_value_heads = Some(32);
+        config.linear_key_head_dim = Some(128);
+        config.linear_value_head_dim = Some(128);
+        config.linear_conv_kernel_dim = Some(4);
+        let arch = config.architecture().unwrap();
+        let attention: Vec<usize> = arch
+            .layers
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.mixer == MixerKind::Attention)
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(attention, vec![3, 7]);
+        config.layer_types = Some(vec!["full_attention".into(); 7]);
+        let err = config.architecture().unwrap_err();
+        assert!(matches!(&err, SynthError::Config { key, .. } if key == "layer_types"));
+    }
+}

@@ -1,0 +1,142 @@
+//! Device descriptions: what a machine offers the planner (memory, capabilities, storage
+//! profiles), as JSON files in `models/devices/`.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::request::{
+    CapabilityId, DeviceClass, DeviceId, StorageAllocator, StorageProfile, StorageView,
+};
+
+use super::SynthError;
+
+/// The runtime family that drives the device; it names the providers
+/// (`provider.cuda.*`, `provider.metal.*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// NVIDIA CUDA.
+    Cuda,
+    /// Apple Metal (unified memory).
+    Metal,
+}
+
+impl Backend {
+    /// The backend's name in provider, engine and estimator ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cuda => "cuda",
+            Self::Metal => "metal",
+        }
+    }
+}
+
+/// A device description file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceDescription {
+    /// Device id in the catalog (e.g. `device.cuda.0`).
+    pub id: DeviceId,
+    /// Human-readable name (e.g. `NVIDIA A100-SXM4-80GB`).
+    pub name: String,
+    /// Device class.
+    pub class: DeviceClass,
+    /// Runtime family.
+    pub backend: Backend,
+    /// Ordinal among the machine's devices.
+    #[serde(default)]
+    pub ordinal: u32,
+    /// Total memory in bytes.
+    pub total_memory_bytes: u64,
+    /// Runtime build the provider implementations belong to (e.g. `cuda-12.4/sm_80`);
+    /// hashed into the device's runtime implementation fingerprint.
+    pub runtime: String,
+    /// Device capabilities beyond the operations (`capability.dtype.bf16`,
+    /// `capability.device.reusable_execution.v1`, ...). Operation capabilities
+    /// (`capability.operation.*`) are added by the synthesizer for every operation the
+    /// program uses: the runtime implements all of its backend's operations.
+    pub capabilities: BTreeSet<CapabilityId>,
+    /// Storage profiles the runtime offers: a contiguous arena and paged blocks.
+    pub storage_profiles: BTreeSet<StorageProfile>,
+}
+
+impl DeviceDescription {
+    /// Reads a device file; a type error names the field (its JSON path).
+    pub fn read(file: &Path) -> Result<Self, SynthError> {
+        let device: Self = crate::request::read_json(file)?;
+        device.validate()?;
+        Ok(device)
+    }
+
+    /// Checks memory, profiles and the contiguous arena every static allocation needs.
+    pub fn validate(&self) -> Result<(), SynthError> {
+        if self.total_memory_bytes == 0 {
+            return Err(SynthError::device(
+                &self.id,
+                "total_memory_bytes",
+                "must be positive",
+            ));
+        }
+        if self.runtime.trim().is_empty() {
+            return Err(SynthError::device(&self.id, "runtime", "is empty"));
+        }
+        if let Some(problem) = self.storage_profiles.iter().find_map(|p| p.problem()) {
+            return Err(SynthError::device(&self.id, "storage_profiles", problem));
+        }
+        if !self
+            .storage_profiles
+            .contains(&StorageProfile::STATIC_CONTIGUOUS)
+        {
+            return Err(SynthError::device(
+                &self.id,
+                "storage_profiles",
+                "must offer the contiguous arena (linear_arena + contiguous)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The paged profile of the device (the smallest block), if it offers one.
+    pub fn paged_profile(&self) -> Option<StorageProfile> {
+        self.storage_profiles
+            .iter()
+            .find(|p| matches!(p.view, StorageView::PagedRegions { .. }))
+            .copied()
+    }
+
+    /// Page size of the paged profile (65536 if the device offers none; only used to size
+    /// block tables).
+    pub fn page_bytes(&self) -> u64 {
+        match self.paged_profile().map(|p| p.allocator) {
+            Some(StorageAllocator::FixedBlockArena { block_bytes }) => block_bytes,
+            _ => 65536,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_device_without_the_contiguous_arena_is_rejected() {
+        let device: DeviceDescription = serde_json::from_value(serde_json::json!({
+            "id": "device.cuda.0", "name": "x", "class": "accelerator", "backend": "cuda",
+            "total_memory_bytes": 1024, "runtime": "cuda-12.4",
+            "capabilities": [],
+            "storage_profiles": [{
+                "allocator": {"fixed_block_arena": {"block_bytes": 65536}},
+                "view": {"paged_regions": {"block_bytes": 65536}}
+            }]
+        }))
+        .unwrap();
+        let err = device.validate().unwrap_err();
+        assert!(
+            matches!(&err, SynthError::Device { field, .. } if field == "storage_profiles"),
+            "{err}"
+        );
+        assert_eq!(device.page_bytes(), 65536);
+    }
+}
