@@ -52,6 +52,33 @@ pub struct SolveArgs {
     /// Report every `seconds` as 0.0 (byte-identical output across runs).
     #[arg(long)]
     pub no_timings: bool,
+    /// Write a generated instance `KIND:N[:SEED]` (chain, residual, long-range,
+    /// layers) to PROBLEM instead of solving (for timing runs).
+    #[arg(long, hide = true, value_name = "KIND:N[:SEED]")]
+    pub generate: Option<String>,
+}
+
+fn generate(spec: &str, out: &PathBuf) -> Result<String, SelectionError> {
+    use crate::selection::instances;
+    let bad = || SelectionError::BadInput(format!("--generate `{spec}`: expected KIND:N[:SEED]"));
+    let parts: Vec<&str> = spec.split(':').collect();
+    let n: usize = parts.get(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
+    let seed: u64 = match parts.get(2) {
+        Some(s) => s.parse().map_err(|_| bad())?,
+        None => 1,
+    };
+    let params = instances::Params::default();
+    let p = match parts[0] {
+        "chain" => instances::chain(n, &params, seed),
+        "residual" => instances::residual_stream(n, &params, seed),
+        "long-range" => instances::long_range(n, 0.5, &params, seed),
+        "layers" => instances::repeated_layers(n.div_ceil(20), 20, &params, seed),
+        _ => return Err(bad()),
+    };
+    let text = serde_json::to_string(&p).map_err(|e| SelectionError::BadInput(e.to_string()))?;
+    std::fs::write(out, text)
+        .map_err(|e| SelectionError::BadInput(format!("cannot write `{}`: {e}", out.display())))?;
+    Ok(String::new())
 }
 
 fn read(path: &PathBuf, what: &str) -> Result<String, SelectionError> {
@@ -95,6 +122,9 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
 }
 
 fn run_inner(args: &SolveArgs) -> Result<String, SelectionError> {
+    if let Some(spec) = &args.generate {
+        return generate(spec, &args.problem);
+    }
     let opts = options(args)?;
     let problem = SelectionProblem::from_json_str(&read(&args.problem, "problem file")?)?;
     let work = || solve(&problem, &opts);
@@ -123,7 +153,9 @@ fn run_inner(args: &SolveArgs) -> Result<String, SelectionError> {
 pub fn run(args: &SolveArgs) -> ExitCode {
     match run_inner(args) {
         Ok(text) => {
-            println!("{text}");
+            if !text.is_empty() {
+                println!("{text}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
