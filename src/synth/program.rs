@@ -90,7 +90,10 @@ pub fn rational(value: f64, what: &str) -> Result<Rational, SynthError> {
     for _ in 0..=12 {
         let scaled = value * denominator as f64;
         let rounded = scaled.round();
-        if (scaled - rounded).abs() <= 1e-6 * rounded.abs().max(1.0) && rounded.abs() < 9.0e18 {
+        // Exact up to floating-point representation error of `scaled`, not a relative tolerance
+        // (which would accept any real number once the denominator is large enough).
+        let tolerance = (scaled.abs() * 4.0 * f64::EPSILON).max(1e-9);
+        if (scaled - rounded).abs() <= tolerance && rounded.abs() < 9.0e18 {
             let numerator = rounded as i64;
             let g = gcd(numerator.unsigned_abs(), denominator).max(1);
             return Ok(Rational {
