@@ -284,3 +284,42 @@ fn medium_chains_and_streams_agree() {
         }
     }
 }
+
+/// Medium long-range instances: large enough that re-split parts exceed the
+/// sub-part frontier bound, so the penalty solve and the provider-id search
+/// run, and small enough for the closure frontier to finish as the oracle.
+/// The cold solve (check off) must equal the frontier, and some instances
+/// must have gone through the provider-id search.
+#[test]
+fn medium_long_range_agrees_through_the_provider_search() {
+    let mut searched = 0;
+    let mut compared = 0;
+    for seed in 0..40u64 {
+        let params = Params {
+            profiles: 2 + (seed % 3) as usize,
+            max_candidates: 2 + (seed % 2) as usize,
+            fallback: seed % 4 != 0,
+            ..Params::default()
+        };
+        let p = instances::long_range(20 + (seed % 3) as usize * 8, 0.5, &params, seed);
+        if !valid(&p) {
+            continue;
+        }
+        let closure = frontier_solve(&p, &SeedLex, FrontierKind::Closure, 400_000).unwrap();
+        if matches!(closure, FrontierResult::Skipped(_)) {
+            continue;
+        }
+        let r = solve(&p, &opts(Arc::new(SeedLex), Method::Ilp, 0, true));
+        if let Ok(s) = &r {
+            searched += s
+                .components
+                .iter()
+                .filter(|c| c.certificate.contains("depth-first search"))
+                .count();
+        }
+        assert_eq!(outcome(r), closure, "seed {seed}");
+        compared += 1;
+    }
+    assert!(compared >= 20, "only {compared} instances compared");
+    assert!(searched > 0, "no instance reached the provider-id search");
+}

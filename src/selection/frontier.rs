@@ -105,6 +105,17 @@ fn dense_ranks<K: Ord + Copy>(keys: &[K]) -> Vec<u32> {
     out
 }
 
+fn over_budget(mode: Mode, budget: u64, at: usize, n: usize, width: usize) -> DpOutcome {
+    DpOutcome::Skipped(format!(
+        "{} frontier exceeded its budget of {budget} states at node {} of {n} (frontier width at least {width})",
+        match mode {
+            Mode::Closure => "closure",
+            Mode::Reference => "reference",
+        },
+        at + 1,
+    ))
+}
+
 /// Runs the frontier search on `comp` under `levels`.
 pub(crate) fn frontier(
     comp: &Comp,
@@ -231,6 +242,13 @@ pub(crate) fn frontier(
                     None => {
                         index.insert(cand.state.clone(), next.len());
                         next.push(cand);
+                        if stats.states + next.len() as u64 > budget {
+                            // Give up inside the step: one step can create
+                            // far more states than the budget.
+                            stats.states += next.len() as u64;
+                            stats.max_width = stats.max_width.max(next.len());
+                            return (over_budget(mode, budget, i, n, next.len()), stats);
+                        }
                     }
                 }
             }
@@ -244,18 +262,7 @@ pub(crate) fn frontier(
             return (DpOutcome::Infeasible, stats);
         }
         if stats.states > budget {
-            return (
-                DpOutcome::Skipped(format!(
-                    "{} frontier exceeded its budget of {budget} states at node {} of {n} (frontier width {})",
-                    match mode {
-                        Mode::Closure => "closure",
-                        Mode::Reference => "reference",
-                    },
-                    i + 1,
-                    next.len()
-                )),
-                stats,
-            );
+            return (over_budget(mode, budget, i, n, next.len()), stats);
         }
         // Replace prefix keys by dense ranks.
         let pis: Vec<(u32, u8)> = next.iter().map(|e| e.pi).collect();

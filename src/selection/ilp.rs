@@ -27,7 +27,7 @@ use super::components::{Comp, Score};
 use super::objective::{compare_scores, Level, Weights};
 
 /// The largest total absolute objective coefficient of one level solve.
-const MAX_MAGNITUDE: f64 = (1u64 << 24) as f64;
+pub(crate) const MAX_MAGNITUDE: f64 = (1u64 << 24) as f64;
 
 /// Limits of one component's integer program.
 #[derive(Debug, Clone, Copy, Default)]
@@ -416,7 +416,7 @@ pub(crate) fn solve_ilp(
         };
     }
 
-    for level in levels {
+    for (li, level) in levels.iter().enumerate() {
         match *level {
             Level::PreferredLex => {
                 let positions: Vec<usize> = (0..comp.nodes.len())
@@ -566,6 +566,24 @@ pub(crate) fn solve_ilp(
                         b.fix(v, true);
                         i += 1;
                         continue;
+                    }
+                    // The incumbent with node i switched to its smallest live
+                    // candidate: if it is still a solution with the same
+                    // values on every earlier level, it proves live[0].
+                    if let Some(s) = inc.as_ref() {
+                        let mut alt = s.choice.clone();
+                        alt[i] = live[0];
+                        if let Some(score) = comp.evaluate_local(&alt) {
+                            if compare_scores(&levels[..li], weights, &score, &s.score)
+                                == std::cmp::Ordering::Equal
+                            {
+                                inc = Some(Incumbent { choice: alt, score });
+                                let v = b.x(i, live[0]);
+                                b.fix(v, true);
+                                i += 1;
+                                continue;
+                            }
+                        }
                     }
                     // A chunk of undecided nodes from here, as digits of a
                     // base-B number.

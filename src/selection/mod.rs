@@ -36,10 +36,14 @@ pub(crate) mod frontier;
 pub(crate) mod ilp;
 pub mod instances;
 mod objective;
+mod preference;
 pub(crate) mod presolve;
 mod problem;
+mod propagation;
+mod provider_ids;
 mod reference;
 mod solve;
+mod strategy;
 
 pub use error::SelectionError;
 pub use objective::{

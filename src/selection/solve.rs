@@ -12,13 +12,14 @@ use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
 use super::components::{instance_components, Comp};
 use super::error::SelectionError;
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
+use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
+use super::strategy::{solve_part, PartMethod, PartResult};
 
 /// The default state budget of the frontier check.
-pub const DEFAULT_DP_STATE_BUDGET: u64 = 2_000_000;
+pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
 
 /// Which method solves a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -234,7 +235,7 @@ pub fn solve(
             }
         }
     }
-    let results: Vec<(Result<IlpOutcome, String>, Duration)> = jobs
+    let results: Vec<(Result<PartResult, String>, Duration)> = jobs
         .par_iter()
         .map(|&(ci, pi)| {
             let PhaseA::Pending(p) = &phase_a[ci] else {
@@ -261,10 +262,12 @@ pub fn solve(
                 deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
                 node_limit: ctx.opts.node_limit,
             };
-            let r = solve_ilp(
+            let r = solve_part(
+                ctx.inst,
                 &part.comp,
                 &ctx.levels,
                 ctx.weights,
+                &ctx.free_rank,
                 &limits,
                 warm.as_deref(),
             );
@@ -460,7 +463,7 @@ fn phase_c(
     p: Pending,
     unique: &BTreeMap<Vec<u64>, usize>,
     jobs: &[(usize, usize)],
-    results: &[(Result<IlpOutcome, String>, Duration)],
+    results: &[(Result<PartResult, String>, Duration)],
 ) -> Result<Done, SelectionError> {
     let t = Instant::now();
     let fail = |m: String| SelectionError::Solver {
@@ -473,6 +476,7 @@ fn phase_c(
         choice[pos] = c;
     }
     let mut solves = 0usize;
+    let mut how = PartMethod::default();
     let mut spent = Duration::ZERO;
     let mut stopped: Vec<String> = Vec::new();
     let mut gap: Option<f64> = None;
@@ -490,15 +494,21 @@ fn phase_c(
         if own_job {
             spent += *d;
         }
-        match res {
+        let res = match res {
             Err(m) => return Err(fail(m.clone())),
-            Ok(IlpOutcome::Infeasible) => any_infeasible = true,
-            Ok(IlpOutcome::Solved {
+            Ok(r) => r,
+        };
+        if own_job {
+            how.add(&res.method);
+        }
+        match &res.outcome {
+            IlpOutcome::Infeasible => any_infeasible = true,
+            IlpOutcome::Solved {
                 choice: local,
                 solves: s,
                 stopped: st,
                 gap: g,
-            }) => {
+            } => {
                 if own_job {
                     solves += s;
                 }
@@ -550,8 +560,9 @@ fn phase_c(
             stopped.join(", ")
         )
     } else {
-        format!("integer program: every level proved optimal ({solves} solves over {nparts} parts)")
+        format!("{} ({nparts} parts)", how.describe())
     };
+    let label = if nparts == 0 { "presolve" } else { how.label() };
     let (method, check, status, final_choice, certificate) = match dp_outcome {
         DpOutcome::Optimal(dc) if limited => {
             // The frontier's answer is exact; the interrupted program's is not.
@@ -570,7 +581,7 @@ fn phase_c(
             compare_with_dp(ctx.inst, &p.comp, &ctx.levels, ctx.weights, &choice, dc)
                 .map_err(disagreement)?;
             (
-                if nparts == 0 { "presolve" } else { "ilp" },
+                label,
                 "dp-agrees".to_string(),
                 Status::Optimal,
                 choice,
@@ -584,7 +595,7 @@ fn phase_c(
             )));
         }
         DpOutcome::Skipped(reason) => (
-            if nparts == 0 { "presolve" } else { "ilp" },
+            label,
             format!("dp-skipped: {reason}; certificate: {ilp_cert}"),
             if limited {
                 Status::Feasible

@@ -1,0 +1,452 @@
+//! How one presolved part is solved exactly.
+//!
+//! 1. When the objective opens with "preferred, in node order" (`seed-lex`),
+//!    that level is decided first by propagation and witnesses
+//!    ([`decide_preferences`]). The part restricted to the decisions has
+//!    exactly the solutions whose preferred flags are optimal, so the rest
+//!    of the objective is optimised on it alone.
+//! 2. The restricted part is presolved again: the decisions fix nodes and
+//!    settle resources, so it splits into smaller sub-parts, which are
+//!    independent (the objective's levels are sums or node-order sequences
+//!    over them; see docs/solver.md) and identical ones are solved once.
+//! 3. Each sub-part goes to the exact closure frontier when its state bound
+//!    is small, and to the hierarchical integer program otherwise.
+//!
+//! When a preference cannot be settled by propagation, the whole objective
+//! goes to the integer program on the part restricted to the decisions taken
+//! so far, with the current witness as its incumbent.
+
+use std::collections::BTreeMap;
+
+use super::components::Comp;
+use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
+use super::ilp::{self, solve_ilp, IlpLimits, IlpOutcome};
+use super::objective::{Level, Weights};
+use super::preference::{decide_preferences, narrow, widen, Decided};
+use super::presolve::{presolve, Presolved};
+use super::problem::Instance;
+use super::provider_ids::{smallest_optimal, Search};
+
+/// A sub-part goes to the frontier when its closure state bound is at most
+/// this many states (the frontier then costs well under a millisecond per
+/// thousand states, far below one integer-program solve).
+const SUBPART_FRONTIER_STATES: u64 = 20_000;
+
+/// How a part was solved, for its certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct PartMethod {
+    /// Preferences met (proved by a witness) and refuted (by propagation),
+    /// when the preference level was decided greedily.
+    pub preferences: Option<(usize, usize)>,
+    /// Sub-parts solved by the exact closure frontier.
+    pub frontier_parts: usize,
+    /// Sub-parts solved by the integer program.
+    pub ilp_parts: usize,
+    /// Sub-parts whose answer was reused from an identical sub-part.
+    pub reused_parts: usize,
+    /// Parts whose provider-id level was decided by the depth-first search.
+    pub searched_parts: usize,
+    /// Integer programs solved.
+    pub solves: usize,
+}
+
+impl PartMethod {
+    /// The component's method label: `ilp` when an integer program ran,
+    /// `presolve+dp` when the frontier solved every sub-part left, else
+    /// `presolve`.
+    pub fn label(&self) -> &'static str {
+        if self.solves > 0 || self.ilp_parts > 0 {
+            "ilp"
+        } else if self.frontier_parts > 0 {
+            "presolve+dp"
+        } else {
+            "presolve"
+        }
+    }
+
+    /// The certificate of an uninterrupted solve, in words.
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        if let Some((met, refuted)) = self.preferences {
+            out.push(format!(
+                "preferred level decided exactly ({met} met by re-checked witnesses, {refuted} refuted by propagation)"
+            ));
+        }
+        if self.frontier_parts > 0 {
+            out.push(format!(
+                "{} sub-parts solved by the exact closure frontier",
+                self.frontier_parts
+            ));
+        }
+        if self.ilp_parts > 0 || self.solves > 0 {
+            out.push(format!(
+                "integer program: every level proved optimal ({} solves)",
+                self.solves
+            ));
+        }
+        if self.searched_parts > 0 {
+            out.push(format!(
+                "provider-id level of {} parts by exhaustive depth-first search at the proved penalty",
+                self.searched_parts
+            ));
+        }
+        if self.reused_parts > 0 {
+            out.push(format!(
+                "{} sub-parts reused from identical ones",
+                self.reused_parts
+            ));
+        }
+        if out.is_empty() {
+            out.push("presolve fixed every node".into());
+        }
+        out.join("; ")
+    }
+
+    /// Adds `other`'s counters.
+    pub fn add(&mut self, other: &PartMethod) {
+        if let Some((m, r)) = other.preferences {
+            let (a, b) = self.preferences.unwrap_or((0, 0));
+            self.preferences = Some((a + m, b + r));
+        }
+        self.frontier_parts += other.frontier_parts;
+        self.ilp_parts += other.ilp_parts;
+        self.reused_parts += other.reused_parts;
+        self.searched_parts += other.searched_parts;
+        self.solves += other.solves;
+    }
+}
+
+/// The exact result of one part, or where a limit stopped it.
+pub(crate) struct PartResult {
+    /// The outcome (local indices of the part).
+    pub outcome: IlpOutcome,
+    /// How it was reached.
+    pub method: PartMethod,
+}
+
+/// Solves `comp` (a presolved part) to `levels`.
+pub(crate) fn solve_part(
+    inst: &Instance,
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    free_rank: &[bool],
+    limits: &IlpLimits,
+    warm: Option<&[usize]>,
+) -> Result<PartResult, String> {
+    if levels.first() != Some(&Level::PreferredLex) {
+        return frontier_or_ilp(comp, levels, weights, limits, warm);
+    }
+    match decide_preferences(comp, warm)? {
+        Decided::Infeasible => Ok(PartResult {
+            outcome: IlpOutcome::Infeasible,
+            method: PartMethod::default(),
+        }),
+        Decided::Partly {
+            reduced,
+            witness,
+            stats,
+        } => {
+            let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
+            let mut r = solve_ilp(&reduced, levels, weights, limits, warm.as_deref())?;
+            if let IlpOutcome::Solved { choice, .. } = &mut r {
+                *choice = widen(comp, &reduced, choice)
+                    .ok_or("internal: the integer program chose an unknown candidate")?;
+            }
+            let solves = match &r {
+                IlpOutcome::Solved { solves, .. } => *solves,
+                IlpOutcome::Infeasible => 1,
+            };
+            Ok(PartResult {
+                outcome: r,
+                method: PartMethod {
+                    preferences: Some((stats.met, stats.refuted)),
+                    ilp_parts: 1,
+                    solves,
+                    ..PartMethod::default()
+                },
+            })
+        }
+        Decided::All {
+            reduced,
+            witness,
+            stats,
+        } => {
+            let rest = &levels[1..];
+            let local_witness = narrow(comp, &reduced, &witness)
+                .ok_or("internal: the preference witness left the restricted part")?;
+            let mut res = solve_split(
+                inst,
+                &reduced,
+                rest,
+                weights,
+                free_rank,
+                limits,
+                &local_witness,
+            )?;
+            res.method.preferences = Some((stats.met, stats.refuted));
+            if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
+                *choice = widen(comp, &reduced, choice)
+                    .ok_or("internal: a sub-part chose an unknown candidate")?;
+            }
+            Ok(res)
+        }
+    }
+}
+
+/// Presolves `comp` again and solves its sub-parts; `witness` is a known
+/// solution of `comp` (local indices).
+fn solve_split(
+    inst: &Instance,
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    free_rank: &[bool],
+    limits: &IlpLimits,
+    witness: &[usize],
+) -> Result<PartResult, String> {
+    let (fixed, parts) = match presolve(inst, comp, free_rank) {
+        Presolved::Infeasible(e) => {
+            return Err(format!(
+                "internal: presolve refuted a re-checked witness ({e})"
+            ))
+        }
+        Presolved::Reduced { fixed, parts, .. } => (fixed, parts),
+    };
+    let mut choice = vec![usize::MAX; comp.nodes.len()];
+    for (pos, c) in fixed {
+        choice[pos] = c;
+    }
+    let mut method = PartMethod::default();
+    let mut stopped: Vec<String> = Vec::new();
+    let mut gap = None;
+    let mut solved: BTreeMap<&[u64], Vec<usize>> = BTreeMap::new();
+    for part in &parts {
+        let local: Vec<usize> = match solved.get(part.signature.as_slice()) {
+            Some(local) => {
+                // The same signature: the same optimal local choice.
+                method.reused_parts += 1;
+                local.clone()
+            }
+            None => {
+                let warm: Option<Vec<usize>> = part
+                    .positions
+                    .iter()
+                    .zip(&part.comp.nodes)
+                    .map(|(&pos, nd)| {
+                        let orig = comp.nodes[pos].cands[witness[pos]].orig;
+                        nd.cands.iter().position(|c| c.orig == orig)
+                    })
+                    .collect();
+                let r = frontier_or_ilp(&part.comp, levels, weights, limits, warm.as_deref())?;
+                method.add(&r.method);
+                let local = match r.outcome {
+                    IlpOutcome::Infeasible => {
+                        return Err("internal: a sub-part of a feasible part is infeasible".into())
+                    }
+                    IlpOutcome::Solved {
+                        choice,
+                        stopped: st,
+                        gap: g,
+                        ..
+                    } => {
+                        if let Some(st) = st {
+                            stopped.push(st);
+                            gap = g;
+                        }
+                        choice
+                    }
+                };
+                solved.insert(part.signature.as_slice(), local.clone());
+                local
+            }
+        };
+        for (j, &pos) in part.positions.iter().enumerate() {
+            let orig = part.comp.nodes[j].cands[local[j]].orig;
+            choice[pos] = comp.nodes[pos]
+                .cands
+                .iter()
+                .position(|c| c.orig == orig)
+                .ok_or("internal: unknown candidate in a sub-part")?;
+        }
+    }
+    if choice.contains(&usize::MAX) {
+        return Err("internal: a node was left unassigned after the re-split".into());
+    }
+    Ok(PartResult {
+        outcome: IlpOutcome::Solved {
+            choice,
+            solves: method.solves,
+            stopped: (!stopped.is_empty()).then(|| stopped.join(", ")),
+            gap,
+        },
+        method,
+    })
+}
+
+/// The frontier where its state bound is small, the integer program
+/// otherwise.
+fn frontier_or_ilp(
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    limits: &IlpLimits,
+    warm: Option<&[usize]>,
+) -> Result<PartResult, String> {
+    if closure_state_bound(comp) <= SUBPART_FRONTIER_STATES {
+        let (out, _) = frontier(
+            comp,
+            levels,
+            weights,
+            Mode::Closure,
+            SUBPART_FRONTIER_STATES,
+        );
+        match out {
+            DpOutcome::Optimal(choice) => {
+                return Ok(PartResult {
+                    outcome: IlpOutcome::Solved {
+                        choice,
+                        solves: 0,
+                        stopped: None,
+                        gap: None,
+                    },
+                    method: PartMethod {
+                        frontier_parts: 1,
+                        ..PartMethod::default()
+                    },
+                })
+            }
+            DpOutcome::Infeasible => {
+                return Ok(PartResult {
+                    outcome: IlpOutcome::Infeasible,
+                    method: PartMethod {
+                        frontier_parts: 1,
+                        ..PartMethod::default()
+                    },
+                })
+            }
+            // The bound is an upper bound: this cannot happen, but the
+            // integer program is always a correct fallback.
+            DpOutcome::Skipped(_) => {}
+        }
+    }
+    if let Some(r) = penalty_then_ids(comp, levels, weights, limits, warm)? {
+        return Ok(r);
+    }
+    let r = solve_ilp(comp, levels, weights, limits, warm)?;
+    let solves = match &r {
+        IlpOutcome::Solved { solves, .. } => *solves,
+        IlpOutcome::Infeasible => 1,
+    };
+    Ok(PartResult {
+        outcome: r,
+        method: PartMethod {
+            ilp_parts: 1,
+            solves,
+            ..PartMethod::default()
+        },
+    })
+}
+
+/// Steps of the provider-id search before the integer program takes over.
+const PROVIDER_SEARCH_STEPS: u64 = 200_000;
+
+/// For objectives ending `penalty levels, provider ids` (`seed-lex` after
+/// its preference level): the penalty levels by the integer program, then
+/// the provider-id level by [`smallest_optimal`]. `None` when the levels do
+/// not have that shape or the search ran out of steps.
+fn penalty_then_ids(
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    limits: &IlpLimits,
+    warm: Option<&[usize]>,
+) -> Result<Option<PartResult>, String> {
+    let Some((Level::ProviderLex, penalty)) = levels.split_last() else {
+        return Ok(None);
+    };
+    if !penalty.iter().all(|l| matches!(l, Level::RankCount(_))) {
+        return Ok(None);
+    }
+    // One weighted solve where exact weights fit, else one solve per rank.
+    let first = match exact_penalty_weights(comp) {
+        Some(w) => solve_ilp(comp, &[Level::Weighted], Some(&w), limits, warm)?,
+        None => solve_ilp(comp, penalty, weights, limits, warm)?,
+    };
+    let (choice, solves) = match first {
+        IlpOutcome::Infeasible => {
+            return Ok(Some(PartResult {
+                outcome: IlpOutcome::Infeasible,
+                method: PartMethod {
+                    ilp_parts: 1,
+                    solves: 1,
+                    ..PartMethod::default()
+                },
+            }))
+        }
+        IlpOutcome::Solved {
+            stopped: Some(_), ..
+        } => return Ok(None),
+        IlpOutcome::Solved { choice, solves, .. } => (choice, solves),
+    };
+    let opt = comp
+        .evaluate_local(&choice)
+        .ok_or("internal: the penalty solution fails its re-check")?
+        .counts;
+    let found = smallest_optimal(comp, &opt, PROVIDER_SEARCH_STEPS);
+    match found {
+        Search::Found(best) => Ok(Some(PartResult {
+            outcome: IlpOutcome::Solved {
+                choice: best,
+                solves,
+                stopped: None,
+                gap: None,
+            },
+            method: PartMethod {
+                ilp_parts: 1,
+                solves,
+                searched_parts: 1,
+                ..PartMethod::default()
+            },
+        })),
+        Search::OutOfSteps => Ok(None),
+        Search::Exhausted => Err(
+            "internal: no solution reaches the proved optimal penalty in the provider-id search"
+                .into(),
+        ),
+    }
+}
+
+/// Rank weights whose weighted sum orders rank counts exactly like the
+/// penalty levels: with `R_k` the number of resources that can be at rank
+/// `k`, `W_1 = 1` and `W_{k+1} = 1 + Σ_{j≤k} R_j W_j`, so one resource at
+/// rank `k + 1` outweighs every possible count below it. `None` when the
+/// total weight exceeds the exact range of one level solve
+/// ([`ilp::MAX_MAGNITUDE`]).
+fn exact_penalty_weights(comp: &Comp) -> Option<Weights> {
+    let mut can = vec![0u64; comp.profiles];
+    let mut union = vec![0u64; comp.nres()];
+    for n in &comp.nodes {
+        for c in &n.cands {
+            for &(r, m) in &c.res {
+                union[r as usize] |= m;
+            }
+        }
+    }
+    for m in union {
+        for (k, slot) in can.iter_mut().enumerate() {
+            *slot += m >> k & 1;
+        }
+    }
+    let mut ranks = vec![0u32; comp.profiles];
+    let mut total = 0u64;
+    for k in 1..comp.profiles {
+        let w = total.checked_add(1)?;
+        ranks[k] = u32::try_from(w).ok()?;
+        total = total.checked_add(w.checked_mul(can[k])?)?;
+    }
+    (total as f64 <= ilp::MAX_MAGNITUDE).then_some(Weights {
+        preferred: 0,
+        ranks,
+    })
+}
