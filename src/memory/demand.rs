@@ -455,6 +455,42 @@ mod tests {
     }
 
     #[test]
+    fn single_term_demands_name_their_term() {
+        let problem = |demand| demand_problem(&demand).unwrap_or_default();
+        assert_eq!(
+            problem(DynamicResourceDemand::ActualSequences {
+                bytes_per_sequence: 0,
+                maximum_sequences: 4
+            }),
+            "actual_sequences demand needs non-zero bytes per sequence and maximum (got 0 x 4)"
+        );
+        assert_eq!(
+            problem(DynamicResourceDemand::Tokens {
+                bytes_per_token: u64::MAX,
+                maximum_tokens: 2
+            }),
+            format!(
+                "bytes per token x maximum tokens {} x 2 overflows u64",
+                u64::MAX
+            )
+        );
+        assert_eq!(
+            problem(DynamicResourceDemand::Pages {
+                bytes_per_page: 64,
+                maximum_pages: 0
+            }),
+            "pages demand needs non-zero bytes per page and maximum (got 64 x 0)"
+        );
+        assert_eq!(
+            demand_problem(&DynamicResourceDemand::Pages {
+                bytes_per_page: 64,
+                maximum_pages: 9
+            }),
+            None
+        );
+    }
+
+    #[test]
     fn runtime_limits_bind_per_formula() {
         assert_eq!(
             bind_runtime_limits(
