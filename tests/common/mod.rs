@@ -2,4 +2,6 @@
 #![allow(dead_code)]
 
 pub mod model_fixtures;
+pub mod model_parts;
 pub mod models;
+pub mod request_generator;

@@ -1,0 +1,690 @@
+//! Parts of the shipped example models shared with the request generator: the standard
+//! operation contracts (domain.md section 7), CUDA providers, the Qwen3-small decoder shape
+//! and the embedding, head and feed-forward nodes.
+#![allow(dead_code)]
+
+use jointplan::request::*;
+
+use super::model_fixtures::*;
+
+pub const F16: ElementType = ElementType::F16;
+pub const F32: ElementType = ElementType::F32;
+pub const NO: AliasPolicy = AliasPolicy::NoAlias;
+pub const MAY0: AliasPolicy = AliasPolicy::MayAlias { tensor_index: 0 };
+pub const ABSENT: [Presence; 3] = [Presence::Forbidden; 3];
+pub const GIB: u64 = 1 << 30;
+pub const MIB: u64 = 1 << 20;
+
+pub fn cap(op: &str) -> String {
+    format!("capability.operation.{op}.f16")
+}
+
+pub fn unsigned(n: u64) -> SemanticValue {
+    SemanticValue::Unsigned(n)
+}
+
+pub fn op_token_embedding() -> OperationDescriptor {
+    operation(
+        "operation.token_embedding",
+        ContractVersion::new(1, 0),
+        vec![
+            input(&["tokens"], ElementType::U32),
+            input(&["vocab_size", "hidden_size"], F16),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, NO)],
+        schema(&[
+            (
+                "hidden_size",
+                ValueKind::Unsigned,
+                AttributeConstraint::None,
+            ),
+            ("vocab_size", ValueKind::Unsigned, AttributeConstraint::None),
+        ]),
+        ABSENT,
+        &cap("token_embedding"),
+    )
+}
+
+pub fn op_rms_norm() -> OperationDescriptor {
+    operation(
+        "operation.rms_norm",
+        ContractVersion::new(1, 0),
+        vec![
+            input(&["tokens", "hidden_size"], F16),
+            input(&["hidden_size"], F16),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, NO)],
+        schema(&[(
+            "epsilon",
+            ValueKind::Rational,
+            AttributeConstraint::RationalRange {
+                minimum: rational(0, 1),
+                maximum: rational(1, 100),
+            },
+        )]),
+        ABSENT,
+        &cap("rms_norm"),
+    )
+}
+
+pub fn op_dense_linear() -> OperationDescriptor {
+    operation(
+        "operation.dense_linear",
+        ContractVersion::new(1, 0),
+        vec![
+            input(&["rows", "in_features"], F16),
+            input(&["out_features", "in_features"], F16),
+        ],
+        vec![output(&["rows", "out_features"], F16, NO)],
+        schema(&[
+            (
+                "in_features",
+                ValueKind::Unsigned,
+                AttributeConstraint::None,
+            ),
+            (
+                "out_features",
+                ValueKind::Unsigned,
+                AttributeConstraint::None,
+            ),
+        ]),
+        [Presence::Optional, Presence::Forbidden, Presence::Forbidden],
+        &cap("dense_linear"),
+    )
+}
+
+pub fn op_dense_swiglu() -> OperationDescriptor {
+    operation(
+        "operation.dense_swiglu",
+        ContractVersion::new(1, 0),
+        vec![
+            input(&["tokens", "hidden_size"], F16),
+            input(&["2", "intermediate_size", "hidden_size"], F16),
+            input(&["hidden_size", "intermediate_size"], F16),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, NO)],
+        schema(&[
+            (
+                "hidden_size",
+                ValueKind::Unsigned,
+                AttributeConstraint::None,
+            ),
+            (
+                "intermediate_size",
+                ValueKind::Unsigned,
+                AttributeConstraint::None,
+            ),
+        ]),
+        [Presence::Required, Presence::Forbidden, Presence::Forbidden],
+        &cap("dense_swiglu"),
+    )
+}
+
+pub fn op_residual_add() -> OperationDescriptor {
+    operation(
+        "operation.residual_add",
+        ContractVersion::new(1, 0),
+        vec![
+            input(&["tokens", "hidden_size"], F16),
+            input(&["tokens", "hidden_size"], F16),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
+        AttributeSchema::new(),
+        ABSENT,
+        &cap("residual_add"),
+    )
+}
+
+pub fn op_causal_paged_attention() -> OperationDescriptor {
+    let u = |name: &'static str| (name, ValueKind::Unsigned, AttributeConstraint::None);
+    operation(
+        "operation.causal_paged_attention",
+        ContractVersion::new(2, 0),
+        vec![
+            input(&["tokens", "hidden_size"], F16),
+            input(&["hidden_size"], F16),
+            input(&["query_projection_features", "hidden_size"], F16),
+            input(&["kv_features", "hidden_size"], F16),
+            input(&["kv_features", "hidden_size"], F16),
+            input(&["hidden_size", "query_features"], F16),
+            input(&["head_dim"], F16),
+            input(&["head_dim"], F16),
+            slot(
+                &["2", "key_value_heads", "head_dim"],
+                F16,
+                TensorAccess::ReadWrite,
+                NO,
+            ),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
+        schema(&[
+            u("hidden_size"),
+            u("query_heads"),
+            u("key_value_heads"),
+            u("head_dim"),
+            u("query_features"),
+            u("query_projection_features"),
+            u("kv_features"),
+            u("rope_dim"),
+            u("maximum_context_tokens"),
+            u("layer_index"),
+            (
+                "rope_theta",
+                ValueKind::Rational,
+                AttributeConstraint::RationalRange {
+                    minimum: rational(1, 1),
+                    maximum: rational(1_000_000_000, 1),
+                },
+            ),
+            (
+                "rope_interleaved",
+                ValueKind::Bool,
+                AttributeConstraint::None,
+            ),
+            ("output_gate", ValueKind::Bool, AttributeConstraint::None),
+            (
+                "causal",
+                ValueKind::Bool,
+                AttributeConstraint::BoolEquals(true),
+            ),
+            ("epsilon", ValueKind::Rational, AttributeConstraint::None),
+        ]),
+        [Presence::Required, Presence::Required, Presence::Forbidden],
+        &cap("causal_paged_attention"),
+    )
+}
+
+pub fn op_gated_delta() -> OperationDescriptor {
+    let u = |name: &'static str| (name, ValueKind::Unsigned, AttributeConstraint::None);
+    operation(
+        "operation.gated_delta_recurrent_attention",
+        ContractVersion::new(4, 0),
+        vec![
+            input(&["tokens", "hidden_size"], F16),
+            input(&["hidden_size"], F16),
+            input(&["conv_channels", "hidden_size"], F16),
+            input(&["value_features", "hidden_size"], F16),
+            input(&["value_heads", "hidden_size"], F16),
+            input(&["value_heads", "hidden_size"], F16),
+            input(&["conv_channels", "conv_kernel"], F16),
+            input(&["value_heads"], F16),
+            input(&["value_heads"], F32),
+            input(&["value_head_dim"], F16),
+            input(&["hidden_size", "value_features"], F16),
+            slot(
+                &["conv_channels", "conv_history"],
+                F16,
+                TensorAccess::ReadWrite,
+                NO,
+            ),
+            slot(
+                &["value_heads", "key_head_dim", "value_head_dim"],
+                F32,
+                TensorAccess::ReadWrite,
+                NO,
+            ),
+        ],
+        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
+        schema(&[
+            u("hidden_size"),
+            u("key_heads"),
+            u("value_heads"),
+            u("key_head_dim"),
+            u("value_head_dim"),
+            u("conv_kernel"),
+            u("layer_index"),
+            ("epsilon", ValueKind::Rational, AttributeConstraint::None),
+        ]),
+        [Presence::Required, Presence::Optional, Presence::Forbidden],
+        &cap("gated_delta_recurrent_attention"),
+    )
+}
+
+pub fn cuda_provider(
+    op: &OperationDescriptor,
+    device: &DeviceId,
+    suffix: &str,
+) -> ProviderDescriptor {
+    let short = op.id.as_str().trim_start_matches("operation.");
+    let runtime = if device.as_str().contains("cuda") {
+        "cuda"
+    } else {
+        "reference"
+    };
+    provider(
+        op,
+        &format!("provider.{runtime}.{short}.f16{suffix}"),
+        device,
+        &format!("resource-estimator.{runtime}.{short}.f16{suffix}"),
+        &[],
+    )
+}
+
+pub fn simple(builder: &mut RequestBuilder, op: OperationDescriptor) -> ProviderDescriptor {
+    let provider = cuda_provider(&op, &builder.catalog.device.id.clone(), "");
+    builder.add_operation(op, vec![provider.clone()]);
+    provider
+}
+
+pub fn scratch_tokens(bytes_per_token: u64) -> WorkspaceRequirement {
+    workspace(
+        WorkspaceSizeFormula::Tokens { bytes_per_token },
+        WorkspaceScope::Invocation,
+    )
+}
+
+pub fn activation(tokens: u64, width: u64) -> TensorSpec {
+    tensor(&[tokens, width], F16)
+}
+
+pub fn epsilon() -> SemanticValue {
+    SemanticValue::Rational(rational(1, 1_000_000))
+}
+
+/// The dimensions of a Qwen3-style dense decoder.
+pub struct DecoderShape {
+    /// Hidden size (model width).
+    pub hidden: u64,
+    /// Query heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Head dimension.
+    pub head_dim: u64,
+    /// Feed-forward intermediate size.
+    pub intermediate: u64,
+    /// Vocabulary size.
+    pub vocab: u64,
+    /// Tokens scheduled per step (activation rows).
+    pub tokens: u64,
+    /// Maximum context tokens (KV-cache capacity).
+    pub context: u64,
+}
+
+pub const QWEN3_SMALL: DecoderShape = DecoderShape {
+    hidden: 1024,
+    heads: 16,
+    kv_heads: 8,
+    head_dim: 128,
+    intermediate: 3072,
+    vocab: 151_936,
+    tokens: 16,
+    context: 32_768,
+};
+
+pub fn cuda_device(ops: &[&str]) -> Device {
+    let mut capabilities: Vec<String> = ops.iter().map(|op| cap(op)).collect();
+    capabilities.push("capability.device.reusable_execution.v1".to_owned());
+    let caps: Vec<&str> = capabilities.iter().map(String::as_str).collect();
+    device("device.cuda.0", DeviceClass::Accelerator, 24 * GIB, &caps)
+}
+
+pub fn embedding_and_head_weights(b: &mut RequestBuilder, s: &DecoderShape) {
+    b.program_input(
+        "value.input.token_ids",
+        tensor(&[s.tokens], ElementType::U32),
+    );
+    b.dense_weight(
+        "weight.embed_tokens",
+        "value.weight.embed_tokens",
+        &[s.vocab, s.hidden],
+        F16,
+        "model.embed_tokens.weight",
+    );
+    b.dense_weight(
+        "weight.final_norm",
+        "value.weight.final_norm",
+        &[s.hidden],
+        F16,
+        "model.norm.weight",
+    );
+    b.dense_weight(
+        "weight.lm_head",
+        "value.weight.lm_head",
+        &[s.vocab, s.hidden],
+        F16,
+        "lm_head.weight",
+    );
+}
+
+pub fn embedding_node(b: &mut RequestBuilder, s: &DecoderShape, embed: &ProviderDescriptor) {
+    b.node(
+        "block.embedding",
+        "node.embedding",
+        "operation.token_embedding",
+        attrs(&[
+            ("hidden_size", unsigned(s.hidden)),
+            ("vocab_size", unsigned(s.vocab)),
+        ]),
+        Some("value.input.token_ids"),
+        &["value.input.token_ids", "value.weight.embed_tokens"],
+        &[(
+            "value.hidden.embedding",
+            activation(s.tokens, s.hidden),
+            Placement::Own,
+        )],
+        None,
+        vec![estimate(embed, None, None, None)],
+    );
+}
+
+pub fn head_nodes(
+    b: &mut RequestBuilder,
+    s: &DecoderShape,
+    last: &'static str,
+    norm: &ProviderDescriptor,
+    linear: &ProviderDescriptor,
+) {
+    b.node(
+        "block.head",
+        "node.final_norm",
+        "operation.rms_norm",
+        attrs(&[("epsilon", epsilon())]),
+        Some(last),
+        &[last, "value.weight.final_norm"],
+        &[(
+            "value.output.final_hidden",
+            activation(s.tokens, s.hidden),
+            Placement::Own,
+        )],
+        None,
+        vec![estimate(norm, None, None, None)],
+    );
+    b.node(
+        "block.head",
+        "node.logits",
+        "operation.dense_linear",
+        attrs(&[
+            ("in_features", unsigned(s.hidden)),
+            ("out_features", unsigned(s.vocab)),
+        ]),
+        Some("value.output.final_hidden"),
+        &["value.output.final_hidden", "value.weight.lm_head"],
+        &[(
+            "value.output.logits",
+            activation(s.tokens, s.vocab),
+            Placement::Own,
+        )],
+        None,
+        vec![estimate(
+            linear,
+            Some(scratch_tokens(s.vocab * 4)),
+            None,
+            None,
+        )],
+    );
+    b.program_output("value.output.logits");
+}
+
+/// The post-attention norm, SwiGLU feed-forward and in-place residual add of layer `i`,
+/// reading the mixer output `value.layer.{i}.attention`.
+pub fn feed_forward_nodes(
+    b: &mut RequestBuilder,
+    s: &DecoderShape,
+    i: usize,
+    norm: &ProviderDescriptor,
+    swiglu: &ProviderDescriptor,
+    residual: &ProviderDescriptor,
+) {
+    let mixed: &'static str = leak(format!("value.layer.{i}.attention"));
+    feed_forward_from(b, s, i, mixed, true, &[norm, swiglu, residual]);
+}
+
+/// The post-attention norm, SwiGLU feed-forward and residual add of layer `i` reading
+/// `mixed`; the residual writes `value.layer.{i}.output` in place of `mixed` when
+/// `in_place`, else on its own resource. `providers` are the norm, SwiGLU and residual ones.
+pub fn feed_forward_from(
+    b: &mut RequestBuilder,
+    s: &DecoderShape,
+    i: usize,
+    mixed: &'static str,
+    in_place: bool,
+    providers: &[&ProviderDescriptor; 3],
+) {
+    let [norm, swiglu, residual] = *providers;
+    let l = |name: &str| format!("value.weight.layer.{i}.{name}");
+    let w = |name: &str| format!("weight.layer.{i}.{name}");
+    let hf = |name: &str| format!("model.layers.{i}.{name}.weight");
+    b.dense_weight(
+        &w("post_attention_norm"),
+        &l("post_attention_norm"),
+        &[s.hidden],
+        F16,
+        &hf("post_attention_layernorm"),
+    );
+    b.dense_weight(
+        &w("mlp.gate_up"),
+        &l("mlp.gate_up"),
+        &[2, s.intermediate, s.hidden],
+        F16,
+        &hf("mlp.gate_up_proj"),
+    );
+    b.dense_weight(
+        &w("mlp.down"),
+        &l("mlp.down"),
+        &[s.hidden, s.intermediate],
+        F16,
+        &hf("mlp.down_proj"),
+    );
+    let normed: &'static str = leak(format!("value.layer.{i}.post_attention_norm"));
+    let mlp: &'static str = leak(format!("value.layer.{i}.mlp"));
+    let out: &'static str = leak(format!("value.layer.{i}.output"));
+    let block = format!("block.layer.{i}");
+    b.node(
+        &block,
+        &format!("node.layer.{i}.post_attention_norm"),
+        "operation.rms_norm",
+        attrs(&[("epsilon", epsilon())]),
+        Some(mixed),
+        &[mixed, &l("post_attention_norm")],
+        &[(normed, activation(s.tokens, s.hidden), Placement::Own)],
+        None,
+        vec![estimate(norm, None, None, None)],
+    );
+    b.node(
+        &block,
+        &format!("node.layer.{i}.feed_forward"),
+        "operation.dense_swiglu",
+        attrs(&[
+            ("hidden_size", unsigned(s.hidden)),
+            ("intermediate_size", unsigned(s.intermediate)),
+        ]),
+        Some(normed),
+        &[normed, &l("mlp.gate_up"), &l("mlp.down")],
+        &[(mlp, activation(s.tokens, s.hidden), Placement::Own)],
+        None,
+        vec![estimate(
+            swiglu,
+            Some(scratch_tokens(2 * s.intermediate * 2)),
+            None,
+            None,
+        )],
+    );
+    b.node(
+        &block,
+        &format!("node.layer.{i}.residual"),
+        "operation.residual_add",
+        attrs(&[]),
+        Some(mixed),
+        &[mixed, mlp],
+        &[(
+            out,
+            activation(s.tokens, s.hidden),
+            if in_place {
+                Placement::InPlaceOf(mixed)
+            } else {
+                Placement::Own
+            },
+        )],
+        None,
+        vec![estimate(residual, None, None, None)],
+    );
+}
+
+pub fn leak(text: String) -> &'static str {
+    Box::leak(text.into_boxed_str())
+}
+
+/// Bytes of one token's K and V of one layer: `[2, kv_heads, head_dim]` f16.
+pub fn kv_bytes(s: &DecoderShape) -> u64 {
+    2 * s.kv_heads * s.head_dim * 2
+}
+
+/// Where a layer's token-scaled KV state lives.
+pub struct KvPlacement {
+    /// Its resource (shared by several layers or its own).
+    pub resource: String,
+    /// Its offset in the resource.
+    pub offset_bytes: u64,
+    /// Bytes per token of the whole token slot (every layer sharing the resource).
+    pub bytes_per_token: u64,
+}
+
+/// The paged causal attention of layer `i` reading `hidden_in`: its KV state at `kv`, its
+/// weights, and a node whose candidates are `providers` (each with its scratch bytes per
+/// token), preferring `preferred`. Writes `value.layer.{i}.attention`.
+pub fn attention_layer(
+    b: &mut RequestBuilder,
+    s: &DecoderShape,
+    i: usize,
+    hidden_in: &'static str,
+    kv: &KvPlacement,
+    preferred: Option<&str>,
+    providers: &[(&ProviderDescriptor, u64)],
+) {
+    let (q_features, kv_features) = (s.heads * s.head_dim, s.kv_heads * s.head_dim);
+    b.state(
+        &format!("state.layer.{i}.kv"),
+        &format!("value.state.layer.{i}.kv"),
+        tensor(&[2, s.kv_heads, s.head_dim], F16),
+        StateLifetime::Sequence,
+        StateCapacityDemand::TokenScaled {
+            bytes_per_token: kv.bytes_per_token,
+            maximum_tokens: s.context,
+        },
+        StateInitialization::None,
+        &kv.resource,
+        kv.offset_bytes,
+    );
+    let l = |name: &str| format!("value.weight.layer.{i}.{name}");
+    let w = |name: &str| format!("weight.layer.{i}.{name}");
+    let hf = |name: &str| format!("model.layers.{i}.{name}.weight");
+    b.dense_weight(
+        &w("input_norm"),
+        &l("input_norm"),
+        &[s.hidden],
+        F16,
+        &hf("input_layernorm"),
+    );
+    b.dense_weight(
+        &w("attention.q_proj"),
+        &l("attention.q_proj"),
+        &[q_features, s.hidden],
+        F16,
+        &hf("self_attn.q_proj"),
+    );
+    b.dense_weight(
+        &w("attention.k_proj"),
+        &l("attention.k_proj"),
+        &[kv_features, s.hidden],
+        F16,
+        &hf("self_attn.k_proj"),
+    );
+    b.dense_weight(
+        &w("attention.v_proj"),
+        &l("attention.v_proj"),
+        &[kv_features, s.hidden],
+        F16,
+        &hf("self_attn.v_proj"),
+    );
+    b.dense_weight(
+        &w("attention.o_proj"),
+        &l("attention.o_proj"),
+        &[s.hidden, q_features],
+        F16,
+        &hf("self_attn.o_proj"),
+    );
+    b.dense_weight(
+        &w("attention.q_norm"),
+        &l("attention.q_norm"),
+        &[s.head_dim],
+        F16,
+        &hf("self_attn.q_norm"),
+    );
+    b.dense_weight(
+        &w("attention.k_norm"),
+        &l("attention.k_norm"),
+        &[s.head_dim],
+        F16,
+        &hf("self_attn.k_norm"),
+    );
+    let names = [
+        hidden_in.to_owned(),
+        l("input_norm"),
+        l("attention.q_proj"),
+        l("attention.k_proj"),
+        l("attention.v_proj"),
+        l("attention.o_proj"),
+        l("attention.q_norm"),
+        l("attention.k_norm"),
+        format!("value.state.layer.{i}.kv"),
+    ];
+    let inputs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let attention_workspaces = |p: &ProviderDescriptor, scratch_per_token: u64| {
+        estimate(
+            p,
+            Some(workspace(
+                WorkspaceSizeFormula::Affine {
+                    fixed_bytes: MIB,
+                    bytes_per_sequence: 0,
+                    bytes_per_token: scratch_per_token,
+                },
+                WorkspaceScope::Invocation,
+            )),
+            Some(workspace(
+                WorkspaceSizeFormula::ActualSequences {
+                    bytes_per_sequence: 256,
+                },
+                WorkspaceScope::Invocation,
+            )),
+            None,
+        )
+    };
+    b.node(
+        &format!("block.layer.{i}"),
+        &format!("node.layer.{i}.attention"),
+        "operation.causal_paged_attention",
+        attrs(&[
+            ("hidden_size", unsigned(s.hidden)),
+            ("query_heads", unsigned(s.heads)),
+            ("key_value_heads", unsigned(s.kv_heads)),
+            ("head_dim", unsigned(s.head_dim)),
+            ("query_features", unsigned(q_features)),
+            ("query_projection_features", unsigned(q_features)),
+            ("kv_features", unsigned(kv_features)),
+            ("rope_dim", unsigned(s.head_dim)),
+            ("maximum_context_tokens", unsigned(s.context)),
+            ("layer_index", unsigned(i as u64)),
+            (
+                "rope_theta",
+                SemanticValue::Rational(rational(1_000_000, 1)),
+            ),
+            ("rope_interleaved", SemanticValue::Bool(false)),
+            ("output_gate", SemanticValue::Bool(false)),
+            ("causal", SemanticValue::Bool(true)),
+            ("epsilon", epsilon()),
+        ]),
+        Some(hidden_in),
+        &inputs,
+        &[(
+            leak(format!("value.layer.{i}.attention")),
+            activation(s.tokens, s.hidden),
+            Placement::Own,
+        )],
+        preferred,
+        providers
+            .iter()
+            .map(|(p, scratch)| attention_workspaces(p, *scratch))
+            .collect(),
+    );
+}
