@@ -12,14 +12,15 @@
 //! - select exactly what brute force, the reference frontier and the closure frontier
 //!   choose on the selection problem plan building derives (`jointplan::candidates`);
 //! - explain every preferred provider it did not choose with typed rejection evidence;
-//! - fail `verify` once any one leaf field of the plan is tampered with, naming that field's
-//!   JSON path when the tampered plan still parses.
+//! - give every resource the lowest-ranked profile all its chosen candidates allow;
+//! - fail `verify` once any one leaf field of the plan is tampered with (three random leaves
+//!   per case), naming that field's JSON path when the tampered plan still parses.
 //!
-//! `REQUEST_PROPS_CASES` overrides the case count (default 48).
+//! `REQUEST_PROPS_CASES` overrides the case count (default 200).
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use common::request_generator::*;
 use jointplan::candidates::{derive_candidates, selection_problem};
@@ -27,8 +28,10 @@ use jointplan::canonical::canonical_json;
 use jointplan::plan::build::BuildOptions;
 use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::{ExecutionPlan, SelectionReason};
-use jointplan::request::{NodeId, NodeResolution, PlanRequest, ProgramNode};
-use jointplan::selection::{brute_force, frontier_solve, FrontierKind, FrontierResult, SeedLex};
+use jointplan::request::{NodeId, NodeResolution, PlanRequest, ProgramNode, StorageProfile};
+use jointplan::selection::{
+    brute_force, frontier_solve, FrontierKind, FrontierResult, SeedLex, SelectionProblem,
+};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::Value;
@@ -37,7 +40,7 @@ fn cases() -> u32 {
     std::env::var("REQUEST_PROPS_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(48)
+        .unwrap_or(200)
 }
 
 fn layer() -> impl Strategy<Value = LayerSpec> {
@@ -125,8 +128,14 @@ fn build_in(threads: usize, request: &PlanRequest) -> Result<ExecutionPlan, Stri
         .map_err(|e| format!("build under {threads} thread(s): {e}"))
 }
 
-/// The selection problem exactly as plan building derives it (domain.md 3.1).
-fn derived_problem(request: &PlanRequest) -> jointplan::selection::SelectionProblem {
+/// The selection problem exactly as plan building derives it (domain.md 3.1), and the
+/// profile each resource must get once `chosen` (node id → provider) is fixed: the
+/// lowest-ranked profile of the policy order that every chosen candidate touching the
+/// resource allows (domain.md 3.2).
+fn derived_selection(
+    request: &PlanRequest,
+    chosen: &BTreeMap<String, String>,
+) -> (SelectionProblem, BTreeMap<String, StorageProfile>) {
     let by_node: HashMap<&NodeId, &NodeResolution> = request
         .node_resolutions
         .iter()
@@ -140,7 +149,33 @@ fn derived_problem(request: &PlanRequest) -> jointplan::selection::SelectionProb
         .collect();
     let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)
         .unwrap_or_else(|e| panic!("candidates of a generated request: {e}"));
-    selection_problem(&request.policy, &candidates)
+    let mut allowed: BTreeMap<String, BTreeSet<StorageProfile>> = BTreeMap::new();
+    for node in &candidates {
+        let provider = &chosen[node.node.as_str()];
+        let candidate = node
+            .candidates
+            .iter()
+            .find(|c| c.plan.provider_id.as_str() == provider)
+            .unwrap_or_else(|| panic!("{}: {provider} is no candidate", node.node));
+        for (resource, profiles) in &candidate.allowed {
+            let entry = allowed
+                .entry(resource.to_string())
+                .or_insert_with(|| profiles.clone());
+            *entry = entry.intersection(profiles).copied().collect();
+        }
+    }
+    let order = &request.policy.dynamic_storage_profile_order;
+    let profiles = allowed
+        .into_iter()
+        .map(|(resource, set)| {
+            let best = order
+                .iter()
+                .find(|p| set.contains(p))
+                .unwrap_or_else(|| panic!("{resource}: no common profile"));
+            (resource, *best)
+        })
+        .collect();
+    (selection_problem(&request.policy, &candidates), profiles)
 }
 
 /// Every leaf of a JSON tree: its JSON pointer and its path as `verify` names it.
@@ -204,7 +239,7 @@ proptest! {
     #[test]
     fn generated_requests_plan_verify_select_exactly_and_reject_tampering(
         spec in decoder_spec(),
-        leaf in any::<Index>(),
+        picks in prop::collection::vec(any::<Index>(), 3),
     ) {
         let request = spec.request();
         let plan = build_in(1, &request).map_err(TestCaseError::fail)?;
@@ -224,13 +259,30 @@ proptest! {
             .iter()
             .map(|n| (n.id.to_string(), n.selection.selected_provider.to_string()))
             .collect();
-        let problem = derived_problem(&request);
+        let (problem, expected_profiles) = derived_selection(&request, &chosen);
         let expected = FrontierResult::Optimal(chosen);
         let brute = brute_force(&problem, &SeedLex, 100_000).unwrap();
         prop_assert_eq!(&brute, &expected, "brute force");
         for kind in [FrontierKind::Reference, FrontierKind::Closure] {
             let frontier = frontier_solve(&problem, &SeedLex, kind, 1_000_000).unwrap();
             prop_assert_eq!(&frontier, &expected, "{:?} frontier", kind);
+        }
+
+        // Every resource of the chosen candidates has the forced profile (domain.md 3.2).
+        let memory = &plan.payload.memory;
+        let planned: BTreeMap<String, StorageProfile> = memory
+            .static_allocations
+            .iter()
+            .map(|a| (a.resource_id.to_string(), a.storage.profile))
+            .chain(
+                memory
+                    .dynamic_descriptors
+                    .iter()
+                    .map(|d| (d.base_resource_id.to_string(), d.storage.profile)),
+            )
+            .collect();
+        for (resource, profile) in &expected_profiles {
+            prop_assert_eq!(planned.get(resource), Some(profile), "profile of {}", resource);
         }
 
         // A preferred provider that lost is explained with typed evidence.
@@ -261,17 +313,126 @@ proptest! {
         // Tampering with any one leaf fails verify, naming the leaf when the plan parses.
         let mut all = Vec::new();
         leaves(&tree, String::new(), String::new(), &mut all);
-        let (pointer, path) = leaf.get(&all).clone();
-        let mut bad = tree.clone();
-        let slot = bad.pointer_mut(&pointer).unwrap();
-        *slot = tampered(slot);
-        match verify(&request, &bad, &BuildOptions::default()) {
-            Ok(_) => prop_assert!(false, "tampering {} was not detected", path),
-            Err(VerifyError::Differs { difference, .. }) => {
-                prop_assert_eq!(difference.path, path)
+        for pick in &picks {
+            let (pointer, path) = pick.get(&all).clone();
+            let mut bad = tree.clone();
+            let slot = bad.pointer_mut(&pointer).unwrap();
+            *slot = tampered(slot);
+            match verify(&request, &bad, &BuildOptions::default()) {
+                Ok(_) => prop_assert!(false, "tampering {} was not detected", path),
+                Err(VerifyError::Differs { difference, .. }) => {
+                    prop_assert_eq!(difference.path, path)
+                }
+                Err(VerifyError::Malformed { .. } | VerifyError::NonCanonical(_)) => {}
+                Err(other) => prop_assert!(false, "tampering {}: unexpected {}", path, other),
             }
-            Err(VerifyError::Malformed { .. } | VerifyError::NonCanonical(_)) => {}
-            Err(other) => prop_assert!(false, "tampering {}: unexpected {}", path, other),
         }
+    }
+}
+
+/// A two-layer spec with a shared KV cache, both kernels and linear-then-paged order.
+fn base_spec() -> DecoderSpec {
+    let layer = |preferred| LayerSpec {
+        attention: true,
+        preferred,
+        in_place_residual: true,
+    };
+    DecoderSpec {
+        layers: vec![layer(Preference::Paged), layer(Preference::Flash)],
+        hidden: 512,
+        head_dim: 64,
+        kv_group: 2,
+        intermediate_factor: 3,
+        vocab: 32_000,
+        tokens: 8,
+        context: 8192,
+        kernels: AttentionKernels::Both,
+        order: ProfileOrder::LinearThenPaged,
+        device_paged: true,
+        shared_kv: true,
+        sequences: 4,
+        scheduled_tokens: 512,
+        reusable: true,
+        retain_final_hidden: false,
+    }
+}
+
+/// The rejection evidence of node `node` for `provider` in the plan of `spec`.
+fn evidence(spec: &DecoderSpec, node: &str, provider: &str) -> (SelectionReason, Value) {
+    let plan = build_in(1, &spec.request()).unwrap_or_else(|e| panic!("{e}"));
+    let node = plan
+        .payload
+        .nodes
+        .iter()
+        .find(|n| n.id.as_str() == node)
+        .unwrap_or_else(|| panic!("no node {node}"));
+    let rejected = node
+        .selection
+        .rejected_providers
+        .iter()
+        .find(|r| r.provider_id.as_str() == provider)
+        .unwrap_or_else(|| panic!("no evidence for {provider}: {:?}", node.selection));
+    (
+        node.selection.selection_reason,
+        serde_json::to_value(&rejected.reasons).unwrap(),
+    )
+}
+
+// The property's generator reaches every kind of fallback evidence; these pin one spec each.
+
+#[test]
+fn generator_reaches_a_storage_conflict_on_the_shared_kv_cache() {
+    let (reason, reasons) = evidence(&base_spec(), "node.layer.1.attention", FLASH);
+    assert_eq!(reason, SelectionReason::FallbackFromPreferred);
+    assert_eq!(
+        reasons,
+        serde_json::json!({"storage_incompatible": {"resource_ids": ["resource/state/kv-cache"]}})
+    );
+}
+
+#[test]
+fn generator_reaches_a_resolution_local_rejection() {
+    let spec = DecoderSpec {
+        order: ProfileOrder::LinearOnly,
+        ..base_spec()
+    };
+    let (reason, reasons) = evidence(&spec, "node.layer.0.attention", PAGED);
+    assert_eq!(reason, SelectionReason::FallbackFromPreferred);
+    assert_eq!(
+        reasons,
+        serde_json::json!({"storage_incompatible": {"resource_ids": ["resource/state/kv-cache"]}})
+    );
+}
+
+#[test]
+fn generator_reaches_a_not_registered_preference() {
+    let spec = DecoderSpec {
+        kernels: AttentionKernels::Paged,
+        ..base_spec()
+    };
+    let (reason, reasons) = evidence(&spec, "node.layer.1.attention", FLASH);
+    assert_eq!(reason, SelectionReason::FallbackFromPreferred);
+    assert_eq!(reasons, serde_json::json!("not_registered"));
+}
+
+#[test]
+fn generator_with_separate_kv_caches_keeps_each_preference() {
+    let spec = DecoderSpec {
+        shared_kv: false,
+        ..base_spec()
+    };
+    let plan = build_in(1, &spec.request()).unwrap_or_else(|e| panic!("{e}"));
+    for node in plan
+        .payload
+        .nodes
+        .iter()
+        .filter(|n| n.id.as_str().ends_with(".attention"))
+    {
+        assert_eq!(
+            node.selection.selection_reason,
+            SelectionReason::PreferredCompatible,
+            "{}",
+            node.id
+        );
     }
 }
