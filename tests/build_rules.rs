@@ -945,3 +945,50 @@ fn request_errors_are_bad_input() {
         other => panic!("{other:?}"),
     };
 }
+
+// ---- rules without a test before the issue 2 audit ---------------------------------------
+
+#[test]
+fn state_binding_tensor_equals_the_program_state() {
+    // The state's program tensor becomes f32; node/b still binds it as f16 [2, 8].
+    let err = fails(|r| r.family.program.states[0].tensor.element_type = ElementType::F32);
+    assert_variant!(
+        err,
+        PlanError::SemanticTensor { ref node, ref value, .. }
+            if node.as_str() == "node/b" && value.as_str() == "value.state"
+    );
+}
+
+#[test]
+fn weights_are_bound_read_only() {
+    // The operation lets its second input be read_write, and node/a binds the weight so.
+    let err = fails(|r| {
+        r.catalog
+            .operations
+            .get_mut("operation.main")
+            .unwrap()
+            .inputs[1]
+            .access = TensorAccess::ReadWrite;
+        resolution_mut(r, "node/a").values[1].access = TensorAccess::ReadWrite;
+    });
+    assert_variant!(
+        err,
+        PlanError::WeightAccess { ref node, ref value, found: TensorAccess::ReadWrite }
+            if node.as_str() == "node/a" && value.as_str() == "value.weight"
+    );
+}
+
+#[test]
+fn an_exact_alias_overwrites_only_activations() {
+    // node/b writes value.mid in place of value.hidden, which it now binds as persistent
+    // memory (with fixed work, so that the work contract does not reject it first).
+    let err = fails(|r| {
+        node_mut(r, "node/b").work = WorkSpec::Fixed;
+        resolution_mut(r, "node/b").values[0].usage = BufferUsage::Persistent;
+    });
+    assert_variant!(
+        err,
+        PlanError::AliasInputNotActivations { ref node, ref input, usage: BufferUsage::Persistent, .. }
+            if node.as_str() == "node/b" && input.as_str() == "value.hidden"
+    );
+}
