@@ -992,3 +992,14 @@ fn an_exact_alias_overwrites_only_activations() {
             if node.as_str() == "node/b" && input.as_str() == "value.hidden"
     );
 }
+
+#[test]
+fn program_node_signature_equals_the_operation() {
+    // node/c reads a third value; its operation (and its bindings) have two inputs.
+    let err = fails(|r| node_mut(r, "node/c").inputs.push(value_id("value.input")));
+    assert_variant!(
+        err,
+        PlanError::SignatureMismatch { ref node, program_inputs: 3, operation_inputs: 2, .. }
+            if node.as_str() == "node/c"
+    );
+}
