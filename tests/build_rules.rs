@@ -1003,3 +1003,41 @@ fn program_node_signature_equals_the_operation() {
             if node.as_str() == "node/c"
     );
 }
+
+fn does_not_fit(capacity: u64) -> PlanError {
+    let request = sealed(request(), |r| {
+        r.policy.memory_capacity_bytes = capacity;
+        r.policy.memory_reserve_bytes = 128;
+    });
+    match ExecutionPlan::build(&request, &BuildOptions::default()) {
+        Ok(plan) => panic!(
+            "{} usable bytes hold the fixture: {:?}",
+            capacity - 128,
+            plan.payload.memory.minimum_runnable_request_bytes
+        ),
+        Err(err) => err,
+    }
+}
+
+#[test]
+fn a_plan_that_does_not_fit_is_infeasible_not_bad_input() {
+    use jointplan::memory::MemoryError;
+    // 64 usable bytes do not hold the 128-byte weight.
+    let err = assert_variant!(
+        does_not_fit(192),
+        PlanError::Memory(MemoryError::StaticExceedsUsable {
+            static_bytes: 128,
+            usable: 64,
+            ..
+        })
+    );
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("resource/weights"), "{err}");
+    // 129 usable bytes hold the weight, not the minimum runnable activations and state.
+    let err = assert_variant!(
+        does_not_fit(257),
+        PlanError::Memory(MemoryError::CapacityExceeded { usable: 129, .. })
+    );
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("resource/"), "{err}");
+}
