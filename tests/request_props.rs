@@ -22,6 +22,7 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use common::model_parts::{FLASH, PAGED};
 use common::request_generator::*;
 use jointplan::candidates::{derive_candidates, selection_problem};
 use jointplan::canonical::canonical_json;

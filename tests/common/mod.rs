@@ -4,4 +4,5 @@
 pub mod model_fixtures;
 pub mod model_parts;
 pub mod models;
+pub mod operations;
 pub mod request_generator;

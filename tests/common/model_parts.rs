@@ -1,285 +1,13 @@
-//! Parts of the shipped example models shared with the request generator: the standard
-//! operation contracts (domain.md section 7), CUDA providers, the Qwen3-small decoder shape
-//! and the embedding, head and feed-forward nodes.
+//! Parts of the shipped example models shared with the request generator: the Qwen3-small
+//! decoder shape, the CUDA device, the embedding, head, feed-forward and attention nodes,
+//! the attention kernels and the reusable-execution policy.
 #![allow(dead_code)]
 
 use jointplan::request::*;
+use serde_json::json;
 
 use super::model_fixtures::*;
-
-pub const F16: ElementType = ElementType::F16;
-pub const F32: ElementType = ElementType::F32;
-pub const NO: AliasPolicy = AliasPolicy::NoAlias;
-pub const MAY0: AliasPolicy = AliasPolicy::MayAlias { tensor_index: 0 };
-pub const ABSENT: [Presence; 3] = [Presence::Forbidden; 3];
-pub const GIB: u64 = 1 << 30;
-pub const MIB: u64 = 1 << 20;
-
-pub fn cap(op: &str) -> String {
-    format!("capability.operation.{op}.f16")
-}
-
-pub fn unsigned(n: u64) -> SemanticValue {
-    SemanticValue::Unsigned(n)
-}
-
-pub fn op_token_embedding() -> OperationDescriptor {
-    operation(
-        "operation.token_embedding",
-        ContractVersion::new(1, 0),
-        vec![
-            input(&["tokens"], ElementType::U32),
-            input(&["vocab_size", "hidden_size"], F16),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, NO)],
-        schema(&[
-            (
-                "hidden_size",
-                ValueKind::Unsigned,
-                AttributeConstraint::None,
-            ),
-            ("vocab_size", ValueKind::Unsigned, AttributeConstraint::None),
-        ]),
-        ABSENT,
-        &cap("token_embedding"),
-    )
-}
-
-pub fn op_rms_norm() -> OperationDescriptor {
-    operation(
-        "operation.rms_norm",
-        ContractVersion::new(1, 0),
-        vec![
-            input(&["tokens", "hidden_size"], F16),
-            input(&["hidden_size"], F16),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, NO)],
-        schema(&[(
-            "epsilon",
-            ValueKind::Rational,
-            AttributeConstraint::RationalRange {
-                minimum: rational(0, 1),
-                maximum: rational(1, 100),
-            },
-        )]),
-        ABSENT,
-        &cap("rms_norm"),
-    )
-}
-
-pub fn op_dense_linear() -> OperationDescriptor {
-    operation(
-        "operation.dense_linear",
-        ContractVersion::new(1, 0),
-        vec![
-            input(&["rows", "in_features"], F16),
-            input(&["out_features", "in_features"], F16),
-        ],
-        vec![output(&["rows", "out_features"], F16, NO)],
-        schema(&[
-            (
-                "in_features",
-                ValueKind::Unsigned,
-                AttributeConstraint::None,
-            ),
-            (
-                "out_features",
-                ValueKind::Unsigned,
-                AttributeConstraint::None,
-            ),
-        ]),
-        [Presence::Optional, Presence::Forbidden, Presence::Forbidden],
-        &cap("dense_linear"),
-    )
-}
-
-pub fn op_dense_swiglu() -> OperationDescriptor {
-    operation(
-        "operation.dense_swiglu",
-        ContractVersion::new(1, 0),
-        vec![
-            input(&["tokens", "hidden_size"], F16),
-            input(&["2", "intermediate_size", "hidden_size"], F16),
-            input(&["hidden_size", "intermediate_size"], F16),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, NO)],
-        schema(&[
-            (
-                "hidden_size",
-                ValueKind::Unsigned,
-                AttributeConstraint::None,
-            ),
-            (
-                "intermediate_size",
-                ValueKind::Unsigned,
-                AttributeConstraint::None,
-            ),
-        ]),
-        [Presence::Required, Presence::Forbidden, Presence::Forbidden],
-        &cap("dense_swiglu"),
-    )
-}
-
-pub fn op_residual_add() -> OperationDescriptor {
-    operation(
-        "operation.residual_add",
-        ContractVersion::new(1, 0),
-        vec![
-            input(&["tokens", "hidden_size"], F16),
-            input(&["tokens", "hidden_size"], F16),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
-        AttributeSchema::new(),
-        ABSENT,
-        &cap("residual_add"),
-    )
-}
-
-pub fn op_causal_paged_attention() -> OperationDescriptor {
-    let u = |name: &'static str| (name, ValueKind::Unsigned, AttributeConstraint::None);
-    operation(
-        "operation.causal_paged_attention",
-        ContractVersion::new(2, 0),
-        vec![
-            input(&["tokens", "hidden_size"], F16),
-            input(&["hidden_size"], F16),
-            input(&["query_projection_features", "hidden_size"], F16),
-            input(&["kv_features", "hidden_size"], F16),
-            input(&["kv_features", "hidden_size"], F16),
-            input(&["hidden_size", "query_features"], F16),
-            input(&["head_dim"], F16),
-            input(&["head_dim"], F16),
-            slot(
-                &["2", "key_value_heads", "head_dim"],
-                F16,
-                TensorAccess::ReadWrite,
-                NO,
-            ),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
-        schema(&[
-            u("hidden_size"),
-            u("query_heads"),
-            u("key_value_heads"),
-            u("head_dim"),
-            u("query_features"),
-            u("query_projection_features"),
-            u("kv_features"),
-            u("rope_dim"),
-            u("maximum_context_tokens"),
-            u("layer_index"),
-            (
-                "rope_theta",
-                ValueKind::Rational,
-                AttributeConstraint::RationalRange {
-                    minimum: rational(1, 1),
-                    maximum: rational(1_000_000_000, 1),
-                },
-            ),
-            (
-                "rope_interleaved",
-                ValueKind::Bool,
-                AttributeConstraint::None,
-            ),
-            ("output_gate", ValueKind::Bool, AttributeConstraint::None),
-            (
-                "causal",
-                ValueKind::Bool,
-                AttributeConstraint::BoolEquals(true),
-            ),
-            ("epsilon", ValueKind::Rational, AttributeConstraint::None),
-        ]),
-        [Presence::Required, Presence::Required, Presence::Forbidden],
-        &cap("causal_paged_attention"),
-    )
-}
-
-pub fn op_gated_delta() -> OperationDescriptor {
-    let u = |name: &'static str| (name, ValueKind::Unsigned, AttributeConstraint::None);
-    operation(
-        "operation.gated_delta_recurrent_attention",
-        ContractVersion::new(4, 0),
-        vec![
-            input(&["tokens", "hidden_size"], F16),
-            input(&["hidden_size"], F16),
-            input(&["conv_channels", "hidden_size"], F16),
-            input(&["value_features", "hidden_size"], F16),
-            input(&["value_heads", "hidden_size"], F16),
-            input(&["value_heads", "hidden_size"], F16),
-            input(&["conv_channels", "conv_kernel"], F16),
-            input(&["value_heads"], F16),
-            input(&["value_heads"], F32),
-            input(&["value_head_dim"], F16),
-            input(&["hidden_size", "value_features"], F16),
-            slot(
-                &["conv_channels", "conv_history"],
-                F16,
-                TensorAccess::ReadWrite,
-                NO,
-            ),
-            slot(
-                &["value_heads", "key_head_dim", "value_head_dim"],
-                F32,
-                TensorAccess::ReadWrite,
-                NO,
-            ),
-        ],
-        vec![output(&["tokens", "hidden_size"], F16, MAY0)],
-        schema(&[
-            u("hidden_size"),
-            u("key_heads"),
-            u("value_heads"),
-            u("key_head_dim"),
-            u("value_head_dim"),
-            u("conv_kernel"),
-            u("layer_index"),
-            ("epsilon", ValueKind::Rational, AttributeConstraint::None),
-        ]),
-        [Presence::Required, Presence::Optional, Presence::Forbidden],
-        &cap("gated_delta_recurrent_attention"),
-    )
-}
-
-pub fn cuda_provider(
-    op: &OperationDescriptor,
-    device: &DeviceId,
-    suffix: &str,
-) -> ProviderDescriptor {
-    let short = op.id.as_str().trim_start_matches("operation.");
-    let runtime = if device.as_str().contains("cuda") {
-        "cuda"
-    } else {
-        "reference"
-    };
-    provider(
-        op,
-        &format!("provider.{runtime}.{short}.f16{suffix}"),
-        device,
-        &format!("resource-estimator.{runtime}.{short}.f16{suffix}"),
-        &[],
-    )
-}
-
-pub fn simple(builder: &mut RequestBuilder, op: OperationDescriptor) -> ProviderDescriptor {
-    let provider = cuda_provider(&op, &builder.catalog.device.id.clone(), "");
-    builder.add_operation(op, vec![provider.clone()]);
-    provider
-}
-
-pub fn scratch_tokens(bytes_per_token: u64) -> WorkspaceRequirement {
-    workspace(
-        WorkspaceSizeFormula::Tokens { bytes_per_token },
-        WorkspaceScope::Invocation,
-    )
-}
-
-pub fn activation(tokens: u64, width: u64) -> TensorSpec {
-    tensor(&[tokens, width], F16)
-}
-
-pub fn epsilon() -> SemanticValue {
-    SemanticValue::Rational(rational(1, 1_000_000))
-}
+use super::operations::*;
 
 /// The dimensions of a Qwen3-style dense decoder.
 pub struct DecoderShape {
@@ -687,4 +415,101 @@ pub fn attention_layer(
             .map(|(p, scratch)| attention_workspaces(p, *scratch))
             .collect(),
     );
+}
+
+/// The paged attention kernel's provider id.
+pub const PAGED: &str = "provider.cuda.causal_paged_attention.f16";
+/// The flash attention kernel's provider id.
+pub const FLASH: &str = "provider.cuda.causal_paged_attention.f16.flash";
+
+/// The operations of a Qwen3-style dense decoder (its CUDA device offers their
+/// capabilities).
+pub const DECODER_OPERATIONS: [&str; 6] = [
+    "token_embedding",
+    "rms_norm",
+    "dense_linear",
+    "dense_swiglu",
+    "residual_add",
+    "causal_paged_attention",
+];
+
+/// The paged attention kernel on `device`: reads the KV cache (input 8) only as
+/// `fixed_block(65536)+paged(65536)`.
+pub fn paged_attention_kernel(op: &OperationDescriptor, device: &DeviceId) -> ProviderDescriptor {
+    provider(
+        op,
+        PAGED,
+        device,
+        "resource-estimator.cuda.causal_paged_attention.f16",
+        &[(ValueRole::Input, 8, vec![paged_64k()])],
+    )
+}
+
+/// The flash attention kernel on `device`: reads the KV cache (input 8) only as
+/// linear+contiguous.
+pub fn flash_attention_kernel(op: &OperationDescriptor, device: &DeviceId) -> ProviderDescriptor {
+    provider(
+        op,
+        FLASH,
+        device,
+        "resource-estimator.cuda.causal_paged_attention.f16.flash",
+        &[(ValueRole::Input, 8, vec![LINEAR])],
+    )
+}
+
+/// The Hugging Face style configuration of a Qwen3 dense decoder of `layers` layers.
+pub fn qwen3_config(s: &DecoderShape, layers: usize) -> serde_json::Value {
+    json!({
+        "architectures": ["Qwen3ForCausalLM"],
+        "head_dim": s.head_dim, "hidden_size": s.hidden, "intermediate_size": s.intermediate,
+        "max_position_embeddings": s.context, "num_attention_heads": s.heads,
+        "num_hidden_layers": layers, "num_key_value_heads": s.kv_heads, "rms_norm_eps": 1e-6,
+        "rope_theta": 1_000_000, "vocab_size": s.vocab
+    })
+}
+
+/// Reusable execution with two lanes and uniform-query buckets of 1, 2 and 4 sequences and
+/// tokens (those of at most `maximum_sequences` sequences).
+pub fn uniform_query_reusable(maximum_sequences: u32) -> ReusableExecutionPolicy {
+    ReusableExecutionPolicy {
+        maximum_reusable_lanes: 2,
+        buckets: [(1u32, 1u64), (2, 2), (4, 4)]
+            .into_iter()
+            .filter(|(sequences, _)| *sequences <= maximum_sequences)
+            .map(|(sequences, tokens)| ReusableExecutionBucket {
+                bucket_id: String::new(),
+                class_id: id("uniform-query"),
+                capacity: BucketCapacity {
+                    maximum_sequences: sequences,
+                    maximum_tokens: tokens,
+                    maximum_pages: 1,
+                },
+            })
+            .collect(),
+    }
+}
+
+/// The single-provider operations of a dense decoder layer stack.
+pub struct DenseProviders {
+    /// Token embedding.
+    pub embed: ProviderDescriptor,
+    /// RMS norm.
+    pub norm: ProviderDescriptor,
+    /// Dense linear (logits).
+    pub linear: ProviderDescriptor,
+    /// SwiGLU feed-forward.
+    pub swiglu: ProviderDescriptor,
+    /// Residual add.
+    pub residual: ProviderDescriptor,
+}
+
+/// Adds the embedding, norm, linear, SwiGLU and residual operations, one CUDA provider each.
+pub fn dense_providers(b: &mut RequestBuilder) -> DenseProviders {
+    DenseProviders {
+        embed: simple(b, op_token_embedding()),
+        norm: simple(b, op_rms_norm()),
+        linear: simple(b, op_dense_linear()),
+        swiglu: simple(b, op_dense_swiglu()),
+        residual: simple(b, op_residual_add()),
+    }
 }

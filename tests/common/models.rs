@@ -10,6 +10,7 @@ use serde_json::json;
 
 use super::model_fixtures::*;
 use super::model_parts::*;
+use super::operations::*;
 
 /// `models/tiny`: token embedding, RMS norm and the logits projection of a 64-wide toy
 /// model (vocabulary 256) on the reference device.
@@ -121,66 +122,28 @@ pub fn tiny() -> PlanRequest {
 /// with `storage_incompatible` evidence.
 pub fn decoder_2layer() -> PlanRequest {
     let s = &QWEN3_SMALL;
-    let ops = [
-        "token_embedding",
-        "rms_norm",
-        "dense_linear",
-        "dense_swiglu",
-        "residual_add",
-        "causal_paged_attention",
-    ];
-    let device = cuda_device(&ops);
+    let device = cuda_device(&DECODER_OPERATIONS);
     let device_id = device.id.clone();
     let mut policy = policy("runtime-policy.cuda.decoder", 22 * GIB, GIB, 8, 2048);
-    policy.reusable_execution = Some(ReusableExecutionPolicy {
-        maximum_reusable_lanes: 2,
-        buckets: [(1, 1), (2, 2), (4, 4)]
-            .into_iter()
-            .map(|(seq, tok)| ReusableExecutionBucket {
-                bucket_id: String::new(),
-                class_id: id("uniform-query"),
-                capacity: BucketCapacity {
-                    maximum_sequences: seq,
-                    maximum_tokens: tok,
-                    maximum_pages: 1,
-                },
-            })
-            .collect(),
-    });
+    policy.reusable_execution = Some(uniform_query_reusable(policy.maximum_active_sequences));
     let mut b = RequestBuilder::new(
         "family.qwen3.dense",
-        json!({
-            "architectures": ["Qwen3ForCausalLM"],
-            "head_dim": s.head_dim, "hidden_size": s.hidden, "intermediate_size": s.intermediate,
-            "max_position_embeddings": s.context, "num_attention_heads": s.heads,
-            "num_hidden_layers": 2, "num_key_value_heads": s.kv_heads, "rms_norm_eps": 1e-6,
-            "rope_theta": 1_000_000, "vocab_size": s.vocab
-        }),
+        qwen3_config(s, 2),
         "weight-format.safetensors.dense",
         "weight-layout.qwen3.dense.packed_gate_up",
         device,
         policy,
     );
-    let embed = simple(&mut b, op_token_embedding());
-    let norm = simple(&mut b, op_rms_norm());
-    let linear = simple(&mut b, op_dense_linear());
-    let swiglu = simple(&mut b, op_dense_swiglu());
-    let residual = simple(&mut b, op_residual_add());
+    let DenseProviders {
+        embed,
+        norm,
+        linear,
+        swiglu,
+        residual,
+    } = dense_providers(&mut b);
     let attention_op = op_causal_paged_attention();
-    let paged_attention = provider(
-        &attention_op,
-        "provider.cuda.causal_paged_attention.f16",
-        &device_id,
-        "resource-estimator.cuda.causal_paged_attention.f16",
-        &[(ValueRole::Input, 8, vec![paged_64k()])],
-    );
-    let flash_attention = provider(
-        &attention_op,
-        "provider.cuda.causal_paged_attention.f16.flash",
-        &device_id,
-        "resource-estimator.cuda.causal_paged_attention.f16.flash",
-        &[(ValueRole::Input, 8, vec![LINEAR])],
-    );
+    let paged_attention = paged_attention_kernel(&attention_op, &device_id);
+    let flash_attention = flash_attention_kernel(&attention_op, &device_id);
     b.add_operation(
         attention_op,
         vec![paged_attention.clone(), flash_attention.clone()],
@@ -201,11 +164,7 @@ pub fn decoder_2layer() -> PlanRequest {
         } else {
             leak(format!("value.layer.{}.output", i - 1))
         };
-        let preferred = if i == 0 {
-            "provider.cuda.causal_paged_attention.f16"
-        } else {
-            "provider.cuda.causal_paged_attention.f16.flash"
-        };
+        let preferred = if i == 0 { PAGED } else { FLASH };
         attention_layer(
             &mut b,
             s,
@@ -256,11 +215,13 @@ pub fn hybrid_block() -> PlanRequest {
         device,
         policy("runtime-policy.cuda.hybrid", 22 * GIB, GIB, 8, 2048),
     );
-    let embed = simple(&mut b, op_token_embedding());
-    let norm = simple(&mut b, op_rms_norm());
-    let linear = simple(&mut b, op_dense_linear());
-    let swiglu = simple(&mut b, op_dense_swiglu());
-    let residual = simple(&mut b, op_residual_add());
+    let DenseProviders {
+        embed,
+        norm,
+        linear,
+        swiglu,
+        residual,
+    } = dense_providers(&mut b);
     let delta = simple(&mut b, op_gated_delta());
     embedding_and_head_weights(&mut b, s);
     embedding_node(&mut b, s, &embed);

@@ -11,12 +11,10 @@
 #![allow(dead_code)]
 
 use jointplan::request::*;
-use serde_json::json;
 
 use super::model_fixtures::*;
 use super::model_parts::*;
-
-const GIB: u64 = 1 << 30;
+use super::operations::*;
 
 /// Which causal-attention kernels the catalog offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,22 +166,7 @@ impl DecoderSpec {
         );
         policy.dynamic_storage_profile_order = self.order.profiles();
         if self.reusable {
-            policy.reusable_execution = Some(ReusableExecutionPolicy {
-                maximum_reusable_lanes: 2,
-                buckets: [(1u32, 1u64), (2, 2), (4, 4)]
-                    .into_iter()
-                    .filter(|(seq, _)| *seq <= self.sequences)
-                    .map(|(seq, tok)| ReusableExecutionBucket {
-                        bucket_id: String::new(),
-                        class_id: id("uniform-query"),
-                        capacity: BucketCapacity {
-                            maximum_sequences: seq,
-                            maximum_tokens: tok,
-                            maximum_pages: 1,
-                        },
-                    })
-                    .collect(),
-            });
+            policy.reusable_execution = Some(uniform_query_reusable(self.sequences));
         }
         policy
     }
@@ -191,15 +174,7 @@ impl DecoderSpec {
     /// The sealed request.
     pub fn request(&self) -> PlanRequest {
         let s = &self.shape();
-        let ops = [
-            "token_embedding",
-            "rms_norm",
-            "dense_linear",
-            "dense_swiglu",
-            "residual_add",
-            "causal_paged_attention",
-        ];
-        let mut device = cuda_device(&ops);
+        let mut device = cuda_device(&DECODER_OPERATIONS);
         if !self.device_paged {
             device.dynamic_storage_profiles.remove(&paged_64k());
         }
@@ -207,45 +182,32 @@ impl DecoderSpec {
         let attention_layers = self.layers.iter().filter(|l| l.attention).count() as u64;
         let mut b = RequestBuilder::new(
             "family.qwen3.dense",
-            json!({
-                "architectures": ["Qwen3ForCausalLM"],
-                "head_dim": s.head_dim, "hidden_size": s.hidden,
-                "intermediate_size": s.intermediate, "max_position_embeddings": s.context,
-                "num_attention_heads": s.heads, "num_hidden_layers": self.layers.len(),
-                "num_key_value_heads": s.kv_heads, "rms_norm_eps": 1e-6,
-                "rope_theta": 1_000_000, "vocab_size": s.vocab
-            }),
+            qwen3_config(s, self.layers.len()),
             "weight-format.safetensors.dense",
             "weight-layout.qwen3.dense.packed_gate_up",
             device,
             self.policy(),
         );
-        let embed = simple(&mut b, op_token_embedding());
-        let norm = simple(&mut b, op_rms_norm());
-        let linear = simple(&mut b, op_dense_linear());
-        let swiglu = simple(&mut b, op_dense_swiglu());
-        let residual = simple(&mut b, op_residual_add());
+        let DenseProviders {
+            embed,
+            norm,
+            linear,
+            swiglu,
+            residual,
+        } = dense_providers(&mut b);
         let attention_op = op_causal_paged_attention();
         let mut kernels = Vec::new();
         if self.kernels.paged() {
-            let paged = provider(
-                &attention_op,
-                PAGED,
-                &device_id,
-                "resource-estimator.cuda.causal_paged_attention.f16",
-                &[(ValueRole::Input, 8, vec![paged_64k()])],
-            );
-            kernels.push((paged, s.heads * 64));
+            kernels.push((
+                paged_attention_kernel(&attention_op, &device_id),
+                s.heads * 64,
+            ));
         }
         if self.kernels.flash() {
-            let flash = provider(
-                &attention_op,
-                FLASH,
-                &device_id,
-                "resource-estimator.cuda.causal_paged_attention.f16.flash",
-                &[(ValueRole::Input, 8, vec![LINEAR])],
-            );
-            kernels.push((flash, s.heads * 128));
+            kernels.push((
+                flash_attention_kernel(&attention_op, &device_id),
+                s.heads * 128,
+            ));
         }
         b.add_operation(
             attention_op,
@@ -317,8 +279,3 @@ impl DecoderSpec {
         b.finish()
     }
 }
-
-/// The paged attention kernel's provider id.
-pub const PAGED: &str = "provider.cuda.causal_paged_attention.f16";
-/// The flash attention kernel's provider id.
-pub const FLASH: &str = "provider.cuda.causal_paged_attention.f16.flash";
