@@ -134,13 +134,7 @@ pub fn decoder_2layer() -> PlanRequest {
         device,
         policy,
     );
-    let DenseProviders {
-        embed,
-        norm,
-        linear,
-        swiglu,
-        residual,
-    } = dense_providers(&mut b);
+    let dense = dense_providers(&mut b);
     let attention_op = op_causal_paged_attention();
     let paged_attention = paged_attention_kernel(&attention_op, &device_id);
     let flash_attention = flash_attention_kernel(&attention_op, &device_id);
@@ -150,7 +144,7 @@ pub fn decoder_2layer() -> PlanRequest {
     );
 
     embedding_and_head_weights(&mut b, s);
-    embedding_node(&mut b, s, &embed);
+    embedding_node(&mut b, s, &dense.embed);
     // Both layers' K and V of one token sit side by side in one token slot of the shared
     // cache.
     let kv = |i: usize| KvPlacement {
@@ -177,9 +171,15 @@ pub fn decoder_2layer() -> PlanRequest {
                 (&flash_attention, s.heads * 128),
             ],
         );
-        feed_forward_nodes(&mut b, s, i, &norm, &swiglu, &residual);
+        feed_forward_nodes(&mut b, s, i, &dense.norm, &dense.swiglu, &dense.residual);
     }
-    head_nodes(&mut b, s, "value.layer.1.output", &norm, &linear);
+    head_nodes(
+        &mut b,
+        s,
+        "value.layer.1.output",
+        &dense.norm,
+        &dense.linear,
+    );
     b.finish()
 }
 
@@ -215,16 +215,10 @@ pub fn hybrid_block() -> PlanRequest {
         device,
         policy("runtime-policy.cuda.hybrid", 22 * GIB, GIB, 8, 2048),
     );
-    let DenseProviders {
-        embed,
-        norm,
-        linear,
-        swiglu,
-        residual,
-    } = dense_providers(&mut b);
+    let dense = dense_providers(&mut b);
     let delta = simple(&mut b, op_gated_delta());
     embedding_and_head_weights(&mut b, s);
-    embedding_node(&mut b, s, &embed);
+    embedding_node(&mut b, s, &dense.embed);
     b.state(
         "state.layer.0.conv",
         "value.state.layer.0.conv",
@@ -370,8 +364,14 @@ pub fn hybrid_block() -> PlanRequest {
             None,
         )],
     );
-    feed_forward_nodes(&mut b, s, 0, &norm, &swiglu, &residual);
-    head_nodes(&mut b, s, "value.layer.0.output", &norm, &linear);
+    feed_forward_nodes(&mut b, s, 0, &dense.norm, &dense.swiglu, &dense.residual);
+    head_nodes(
+        &mut b,
+        s,
+        "value.layer.0.output",
+        &dense.norm,
+        &dense.linear,
+    );
     b.finish()
 }
 

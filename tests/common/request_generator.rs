@@ -188,13 +188,7 @@ impl DecoderSpec {
             device,
             self.policy(),
         );
-        let DenseProviders {
-            embed,
-            norm,
-            linear,
-            swiglu,
-            residual,
-        } = dense_providers(&mut b);
+        let dense = dense_providers(&mut b);
         let attention_op = op_causal_paged_attention();
         let mut kernels = Vec::new();
         if self.kernels.paged() {
@@ -223,7 +217,7 @@ impl DecoderSpec {
             .collect();
 
         embedding_and_head_weights(&mut b, s);
-        embedding_node(&mut b, s, &embed);
+        embedding_node(&mut b, s, &dense.embed);
         let mut hidden_in: &'static str = "value.hidden.embedding";
         let mut kv_slot = 0u64;
         for (i, layer) in self.layers.iter().enumerate() {
@@ -268,11 +262,11 @@ impl DecoderSpec {
                 i,
                 mixed,
                 layer.in_place_residual,
-                &[&norm, &swiglu, &residual],
+                &[&dense.norm, &dense.swiglu, &dense.residual],
             );
             hidden_in = leak(format!("value.layer.{i}.output"));
         }
-        head_nodes(&mut b, s, hidden_in, &norm, &linear);
+        head_nodes(&mut b, s, hidden_in, &dense.norm, &dense.linear);
         if self.retain_final_hidden {
             b.retention.insert(id("value.output.final_hidden"));
         }
