@@ -513,3 +513,188 @@ pub fn dense_providers(b: &mut RequestBuilder) -> DenseProviders {
         residual: simple(b, op_residual_add()),
     }
 }
+
+/// The linear-attention dimensions of a Qwen3.5-style gated-delta layer.
+pub struct DeltaShape {
+    /// Key heads.
+    pub key_heads: u64,
+    /// Value heads.
+    pub value_heads: u64,
+    /// Key head dimension.
+    pub key_dim: u64,
+    /// Value head dimension.
+    pub value_dim: u64,
+    /// Causal convolution taps.
+    pub kernel: u64,
+}
+
+impl DeltaShape {
+    /// Channels of the causal convolution: Q, K and V features.
+    pub fn conv_channels(&self) -> u64 {
+        self.key_heads * self.key_dim * 2 + self.value_heads * self.value_dim
+    }
+}
+
+/// The gated-delta linear attention of layer `i` reading `hidden_in`: its zero-initialised,
+/// sequence-lifetime convolution and recurrent states (`resource/state/layer.{i}.conv`,
+/// `.delta`), its weights, and a node served by `delta` (preferred when `preferred`).
+/// Writes `value.layer.{i}.attention`.
+pub fn gated_delta_layer(
+    b: &mut RequestBuilder,
+    s: &DecoderShape,
+    d: &DeltaShape,
+    i: usize,
+    hidden_in: &'static str,
+    delta: &ProviderDescriptor,
+    preferred: bool,
+) {
+    let (key_heads, value_heads, key_dim, value_dim, kernel) =
+        (d.key_heads, d.value_heads, d.key_dim, d.value_dim, d.kernel);
+    let conv_channels = d.conv_channels();
+    let value_features = value_heads * value_dim;
+    b.state(
+        &format!("state.layer.{i}.conv"),
+        &format!("value.state.layer.{i}.conv"),
+        tensor(&[conv_channels, kernel - 1], F16),
+        StateLifetime::Sequence,
+        StateCapacityDemand::FixedPerScope,
+        StateInitialization::Zero,
+        &format!("resource/state/layer.{i}.conv"),
+        0,
+    );
+    b.state(
+        &format!("state.layer.{i}.delta"),
+        &format!("value.state.layer.{i}.delta"),
+        tensor(&[value_heads, key_dim, value_dim], F32),
+        StateLifetime::Sequence,
+        StateCapacityDemand::FixedPerScope,
+        StateInitialization::Zero,
+        &format!("resource/state/layer.{i}.delta"),
+        0,
+    );
+    let l = |name: &str| format!("value.weight.layer.{i}.{name}");
+    let w = |name: &str| format!("weight.layer.{i}.{name}");
+    let hf = |name: &str| format!("model.layers.{i}.{name}");
+    b.dense_weight(
+        &w("input_norm"),
+        &l("input_norm"),
+        &[s.hidden],
+        F16,
+        &hf("input_layernorm.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.in_proj_qkv"),
+        &l("linear_attn.in_proj_qkv"),
+        &[conv_channels, s.hidden],
+        F16,
+        &hf("linear_attn.in_proj_qkv.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.in_proj_z"),
+        &l("linear_attn.in_proj_z"),
+        &[value_features, s.hidden],
+        F16,
+        &hf("linear_attn.in_proj_z.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.in_proj_b"),
+        &l("linear_attn.in_proj_b"),
+        &[value_heads, s.hidden],
+        F16,
+        &hf("linear_attn.in_proj_b.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.in_proj_a"),
+        &l("linear_attn.in_proj_a"),
+        &[value_heads, s.hidden],
+        F16,
+        &hf("linear_attn.in_proj_a.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.conv1d"),
+        &l("linear_attn.conv1d"),
+        &[conv_channels, kernel],
+        F16,
+        &hf("linear_attn.conv1d.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.dt_bias"),
+        &l("linear_attn.dt_bias"),
+        &[value_heads],
+        F16,
+        &hf("linear_attn.dt_bias"),
+    );
+    b.dense_weight(
+        &w("linear_attn.a_log"),
+        &l("linear_attn.a_log"),
+        &[value_heads],
+        F32,
+        &hf("linear_attn.A_log"),
+    );
+    b.dense_weight(
+        &w("linear_attn.norm"),
+        &l("linear_attn.norm"),
+        &[value_dim],
+        F16,
+        &hf("linear_attn.norm.weight"),
+    );
+    b.dense_weight(
+        &w("linear_attn.out_proj"),
+        &l("linear_attn.out_proj"),
+        &[s.hidden, value_features],
+        F16,
+        &hf("linear_attn.out_proj.weight"),
+    );
+    let names = [
+        hidden_in.to_owned(),
+        l("input_norm"),
+        l("linear_attn.in_proj_qkv"),
+        l("linear_attn.in_proj_z"),
+        l("linear_attn.in_proj_b"),
+        l("linear_attn.in_proj_a"),
+        l("linear_attn.conv1d"),
+        l("linear_attn.dt_bias"),
+        l("linear_attn.a_log"),
+        l("linear_attn.norm"),
+        l("linear_attn.out_proj"),
+        format!("value.state.layer.{i}.conv"),
+        format!("value.state.layer.{i}.delta"),
+    ];
+    let inputs: Vec<&str> = names.iter().map(String::as_str).collect();
+    b.node(
+        &format!("block.layer.{i}"),
+        &format!("node.layer.{i}.attention"),
+        "operation.gated_delta_recurrent_attention",
+        attrs(&[
+            ("hidden_size", unsigned(s.hidden)),
+            ("key_heads", unsigned(key_heads)),
+            ("value_heads", unsigned(value_heads)),
+            ("key_head_dim", unsigned(key_dim)),
+            ("value_head_dim", unsigned(value_dim)),
+            ("conv_kernel", unsigned(kernel)),
+            ("layer_index", unsigned(i as u64)),
+            ("epsilon", epsilon()),
+        ]),
+        Some(hidden_in),
+        &inputs,
+        &[(
+            leak(format!("value.layer.{i}.attention")),
+            activation(s.tokens, s.hidden),
+            Placement::Own,
+        )],
+        preferred.then_some(delta.provider_id.as_str()),
+        vec![estimate(
+            delta,
+            Some(workspace(
+                WorkspaceSizeFormula::Affine {
+                    fixed_bytes: 2 * MIB,
+                    bytes_per_sequence: 0,
+                    bytes_per_token: conv_channels * 4,
+                },
+                WorkspaceScope::Invocation,
+            )),
+            None,
+            None,
+        )],
+    );
+}

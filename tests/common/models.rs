@@ -188,9 +188,13 @@ pub fn decoder_2layer() -> PlanRequest {
 /// SwiGLU feed-forward whose residual add writes in place of its input (may_alias).
 pub fn hybrid_block() -> PlanRequest {
     let s = &QWEN3_SMALL;
-    let (key_heads, value_heads, key_dim, value_dim, kernel) = (16u64, 16u64, 128u64, 128u64, 4u64);
-    let conv_channels = key_heads * key_dim * 2 + value_heads * value_dim;
-    let value_features = value_heads * value_dim;
+    let d = DeltaShape {
+        key_heads: 16,
+        value_heads: 16,
+        key_dim: 128,
+        value_dim: 128,
+        kernel: 4,
+    };
     let ops = [
         "token_embedding",
         "rms_norm",
@@ -205,9 +209,9 @@ pub fn hybrid_block() -> PlanRequest {
         json!({
             "architectures": ["Qwen3_5ForCausalLM"],
             "hidden_size": s.hidden, "intermediate_size": s.intermediate,
-            "layer_types": ["linear_attention"], "linear_conv_kernel_dim": kernel,
-            "linear_key_head_dim": key_dim, "linear_num_key_heads": key_heads,
-            "linear_num_value_heads": value_heads, "linear_value_head_dim": value_dim,
+            "layer_types": ["linear_attention"], "linear_conv_kernel_dim": d.kernel,
+            "linear_key_head_dim": d.key_dim, "linear_num_key_heads": d.key_heads,
+            "linear_num_value_heads": d.value_heads, "linear_value_head_dim": d.value_dim,
             "num_hidden_layers": 1, "rms_norm_eps": 1e-6, "vocab_size": s.vocab
         }),
         "weight-format.safetensors.dense",
@@ -219,151 +223,7 @@ pub fn hybrid_block() -> PlanRequest {
     let delta = simple(&mut b, op_gated_delta());
     embedding_and_head_weights(&mut b, s);
     embedding_node(&mut b, s, &dense.embed);
-    b.state(
-        "state.layer.0.conv",
-        "value.state.layer.0.conv",
-        tensor(&[conv_channels, kernel - 1], F16),
-        StateLifetime::Sequence,
-        StateCapacityDemand::FixedPerScope,
-        StateInitialization::Zero,
-        "resource/state/layer.0.conv",
-        0,
-    );
-    b.state(
-        "state.layer.0.delta",
-        "value.state.layer.0.delta",
-        tensor(&[value_heads, key_dim, value_dim], F32),
-        StateLifetime::Sequence,
-        StateCapacityDemand::FixedPerScope,
-        StateInitialization::Zero,
-        "resource/state/layer.0.delta",
-        0,
-    );
-    let l = |name: &str| format!("value.weight.layer.0.{name}");
-    let w = |name: &str| format!("weight.layer.0.{name}");
-    let hf = |name: &str| format!("model.layers.0.{name}");
-    b.dense_weight(
-        &w("input_norm"),
-        &l("input_norm"),
-        &[s.hidden],
-        F16,
-        &hf("input_layernorm.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.in_proj_qkv"),
-        &l("linear_attn.in_proj_qkv"),
-        &[conv_channels, s.hidden],
-        F16,
-        &hf("linear_attn.in_proj_qkv.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.in_proj_z"),
-        &l("linear_attn.in_proj_z"),
-        &[value_features, s.hidden],
-        F16,
-        &hf("linear_attn.in_proj_z.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.in_proj_b"),
-        &l("linear_attn.in_proj_b"),
-        &[value_heads, s.hidden],
-        F16,
-        &hf("linear_attn.in_proj_b.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.in_proj_a"),
-        &l("linear_attn.in_proj_a"),
-        &[value_heads, s.hidden],
-        F16,
-        &hf("linear_attn.in_proj_a.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.conv1d"),
-        &l("linear_attn.conv1d"),
-        &[conv_channels, kernel],
-        F16,
-        &hf("linear_attn.conv1d.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.dt_bias"),
-        &l("linear_attn.dt_bias"),
-        &[value_heads],
-        F16,
-        &hf("linear_attn.dt_bias"),
-    );
-    b.dense_weight(
-        &w("linear_attn.a_log"),
-        &l("linear_attn.a_log"),
-        &[value_heads],
-        F32,
-        &hf("linear_attn.A_log"),
-    );
-    b.dense_weight(
-        &w("linear_attn.norm"),
-        &l("linear_attn.norm"),
-        &[value_dim],
-        F16,
-        &hf("linear_attn.norm.weight"),
-    );
-    b.dense_weight(
-        &w("linear_attn.out_proj"),
-        &l("linear_attn.out_proj"),
-        &[s.hidden, value_features],
-        F16,
-        &hf("linear_attn.out_proj.weight"),
-    );
-    let names = [
-        "value.hidden.embedding".to_owned(),
-        l("input_norm"),
-        l("linear_attn.in_proj_qkv"),
-        l("linear_attn.in_proj_z"),
-        l("linear_attn.in_proj_b"),
-        l("linear_attn.in_proj_a"),
-        l("linear_attn.conv1d"),
-        l("linear_attn.dt_bias"),
-        l("linear_attn.a_log"),
-        l("linear_attn.norm"),
-        l("linear_attn.out_proj"),
-        "value.state.layer.0.conv".to_owned(),
-        "value.state.layer.0.delta".to_owned(),
-    ];
-    let inputs: Vec<&str> = names.iter().map(String::as_str).collect();
-    b.node(
-        "block.layer.0",
-        "node.layer.0.attention",
-        "operation.gated_delta_recurrent_attention",
-        attrs(&[
-            ("hidden_size", unsigned(s.hidden)),
-            ("key_heads", unsigned(key_heads)),
-            ("value_heads", unsigned(value_heads)),
-            ("key_head_dim", unsigned(key_dim)),
-            ("value_head_dim", unsigned(value_dim)),
-            ("conv_kernel", unsigned(kernel)),
-            ("layer_index", unsigned(0)),
-            ("epsilon", epsilon()),
-        ]),
-        Some("value.hidden.embedding"),
-        &inputs,
-        &[(
-            "value.layer.0.attention",
-            activation(s.tokens, s.hidden),
-            Placement::Own,
-        )],
-        Some("provider.cuda.gated_delta_recurrent_attention.f16"),
-        vec![estimate(
-            &delta,
-            Some(workspace(
-                WorkspaceSizeFormula::Affine {
-                    fixed_bytes: 2 * MIB,
-                    bytes_per_sequence: 0,
-                    bytes_per_token: conv_channels * 4,
-                },
-                WorkspaceScope::Invocation,
-            )),
-            None,
-            None,
-        )],
-    );
+    gated_delta_layer(&mut b, s, &d, 0, "value.hidden.embedding", &delta, true);
     feed_forward_nodes(&mut b, s, 0, &dense.norm, &dense.swiglu, &dense.residual);
     head_nodes(
         &mut b,
