@@ -1,10 +1,11 @@
 //! Property tests over randomly generated valid plan requests (issue 2, item 9).
 //!
 //! Each case is a Qwen3-style decoder from `common::request_generator`: one to three
-//! layers, each with or without a token-scaled KV-cache state, a catalog with the paged,
-//! the flash or both attention kernels, per-layer preferences, a policy profile order with
-//! or without the paged profile, a device with or without it, a shared or per-layer KV
-//! cache, in-place or separate residuals, varied sizes, ceilings, reusable execution and
+//! layers, each with a paged attention and its token-scaled KV-cache state, a gated-delta
+//! linear attention with zero-initialised recurrent states, or no mixer; a catalog with the
+//! paged, the flash or both attention kernels; per-layer preferences; a policy profile order
+//! with or without the paged profile, a device with or without it; a shared or per-layer KV
+//! cache; in-place or separate residuals; varied sizes, ceilings, reusable execution and
 //! retention. Every generated request must:
 //!
 //! - build, under rayon pools of 1 and 2 threads, to byte-identical canonical plan JSON;
@@ -46,7 +47,11 @@ fn cases() -> u32 {
 
 fn layer() -> impl Strategy<Value = LayerSpec> {
     (
-        prop::bool::weighted(0.75),
+        prop_oneof![
+            3 => Just(Mixer::Attention),
+            1 => Just(Mixer::GatedDelta),
+            1 => Just(Mixer::Nothing)
+        ],
         prop_oneof![
             Just(Preference::Neither),
             Just(Preference::Paged),
@@ -54,8 +59,8 @@ fn layer() -> impl Strategy<Value = LayerSpec> {
         ],
         any::<bool>(),
     )
-        .prop_map(|(attention, preferred, in_place_residual)| LayerSpec {
-            attention,
+        .prop_map(|(mixer, preferred, in_place_residual)| LayerSpec {
+            mixer,
             preferred,
             in_place_residual,
         })
@@ -334,7 +339,7 @@ proptest! {
 /// A two-layer spec with a shared KV cache, both kernels and linear-then-paged order.
 fn base_spec() -> DecoderSpec {
     let layer = |preferred| LayerSpec {
-        attention: true,
+        mixer: Mixer::Attention,
         preferred,
         in_place_residual: true,
     };
@@ -436,4 +441,26 @@ fn generator_with_separate_kv_caches_keeps_each_preference() {
             node.id
         );
     }
+}
+
+#[test]
+fn generator_reaches_zero_initialised_recurrent_states() {
+    let mut spec = base_spec();
+    spec.layers[1].mixer = Mixer::GatedDelta;
+    let plan = build_in(1, &spec.request()).unwrap_or_else(|e| panic!("{e}"));
+    let zeroed: Vec<String> = plan
+        .payload
+        .memory
+        .dynamic_descriptors
+        .iter()
+        .filter(|d| serde_json::to_value(d).unwrap()["initialization"] == "zero")
+        .map(|d| d.base_resource_id.to_string())
+        .collect();
+    assert_eq!(
+        zeroed,
+        [
+            "resource/state/layer.1.conv",
+            "resource/state/layer.1.delta"
+        ]
+    );
 }

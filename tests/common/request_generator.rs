@@ -4,8 +4,9 @@
 //! device: its shape, which attention kernels the catalog has (the paged one reads the KV
 //! cache in `fixed_block(65536)+paged(65536)`, the flash one only in linear+contiguous),
 //! which one each layer prefers, the policy's storage-profile order, whether the device
-//! offers the paged profile, whether each layer has a token-scaled KV-cache state (one
-//! shared cache resource or one per layer), whether each residual add writes in place, the
+//! offers the paged profile, each layer's token mixer (a paged attention with a
+//! token-scaled KV-cache state in one shared cache resource or one per layer, a gated-delta
+//! linear attention with zero-initialised recurrent states, or none), whether each residual add writes in place, the
 //! policy ceilings, reusable execution and completion retention. [`DecoderSpec::request`]
 //! turns it into a sealed request with the same builders as the shipped models.
 #![allow(dead_code)]
@@ -69,14 +70,26 @@ impl ProfileOrder {
     }
 }
 
+/// The token mixer of a layer, before its feed-forward block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mixer {
+    /// Causal paged attention with a token-scaled KV-cache state.
+    Attention,
+    /// Gated-delta linear attention with zero-initialised convolution and recurrent
+    /// sequence states.
+    GatedDelta,
+    /// None: the layer is its feed-forward block alone.
+    Nothing,
+}
+
 /// One decoder layer.
 #[derive(Clone, Debug)]
 pub struct LayerSpec {
-    /// A causal attention with a token-scaled KV-cache state; without it the layer is its
-    /// feed-forward block alone.
-    pub attention: bool,
+    /// The token mixer.
+    pub mixer: Mixer,
     /// The attention kernel this layer prefers (ignored without attention; a kernel the
-    /// catalog lacks is preferred all the same).
+    /// catalog lacks is preferred all the same). A gated-delta layer prefers its one
+    /// provider unless this is `Neither`.
     pub preferred: Preference,
     /// The residual add writes in place of its input (may_alias) rather than on its own
     /// resource.
@@ -129,7 +142,9 @@ impl DecoderSpec {
     /// Whether some kernel can serve the attention layers (the generator only asks for
     /// plannable specs; every other slot accepts linear+contiguous, which is always usable).
     pub fn plannable(&self) -> bool {
-        !self.layers.iter().any(|l| l.attention) || self.kernels.flash() || self.paged_usable()
+        !self.layers.iter().any(|l| l.mixer == Mixer::Attention)
+            || self.kernels.flash()
+            || self.paged_usable()
     }
 
     fn shape(&self) -> DecoderShape {
@@ -174,12 +189,18 @@ impl DecoderSpec {
     /// The sealed request.
     pub fn request(&self) -> PlanRequest {
         let s = &self.shape();
-        let mut device = cuda_device(&DECODER_OPERATIONS);
+        let mut operations = DECODER_OPERATIONS.to_vec();
+        operations.push("gated_delta_recurrent_attention");
+        let mut device = cuda_device(&operations);
         if !self.device_paged {
             device.dynamic_storage_profiles.remove(&paged_64k());
         }
         let device_id = device.id.clone();
-        let attention_layers = self.layers.iter().filter(|l| l.attention).count() as u64;
+        let attention_layers = self
+            .layers
+            .iter()
+            .filter(|l| l.mixer == Mixer::Attention)
+            .count() as u64;
         let mut b = RequestBuilder::new(
             "family.qwen3.dense",
             qwen3_config(s, self.layers.len()),
@@ -189,6 +210,14 @@ impl DecoderSpec {
             self.policy(),
         );
         let dense = dense_providers(&mut b);
+        let delta = simple(&mut b, op_gated_delta());
+        let delta_shape = DeltaShape {
+            key_heads: s.heads,
+            value_heads: s.heads,
+            key_dim: s.head_dim,
+            value_dim: s.head_dim,
+            kernel: 4,
+        };
         let attention_op = op_causal_paged_attention();
         let mut kernels = Vec::new();
         if self.kernels.paged() {
@@ -221,7 +250,11 @@ impl DecoderSpec {
         let mut hidden_in: &'static str = "value.hidden.embedding";
         let mut kv_slot = 0u64;
         for (i, layer) in self.layers.iter().enumerate() {
-            let mixed = if layer.attention {
+            let mixed = if layer.mixer == Mixer::GatedDelta {
+                let preferred = layer.preferred != Preference::Neither;
+                gated_delta_layer(&mut b, s, &delta_shape, i, hidden_in, &delta, preferred);
+                leak(format!("value.layer.{i}.attention"))
+            } else if layer.mixer == Mixer::Attention {
                 let kv = if self.shared_kv {
                     KvPlacement {
                         resource: "resource/state/kv-cache".to_owned(),
