@@ -110,35 +110,16 @@ fn demand_check(demand: &DynamicResourceDemand) -> Result<(), String> {
         DynamicResourceDemand::ActualSequences {
             bytes_per_sequence,
             maximum_sequences,
-        } => {
-            if *bytes_per_sequence == 0 || *maximum_sequences == 0 {
-                return Err(format!(
-                    "actual_sequences demand needs non-zero bytes per sequence and maximum \
-                     (got {bytes_per_sequence} x {maximum_sequences})"
-                ));
-            }
-            product(
-                *bytes_per_sequence,
-                u64::from(*maximum_sequences),
-                "bytes per sequence x maximum sequences",
-            )?;
-        }
+        } => per_unit_check(
+            "actual_sequences",
+            "sequence",
+            *bytes_per_sequence,
+            u64::from(*maximum_sequences),
+        )?,
         DynamicResourceDemand::Tokens {
             bytes_per_token,
             maximum_tokens,
-        } => {
-            if *bytes_per_token == 0 || *maximum_tokens == 0 {
-                return Err(format!(
-                    "tokens demand needs non-zero bytes per token and maximum \
-                     (got {bytes_per_token} x {maximum_tokens})"
-                ));
-            }
-            product(
-                *bytes_per_token,
-                *maximum_tokens,
-                "bytes per token x maximum tokens",
-            )?;
-        }
+        } => per_unit_check("tokens", "token", *bytes_per_token, *maximum_tokens)?,
         DynamicResourceDemand::Affine {
             fixed_bytes,
             bytes_per_sequence,
@@ -170,21 +151,26 @@ fn demand_check(demand: &DynamicResourceDemand) -> Result<(), String> {
         DynamicResourceDemand::Pages {
             bytes_per_page,
             maximum_pages,
-        } => {
-            if *bytes_per_page == 0 || *maximum_pages == 0 {
-                return Err(format!(
-                    "pages demand needs non-zero bytes per page and maximum \
-                     (got {bytes_per_page} x {maximum_pages})"
-                ));
-            }
-            product(
-                *bytes_per_page,
-                *maximum_pages,
-                "bytes per page x maximum pages",
-            )?;
-        }
+        } => per_unit_check("pages", "page", *bytes_per_page, *maximum_pages)?,
         DynamicResourceDemand::BoundedShapeBuckets { buckets } => buckets_check(buckets)?,
     }
+    Ok(())
+}
+
+/// The check shared by the single-term demands (`actual_sequences`, `tokens`, `pages`): a
+/// non-zero bytes-per-`unit` term and maximum whose product fits in u64.
+fn per_unit_check(kind: &str, unit: &str, per_unit: u64, maximum: u64) -> Result<(), String> {
+    if per_unit == 0 || maximum == 0 {
+        return Err(format!(
+            "{kind} demand needs non-zero bytes per {unit} and maximum \
+             (got {per_unit} x {maximum})"
+        ));
+    }
+    product(
+        per_unit,
+        maximum,
+        &format!("bytes per {unit} x maximum {unit}s"),
+    )?;
     Ok(())
 }
 
@@ -466,6 +452,42 @@ mod tests {
             ]
         })
         .is_some());
+    }
+
+    #[test]
+    fn single_term_demands_name_their_term() {
+        let problem = |demand| demand_problem(&demand).unwrap_or_default();
+        assert_eq!(
+            problem(DynamicResourceDemand::ActualSequences {
+                bytes_per_sequence: 0,
+                maximum_sequences: 4
+            }),
+            "actual_sequences demand needs non-zero bytes per sequence and maximum (got 0 x 4)"
+        );
+        assert_eq!(
+            problem(DynamicResourceDemand::Tokens {
+                bytes_per_token: u64::MAX,
+                maximum_tokens: 2
+            }),
+            format!(
+                "bytes per token x maximum tokens {} x 2 overflows u64",
+                u64::MAX
+            )
+        );
+        assert_eq!(
+            problem(DynamicResourceDemand::Pages {
+                bytes_per_page: 64,
+                maximum_pages: 0
+            }),
+            "pages demand needs non-zero bytes per page and maximum (got 64 x 0)"
+        );
+        assert_eq!(
+            demand_problem(&DynamicResourceDemand::Pages {
+                bytes_per_page: 64,
+                maximum_pages: 9
+            }),
+            None
+        );
     }
 
     #[test]

@@ -7,6 +7,8 @@
 //! (operation.state_update: out, state read_write → output, the program output).
 #![allow(dead_code, clippy::too_many_arguments)]
 
+use jointplan::plan::build::{build_core, BuildOptions, PlanCore};
+use jointplan::plan::error::PlanError;
 use jointplan::request::fingerprints::{
     estimate_fingerprint, family_fingerprint, node_estimator_input_fingerprint,
     operation_fingerprint,
@@ -353,4 +355,43 @@ pub fn set_slot_storage(
     let mut list = profiles.to_vec();
     list.sort();
     slot.storage.accepted_profiles = list;
+}
+
+/// Builds steps 1-16 of a request with default options.
+pub fn build(request: &PlanRequest) -> Result<PlanCore, PlanError> {
+    build_core(request, &BuildOptions::default())
+}
+
+/// `request` changed by `change`, then sealed.
+pub fn sealed(mut request: PlanRequest, change: impl FnOnce(&mut PlanRequest)) -> PlanRequest {
+    change(&mut request);
+    seal(&mut request);
+    request
+}
+
+/// The error of building the fixture changed by `change` (a panic if it builds).
+pub fn fails(change: impl FnOnce(&mut PlanRequest)) -> PlanError {
+    match build(&sealed(request(), change)) {
+        Ok(_) => panic!("the request built, but a rule should have rejected it"),
+        Err(e) => e,
+    }
+}
+
+/// Asserts that an error matches a pattern (printing it if not) and returns it.
+macro_rules! assert_variant {
+    ($err:expr, $pat:pat $(if $guard:expr)?) => {{
+        let err = $err;
+        assert!(matches!(err, $pat $(if $guard)?), "unexpected error: {err:?}\n{err}");
+        err
+    }};
+}
+
+/// A program value id.
+pub fn value_id(text: &str) -> ProgramValueId {
+    id(text)
+}
+
+/// Sets the policy's profile order.
+pub fn order(request: &mut PlanRequest, profiles: &[StorageProfile]) {
+    request.policy.dynamic_storage_profile_order = profiles.to_vec();
 }

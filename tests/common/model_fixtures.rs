@@ -581,6 +581,24 @@ impl RequestBuilder {
         });
     }
 
+    /// Records a resolution-local `storage_incompatible` rejection of `provider` on node
+    /// `node_id` (what the reference's `PlanNodeResolution::resolve` records for a provider
+    /// whose slot has no profile the policy allows and the device offers).
+    pub fn reject_for_storage(&mut self, node_id: &str, provider: &str, resources: &[&str]) {
+        let node: NodeId = id(node_id);
+        match self.resolutions.iter_mut().find(|r| r.node_id == node) {
+            Some(resolution) => {
+                resolution.provider_resolution_rejections.insert(
+                    id(provider),
+                    ResolutionRejection::StorageIncompatible {
+                        resource_ids: resources.iter().map(|r| id(r)).collect(),
+                    },
+                );
+            }
+            None => panic!("fixture: no resolution of {node_id} to reject {provider} on"),
+        }
+    }
+
     /// The sealed request.
     pub fn finish(mut self) -> PlanRequest {
         self.components.sort_by(|a, b| a.id.cmp(&b.id));
