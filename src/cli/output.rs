@@ -17,6 +17,7 @@ use crate::plan::{
     SelectionReason,
 };
 use crate::request::{BufferUsage, ResourceId, StorageProfile};
+use crate::selection::{ComponentReport, Status};
 
 /// An output file could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +44,31 @@ pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
     temporary.write_all(bytes).map_err(fail)?;
     temporary.flush().map_err(fail)?;
+    temporary.as_file().sync_all().map_err(fail)?;
+    temporary.persist(file).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+/// Writes `value` as pretty JSON with a final newline to `file` atomically, streamed through
+/// a buffered writer into a temporary file in the same directory (so a large plan is never
+/// held in memory as text), flushed and synced, then renamed over `file`.
+pub fn write_json_atomically<T: Serialize>(file: &Path, value: &T) -> Result<(), OutputError> {
+    let fail = |source: std::io::Error| OutputError {
+        file: file.to_path_buf(),
+        source,
+    };
+    let directory = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
+    {
+        let mut writer = std::io::BufWriter::new(temporary.as_file_mut());
+        serde_json::to_writer_pretty(&mut writer, value)
+            .map_err(|e| fail(std::io::Error::other(format!("cannot serialize: {e}"))))?;
+        writer.write_all(b"\n").map_err(fail)?;
+        writer.flush().map_err(fail)?;
+    }
     temporary.as_file().sync_all().map_err(fail)?;
     temporary.persist(file).map_err(|e| fail(e.error))?;
     Ok(())
@@ -283,6 +309,44 @@ pub struct ComponentSummary {
     pub method: String,
     /// Check (`dp-agrees`, ...).
     pub check: String,
+    /// `optimal` (proved) or `feasible` (a limit stopped the proof).
+    pub status: Status,
+    /// Relative gap of an interrupted solve, where known.
+    pub gap: Option<f64>,
+    /// How the answer was certified.
+    pub certificate: String,
+}
+
+impl ComponentSummary {
+    /// The summary of one component of the solver's report.
+    pub fn from_report(report: &ComponentReport) -> Self {
+        Self {
+            first_node: report.first_node.clone(),
+            nodes: report.nodes,
+            resources: report.resources,
+            method: report.method.clone(),
+            check: report.check.clone(),
+            status: report.status,
+            gap: report.gap,
+            certificate: report.certificate.clone(),
+        }
+    }
+}
+
+/// A component whose selection was accepted without a proof of optimality
+/// (`--allow-uncertified`).
+#[derive(Clone, Debug, Serialize)]
+pub struct UncertifiedComponent {
+    /// First node of the component.
+    pub first_node: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Its status (`feasible`).
+    pub status: Status,
+    /// Relative gap, where the solver knows it.
+    pub gap: Option<f64>,
+    /// Why it is not certified.
+    pub certificate: String,
 }
 
 /// Everything `jointplan plan` prints.
@@ -304,6 +368,9 @@ pub struct PlanSummary {
     pub memory: MemorySummary,
     /// Selection components.
     pub selection: Vec<ComponentSummary>,
+    /// Components accepted without a proof of optimality (only with
+    /// `--allow-uncertified`; empty otherwise).
+    pub uncertified: Vec<UncertifiedComponent>,
 }
 
 /// The node part of a summary (shared by `plan` and `explain`).
@@ -382,6 +449,17 @@ pub fn plan_summary(
                 .collect(),
         },
         selection: selection.to_vec(),
+        uncertified: selection
+            .iter()
+            .filter(|c| c.status != Status::Optimal)
+            .map(|c| UncertifiedComponent {
+                first_node: c.first_node.clone(),
+                nodes: c.nodes,
+                status: c.status,
+                gap: c.gap,
+                certificate: c.certificate.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -510,7 +588,39 @@ pub fn summary_text(summary: &PlanSummary) -> String {
             c.first_node, c.nodes, c.resources, c.method, c.check
         ));
     }
+    write_uncertified(&mut out, &summary.uncertified);
     out
+}
+
+/// The status of a component in words.
+fn status_text(status: Status) -> &'static str {
+    match status {
+        Status::Optimal => "optimal",
+        Status::Feasible => "feasible",
+    }
+}
+
+/// The list of components accepted without a proof (nothing when every one is proved).
+fn write_uncertified(out: &mut String, uncertified: &[UncertifiedComponent]) {
+    if uncertified.is_empty() {
+        return;
+    }
+    out.push_str(&format!(
+        "\nuncertified selection ({} components accepted with --allow-uncertified, not proved optimal):\n",
+        uncertified.len()
+    ));
+    for c in uncertified {
+        let gap = c
+            .gap
+            .map_or_else(|| "gap unknown".to_owned(), |g| format!("gap {g:.6}"));
+        out.push_str(&format!(
+            "  from {}: {} nodes, status {}, {gap}: {}\n",
+            c.first_node,
+            c.nodes,
+            status_text(c.status),
+            c.certificate
+        ));
+    }
 }
 
 #[cfg(test)]
