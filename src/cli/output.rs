@@ -635,6 +635,77 @@ mod tests {
         assert_eq!(human_signed_bytes(-2048), "-2.00 KiB (2048 bytes)");
     }
 
+    fn component(first_node: &str, status: Status, gap: Option<f64>) -> ComponentSummary {
+        ComponentSummary {
+            first_node: first_node.to_owned(),
+            nodes: 7,
+            resources: 3,
+            method: "ilp".to_owned(),
+            check: "dp-skipped: budget".to_owned(),
+            status,
+            gap,
+            certificate: format!("certificate of {first_node}"),
+        }
+    }
+
+    #[test]
+    fn uncertified_components_are_listed_in_text_and_json() {
+        let selection = [
+            component("node.a", Status::Optimal, Some(0.0)),
+            component("node.b", Status::Feasible, Some(0.125)),
+            component("node.c", Status::Feasible, None),
+        ];
+        let mut text = String::new();
+        let uncertified: Vec<UncertifiedComponent> = selection
+            .iter()
+            .filter(|c| c.status != Status::Optimal)
+            .map(|c| UncertifiedComponent {
+                first_node: c.first_node.clone(),
+                nodes: c.nodes,
+                status: c.status,
+                gap: c.gap,
+                certificate: c.certificate.clone(),
+            })
+            .collect();
+        write_uncertified(&mut text, &uncertified);
+        assert!(
+            text.contains("uncertified selection (2 components"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "from node.b: 7 nodes, status feasible, gap 0.125000: certificate of node.b"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("from node.c: 7 nodes, status feasible, gap unknown"),
+            "{text}"
+        );
+        assert!(!text.contains("node.a"), "{text}");
+        let json = serde_json::to_value(&uncertified).unwrap();
+        assert_eq!(json[0]["first_node"], "node.b");
+        assert_eq!(json[0]["status"], "feasible");
+        assert_eq!(json[0]["gap"], 0.125);
+        assert!(json[1]["gap"].is_null());
+        let mut none = String::new();
+        write_uncertified(&mut none, &[]);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn streamed_json_is_the_pretty_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("value.json");
+        let value = serde_json::json!({"b": [1, 2], "a": {"c": null}});
+        write_json_atomically(&file, &value).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            pretty_json(&value).unwrap()
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
     #[test]
     fn atomic_write_replaces_and_leaves_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
