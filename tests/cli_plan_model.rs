@@ -103,9 +103,9 @@ fn synth_flags_override_the_folder_defaults() {
     let default = plan_with(&[]);
     let server = plan_with(&["--policy", "server"]);
     assert_ne!(default["plan_id"], server["plan_id"]);
-    let device = models().join("devices/rtx-4090-24gb.json");
+    let device = models().join("devices/a100-40gb.json");
     let small = plan_with(&["--device", &s(&device)]);
-    assert_ne!(default["device_id"], small["device_id"]);
+    assert_ne!(default["plan_id"], small["plan_id"]);
     assert_ne!(
         default["memory"]["usable_capacity_bytes"],
         small["memory"]["usable_capacity_bytes"]
@@ -149,6 +149,8 @@ fn selection_limits_reach_the_solver() {
     let request = models().join("decoder-2layer/request.json");
     // No time at all: the integer program stops before its first solution; the component
     // is named.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.plan.json");
     let result = jointplan(&[
         "plan",
         &s(&request),
@@ -156,13 +158,16 @@ fn selection_limits_reach_the_solver() {
         "0",
         "--dp-state-budget",
         "1",
+        "-o",
+        &s(&out),
     ]);
-    assert_eq!(result.status.code(), Some(1), "{}", text(&result.stderr));
+    assert_ne!(result.status.code(), Some(0), "{}", text(&result.stdout));
+    assert!(!out.exists());
     let stderr = text(&result.stderr);
     assert!(stderr.contains("node.embedding"), "{stderr}");
     assert!(stderr.contains("limit"), "{stderr}");
     // A bad limit is bad input.
-    let result = jointplan(&["plan", &s(&request), "--time-limit", "-1"]);
+    let result = jointplan(&["plan", &s(&request), "--time-limit=-1"]);
     assert_eq!(result.status.code(), Some(2));
     assert!(text(&result.stderr).contains("--time-limit -1"));
     // Certified components are not listed as uncertified, with or without the flag.
@@ -177,4 +182,18 @@ fn selection_limits_reach_the_solver() {
             assert_eq!(component["status"], "optimal");
         }
     }
+}
+
+#[test]
+fn a_refused_uncertified_selection_exits_1_naming_the_component() {
+    // No shipped request makes the integer program stop after a first solution (their
+    // relaxations are integral at the root), so the refusal is checked on the error itself.
+    let error = jointplan::plan::error::PlanError::Uncertified {
+        components: vec!["the component of node node.layer.0.attention (Feasible, gap unknown: none: a limit stopped the integer program at the rank-1 count level)".to_owned()],
+    };
+    assert_eq!(error.exit_code(), 1);
+    let message = error.to_string();
+    assert!(message.contains("node.layer.0.attention"), "{message}");
+    assert!(message.contains("--allow-uncertified"), "{message}");
+    assert_eq!(jointplan::Error::from(error).exit_code(), 1);
 }
