@@ -107,9 +107,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if args.json {
         let text = super::output::pretty_json(&hash)
             .map_err(|e| Error::Usage(format!("cannot serialize the hash: {e}")))?;
-        print!("{text}");
+        super::output::write_stdout(&text)?;
     } else {
-        println!("sha256:{}  {}", hash.sha256, hash.file);
+        super::output::write_stdout(&format!("sha256:{}  {}\n", hash.sha256, hash.file))?;
     }
     Ok(())
 }

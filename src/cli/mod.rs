@@ -61,10 +61,13 @@ pub fn run() -> ExitCode {
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
         Commands::Synth(args) => match synth::run(&args) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
+            Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("jointplan synth: {error}");
+                    ExitCode::from(2)
+                }
+            },
             Err(error) => {
                 eprintln!("jointplan synth: {error}");
                 ExitCode::from(2)

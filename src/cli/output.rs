@@ -76,6 +76,22 @@ pub fn write_json_atomically<T: Serialize>(file: &Path, value: &T) -> Result<(),
     Ok(())
 }
 
+/// Writes `text` to standard output. A closed pipe (`jointplan plan ... | head`) ends the
+/// output quietly instead of panicking; any other error is reported naming `<stdout>`.
+pub fn write_stdout(text: &str) -> Result<(), OutputError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(OutputError {
+            file: PathBuf::from("<stdout>"),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Pretty JSON with a final newline, the form every jointplan file is written in.
 pub fn pretty_json<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
     let mut text = serde_json::to_string_pretty(value)?;

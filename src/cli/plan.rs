@@ -15,7 +15,7 @@ use crate::selection::DEFAULT_DP_STATE_BUDGET;
 use crate::Error;
 
 use super::output::{
-    plan_summary, pretty_json, summary_text, write_json_atomically, ComponentSummary,
+    plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,
 };
 use super::progress::Progress;
 use super::synth::{synthesize_request, SynthFlags};
@@ -129,9 +129,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if args.json {
         let text = pretty_json(&summary)
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
-        print!("{text}");
+        write_stdout(&text)?;
     } else {
-        print!("{}", summary_text(&summary));
+        write_stdout(&summary_text(&summary))?;
     }
     Ok(())
 }

@@ -27,6 +27,7 @@ impl Progress {
             {
                 bar.set_style(style);
             }
+            bar.set_message(command);
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         } else {

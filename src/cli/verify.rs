@@ -26,12 +26,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let stored: serde_json::Value = read_json(&args.plan)?;
     let plan = verify(&request, &stored, &BuildOptions::default())
         .map_err(|e| Error::from(e).in_file(&args.plan))?;
-    println!(
-        "{}: verified {} ({} nodes) against {}",
+    super::output::write_stdout(&format!(
+        "{}: verified {} ({} nodes) against {}\n",
         args.plan.display(),
         plan.payload.plan_id,
         plan.payload.nodes.len(),
         args.request.display()
-    );
+    ))?;
     Ok(())
 }
