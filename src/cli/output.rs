@@ -32,6 +32,20 @@ pub struct OutputError {
     pub source: std::io::Error,
 }
 
+/// A temporary file in `directory` for an atomic write, created with the permissions a
+/// plain `File::create` would give (0o666 less the umask on Unix) rather than the
+/// owner-only mode of temporary files, since it becomes the output file.
+pub fn output_temporary(directory: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".jointplan-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(directory)
+}
+
 /// Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed and
 /// synced, then renamed over `file`.
 pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
@@ -43,7 +57,7 @@ pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
+    let mut temporary = output_temporary(&directory).map_err(fail)?;
     temporary.write_all(bytes).map_err(fail)?;
     temporary.flush().map_err(fail)?;
     temporary.as_file().sync_all().map_err(fail)?;
@@ -63,7 +77,7 @@ pub fn write_json_atomically<T: Serialize>(file: &Path, value: &T) -> Result<(),
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
+    let mut temporary = output_temporary(&directory).map_err(fail)?;
     {
         let mut writer = std::io::BufWriter::new(temporary.as_file_mut());
         serde_json::to_writer_pretty(&mut writer, value)
@@ -530,6 +544,17 @@ mod tests {
             pretty_json(&value).unwrap()
         );
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn outputs_get_the_permissions_of_a_plain_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.json");
+        std::fs::File::create(&plain).unwrap();
+        let atomic = dir.path().join("atomic.json");
+        write_json_atomically(&atomic, &serde_json::json!([1])).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions();
+        assert_eq!(mode(&atomic), mode(&plain));
     }
 
     #[test]

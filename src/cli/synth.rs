@@ -157,7 +157,7 @@ pub fn run(args: &Args) -> Result<String, SynthError> {
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), PathBuf::from);
     let io = |e: std::io::Error| option("output", format!("{}: {e}", args.output.display()));
-    let mut file = tempfile::NamedTempFile::new_in(&dir).map_err(io)?;
+    let mut file = super::output::output_temporary(&dir).map_err(io)?;
     {
         let mut writer = std::io::BufWriter::new(file.as_file_mut());
         serde_json::to_writer(&mut writer, &request)
