@@ -197,3 +197,20 @@ fn a_refused_uncertified_selection_exits_1_naming_the_component() {
     assert!(message.contains("--allow-uncertified"), "{message}");
     assert_eq!(jointplan::Error::from(error).exit_code(), 1);
 }
+
+#[test]
+fn a_closed_stdout_pipe_ends_the_output_without_a_panic() {
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jointplan"))
+        .args(["plan", &folder("llama-3.1-8b")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end at once, as `| head -1` does after its line.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}
