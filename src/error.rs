@@ -22,6 +22,9 @@ pub enum Error {
     /// A request could not be sealed.
     #[error(transparent)]
     Seal(#[from] crate::request::seal::SealError),
+    /// A request could not be synthesized from a model folder.
+    #[error(transparent)]
+    Synth(#[from] crate::synth::SynthError),
     /// An output could not be written.
     #[error(transparent)]
     Output(#[from] crate::cli::output::OutputError),
@@ -44,7 +47,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Load(_) | Error::Request(_) | Error::Seal(_) | Error::Usage(_) => 2,
-            Error::Output(_) => 2,
+            Error::Output(_) | Error::Synth(_) => 2,
             Error::Plan(error) => error.exit_code(),
             Error::Verify(error) => error.exit_code(),
             Error::File { source, .. } => source.exit_code(),

@@ -516,14 +516,18 @@ pub fn select_jointly<'a>(
             .components
             .iter()
             .filter(|c| c.status != Status::Optimal)
-            .map(|c| format!("component of node {} ({})", c.first_node, c.check))
+            .map(|c| {
+                let gap = c
+                    .gap
+                    .map_or_else(|| "gap unknown".to_owned(), |g| format!("gap {g}"));
+                format!(
+                    "the component of node {} ({:?}, {gap}: {})",
+                    c.first_node, c.status, c.certificate
+                )
+            })
             .collect();
-        return Err(PlanError::Selection {
-            infeasible: false,
-            detail: format!(
-                "the solution is not proved optimal ({}); allow uncertified solutions to accept it",
-                pending.join("; ")
-            ),
+        return Err(PlanError::Uncertified {
+            components: pending,
         });
     }
     let (chosen, profiles) = map_solution(policy, nodes, &solution.choices, &solution.profiles)?;

@@ -54,7 +54,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     for node in nodes {
         explain_node(&mut out, &plan, node, request.as_ref());
     }
-    print!("{out}");
+    super::output::write_stdout(&out)?;
     Ok(())
 }
 

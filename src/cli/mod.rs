@@ -5,10 +5,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod explain;
+pub mod hash;
 pub mod output;
 pub mod plan;
+pub mod progress;
 pub mod seal;
 pub mod solve;
+pub mod summary_text;
 pub mod synth;
 pub mod verify;
 
@@ -26,7 +29,7 @@ pub struct Cli {
 pub enum Commands {
     /// Solve a joint provider/storage-profile selection problem (JSON).
     Solve(solve::SolveArgs),
-    /// Build an execution plan from a request, write it and print a summary.
+    /// Build an execution plan from a request or a model folder, write it and print a summary.
     Plan(plan::Args),
     /// Check a stored plan against its request (exit 1 names the first differing field).
     Verify(verify::Args),
@@ -36,6 +39,8 @@ pub enum Commands {
     Seal(seal::Args),
     /// Synthesize a plan request from a model config, a device and a policy preset.
     Synth(synth::Args),
+    /// Print the canonical SHA-256 of a JSON file (sorted keys, compact).
+    Hash(hash::Args),
 }
 
 /// Parses the process arguments and runs the command.
@@ -54,11 +59,15 @@ pub fn run() -> ExitCode {
         Commands::Verify(args) => report("verify", verify::run(&args)),
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
+        Commands::Hash(args) => report("hash", hash::run(&args)),
         Commands::Synth(args) => match synth::run(&args) {
-            Ok(summary) => {
-                println!("{summary}");
-                ExitCode::SUCCESS
-            }
+            Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(error) => {
+                    eprintln!("jointplan synth: {error}");
+                    ExitCode::from(2)
+                }
+            },
             Err(error) => {
                 eprintln!("jointplan synth: {error}");
                 ExitCode::from(2)

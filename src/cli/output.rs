@@ -17,6 +17,9 @@ use crate::plan::{
     SelectionReason,
 };
 use crate::request::{BufferUsage, ResourceId, StorageProfile};
+use crate::selection::{ComponentReport, Status};
+
+pub use super::summary_text::{summary_text, write_rejections};
 
 /// An output file could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +30,20 @@ pub struct OutputError {
     /// The OS error.
     #[source]
     pub source: std::io::Error,
+}
+
+/// A temporary file in `directory` for an atomic write, created with the permissions a
+/// plain `File::create` would give (0o666 less the umask on Unix) rather than the
+/// owner-only mode of temporary files, since it becomes the output file.
+pub fn output_temporary(directory: &Path) -> std::io::Result<tempfile::NamedTempFile> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".jointplan-");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o666));
+    }
+    builder.tempfile_in(directory)
 }
 
 /// Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed and
@@ -40,12 +57,53 @@ pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let mut temporary = tempfile::NamedTempFile::new_in(&directory).map_err(fail)?;
+    let mut temporary = output_temporary(&directory).map_err(fail)?;
     temporary.write_all(bytes).map_err(fail)?;
     temporary.flush().map_err(fail)?;
     temporary.as_file().sync_all().map_err(fail)?;
     temporary.persist(file).map_err(|e| fail(e.error))?;
     Ok(())
+}
+
+/// Writes `value` as pretty JSON with a final newline to `file` atomically, streamed through
+/// a buffered writer into a temporary file in the same directory (so a large plan is never
+/// held in memory as text), flushed and synced, then renamed over `file`.
+pub fn write_json_atomically<T: Serialize>(file: &Path, value: &T) -> Result<(), OutputError> {
+    let fail = |source: std::io::Error| OutputError {
+        file: file.to_path_buf(),
+        source,
+    };
+    let directory = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let mut temporary = output_temporary(&directory).map_err(fail)?;
+    {
+        let mut writer = std::io::BufWriter::new(temporary.as_file_mut());
+        serde_json::to_writer_pretty(&mut writer, value)
+            .map_err(|e| fail(std::io::Error::other(format!("cannot serialize: {e}"))))?;
+        writer.write_all(b"\n").map_err(fail)?;
+        writer.flush().map_err(fail)?;
+    }
+    temporary.as_file().sync_all().map_err(fail)?;
+    temporary.persist(file).map_err(|e| fail(e.error))?;
+    Ok(())
+}
+
+/// Writes `text` to standard output. A closed pipe (`jointplan plan ... | head`) ends the
+/// output quietly instead of panicking; any other error is reported naming `<stdout>`.
+pub fn write_stdout(text: &str) -> Result<(), OutputError> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(OutputError {
+            file: PathBuf::from("<stdout>"),
+            source: e,
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Pretty JSON with a final newline, the form every jointplan file is written in.
@@ -283,6 +341,44 @@ pub struct ComponentSummary {
     pub method: String,
     /// Check (`dp-agrees`, ...).
     pub check: String,
+    /// `optimal` (proved) or `feasible` (a limit stopped the proof).
+    pub status: Status,
+    /// Relative gap of an interrupted solve, where known.
+    pub gap: Option<f64>,
+    /// How the answer was certified.
+    pub certificate: String,
+}
+
+impl ComponentSummary {
+    /// The summary of one component of the solver's report.
+    pub fn from_report(report: &ComponentReport) -> Self {
+        Self {
+            first_node: report.first_node.clone(),
+            nodes: report.nodes,
+            resources: report.resources,
+            method: report.method.clone(),
+            check: report.check.clone(),
+            status: report.status,
+            gap: report.gap,
+            certificate: report.certificate.clone(),
+        }
+    }
+}
+
+/// A component whose selection was accepted without a proof of optimality
+/// (`--allow-uncertified`).
+#[derive(Clone, Debug, Serialize)]
+pub struct UncertifiedComponent {
+    /// First node of the component.
+    pub first_node: String,
+    /// Nodes.
+    pub nodes: usize,
+    /// Its status (`feasible`).
+    pub status: Status,
+    /// Relative gap, where the solver knows it.
+    pub gap: Option<f64>,
+    /// Why it is not certified.
+    pub certificate: String,
 }
 
 /// Everything `jointplan plan` prints.
@@ -304,6 +400,9 @@ pub struct PlanSummary {
     pub memory: MemorySummary,
     /// Selection components.
     pub selection: Vec<ComponentSummary>,
+    /// Components accepted without a proof of optimality (only with
+    /// `--allow-uncertified`; empty otherwise).
+    pub uncertified: Vec<UncertifiedComponent>,
 }
 
 /// The node part of a summary (shared by `plan` and `explain`).
@@ -382,6 +481,17 @@ pub fn plan_summary(
                 .collect(),
         },
         selection: selection.to_vec(),
+        uncertified: selection
+            .iter()
+            .filter(|c| c.status != Status::Optimal)
+            .map(|c| UncertifiedComponent {
+                first_node: c.first_node.clone(),
+                nodes: c.nodes,
+                status: c.status,
+                gap: c.gap,
+                certificate: c.certificate.clone(),
+            })
+            .collect(),
     }
 }
 
@@ -411,108 +521,6 @@ fn minimum_bytes(descriptor: &DynamicResourceDescriptor) -> Option<u64> {
         .quantize(logical, descriptor.alignment_bytes)
 }
 
-fn short(id: &str) -> &str {
-    // Pool and workspace ids end in a 64-hex digest; show its first 12 digits.
-    match id.rfind('/') {
-        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
-        _ => id,
-    }
-}
-
-/// The rejection lines of one node (shared by `plan` and `explain`).
-pub fn write_rejections(out: &mut String, node: &NodeSummary, indent: &str) {
-    for rejected in &node.rejected {
-        out.push_str(&format!(
-            "{indent}rejected {} ({}):\n",
-            rejected.provider_id, rejected.reason
-        ));
-        for detail in &rejected.details {
-            out.push_str(&format!("{indent}  - {detail}\n"));
-        }
-    }
-}
-
-/// The readable text of a plan summary.
-pub fn summary_text(summary: &PlanSummary) -> String {
-    let mut out = String::new();
-    out.push_str(&format!(
-        "plan {}\n  family {} on device {}, {} nodes\n",
-        summary.plan_id,
-        summary.family_id,
-        summary.device_id,
-        summary.nodes.len()
-    ));
-    match &summary.written_to {
-        Some(file) => out.push_str(&format!("  written to {file}\n")),
-        None => out.push_str("  not written (give -o PLAN.json to write it)\n"),
-    }
-    out.push_str("\nnodes (chosen provider, reason):\n");
-    for node in &summary.nodes {
-        out.push_str(&format!(
-            "  {}  {}  {}",
-            node.node_id, node.selected_provider, node.reason
-        ));
-        if let (Some(requested), "fallback_from_preferred") =
-            (&node.requested_provider, node.reason)
-        {
-            out.push_str(&format!(" (preferred {requested})"));
-        }
-        out.push('\n');
-        if node.reason == "fallback_from_preferred" {
-            write_rejections(&mut out, node, "      ");
-        }
-    }
-    out.push_str("\ndynamic resources (profile, usage, lifetime, minimum):\n");
-    for r in &summary.dynamic_resources {
-        out.push_str(&format!(
-            "  {}  {}  {:?}  {:?}  {}\n",
-            short(&r.resource_id),
-            r.profile,
-            r.usage,
-            r.lifetime,
-            r.minimum_bytes.map_or_else(|| "-".to_owned(), human_bytes)
-        ));
-    }
-    let m = &summary.memory;
-    out.push_str("\nmemory:\n");
-    out.push_str(&format!(
-        "  static bytes            {}\n",
-        human_bytes(m.static_bytes)
-    ));
-    out.push_str(&format!(
-        "  minimum runnable bytes  {}\n",
-        human_bytes(m.minimum_runnable_bytes)
-    ));
-    out.push_str(&format!(
-        "  usable capacity         {}\n",
-        human_bytes(m.usable_capacity_bytes)
-    ));
-    out.push_str(&format!(
-        "  headroom                {}\n",
-        human_signed_bytes(m.headroom_bytes)
-    ));
-    out.push_str(&format!("  pools ({}):\n", m.pools.len()));
-    for p in &m.pools {
-        out.push_str(&format!(
-            "    {}  {}  {:?}  {} resources  resident {} .. {}\n",
-            short(&p.pool_id),
-            p.profile,
-            p.usage,
-            p.members,
-            human_bytes(p.minimum_resident_bytes),
-            human_bytes(p.maximum_resident_bytes)
-        ));
-    }
-    out.push_str("\nselection (per component: method, check):\n");
-    for c in &summary.selection {
-        out.push_str(&format!(
-            "  from {}: {} nodes, {} resources, {}, {}\n",
-            c.first_node, c.nodes, c.resources, c.method, c.check
-        ));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -523,6 +531,30 @@ mod tests {
         assert_eq!(human_bytes(512), "512 bytes");
         assert_eq!(human_bytes(65536), "64.00 KiB (65536 bytes)");
         assert_eq!(human_signed_bytes(-2048), "-2.00 KiB (2048 bytes)");
+    }
+
+    #[test]
+    fn streamed_json_is_the_pretty_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("value.json");
+        let value = serde_json::json!({"b": [1, 2], "a": {"c": null}});
+        write_json_atomically(&file, &value).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            pretty_json(&value).unwrap()
+        );
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn outputs_get_the_permissions_of_a_plain_create() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("plain.json");
+        std::fs::File::create(&plain).unwrap();
+        let atomic = dir.path().join("atomic.json");
+        write_json_atomically(&atomic, &serde_json::json!([1])).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions();
+        assert_eq!(mode(&atomic), mode(&plain));
     }
 
     #[test]

@@ -1,19 +1,33 @@
-//! `jointplan plan REQUEST.json [-o PLAN.json] [--json]`: build a plan, write it atomically
-//! and print a readable summary.
+//! `jointplan plan REQUEST.json|MODEL_FOLDER [-o PLAN.json] [--json]`: build a plan, write
+//! it atomically and print a readable summary.
+//!
+//! A directory argument is a model folder of `models/`: its request is synthesized in
+//! memory exactly as `jointplan synth --model FOLDER` would write it (the same flags
+//! override the folder's device, policy and weight format), then planned.
+
+// `Error` carries `PlanError` unboxed (see src/plan/build.rs): errors are the cold path.
+#![allow(clippy::result_large_err)]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::plan::build::BuildOptions;
 use crate::plan::ExecutionPlan;
 use crate::request::PlanRequest;
+use crate::selection::DEFAULT_DP_STATE_BUDGET;
 use crate::Error;
 
-use super::output::{plan_summary, pretty_json, summary_text, write_atomically, ComponentSummary};
+use super::output::{
+    plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,
+};
+use super::progress::Progress;
+use super::synth::{synthesize_request, SynthFlags};
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The plan request (JSON).
+    /// The plan request (JSON), or a model folder such as `models/llama-3.2-1b`.
+    #[arg(value_name = "REQUEST.json|MODEL_FOLDER")]
     pub request: PathBuf,
     /// Write the plan here (atomically; nothing is written on failure).
     #[arg(short, long, value_name = "PLAN.json")]
@@ -21,6 +35,54 @@ pub struct Args {
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Synthesis flags (model folders only).
+    #[command(
+        flatten,
+        next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
+    )]
+    pub synth: SynthFlags,
+    /// Selection limits and certification.
+    #[command(flatten, next_help_heading = "Selection")]
+    pub selection: SelectionFlags,
+}
+
+/// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
+/// from being proved optimal is accepted.
+#[derive(Debug, clap::Args)]
+pub struct SelectionFlags {
+    /// Branch-and-bound node budget of each integer-program solve.
+    #[arg(long)]
+    pub node_limit: Option<u64>,
+    /// Time limit in seconds of each component part's integer program.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_limit: Option<f64>,
+    /// Maximum number of states the frontier search may create per component.
+    #[arg(long, default_value_t = DEFAULT_DP_STATE_BUDGET)]
+    pub dp_state_budget: u64,
+    /// Accept components whose selection was not proved optimal; each is listed in the
+    /// summary with its first node, status and gap.
+    #[arg(long)]
+    pub allow_uncertified: bool,
+}
+
+impl SelectionFlags {
+    /// The build options these flags ask for.
+    pub fn build_options(&self) -> Result<BuildOptions, Error> {
+        let mut options = BuildOptions::default();
+        options.selection.node_limit = self.node_limit;
+        options.selection.time_limit = match self.time_limit {
+            Some(s) if s.is_finite() && s >= 0.0 => Some(Duration::from_secs_f64(s)),
+            Some(s) => {
+                return Err(Error::Usage(format!(
+                    "--time-limit {s}: expected a non-negative number of seconds"
+                )))
+            }
+            None => None,
+        };
+        options.selection.dp_state_budget = self.dp_state_budget;
+        options.allow_uncertified = self.allow_uncertified;
+        Ok(options)
+    }
 }
 
 /// Reads a request file; errors name the file and the JSON path.
@@ -28,35 +90,51 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
+/// The request to plan: the file as it is, or a model folder's synthesized request.
+fn load(args: &Args, progress: &Progress) -> Result<PlanRequest, Error> {
+    let input = &args.request;
+    if input.is_dir() {
+        progress.step(&format!("synthesizing the request of {}", input.display()));
+        let synthesized = synthesize_request(Some(input), &args.synth)
+            .map_err(|e| Error::from(e).in_file(input))?;
+        return Ok(synthesized.request);
+    }
+    if let Some(flag) = args.synth.first_given() {
+        return Err(Error::Usage(format!(
+            "{flag} applies to a model folder; {} is a request file, planned as it is",
+            input.display()
+        )));
+    }
+    progress.step(&format!("reading {}", input.display()));
+    read_request(input)
+}
+
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
-    let request = read_request(&args.request)?;
-    let outcome = ExecutionPlan::build_with_report(&request, &BuildOptions::default())
+    let mut options = args.selection.build_options()?;
+    let progress = Progress::start("plan");
+    let request = load(args, &progress)?;
+    options.observer = Some(progress.observer());
+    let outcome = ExecutionPlan::build_with_report(&request, &options)
         .map_err(|e| Error::from(e).in_file(&args.request))?;
     let plan = &outcome.plan;
     if let Some(output) = &args.output {
-        let text = pretty_json(plan)
-            .map_err(|e| Error::Usage(format!("cannot serialize the plan: {e}")).in_file(output))?;
-        write_atomically(output, text.as_bytes())?;
+        progress.step(&format!("writing {}", output.display()));
+        write_json_atomically(output, plan)?;
     }
+    drop(progress);
     let selection: Vec<ComponentSummary> = outcome
         .selection
         .iter()
-        .map(|c| ComponentSummary {
-            first_node: c.first_node.clone(),
-            nodes: c.nodes,
-            resources: c.resources,
-            method: c.method.clone(),
-            check: c.check.clone(),
-        })
+        .map(ComponentSummary::from_report)
         .collect();
     let summary = plan_summary(plan, &selection, args.output.as_deref());
     if args.json {
         let text = pretty_json(&summary)
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
-        print!("{text}");
+        write_stdout(&text)?;
     } else {
-        print!("{}", summary_text(&summary));
+        write_stdout(&summary_text(&summary))?;
     }
     Ok(())
 }

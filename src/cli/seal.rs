@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use crate::request::seal::seal;
 use crate::Error;
 
-use super::output::{pretty_json, write_atomically};
+use super::output::{write_json_atomically, write_stdout};
 use super::plan::read_request;
 
 /// Arguments of `jointplan seal`.
@@ -24,18 +24,20 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let mut request = read_request(&args.request)?;
     let report = seal(&mut request).map_err(|e| Error::from(e).in_file(&args.request))?;
     let output = args.output.as_ref().unwrap_or(&args.request);
-    let text = pretty_json(&request)
-        .map_err(|e| Error::Usage(format!("cannot serialize the request: {e}")).in_file(output))?;
-    write_atomically(output, text.as_bytes())?;
-    println!(
-        "{}: checked {} derived fingerprints, {} changed; written to {}",
+    write_json_atomically(output, &request)?;
+    let mut text = format!(
+        "{}: checked {} derived fingerprints, {} changed; written to {}\n",
         args.request.display(),
         report.checked,
         report.changes.len(),
         output.display()
     );
     for change in &report.changes {
-        println!("  {}: {} -> {}", change.json_path, change.old, change.new);
+        text.push_str(&format!(
+            "  {}: {} -> {}\n",
+            change.json_path, change.old, change.new
+        ));
     }
+    write_stdout(&text)?;
     Ok(())
 }

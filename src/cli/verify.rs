@@ -22,16 +22,24 @@ pub struct Args {
 
 /// Runs `jointplan verify`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    let progress = super::progress::Progress::start("verify");
+    progress.step(&format!("reading {}", args.request.display()));
     let request = read_request(&args.request)?;
+    progress.step(&format!("reading {}", args.plan.display()));
     let stored: serde_json::Value = read_json(&args.plan)?;
-    let plan = verify(&request, &stored, &BuildOptions::default())
-        .map_err(|e| Error::from(e).in_file(&args.plan))?;
-    println!(
-        "{}: verified {} ({} nodes) against {}",
+    let options = BuildOptions {
+        observer: Some(progress.observer()),
+        ..BuildOptions::default()
+    };
+    let plan =
+        verify(&request, &stored, &options).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    drop(progress);
+    super::output::write_stdout(&format!(
+        "{}: verified {} ({} nodes) against {}\n",
         args.plan.display(),
         plan.payload.plan_id,
         plan.payload.nodes.len(),
         args.request.display()
-    );
+    ))?;
     Ok(())
 }

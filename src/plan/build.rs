@@ -32,14 +32,100 @@ use super::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
 use super::retention::{resolve_retained_values, terminal_output_resources};
 use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA};
 
+/// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
+///
+/// Stages begin in declaration order: `Validate`, `Selection`, `Nodes`, `Memory`, `Hash`,
+/// `Checks`. A build that fails stops at the stage that found the error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum BuildStage {
+    /// Request validation (domain.md 1.x), policy ceilings and capacity (steps 1-3).
+    Validate,
+    /// Execution weights, resolution indexing, candidate derivation and the joint
+    /// provider/storage selection (steps 4-8).
+    Selection,
+    /// Every node's checks in execution order, semantic coverage, global aliasing and
+    /// retention (steps 9-16).
+    Nodes,
+    /// The memory plan (step 17).
+    Memory,
+    /// The payload, its canonical hash and the plan id (step 18).
+    Hash,
+    /// The internal validation of the finished plan.
+    Checks,
+}
+
+impl BuildStage {
+    /// Every stage, in the order a successful build begins them.
+    pub const ALL: [BuildStage; 6] = [
+        BuildStage::Validate,
+        BuildStage::Selection,
+        BuildStage::Nodes,
+        BuildStage::Memory,
+        BuildStage::Hash,
+        BuildStage::Checks,
+    ];
+
+    /// The stage's name: `validate`, `selection`, `nodes`, `memory`, `hash`, `checks`.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuildStage::Validate => "validate",
+            BuildStage::Selection => "selection",
+            BuildStage::Nodes => "nodes",
+            BuildStage::Memory => "memory",
+            BuildStage::Hash => "hash",
+            BuildStage::Checks => "checks",
+        }
+    }
+}
+
+impl std::fmt::Display for BuildStage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Watches a build's progress (for progress bars on long runs). It sees each
+/// [`BuildStage`] as it begins; it cannot change the build, and a build without an
+/// observer is the same build.
+pub trait BuildObserver: Send + Sync {
+    /// Called when `stage` begins.
+    fn stage_started(&self, stage: BuildStage);
+}
+
+impl<F: Fn(BuildStage) + Send + Sync> BuildObserver for F {
+    fn stage_started(&self, stage: BuildStage) {
+        self(stage);
+    }
+}
+
 /// Options of plan building: how the joint selection is solved.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct BuildOptions {
     /// Solver options (method, objective, frontier state budget, node and time limits).
     pub selection: SolveOptions,
     /// Accept a selection the solver found but could not prove optimal (a limit stopped the
     /// proof). Off by default: a plan's provider choice must be the certified optimum.
     pub allow_uncertified: bool,
+    /// Told when each build stage begins (none by default).
+    pub observer: Option<std::sync::Arc<dyn BuildObserver>>,
+}
+
+impl BuildOptions {
+    fn stage(&self, stage: BuildStage) {
+        if let Some(observer) = &self.observer {
+            observer.stage_started(stage);
+        }
+    }
+}
+
+impl std::fmt::Debug for BuildOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildOptions")
+            .field("selection", &self.selection)
+            .field("allow_uncertified", &self.allow_uncertified)
+            .field("observer", &self.observer.as_ref().map(|_| "set"))
+            .finish()
+    }
 }
 
 /// A built plan with the solver's per-component report (not hashed).
@@ -147,9 +233,11 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
 
 /// Runs request validation and steps 1-16 of domain.md 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
+    options.stage(BuildStage::Validate);
     validate_request(request)?;
     // Steps 1-3: policy ceilings and capacity.
     check_policy_and_capacity(request)?;
+    options.stage(BuildStage::Selection);
     // Step 4: execution weights (validated against family and catalog by request validation).
     let execution_weights = match &request.execution_weights {
         Some(plan) => plan.clone(),
@@ -167,6 +255,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &options.selection,
         options.allow_uncertified,
     )?;
+    options.stage(BuildStage::Nodes);
     // Step 9: producers, last consumers, program outputs.
     let program = &request.family.program;
     let ctx = NodePlanContext::new(
@@ -250,6 +339,7 @@ impl ExecutionPlan {
     ) -> Result<BuildOutcome, PlanError> {
         let core = build_core(request, options)?;
         // Step 17: the memory plan.
+        options.stage(BuildStage::Memory);
         let memory = derive_memory_plan(&MemoryInput {
             device_capacity_bytes: request.catalog.device.total_memory_bytes,
             policy: &request.policy,
@@ -259,6 +349,7 @@ impl ExecutionPlan {
             retained_resources: &core.retained_resources,
         })?;
         // Step 18: payload, hash, plan id.
+        options.stage(BuildStage::Hash);
         let schema = &core.execution_weights.schema;
         let mut payload = ExecutionPlanPayload {
             schema: PLAN_SCHEMA,
@@ -290,6 +381,7 @@ impl ExecutionPlan {
             payload,
             plan_hash: hash,
         };
+        options.stage(BuildStage::Checks);
         super::internal::validate_internal(&plan, request)?;
         Ok(BuildOutcome {
             plan,

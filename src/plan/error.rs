@@ -128,6 +128,16 @@ pub enum PlanError {
         /// True when the problem is infeasible (exit 1), false for a malformed problem.
         infeasible: bool,
     },
+    /// A limit kept the solver from proving components optimal, and uncertified
+    /// selections were not allowed (exit 1: the plan is refused, the input is fine).
+    #[error(
+        "joint provider/storage selection is not proved optimal for {}; accept it with --allow-uncertified",
+        components.join("; ")
+    )]
+    Uncertified {
+        /// Each uncertified component: its first node and why it is not certified.
+        components: Vec<String>,
+    },
     /// The solver's solution leaves a node without a provider.
     #[error("joint solver omitted program node {node}")]
     SolverOmittedNode {
@@ -898,6 +908,7 @@ impl PlanError {
             PlanError::Selection {
                 infeasible: true, ..
             } => 1,
+            PlanError::Uncertified { .. } => 1,
             _ => 2,
         }
     }
