@@ -251,3 +251,25 @@ pub fn repeated_layers(
     }
     out
 }
+
+/// The benchmark families of `benches/selection.rs` and
+/// `examples/selection_table.rs`: (family, node count, problem), with three
+/// profiles unless the family name says `4p`.
+pub fn benchmark_families() -> Vec<(&'static str, usize, SelectionProblem)> {
+    let p3 = Params::default();
+    let p4 = Params {
+        profiles: 4,
+        ..Params::default()
+    };
+    let mut out = Vec::new();
+    for n in [100, 1_000, 10_000] {
+        out.push(("chain", n, chain(n, &p3, 1)));
+        out.push(("residual", n, residual_stream(n, &p3, 1)));
+        out.push(("repeated-layers", n, repeated_layers(n / 10, 10, &p3, 1)));
+    }
+    for n in [100, 1_000, 5_000] {
+        out.push(("long-range", n, long_range(n, 0.5, &p3, 1)));
+        out.push(("long-range-4p", n, long_range(n, 0.5, &p4, 1)));
+    }
+    out
+}

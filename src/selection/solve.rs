@@ -199,10 +199,16 @@ pub fn solve(
         w.validate(inst.profiles.len())?;
     }
     let levels = options.objective.levels(inst.profiles.len());
+    // A rank is free when no level charges it: not a rank-count level of
+    // its own, and no weight in a weighted level (whose tie-breaks may still
+    // count it).
     let free_rank: Vec<bool> = (0..inst.profiles.len())
-        .map(|k| match options.objective.weights() {
-            Some(w) => w.ranks[k] == 0,
-            None => k == 0,
+        .map(|k| {
+            levels.iter().all(|l| match *l {
+                Level::RankCount(j) => j != k,
+                Level::Weighted => options.objective.weights().is_none_or(|w| w.ranks[k] == 0),
+                _ => true,
+            })
         })
         .collect();
     let ctx = Ctx {

@@ -25,6 +25,7 @@ use super::objective::{Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
 use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
+use super::propagation::Domains;
 use super::provider_ids::{smallest_optimal, Search};
 
 /// A sub-part goes to the frontier when its closure state bound is at most
@@ -229,7 +230,10 @@ fn solve_split(
                 local.clone()
             }
             None => {
-                let warm: Option<Vec<usize>> = part
+                // The witness where presolve kept its candidates; else a
+                // completion by propagation that follows it where it can
+                // (presolve may drop a dominated candidate it used).
+                let hint: Vec<Option<usize>> = part
                     .positions
                     .iter()
                     .zip(&part.comp.nodes)
@@ -238,6 +242,13 @@ fn solve_split(
                         nd.cands.iter().position(|c| c.orig == orig)
                     })
                     .collect();
+                let warm: Option<Vec<usize>> = match hint.iter().copied().collect() {
+                    Some(w) => Some(w),
+                    None => Domains::new(&part.comp)
+                        .ok()
+                        .and_then(|mut d| d.complete(|u, v| v.extend(hint[u])))
+                        .filter(|w| part.comp.evaluate_local(w).is_some()),
+                };
                 let r = frontier_or_ilp(&part.comp, levels, weights, limits, warm.as_deref())?;
                 method.add(&r.method);
                 let local = match r.outcome {
@@ -368,9 +379,9 @@ fn penalty_then_ids(
     if !penalty.iter().all(|l| matches!(l, Level::RankCount(_))) {
         return Ok(None);
     }
-    // One weighted solve where exact weights fit, else one solve per rank.
-    let first = match exact_penalty_weights(comp) {
-        Some(w) => solve_ilp(comp, &[Level::Weighted], Some(&w), limits, warm)?,
+    let (grouped, rank_weights) = grouped_penalty(comp);
+    let first = match &rank_weights {
+        Some(w) => solve_ilp(comp, &grouped, Some(w), limits, warm)?,
         None => solve_ilp(comp, penalty, weights, limits, warm)?,
     };
     let (choice, solves) = match first {
@@ -417,13 +428,15 @@ fn penalty_then_ids(
     }
 }
 
-/// Rank weights whose weighted sum orders rank counts exactly like the
-/// penalty levels: with `R_k` the number of resources that can be at rank
-/// `k`, `W_1 = 1` and `W_{k+1} = 1 + Σ_{j≤k} R_j W_j`, so one resource at
-/// rank `k + 1` outweighs every possible count below it. `None` when the
-/// total weight exceeds the exact range of one level solve
+/// The penalty levels as few solves as exactness allows: rank counts from
+/// the worst rank down to `g + 1`, then ranks `g … 1` in one weighted solve.
+/// With `R_k` the number of resources that can be at rank `k`, the weights
+/// `W_1 = 1`, `W_{k+1} = 1 + Σ_{j≤k} R_j W_j` make one resource at rank
+/// `k + 1` outweigh every possible count below it, so the weighted sum orders
+/// solutions exactly like the rank-count levels `g … 1`; `g` is the largest
+/// rank whose total weight stays within the exact range of one level solve
 /// ([`ilp::MAX_MAGNITUDE`]).
-fn exact_penalty_weights(comp: &Comp) -> Option<Weights> {
+fn grouped_penalty(comp: &Comp) -> (Vec<Level>, Option<Weights>) {
     let mut can = vec![0u64; comp.profiles];
     let mut union = vec![0u64; comp.nres()];
     for n in &comp.nodes {
@@ -440,13 +453,34 @@ fn exact_penalty_weights(comp: &Comp) -> Option<Weights> {
     }
     let mut ranks = vec![0u32; comp.profiles];
     let mut total = 0u64;
+    let mut top = 0usize;
     for k in 1..comp.profiles {
-        let w = total.checked_add(1)?;
-        ranks[k] = u32::try_from(w).ok()?;
-        total = total.checked_add(w.checked_mul(can[k])?)?;
+        let next = total.checked_add(1).and_then(|w| {
+            let t = total.checked_add(w.checked_mul(can[k])?)?;
+            Some((u32::try_from(w).ok()?, t))
+        });
+        match next {
+            Some((w, t)) if t as f64 <= ilp::MAX_MAGNITUDE => {
+                ranks[k] = w;
+                total = t;
+                top = k;
+            }
+            _ => break,
+        }
     }
-    (total as f64 <= ilp::MAX_MAGNITUDE).then_some(Weights {
-        preferred: 0,
-        ranks,
-    })
+    let mut levels: Vec<Level> = (top + 1..comp.profiles)
+        .rev()
+        .map(Level::RankCount)
+        .collect();
+    if top == 0 {
+        return (levels, None);
+    }
+    levels.push(Level::Weighted);
+    (
+        levels,
+        Some(Weights {
+            preferred: 0,
+            ranks,
+        }),
+    )
 }

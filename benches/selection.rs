@@ -1,0 +1,62 @@
+//! Selection benchmarks: the reference frontier, the closure frontier and
+//! the integer-program path (with and without the frontier check) on the
+//! instance families of `jointplan::selection::instances`.
+//!
+//! ```sh
+//! cargo bench --bench selection                 # everything
+//! cargo bench --bench selection -- long-range   # one family
+//! ```
+//!
+//! The frontiers run with a budget of 2,000,000 states; a frontier that
+//! exceeds it stops early, so its time is the cost of finding out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use jointplan::selection::{
+    frontier_solve, instances, solve, FrontierKind, Method, SeedLex, SolveOptions,
+};
+
+const FRONTIER_BUDGET: u64 = 2_000_000;
+
+fn options(method: Method, dp_state_budget: u64) -> SolveOptions {
+    SolveOptions {
+        objective: Arc::new(SeedLex),
+        method,
+        dp_state_budget,
+        timings: false,
+        ..SolveOptions::default()
+    }
+}
+
+fn selection(c: &mut Criterion) {
+    for (family, n, problem) in instances::benchmark_families() {
+        let mut g = c.benchmark_group(family);
+        g.sample_size(10)
+            .warm_up_time(Duration::from_millis(200))
+            .measurement_time(Duration::from_secs(2));
+        if n <= 100 {
+            g.bench_with_input(
+                BenchmarkId::new("reference-frontier", n),
+                &problem,
+                |b, p| {
+                    b.iter(|| frontier_solve(p, &SeedLex, FrontierKind::Reference, FRONTIER_BUDGET))
+                },
+            );
+        }
+        g.bench_with_input(BenchmarkId::new("closure-frontier", n), &problem, |b, p| {
+            b.iter(|| frontier_solve(p, &SeedLex, FrontierKind::Closure, FRONTIER_BUDGET))
+        });
+        g.bench_with_input(BenchmarkId::new("ilp-unchecked", n), &problem, |b, p| {
+            b.iter(|| solve(p, &options(Method::Ilp, 0)))
+        });
+        g.bench_with_input(BenchmarkId::new("solve-default", n), &problem, |b, p| {
+            b.iter(|| solve(p, &SolveOptions::default()))
+        });
+        g.finish();
+    }
+}
+
+criterion_group!(benches, selection);
+criterion_main!(benches);
