@@ -200,6 +200,39 @@ mod tests {
         after: bool,
     }
 
+    #[derive(Serialize)]
+    struct Sometimes {
+        z: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        b: Option<u8>,
+        a: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        y: Option<Box<Sometimes>>,
+    }
+
+    #[test]
+    fn a_struct_seen_again_with_other_fields_is_sorted_again() {
+        let leaf = |b| Sometimes {
+            z: 1,
+            b,
+            a: 2,
+            y: None,
+        };
+        let list = vec![
+            leaf(None),
+            leaf(Some(3)),
+            leaf(None),
+            Sometimes {
+                z: 0,
+                b: None,
+                a: 0,
+                y: Some(Box::new(leaf(Some(4)))),
+            },
+            leaf(Some(5)),
+        ];
+        assert_eq!(canonical_json("t", &list).unwrap(), via_value(&list));
+    }
+
     #[test]
     fn streaming_matches_the_value_tree_for_every_serde_shape() {
         let everything = Everything {

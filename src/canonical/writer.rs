@@ -14,6 +14,7 @@
 //! directly from the arena, so the peak extra memory is one copy of the compact text of the
 //! largest top-level value, never a tree of it.
 
+use std::collections::HashMap;
 use std::io::Write;
 
 use serde::ser::{self, Error as _, Serialize};
@@ -22,15 +23,29 @@ use serde_json::Error;
 /// One entry of an open object: its raw key (in `keys`) and `"key":value` bytes (in `out`).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
+    /// The identity of a struct field's `&'static str` name.
+    static_key: StaticKey,
     key_start: usize,
     key_end: usize,
     start: usize,
     end: usize,
 }
 
+/// The address and length of a `&'static str`: equal identities are equal texts.
+type StaticKey = (usize, usize);
+
+/// The identity of no static text (map keys, variant names).
+const NO_STATIC_KEY: StaticKey = (0, 0);
+
+fn static_key(text: &'static str) -> StaticKey {
+    (text.as_ptr() as usize, text.len())
+}
+
 /// An open object: where its entries, keys and bytes begin.
 #[derive(Clone, Copy, Debug)]
 struct Frame {
+    /// The identity of the struct's `&'static str` name ([`NO_STATIC_KEY`] for a map).
+    struct_name: StaticKey,
     entries_base: usize,
     keys_base: usize,
     out_start: usize,
@@ -45,6 +60,18 @@ pub(crate) struct CanonicalWriter<W: Write> {
     frames: Vec<Frame>,
     scratch: Vec<u8>,
     order: Vec<usize>,
+    kept: Vec<Entry>,
+    /// Per struct name, the field order last seen and the entries it emits, in output
+    /// order: a struct serialized again with the same fields is reordered without
+    /// comparing keys.
+    struct_orders: HashMap<StaticKey, StructOrder>,
+}
+
+/// A struct's field names in arrival order (by address) and the emitted entry indices.
+#[derive(Debug, Default)]
+struct StructOrder {
+    arrival: Vec<StaticKey>,
+    emitted: Vec<usize>,
 }
 
 impl<W: Write> CanonicalWriter<W> {
@@ -57,6 +84,8 @@ impl<W: Write> CanonicalWriter<W> {
             frames: Vec::new(),
             scratch: Vec::new(),
             order: Vec::new(),
+            kept: Vec::new(),
+            struct_orders: HashMap::new(),
         }
     }
 
@@ -86,41 +115,66 @@ impl<W: Write> CanonicalWriter<W> {
         self.flush_free()
     }
 
-    fn open_object(&mut self) {
+    fn open_object(&mut self, struct_name: Option<&'static str>) {
         self.out.push(b'{');
         self.frames.push(Frame {
+            struct_name: struct_name.map_or(NO_STATIC_KEY, static_key),
             entries_base: self.entries.len(),
             keys_base: self.keys.len(),
             out_start: self.out.len(),
         });
     }
 
-    /// Starts an entry: a comma if needed, the key (raw and escaped) and the colon.
-    fn begin_entry<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
-        let frame = *self
+    /// Writes the comma before an entry of the innermost object, if it is not the first.
+    fn separate_entry(&mut self) -> Result<(), Error> {
+        let frame = self
             .frames
             .last()
             .ok_or_else(|| Error::custom("object entry outside an object"))?;
         if self.entries.len() > frame.entries_base {
             self.out.push(b',');
         }
+        Ok(())
+    }
+
+    /// Starts a map entry: a comma if needed, the key (raw and escaped) and the colon.
+    fn begin_entry<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
+        self.separate_entry()?;
         let key_start = self.keys.len();
         key.serialize(KeySerializer {
             keys: &mut self.keys,
         })?;
-        let key_end = self.keys.len();
-        let start = self.out.len();
-        let text = std::str::from_utf8(&self.keys[key_start..key_end])
+        let text = std::str::from_utf8(&self.keys[key_start..])
             .map_err(|_| Error::custom("map key is not UTF-8"))?;
+        let start = self.out.len();
         serde_json::to_writer(&mut self.out, text)?;
+        self.push_entry(NO_STATIC_KEY, key_start, start);
+        Ok(())
+    }
+
+    /// Starts an entry with a known key text; `static_key` identifies a struct field's
+    /// static name ([`NO_STATIC_KEY`] for a variant name).
+    fn begin_named_entry(&mut self, key: &str, static_key: StaticKey) -> Result<(), Error> {
+        self.separate_entry()?;
+        let key_start = self.keys.len();
+        self.keys.extend_from_slice(key.as_bytes());
+        let start = self.out.len();
+        serde_json::to_writer(&mut self.out, key)?;
+        self.push_entry(static_key, key_start, start);
+        Ok(())
+    }
+
+    /// Records an entry whose escaped key is written from `start` and raw key from
+    /// `key_start`, and writes the colon.
+    fn push_entry(&mut self, static_key: StaticKey, key_start: usize, start: usize) {
         self.out.push(b':');
         self.entries.push(Entry {
+            static_key,
             key_start,
-            key_end,
+            key_end: self.keys.len(),
             start,
             end: start,
         });
-        Ok(())
     }
 
     fn end_entry(&mut self) {
@@ -136,26 +190,8 @@ impl<W: Write> CanonicalWriter<W> {
             .frames
             .pop()
             .ok_or_else(|| Error::custom("object end outside an object"))?;
-        let keys = &self.keys;
-        let entries = &self.entries[frame.entries_base..];
-        let sorted = entries
-            .windows(2)
-            .all(|pair| key_of(keys, &pair[0]) < key_of(keys, &pair[1]));
-        if !sorted {
-            let order = &mut self.order;
-            order.clear();
-            order.extend(0..entries.len());
-            // Stable: equal keys keep arrival order, and the last of each run wins below.
-            order.sort_by(|&a, &b| key_of(keys, &entries[a]).cmp(key_of(keys, &entries[b])));
-            let mut kept = Vec::with_capacity(order.len());
-            for (position, &index) in order.iter().enumerate() {
-                let last_of_run = order.get(position + 1).is_none_or(|&next| {
-                    key_of(keys, &entries[next]) != key_of(keys, &entries[index])
-                });
-                if last_of_run {
-                    kept.push(entries[index]);
-                }
-            }
+        if !self.order_entries(frame) {
+            let kept = std::mem::take(&mut self.kept);
             if self.frames.is_empty() {
                 // The outermost object: emit straight from the arena to the sink.
                 let sink = &mut self.sink;
@@ -182,10 +218,77 @@ impl<W: Write> CanonicalWriter<W> {
                     self.out.extend_from_slice(&self.scratch[start..end]);
                 }
             }
+            self.kept = kept;
         }
         self.entries.truncate(frame.entries_base);
         self.keys.truncate(frame.keys_base);
         self.push_raw(b"}")
+    }
+}
+
+impl<W: Write> CanonicalWriter<W> {
+    /// Puts the entries of `frame` in output order into `self.kept`, unless they already
+    /// are in order (then returns true and `kept` is left empty).
+    fn order_entries(&mut self, frame: Frame) -> bool {
+        let entries = &self.entries[frame.entries_base..];
+        self.kept.clear();
+        let all_static = frame.struct_name != NO_STATIC_KEY
+            && entries.iter().all(|e| e.static_key != NO_STATIC_KEY);
+        if all_static {
+            if let Some(remembered) = self.struct_orders.get(&frame.struct_name) {
+                let same_fields = remembered.arrival.len() == entries.len()
+                    && remembered
+                        .arrival
+                        .iter()
+                        .zip(entries)
+                        .all(|(&name, entry)| name == entry.static_key);
+                if same_fields {
+                    if remembered.emitted.is_empty() {
+                        return true;
+                    }
+                    self.kept
+                        .extend(remembered.emitted.iter().map(|&index| entries[index]));
+                    return false;
+                }
+            }
+        }
+        let keys = &self.keys;
+        let sorted = entries
+            .windows(2)
+            .all(|pair| key_of(keys, &pair[0]) < key_of(keys, &pair[1]));
+        let order = &mut self.order;
+        order.clear();
+        if !sorted {
+            order.extend(0..entries.len());
+            // Stable: equal keys keep arrival order; the last of each run of equal keys is
+            // the one emitted, as a `Value` map keeps the last insert.
+            order.sort_by(|&a, &b| key_of(keys, &entries[a]).cmp(key_of(keys, &entries[b])));
+            let mut position = 0;
+            while position < order.len() {
+                let index = order[position];
+                let last_of_run = order.get(position + 1).is_none_or(|&next| {
+                    key_of(keys, &entries[next]) != key_of(keys, &entries[index])
+                });
+                if last_of_run {
+                    position += 1;
+                } else {
+                    order.remove(position);
+                }
+            }
+            self.kept.extend(order.iter().map(|&index| entries[index]));
+        }
+        if all_static {
+            // Remember the order (empty `emitted`: already sorted) for the next struct of
+            // this name with the same fields.
+            let remembered = self.struct_orders.entry(frame.struct_name).or_default();
+            remembered.arrival.clear();
+            remembered
+                .arrival
+                .extend(entries.iter().map(|entry| entry.static_key));
+            remembered.emitted.clear();
+            remembered.emitted.extend_from_slice(order);
+        }
+        sorted
     }
 }
 
@@ -221,7 +324,7 @@ impl<W: Write> Compound<'_, W> {
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
-        self.writer.begin_entry(key)?;
+        self.writer.begin_named_entry(key, static_key(key))?;
         value.serialize(&mut *self.writer)?;
         self.writer.end_entry();
         Ok(())
@@ -338,8 +441,8 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         variant: &'static str,
         value: &T,
     ) -> Result<(), Error> {
-        self.open_object();
-        self.begin_entry(variant)?;
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
         value.serialize(&mut *self)?;
         self.end_entry();
         self.close_object()
@@ -369,8 +472,8 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, W>, Error> {
-        self.open_object();
-        self.begin_entry(variant)?;
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
         self.out.push(b'[');
         Ok(Compound {
             writer: self,
@@ -379,15 +482,20 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         })
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, W>, Error> {
-        self.open_object();
+        self.open_object(None);
         Ok(Compound {
             writer: self,
             first: true,
             wrapped: false,
         })
     }
-    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>, Error> {
-        self.serialize_map(Some(len))
+    fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Compound<'a, W>, Error> {
+        self.open_object(Some(name));
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: false,
+        })
     }
     fn serialize_struct_variant(
         self,
@@ -396,9 +504,9 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, W>, Error> {
-        self.open_object();
-        self.begin_entry(variant)?;
-        self.open_object();
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.open_object(Some(variant));
         Ok(Compound {
             writer: self,
             first: true,
