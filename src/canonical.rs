@@ -34,6 +34,13 @@ pub struct CanonicalError {
     source: serde_json::Error,
 }
 
+impl CanonicalError {
+    /// A serialization failure of `what`.
+    pub fn new(what: &'static str, source: serde_json::Error) -> Self {
+        CanonicalError { what, source }
+    }
+}
+
 /// The canonical JSON text of `value`: keys sorted byte-wise at every depth, no whitespace.
 pub fn canonical_json<T: Serialize + ?Sized>(
     what: &'static str,

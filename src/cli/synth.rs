@@ -94,6 +94,7 @@ pub fn run(args: &Args) -> Result<String, SynthError> {
     options.experts = args.experts;
     options.expert_group_size = args.expert_group_size;
     options.weight_format = weight_format;
+    options.wire_limits = folder.as_ref().and_then(|f| f.default_wire_limits());
     let request = synthesize(&config, &device, &policy, &options)?;
     let dir = args
         .output
