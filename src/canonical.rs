@@ -8,12 +8,20 @@
 //! * [`declaration_fingerprint`]: the compact serde JSON in struct field-declaration order,
 //!   hashed as is. Used for the family, program, catalog and operation fingerprints.
 //!
-//! `serde_json` is built without `preserve_order`, so maps are always key-sorted and
-//! [`serde_json::Value`] objects are sorted as well: converting to a `Value` *is* the
-//! recursive key sort.
+//! The canonical text is, byte for byte, `serde_json::to_string(&serde_json::to_value(x)?)`
+//! (`serde_json` is built without `preserve_order`, so a `Value` object is key-sorted), but
+//! it is written by a streaming serializer ([`writer`]) straight into the hasher or writer:
+//! no `Value` tree is built, which for a plan of tens of thousands of nodes is the
+//! difference between gigabytes of small allocations and one pass over the bytes.
+
+mod writer;
+
+use std::io::Write;
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+
+use writer::CanonicalWriter;
 
 use crate::request::Sha256Hex;
 
@@ -26,21 +34,59 @@ pub struct CanonicalError {
     source: serde_json::Error,
 }
 
+impl CanonicalError {
+    /// A serialization failure of `what`.
+    pub fn new(what: &'static str, source: serde_json::Error) -> Self {
+        CanonicalError { what, source }
+    }
+}
+
 /// The canonical JSON text of `value`: keys sorted byte-wise at every depth, no whitespace.
 pub fn canonical_json<T: Serialize + ?Sized>(
     what: &'static str,
     value: &T,
 ) -> Result<String, CanonicalError> {
-    let tree = serde_json::to_value(value).map_err(|source| CanonicalError { what, source })?;
-    serde_json::to_string(&tree).map_err(|source| CanonicalError { what, source })
+    let bytes = write_canonical(what, value, Vec::new())?;
+    // The writer emits only serde_json's own (UTF-8) output and UTF-8 keys.
+    String::from_utf8(bytes).map_err(|_| CanonicalError {
+        what,
+        source: serde::ser::Error::custom("canonical JSON is not UTF-8"),
+    })
 }
 
-/// SHA-256 (lowercase hex) of the canonical JSON of `value`.
+/// Writes the canonical JSON text of `value` to `sink` and returns the sink. The sink sees
+/// the bytes of every top-level array element or object as soon as it is complete.
+pub fn write_canonical<T: Serialize + ?Sized, W: Write>(
+    what: &'static str,
+    value: &T,
+    sink: W,
+) -> Result<W, CanonicalError> {
+    CanonicalWriter::new(sink)
+        .write_value(value)
+        .map_err(|source| CanonicalError { what, source })
+}
+
+/// SHA-256 (lowercase hex) of the canonical JSON of `value`, hashed as it is written.
 pub fn canonical_fingerprint<T: Serialize + ?Sized>(
     what: &'static str,
     value: &T,
 ) -> Result<Sha256Hex, CanonicalError> {
-    Ok(sha256_hex(canonical_json(what, value)?.as_bytes()))
+    let hasher = write_canonical(what, value, HashSink(Sha256::new()))?;
+    Ok(hex_digest(hasher.0.finalize().as_slice()))
+}
+
+/// An `io::Write` that feeds a SHA-256.
+struct HashSink(Sha256);
+
+impl Write for HashSink {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.update(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// SHA-256 (lowercase hex) of the compact serde JSON of `value` in declaration order.
@@ -54,9 +100,12 @@ pub fn declaration_fingerprint<T: Serialize + ?Sized>(
 
 /// SHA-256 (lowercase hex) of raw bytes.
 pub fn sha256_hex(bytes: &[u8]) -> Sha256Hex {
-    let digest = Sha256::digest(bytes);
+    hex_digest(Sha256::digest(bytes).as_slice())
+}
+
+fn hex_digest(digest: &[u8]) -> Sha256Hex {
     let mut text = String::with_capacity(64);
-    for byte in digest {
+    for &byte in digest {
         text.push(char::from(HEX[usize::from(byte >> 4)]));
         text.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
@@ -118,5 +167,167 @@ mod tests {
         })
         .unwrap();
         assert_eq!(declared, r#"{"y":{"z":1,"a":2},"b":true}"#);
+    }
+
+    /// The reference definition the streaming writer must reproduce byte for byte.
+    fn via_value<T: Serialize>(value: &T) -> String {
+        serde_json::to_string(&serde_json::to_value(value).unwrap()).unwrap()
+    }
+
+    #[derive(Serialize)]
+    enum Shape {
+        Unit,
+        Newtype(Vec<u8>),
+        Tuple(u8, Option<String>),
+        Record { zeta: f32, alpha: i128, mid: char },
+    }
+
+    #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+    struct Key(String);
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "snake_case")]
+    enum KeyKind {
+        Second,
+        First,
+    }
+
+    #[derive(Serialize)]
+    struct Everything {
+        shapes: Vec<Shape>,
+        by_key: std::collections::BTreeMap<Key, Shape>,
+        by_kind: std::collections::BTreeMap<u32, KeyKind>,
+        numbers: std::collections::BTreeMap<i64, f64>,
+        text: String,
+        nothing: (),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        skipped: Option<u8>,
+        #[serde(flatten)]
+        flattened: std::collections::BTreeMap<String, Vec<Vec<u8>>>,
+        after: bool,
+    }
+
+    #[derive(Serialize)]
+    struct Sometimes {
+        z: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        b: Option<u8>,
+        a: u8,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        y: Option<Box<Sometimes>>,
+    }
+
+    #[test]
+    fn a_struct_seen_again_with_other_fields_is_sorted_again() {
+        let leaf = |b| Sometimes {
+            z: 1,
+            b,
+            a: 2,
+            y: None,
+        };
+        let list = vec![
+            leaf(None),
+            leaf(Some(3)),
+            leaf(None),
+            Sometimes {
+                z: 0,
+                b: None,
+                a: 0,
+                y: Some(Box::new(leaf(Some(4)))),
+            },
+            leaf(Some(5)),
+        ];
+        assert_eq!(canonical_json("t", &list).unwrap(), via_value(&list));
+    }
+
+    #[test]
+    fn streaming_matches_the_value_tree_for_every_serde_shape() {
+        let everything = Everything {
+            shapes: vec![
+                Shape::Unit,
+                Shape::Newtype(vec![0, 255]),
+                Shape::Tuple(7, None),
+                Shape::Tuple(8, Some("q\"u\\o\nte\u{1}é".to_owned())),
+                Shape::Record {
+                    zeta: 0.1,
+                    alpha: -5,
+                    mid: 'ß',
+                },
+                Shape::Record {
+                    zeta: f32::NAN,
+                    alpha: i128::from(u64::MAX),
+                    mid: '"',
+                },
+            ],
+            by_key: [
+                ("b\"".to_owned(), Shape::Unit),
+                ("a".to_owned(), Shape::Newtype(vec![])),
+                ("B".to_owned(), Shape::Tuple(0, None)),
+            ]
+            .into_iter()
+            .map(|(k, v)| (Key(k), v))
+            .collect(),
+            by_kind: [
+                (10, KeyKind::Second),
+                (9, KeyKind::First),
+                (100, KeyKind::First),
+            ]
+            .into_iter()
+            .collect(),
+            numbers: [(-1, 1.5), (2, f64::INFINITY), (10, 1e300)]
+                .into_iter()
+                .collect(),
+            text: String::new(),
+            nothing: (),
+            skipped: None,
+            flattened: [
+                ("aa".to_owned(), vec![vec![1], vec![]]),
+                ("zz".to_owned(), vec![]),
+            ]
+            .into_iter()
+            .collect(),
+            after: false,
+        };
+        assert_eq!(
+            canonical_json("t", &everything).unwrap(),
+            via_value(&everything)
+        );
+        let list = vec![Shape::Unit, Shape::Tuple(1, None)];
+        assert_eq!(canonical_json("t", &list).unwrap(), via_value(&list));
+        assert_eq!(canonical_json("t", &3u8).unwrap(), "3");
+        assert_eq!(
+            canonical_fingerprint("t", &everything).unwrap().as_str(),
+            sha256_hex(via_value(&everything).as_bytes()).as_str()
+        );
+    }
+
+    /// A map that repeats a key: a `Value` keeps the last value, so must the writer.
+    struct Repeats;
+
+    impl Serialize for Repeats {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = serializer.serialize_map(None)?;
+            map.serialize_entry("k", &1)?;
+            map.serialize_entry("a", &2)?;
+            map.serialize_entry("k", &3)?;
+            map.end()
+        }
+    }
+
+    #[test]
+    fn a_repeated_key_keeps_its_last_value_and_bad_values_are_errors() {
+        assert_eq!(canonical_json("t", &Repeats).unwrap(), via_value(&Repeats));
+        assert_eq!(
+            canonical_json("t", &[Repeats]).unwrap(),
+            r#"[{"a":2,"k":3}]"#
+        );
+        let too_big = u128::from(u64::MAX) + 1;
+        let error = canonical_json("big number", &too_big).unwrap_err();
+        assert!(error.to_string().contains("big number"), "{error}");
+        let mut bad_keys = std::collections::BTreeMap::new();
+        bad_keys.insert(vec![1u8], 1u8);
+        assert!(canonical_json("t", &bad_keys).is_err());
+        assert!(serde_json::to_value(&bad_keys).is_err());
     }
 }

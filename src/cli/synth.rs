@@ -138,6 +138,7 @@ pub fn synthesize_request(
     options.experts = flags.experts;
     options.expert_group_size = flags.expert_group_size.unwrap_or(1);
     options.weight_format = weight_format;
+    options.wire_limits = folder.as_ref().and_then(|f| f.default_wire_limits());
     let request = synthesize(&config, &device, &policy, &options)?;
     Ok(Synthesized {
         request,

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use crate::plan::PlanNode;
-use crate::request::{ResourceId, ReusableExecutionPolicy};
+use crate::request::{ResourceId, ReusableExecutionPolicy, WireLimits};
 
 use super::ancestry::Ancestry;
 use super::emit::{check_descriptor, emit_values, DescriptorBytes, Rows};
@@ -24,7 +24,8 @@ use super::{
 };
 use crate::request::BufferUsage;
 
-/// Most static plus dynamic rows a memory plan may hold.
+/// Most static plus dynamic rows a memory plan may hold under the reference wire limits
+/// (a policy's `wire_limits` may set another limit).
 pub const MAXIMUM_RESOURCE_ROWS: usize = 65_536;
 
 /// How many contributors a capacity error names.
@@ -47,13 +48,19 @@ pub(crate) fn usable_capacity(device: u64, policy: u64, reserve: u64) -> Result<
     Ok(policy - reserve)
 }
 
-pub(crate) fn check_row_count(statics: usize, dynamics: usize) -> Result<(), MemoryError> {
+/// Rule 1: at most `limits.maximum_resource_rows` static plus dynamic rows.
+pub(crate) fn check_row_count(
+    statics: usize,
+    dynamics: usize,
+    limits: WireLimits,
+) -> Result<(), MemoryError> {
     let rows = statics.saturating_add(dynamics);
-    if rows > MAXIMUM_RESOURCE_ROWS {
+    let limit = usize::try_from(limits.maximum_resource_rows).unwrap_or(usize::MAX);
+    if rows > limit {
         return Err(MemoryError::TooManyRows {
             what: "static and dynamic resource rows",
             rows,
-            limit: MAXIMUM_RESOURCE_ROWS,
+            limit,
         });
     }
     Ok(())
@@ -306,7 +313,8 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
     )?;
     emit_workspaces(policy, input.nodes, input.selected_profiles, &mut rows)?;
     // 1. Row limit; 3. sorted rows (the maps are keyed by resource id).
-    check_row_count(rows.statics.len(), rows.dynamics.len())?;
+    let limits = policy.effective_wire_limits();
+    check_row_count(rows.statics.len(), rows.dynamics.len(), limits)?;
     let statics: Vec<ResourceAllocation> = rows.statics.into_values().collect();
     let mut dynamics: Vec<DynamicResourceDescriptor> = rows.dynamics.into_values().collect();
     let mut ids = PoolIds::default();
@@ -352,6 +360,11 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
         invocation_liveness: derived.liveness,
     };
     // 13. Validate (the reference runs it on every derived plan).
-    super::validate::validate_memory_plan(&plan, input.nodes, input.retained_resources)?;
+    super::validate::validate_memory_plan_within(
+        &plan,
+        input.nodes,
+        input.retained_resources,
+        limits,
+    )?;
     Ok(plan)
 }

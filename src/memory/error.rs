@@ -64,7 +64,7 @@ pub enum MemoryError {
     #[error("maximum active sequences is zero")]
     ZeroMaximumActiveSequences,
     /// The plan has more resource rows than the wire format allows.
-    #[error("memory plan has {rows} {what} (at most {limit})")]
+    #[error("memory plan has {rows} {what}, over the wire limit maximum_resource_rows = {limit}")]
     TooManyRows {
         /// Which rows.
         what: &'static str,

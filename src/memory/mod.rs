@@ -41,7 +41,7 @@ pub use plan::*;
 pub use pools::{compatibility_key, pool_id, POOL_ID_PREFIX};
 pub use report::{memory_report, DynamicBreakdown, MemoryReport, PoolReport, StaticBreakdown};
 pub use reusable::MAXIMUM_REUSABLE_BUCKETS;
-pub use validate::validate_memory_plan;
+pub use validate::{validate_memory_plan, validate_memory_plan_within};
 
 /// Everything the memory plan is derived from.
 #[derive(Clone, Copy, Debug)]

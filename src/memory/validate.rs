@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::plan::PlanNode;
-use crate::request::ResourceId;
+use crate::request::{ResourceId, WireLimits};
 
 use super::derive::{check_row_count, derive_core, usable_capacity, CoreRows, ReusableSource};
 use super::emit::{check_descriptor, check_static};
@@ -126,6 +126,16 @@ pub fn validate_memory_plan(
     nodes: &[PlanNode],
     retained_resources: &BTreeSet<ResourceId>,
 ) -> Result<(), MemoryError> {
+    validate_memory_plan_within(plan, nodes, retained_resources, WireLimits::REFERENCE)
+}
+
+/// [`validate_memory_plan`] under the given wire limits (the policy's `wire_limits`).
+pub fn validate_memory_plan_within(
+    plan: &MemoryPlan,
+    nodes: &[PlanNode],
+    retained_resources: &BTreeSet<ResourceId>,
+    limits: WireLimits,
+) -> Result<(), MemoryError> {
     if plan.maximum_active_sequences == 0 {
         return Err(MemoryError::ZeroMaximumActiveSequences);
     }
@@ -135,6 +145,7 @@ pub fn validate_memory_plan(
     check_row_count(
         plan.static_allocations.len(),
         plan.dynamic_descriptors.len(),
+        limits,
     )?;
     strictly_sorted("static allocation", &plan.static_allocations, |s| {
         &s.resource_id

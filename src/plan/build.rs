@@ -321,6 +321,21 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
     })
 }
 
+/// The wire limit on plan JSON bytes (the policy's, or the reference 16 MiB).
+fn check_plan_json_bytes(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), PlanError> {
+    let limit = request
+        .policy
+        .effective_wire_limits()
+        .maximum_plan_json_bytes;
+    let measured = plan
+        .json_bytes()
+        .map_err(|source| crate::canonical::CanonicalError::new("plan file", source))?;
+    if measured > limit {
+        return Err(PlanError::PlanJsonTooLarge { measured, limit });
+    }
+    Ok(())
+}
+
 impl ExecutionPlan {
     /// Builds the execution plan of a request (domain.md 2.1): request validation, steps
     /// 1-16 ([`build_core`]), the memory plan, the payload, its hash and plan id, and the
@@ -383,6 +398,7 @@ impl ExecutionPlan {
         };
         options.stage(BuildStage::Checks);
         super::internal::validate_internal(&plan, request)?;
+        check_plan_json_bytes(&plan, request)?;
         Ok(BuildOutcome {
             plan,
             selection: core.selection,

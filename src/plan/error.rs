@@ -14,6 +14,18 @@ pub enum PlanError {
     /// The request breaks a load-time invariant.
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
+    /// The plan file would exceed the policy's wire limit on plan JSON bytes (the
+    /// reference 16 MiB unless the policy's `wire_limits` raises it).
+    #[error(
+        "the plan JSON is {measured} bytes, over the wire limit maximum_plan_json_bytes = \
+         {limit} (raise it with the policy's wire_limits)"
+    )]
+    PlanJsonTooLarge {
+        /// Bytes of the plan file as written (pretty JSON and its final newline).
+        measured: u64,
+        /// The limit in force.
+        limit: u64,
+    },
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(#[from] crate::memory::MemoryError),
@@ -908,7 +920,9 @@ impl PlanError {
             PlanError::Selection {
                 infeasible: true, ..
             } => 1,
-            PlanError::Uncertified { .. } => 1,
+            PlanError::Uncertified { .. }
+            | PlanError::PlanJsonTooLarge { .. }
+            | PlanError::Memory(crate::memory::MemoryError::TooManyRows { .. }) => 1,
             _ => 2,
         }
     }

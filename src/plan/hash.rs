@@ -5,23 +5,99 @@
 //! information and keeps one struct the single source of truth for the field set.
 //! (Adaptation: the reference hashes a separate material struct without the field; the
 //! information content is identical.)
+//!
+//! The payload is not cloned to unset its id: [`HashMaterial`] borrows every field and
+//! serializes under the same names, and its constructor destructures the payload
+//! exhaustively, so a field added to the payload without being hashed does not compile.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
 
 use crate::canonical::{canonical_fingerprint, CanonicalError};
-use crate::request::Sha256Hex;
+use crate::memory::MemoryPlan;
+use crate::request::{
+    ContractVersion, DeviceId, ExecutionWeightPlan, ModelFamilyId, QuantizationFormatId,
+    ResourceId, Sha256Hex, WeightFormatId,
+};
 
-use super::ExecutionPlanPayload;
+use super::{ExecutionPlanPayload, PlanNode, RetainedCompletionValue};
 
 /// The plan id of a payload whose hash is not computed yet.
 pub const UNSET_PLAN_ID: &str = "plan/unset";
 
+/// The payload as hashed: every field borrowed, the plan id replaced by [`UNSET_PLAN_ID`].
+/// Field names equal the payload's (the canonical form sorts keys, so order is free).
+#[derive(Serialize)]
+struct HashMaterial<'a> {
+    schema: &'a ContractVersion,
+    plan_id: &'static str,
+    family_id: &'a ModelFamilyId,
+    device_id: &'a DeviceId,
+    device_runtime_implementation_fingerprint: &'a Sha256Hex,
+    prepared_family_fingerprint: &'a Sha256Hex,
+    program_fingerprint: &'a Sha256Hex,
+    capability_catalog_fingerprint: &'a Sha256Hex,
+    policy_version: &'a ContractVersion,
+    policy_fingerprint: &'a Sha256Hex,
+    maximum_scheduled_tokens: u64,
+    execution_weights: &'a ExecutionWeightPlan,
+    weight_format: &'a WeightFormatId,
+    quantization_formats: &'a BTreeSet<QuantizationFormatId>,
+    retained_completion_values: &'a [RetainedCompletionValue],
+    terminal_output_resources: &'a [ResourceId],
+    nodes: &'a [PlanNode],
+    memory: &'a MemoryPlan,
+}
+
+impl<'a> HashMaterial<'a> {
+    fn of(payload: &'a ExecutionPlanPayload) -> Self {
+        let ExecutionPlanPayload {
+            schema,
+            plan_id: _,
+            family_id,
+            device_id,
+            device_runtime_implementation_fingerprint,
+            prepared_family_fingerprint,
+            program_fingerprint,
+            capability_catalog_fingerprint,
+            policy_version,
+            policy_fingerprint,
+            maximum_scheduled_tokens,
+            execution_weights,
+            weight_format,
+            quantization_formats,
+            retained_completion_values,
+            terminal_output_resources,
+            nodes,
+            memory,
+        } = payload;
+        HashMaterial {
+            schema,
+            plan_id: UNSET_PLAN_ID,
+            family_id,
+            device_id,
+            device_runtime_implementation_fingerprint,
+            prepared_family_fingerprint,
+            program_fingerprint,
+            capability_catalog_fingerprint,
+            policy_version,
+            policy_fingerprint,
+            maximum_scheduled_tokens: *maximum_scheduled_tokens,
+            execution_weights,
+            weight_format,
+            quantization_formats,
+            retained_completion_values,
+            terminal_output_resources,
+            nodes,
+            memory,
+        }
+    }
+}
+
 /// The canonical sha256 of the payload, its plan id ignored.
 pub fn plan_hash(payload: &ExecutionPlanPayload) -> Result<Sha256Hex, CanonicalError> {
-    if payload.plan_id == UNSET_PLAN_ID {
-        return canonical_fingerprint("plan payload", payload);
-    }
-    let mut unset = payload.clone();
-    unset.plan_id = UNSET_PLAN_ID.to_owned();
-    canonical_fingerprint("plan payload", &unset)
+    canonical_fingerprint("plan payload", &HashMaterial::of(payload))
 }
 
 /// `plan/sha256/<hash>`.

@@ -434,7 +434,12 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
         .map(|v| v.resource_id.clone())
         .chain(outputs.iter().cloned())
         .collect();
-    crate::memory::validate_memory_plan(&payload.memory, &payload.nodes, &retained)?;
+    crate::memory::validate_memory_plan_within(
+        &payload.memory,
+        &payload.nodes,
+        &retained,
+        request.policy.effective_wire_limits(),
+    )?;
     Ok(())
 }
 

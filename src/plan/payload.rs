@@ -2,6 +2,7 @@
 //! payload that is hashed into the plan id.
 
 use std::collections::BTreeSet;
+use std::io::Write;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -290,4 +291,35 @@ pub struct ExecutionPlan {
     pub payload: ExecutionPlanPayload,
     /// Canonical sha256 of the payload without its plan id.
     pub plan_hash: Sha256Hex,
+}
+
+impl ExecutionPlan {
+    /// Writes the plan file form (pretty JSON and a final newline) to `writer`, streamed:
+    /// wrap a file in a `BufWriter`.
+    pub fn write_json<W: Write>(&self, mut writer: W) -> Result<W, serde_json::Error> {
+        serde_json::to_writer_pretty(&mut writer, self)?;
+        writer.write_all(b"\n").map_err(serde_json::Error::io)?;
+        Ok(writer)
+    }
+
+    /// Bytes of the plan file form ([`ExecutionPlan::write_json`]), counted without
+    /// keeping them: what the `maximum_plan_json_bytes` wire limit is measured on.
+    pub fn json_bytes(&self) -> Result<u64, serde_json::Error> {
+        Ok(self.write_json(ByteCount(0))?.0)
+    }
+}
+
+/// An `io::Write` that only counts.
+struct ByteCount(u64);
+
+impl Write for ByteCount {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let added = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        self.0 = self.0.saturating_add(added);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -33,6 +33,31 @@ pub struct RuntimePolicy {
     /// Budgets for reusable (captured) executions, if any.
     #[serde(default)]
     pub reusable_execution: Option<ReusableExecutionPolicy>,
+    /// Wire limits the plan must fit; absent means the reference limits
+    /// ([`WireLimits::REFERENCE`]). An extension of the reference policy: left out of the
+    /// JSON when absent, so policies without it keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_limits: Option<WireLimits>,
+}
+
+/// Limits of the plan wire format (domain.md: 16 MiB plan JSON, 65,536 resource rows).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(deny_unknown_fields)]
+pub struct WireLimits {
+    /// Most static plus dynamic resource rows in the memory plan.
+    pub maximum_resource_rows: u64,
+    /// Most bytes of the plan file (pretty JSON with its final newline, as written).
+    pub maximum_plan_json_bytes: u64,
+}
+
+impl WireLimits {
+    /// The reference limits: 65,536 rows, 16 MiB of plan JSON.
+    pub const REFERENCE: WireLimits = WireLimits {
+        maximum_resource_rows: 65_536,
+        maximum_plan_json_bytes: 16 * 1024 * 1024,
+    };
 }
 
 impl RuntimePolicy {
@@ -41,6 +66,11 @@ impl RuntimePolicy {
         self.dynamic_storage_profile_order
             .iter()
             .position(|p| p == profile)
+    }
+
+    /// The wire limits in force: the policy's, or the reference ones.
+    pub fn effective_wire_limits(&self) -> WireLimits {
+        self.wire_limits.unwrap_or(WireLimits::REFERENCE)
     }
 }
 

@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use crate::canonical::CanonicalError;
 use crate::request::{
     fingerprints, CompletionRetention, ModelFamily, ModelFamilyId, PlanRequest, PolicyId,
-    WeightLayoutId,
+    WeightLayoutId, WireLimits,
 };
 
 pub use config::{Architecture, ModelConfig};
@@ -164,6 +164,9 @@ pub struct SynthOptions {
     pub expert_group_size: u64,
     /// Weight format.
     pub weight_format: WeightFormat,
+    /// Wire limits written into the policy (absent: the reference limits). The largest
+    /// models' plans exceed the reference 16 MiB of plan JSON, so their folders raise them.
+    pub wire_limits: Option<WireLimits>,
 }
 
 impl SynthOptions {
@@ -175,6 +178,7 @@ impl SynthOptions {
             experts: None,
             expert_group_size: 1,
             weight_format: WeightFormat::DenseF16,
+            wire_limits: None,
         }
     }
 }
@@ -267,7 +271,8 @@ pub fn synthesize(
     let family_id = family_id_for(&options.model_name)?;
     let effective = effective_config(config, options)?;
     let arch = effective.architecture()?;
-    let runtime_policy = policy.runtime_policy(device)?;
+    let mut runtime_policy = policy.runtime_policy(device)?;
+    runtime_policy.wire_limits = options.wire_limits;
     let model_type = effective
         .model_type
         .as_deref()
@@ -343,6 +348,9 @@ pub struct ModelDefaults {
     pub policy: String,
     /// Default weight format (`dense-f16`, `dense-bf16`, `gptq-int4`, `gguf-q4k`).
     pub weight_format: String,
+    /// Wire limits for the policy (absent: the reference limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_limits: Option<WireLimits>,
 }
 
 /// A model folder of `models/`: its configuration, name and defaults.
@@ -384,6 +392,11 @@ impl ModelFolder {
     /// The default device file, resolved against the folder.
     pub fn default_device(&self) -> Option<PathBuf> {
         self.defaults.as_ref().map(|d| self.path.join(&d.device))
+    }
+
+    /// The wire limits the folder's plans need, if not the reference ones.
+    pub fn default_wire_limits(&self) -> Option<WireLimits> {
+        self.defaults.as_ref().and_then(|d| d.wire_limits)
     }
 
     /// The default policy (a built-in name, or a preset file resolved against the folder).

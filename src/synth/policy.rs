@@ -293,6 +293,7 @@ impl PolicyPreset {
             execution_determinism: self.execution_determinism,
             dynamic_storage_profile_order: order,
             reusable_execution,
+            wire_limits: None,
         })
     }
 }

@@ -69,6 +69,7 @@ pub fn test_policy() -> RuntimePolicy {
         execution_determinism: DeterminismRequirement::BitwiseSameRuntime,
         dynamic_storage_profile_order: vec![LINEAR],
         reusable_execution: None,
+        wire_limits: None,
     }
 }
 

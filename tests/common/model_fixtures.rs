@@ -692,6 +692,7 @@ pub fn policy(
         execution_determinism: DeterminismRequirement::BitwiseSameRuntime,
         dynamic_storage_profile_order: vec![LINEAR, paged_64k()],
         reusable_execution: None,
+        wire_limits: None,
     }
 }
 

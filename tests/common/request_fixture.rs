@@ -372,6 +372,7 @@ fn policy() -> RuntimePolicy {
                 bucket("uniform-query", 2, 2, 1),
             ],
         }),
+        wire_limits: None,
     }
 }
 
@@ -813,6 +814,7 @@ pub fn tiny_request() -> PlanRequest {
         catalog,
         policy: RuntimePolicy {
             reusable_execution: None,
+            wire_limits: None,
             dynamic_storage_profile_order: vec![linear()],
             ..policy()
         },

@@ -1,0 +1,766 @@
+//! A serde serializer that writes canonical JSON straight to a byte sink, without building
+//! a [`serde_json::Value`] tree first.
+//!
+//! The bytes are exactly those of `serde_json::to_string(&serde_json::to_value(x)?)`:
+//! object keys sorted byte-wise at every depth (a repeated key keeps its last value, as a
+//! `Value` map does), `f32` widened to `f64` before printing, non-finite floats as `null`,
+//! 128-bit integers only when they fit 64 bits, and map keys converted to strings the way
+//! `serde_json`'s value serializer converts them.
+//!
+//! How: the entries of every open object are written in arrival order into one arena,
+//! each entry's byte range and raw key recorded; when the object closes, its entries are
+//! re-emitted in key order (nothing moves when they already arrived sorted). Bytes outside
+//! any open object go to the sink at once, and the outermost object is emitted to the sink
+//! directly from the arena, so the peak extra memory is one copy of the compact text of the
+//! largest top-level value, never a tree of it.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use serde::ser::{self, Error as _, Serialize};
+use serde_json::Error;
+
+/// One entry of an open object: its raw key (in `keys`) and `"key":value` bytes (in `out`).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    /// The identity of a struct field's `&'static str` name.
+    static_key: StaticKey,
+    key_start: usize,
+    key_end: usize,
+    start: usize,
+    end: usize,
+}
+
+/// The address and length of a `&'static str`: equal identities are equal texts.
+type StaticKey = (usize, usize);
+
+/// The identity of no static text (map keys, variant names).
+const NO_STATIC_KEY: StaticKey = (0, 0);
+
+fn static_key(text: &'static str) -> StaticKey {
+    (text.as_ptr() as usize, text.len())
+}
+
+/// An open object: where its entries, keys and bytes begin.
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    /// The identity of the struct's `&'static str` name ([`NO_STATIC_KEY`] for a map).
+    struct_name: StaticKey,
+    entries_base: usize,
+    keys_base: usize,
+    out_start: usize,
+}
+
+/// The canonical JSON writer over a sink.
+pub(crate) struct CanonicalWriter<W: Write> {
+    sink: W,
+    out: Vec<u8>,
+    keys: Vec<u8>,
+    entries: Vec<Entry>,
+    frames: Vec<Frame>,
+    scratch: Vec<u8>,
+    order: Vec<usize>,
+    kept: Vec<Entry>,
+    /// Per struct name, the field order last seen and the entries it emits, in output
+    /// order: a struct serialized again with the same fields is reordered without
+    /// comparing keys.
+    struct_orders: HashMap<StaticKey, StructOrder>,
+}
+
+/// A struct's field names in arrival order (by address) and the emitted entry indices.
+#[derive(Debug, Default)]
+struct StructOrder {
+    arrival: Vec<StaticKey>,
+    emitted: Vec<usize>,
+}
+
+impl<W: Write> CanonicalWriter<W> {
+    pub(crate) fn new(sink: W) -> Self {
+        CanonicalWriter {
+            sink,
+            out: Vec::new(),
+            keys: Vec::new(),
+            entries: Vec::new(),
+            frames: Vec::new(),
+            scratch: Vec::new(),
+            order: Vec::new(),
+            kept: Vec::new(),
+            struct_orders: HashMap::new(),
+        }
+    }
+
+    /// Serializes one value and returns the sink.
+    pub(crate) fn write_value<T: Serialize + ?Sized>(mut self, value: &T) -> Result<W, Error> {
+        value.serialize(&mut self)?;
+        self.flush_free()?;
+        Ok(self.sink)
+    }
+
+    /// Sends the arena to the sink when no object is open.
+    fn flush_free(&mut self) -> Result<(), Error> {
+        if self.frames.is_empty() && !self.out.is_empty() {
+            self.sink.write_all(&self.out).map_err(Error::io)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    fn push_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.out, value)?;
+        self.flush_free()
+    }
+
+    fn push_raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
+        self.out.extend_from_slice(bytes);
+        self.flush_free()
+    }
+
+    fn open_object(&mut self, struct_name: Option<&'static str>) {
+        self.out.push(b'{');
+        self.frames.push(Frame {
+            struct_name: struct_name.map_or(NO_STATIC_KEY, static_key),
+            entries_base: self.entries.len(),
+            keys_base: self.keys.len(),
+            out_start: self.out.len(),
+        });
+    }
+
+    /// Writes the comma before an entry of the innermost object, if it is not the first.
+    fn separate_entry(&mut self) -> Result<(), Error> {
+        let frame = self
+            .frames
+            .last()
+            .ok_or_else(|| Error::custom("object entry outside an object"))?;
+        if self.entries.len() > frame.entries_base {
+            self.out.push(b',');
+        }
+        Ok(())
+    }
+
+    /// Starts a map entry: a comma if needed, the key (raw and escaped) and the colon.
+    fn begin_entry<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
+        self.separate_entry()?;
+        let key_start = self.keys.len();
+        key.serialize(KeySerializer {
+            keys: &mut self.keys,
+        })?;
+        let text = std::str::from_utf8(&self.keys[key_start..])
+            .map_err(|_| Error::custom("map key is not UTF-8"))?;
+        let start = self.out.len();
+        serde_json::to_writer(&mut self.out, text)?;
+        self.push_entry(NO_STATIC_KEY, key_start, start);
+        Ok(())
+    }
+
+    /// Starts an entry with a known key text; `static_key` identifies a struct field's
+    /// static name ([`NO_STATIC_KEY`] for a variant name).
+    fn begin_named_entry(&mut self, key: &str, static_key: StaticKey) -> Result<(), Error> {
+        self.separate_entry()?;
+        let key_start = self.keys.len();
+        self.keys.extend_from_slice(key.as_bytes());
+        let start = self.out.len();
+        serde_json::to_writer(&mut self.out, key)?;
+        self.push_entry(static_key, key_start, start);
+        Ok(())
+    }
+
+    /// Records an entry whose escaped key is written from `start` and raw key from
+    /// `key_start`, and writes the colon.
+    fn push_entry(&mut self, static_key: StaticKey, key_start: usize, start: usize) {
+        self.out.push(b':');
+        self.entries.push(Entry {
+            static_key,
+            key_start,
+            key_end: self.keys.len(),
+            start,
+            end: start,
+        });
+    }
+
+    fn end_entry(&mut self) {
+        let end = self.out.len();
+        if let Some(entry) = self.entries.last_mut() {
+            entry.end = end;
+        }
+    }
+
+    /// Closes the innermost object: its entries in key order, the last of equal keys kept.
+    fn close_object(&mut self) -> Result<(), Error> {
+        let frame = self
+            .frames
+            .pop()
+            .ok_or_else(|| Error::custom("object end outside an object"))?;
+        if !self.order_entries(frame) {
+            let kept = std::mem::take(&mut self.kept);
+            if self.frames.is_empty() {
+                // The outermost object: emit straight from the arena to the sink.
+                let sink = &mut self.sink;
+                sink.write_all(&self.out[..frame.out_start])
+                    .map_err(Error::io)?;
+                for (position, entry) in kept.iter().enumerate() {
+                    if position > 0 {
+                        sink.write_all(b",").map_err(Error::io)?;
+                    }
+                    sink.write_all(&self.out[entry.start..entry.end])
+                        .map_err(Error::io)?;
+                }
+                self.out.clear();
+            } else {
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&self.out[frame.out_start..]);
+                self.out.truncate(frame.out_start);
+                for (position, entry) in kept.iter().enumerate() {
+                    if position > 0 {
+                        self.out.push(b',');
+                    }
+                    let start = entry.start - frame.out_start;
+                    let end = entry.end - frame.out_start;
+                    self.out.extend_from_slice(&self.scratch[start..end]);
+                }
+            }
+            self.kept = kept;
+        }
+        self.entries.truncate(frame.entries_base);
+        self.keys.truncate(frame.keys_base);
+        self.push_raw(b"}")
+    }
+}
+
+impl<W: Write> CanonicalWriter<W> {
+    /// Puts the entries of `frame` in output order into `self.kept`, unless they already
+    /// are in order (then returns true and `kept` is left empty).
+    fn order_entries(&mut self, frame: Frame) -> bool {
+        let entries = &self.entries[frame.entries_base..];
+        self.kept.clear();
+        let all_static = frame.struct_name != NO_STATIC_KEY
+            && entries.iter().all(|e| e.static_key != NO_STATIC_KEY);
+        if all_static {
+            if let Some(remembered) = self.struct_orders.get(&frame.struct_name) {
+                let same_fields = remembered.arrival.len() == entries.len()
+                    && remembered
+                        .arrival
+                        .iter()
+                        .zip(entries)
+                        .all(|(&name, entry)| name == entry.static_key);
+                if same_fields {
+                    if remembered.emitted.is_empty() {
+                        return true;
+                    }
+                    self.kept
+                        .extend(remembered.emitted.iter().map(|&index| entries[index]));
+                    return false;
+                }
+            }
+        }
+        let keys = &self.keys;
+        let sorted = entries
+            .windows(2)
+            .all(|pair| key_of(keys, &pair[0]) < key_of(keys, &pair[1]));
+        let order = &mut self.order;
+        order.clear();
+        if !sorted {
+            order.extend(0..entries.len());
+            // Stable: equal keys keep arrival order; the last of each run of equal keys is
+            // the one emitted, as a `Value` map keeps the last insert.
+            order.sort_by(|&a, &b| key_of(keys, &entries[a]).cmp(key_of(keys, &entries[b])));
+            let mut position = 0;
+            while position < order.len() {
+                let index = order[position];
+                let last_of_run = order.get(position + 1).is_none_or(|&next| {
+                    key_of(keys, &entries[next]) != key_of(keys, &entries[index])
+                });
+                if last_of_run {
+                    position += 1;
+                } else {
+                    order.remove(position);
+                }
+            }
+            self.kept.extend(order.iter().map(|&index| entries[index]));
+        }
+        if all_static {
+            // Remember the order (empty `emitted`: already sorted) for the next struct of
+            // this name with the same fields.
+            let remembered = self.struct_orders.entry(frame.struct_name).or_default();
+            remembered.arrival.clear();
+            remembered
+                .arrival
+                .extend(entries.iter().map(|entry| entry.static_key));
+            remembered.emitted.clear();
+            remembered.emitted.extend_from_slice(order);
+        }
+        sorted
+    }
+}
+
+/// The raw key of an entry.
+fn key_of<'k>(keys: &'k [u8], entry: &Entry) -> &'k [u8] {
+    &keys[entry.key_start..entry.key_end]
+}
+
+/// A compound value being written: a sequence, an object, or a one-key variant wrapper.
+pub(crate) struct Compound<'a, W: Write> {
+    writer: &'a mut CanonicalWriter<W>,
+    first: bool,
+    /// Inside a one-key `{"variant": ...}` object that closes with the compound.
+    wrapped: bool,
+}
+
+impl<W: Write> Compound<'_, W> {
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        if !self.first {
+            self.writer.out.push(b',');
+        }
+        self.first = false;
+        value.serialize(&mut *self.writer)
+    }
+
+    fn end_sequence(self) -> Result<(), Error> {
+        self.writer.push_raw(b"]")?;
+        if self.wrapped {
+            self.writer.end_entry();
+            self.writer.close_object()?;
+        }
+        Ok(())
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        self.writer.begin_named_entry(key, static_key(key))?;
+        value.serialize(&mut *self.writer)?;
+        self.writer.end_entry();
+        Ok(())
+    }
+
+    fn end_object(self) -> Result<(), Error> {
+        self.writer.close_object()?;
+        if self.wrapped {
+            self.writer.end_entry();
+            self.writer.close_object()?;
+        }
+        Ok(())
+    }
+}
+
+impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, W>;
+    type SerializeTuple = Compound<'a, W>;
+    type SerializeTupleStruct = Compound<'a, W>;
+    type SerializeTupleVariant = Compound<'a, W>;
+    type SerializeMap = Compound<'a, W>;
+    type SerializeStruct = Compound<'a, W>;
+    type SerializeStructVariant = Compound<'a, W>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        if let Ok(v) = u64::try_from(v) {
+            self.push_json(&v)
+        } else if let Ok(v) = i64::try_from(v) {
+            self.push_json(&v)
+        } else {
+            Err(Error::custom("number out of range"))
+        }
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        let v = u64::try_from(v).map_err(|_| Error::custom("number out of range"))?;
+        self.push_json(&v)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        // A `Value` stores an f32 widened to f64 and prints that.
+        self.push_json(&f64::from(v))
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.push_json(&v)
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.push_json(v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        self.push_json(v)
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        self.push_raw(b"null")
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.push_raw(b"null")
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
+        self.push_raw(b"null")
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.push_json(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        value.serialize(&mut *self)?;
+        self.end_entry();
+        self.close_object()
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+        self.out.push(b'[');
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: false,
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, W>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.out.push(b'[');
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: true,
+        })
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+        self.open_object(None);
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: false,
+        })
+    }
+    fn serialize_struct(self, name: &'static str, _len: usize) -> Result<Compound<'a, W>, Error> {
+        self.open_object(Some(name));
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: false,
+        })
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        _len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.open_object(None);
+        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.open_object(Some(variant));
+        Ok(Compound {
+            writer: self,
+            first: true,
+            wrapped: true,
+        })
+    }
+}
+
+impl<W: Write> ser::SerializeSeq for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_sequence()
+    }
+}
+
+impl<W: Write> ser::SerializeTuple for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_sequence()
+    }
+}
+
+impl<W: Write> ser::SerializeTupleStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_sequence()
+    }
+}
+
+impl<W: Write> ser::SerializeTupleVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_sequence()
+    }
+}
+
+impl<W: Write> ser::SerializeMap for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.writer.begin_entry(key)
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut *self.writer)?;
+        self.writer.end_entry();
+        Ok(())
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_object()
+    }
+}
+
+impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_object()
+    }
+}
+
+impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.end_object()
+    }
+}
+
+/// Writes a map key's raw text, converting keys the way `serde_json::to_value` does.
+struct KeySerializer<'k> {
+    keys: &'k mut Vec<u8>,
+}
+
+fn key_must_be_a_string() -> Error {
+    Error::custom("key must be a string")
+}
+
+impl KeySerializer<'_> {
+    fn text(self, text: &str) -> Result<(), Error> {
+        self.keys.extend_from_slice(text.as_bytes());
+        Ok(())
+    }
+}
+
+impl ser::Serializer for KeySerializer<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<(), Error>;
+    type SerializeTuple = ser::Impossible<(), Error>;
+    type SerializeTupleStruct = ser::Impossible<(), Error>;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = ser::Impossible<(), Error>;
+    type SerializeStruct = ser::Impossible<(), Error>;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.text(if v { "true" } else { "false" })
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.text(&v.to_string())
+    }
+    fn serialize_f32(self, _v: f32) -> Result<(), Error> {
+        // serde_json prints float keys with its own float formatter; no plan has one, so
+        // refuse rather than risk different bytes.
+        Err(Error::custom(
+            "float map keys are not supported canonically",
+        ))
+    }
+    fn serialize_f64(self, _v: f64) -> Result<(), Error> {
+        Err(Error::custom(
+            "float map keys are not supported canonically",
+        ))
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        self.text(v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        self.text(v)
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        self.text(variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+}
