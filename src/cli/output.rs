@@ -381,6 +381,21 @@ pub struct UncertifiedComponent {
     pub certificate: String,
 }
 
+/// The components of `selection` not proved optimal, in component order.
+pub fn uncertified_components(selection: &[ComponentSummary]) -> Vec<UncertifiedComponent> {
+    selection
+        .iter()
+        .filter(|c| c.status != Status::Optimal)
+        .map(|c| UncertifiedComponent {
+            first_node: c.first_node.clone(),
+            nodes: c.nodes,
+            status: c.status,
+            gap: c.gap,
+            certificate: c.certificate.clone(),
+        })
+        .collect()
+}
+
 /// Everything `jointplan plan` prints.
 #[derive(Clone, Debug, Serialize)]
 pub struct PlanSummary {
@@ -481,17 +496,7 @@ pub fn plan_summary(
                 .collect(),
         },
         selection: selection.to_vec(),
-        uncertified: selection
-            .iter()
-            .filter(|c| c.status != Status::Optimal)
-            .map(|c| UncertifiedComponent {
-                first_node: c.first_node.clone(),
-                nodes: c.nodes,
-                status: c.status,
-                gap: c.gap,
-                certificate: c.certificate.clone(),
-            })
-            .collect(),
+        uncertified: uncertified_components(selection),
     }
 }
 

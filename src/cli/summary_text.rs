@@ -167,17 +167,8 @@ mod tests {
             component("node.c", Status::Feasible, None),
         ];
         let mut text = String::new();
-        let uncertified: Vec<UncertifiedComponent> = selection
-            .iter()
-            .filter(|c| c.status != Status::Optimal)
-            .map(|c| UncertifiedComponent {
-                first_node: c.first_node.clone(),
-                nodes: c.nodes,
-                status: c.status,
-                gap: c.gap,
-                certificate: c.certificate.clone(),
-            })
-            .collect();
+        let uncertified: Vec<UncertifiedComponent> =
+            crate::cli::output::uncertified_components(&selection);
         write_uncertified(&mut text, &uncertified);
         assert!(
             text.contains("uncertified selection (2 components"),

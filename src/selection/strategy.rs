@@ -125,6 +125,24 @@ pub(crate) struct PartResult {
     pub method: PartMethod,
 }
 
+impl PartResult {
+    /// The result of one hierarchical integer program on the whole part.
+    fn from_ilp(outcome: IlpOutcome) -> PartResult {
+        let solves = match &outcome {
+            IlpOutcome::Solved { solves, .. } => *solves,
+            IlpOutcome::Infeasible => 1,
+        };
+        PartResult {
+            outcome,
+            method: PartMethod {
+                ilp_parts: 1,
+                solves,
+                ..PartMethod::default()
+            },
+        }
+    }
+}
+
 /// Solves `comp` (a presolved part) to `levels`.
 pub(crate) fn solve_part(
     inst: &Instance,
@@ -154,19 +172,9 @@ pub(crate) fn solve_part(
                 *choice = widen(comp, &reduced, choice)
                     .ok_or("internal: the integer program chose an unknown candidate")?;
             }
-            let solves = match &r {
-                IlpOutcome::Solved { solves, .. } => *solves,
-                IlpOutcome::Infeasible => 1,
-            };
-            Ok(PartResult {
-                outcome: r,
-                method: PartMethod {
-                    preferences: Some((stats.met, stats.refuted)),
-                    ilp_parts: 1,
-                    solves,
-                    ..PartMethod::default()
-                },
-            })
+            let mut res = PartResult::from_ilp(r);
+            res.method.preferences = Some((stats.met, stats.refuted));
+            Ok(res)
         }
         Decided::All {
             reduced,
@@ -344,19 +352,9 @@ fn frontier_or_ilp(
     if let Some(r) = penalty_then_ids(comp, levels, weights, limits, warm)? {
         return Ok(r);
     }
-    let r = solve_ilp(comp, levels, weights, limits, warm)?;
-    let solves = match &r {
-        IlpOutcome::Solved { solves, .. } => *solves,
-        IlpOutcome::Infeasible => 1,
-    };
-    Ok(PartResult {
-        outcome: r,
-        method: PartMethod {
-            ilp_parts: 1,
-            solves,
-            ..PartMethod::default()
-        },
-    })
+    Ok(PartResult::from_ilp(solve_ilp(
+        comp, levels, weights, limits, warm,
+    )?))
 }
 
 /// Steps of the provider-id search before the integer program takes over.
@@ -385,16 +383,7 @@ fn penalty_then_ids(
         None => solve_ilp(comp, penalty, weights, limits, warm)?,
     };
     let (choice, solves) = match first {
-        IlpOutcome::Infeasible => {
-            return Ok(Some(PartResult {
-                outcome: IlpOutcome::Infeasible,
-                method: PartMethod {
-                    ilp_parts: 1,
-                    solves: 1,
-                    ..PartMethod::default()
-                },
-            }))
-        }
+        IlpOutcome::Infeasible => return Ok(Some(PartResult::from_ilp(IlpOutcome::Infeasible))),
         IlpOutcome::Solved {
             stopped: Some(_), ..
         } => return Ok(None),
