@@ -8,8 +8,8 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use crate::selection::{
-    objective_by_name, solve, Method, SelectionError, SelectionProblem, SolveOptions, Weights,
-    DEFAULT_DP_STATE_BUDGET,
+    objective_by_name, solve, Backend, Method, SelectionError, SelectionProblem, SolveOptions,
+    Weights, DEFAULT_DP_STATE_BUDGET,
 };
 
 /// The `--solver` choice.
@@ -52,22 +52,41 @@ pub struct SolveArgs {
     /// Report every `seconds` as 0.0 (byte-identical output across runs).
     #[arg(long)]
     pub no_timings: bool,
-    /// Write a generated instance `KIND:N[:SEED]` (chain, residual, long-range,
-    /// layers) to PROBLEM instead of solving (for timing runs).
-    #[arg(long, hide = true, value_name = "KIND:N[:SEED]")]
+    /// Write a generated instance `KIND:N[:SEED[:PROFILES]]` (chain, residual,
+    /// long-range, layers; seed 1 and 3 profiles by default, as in
+    /// `instances::benchmark_families`) to PROBLEM instead of solving (for
+    /// timing runs).
+    #[arg(long, hide = true, value_name = "KIND:N[:SEED[:PROFILES]]")]
     pub generate: Option<String>,
 }
 
 fn generate(spec: &str, out: &PathBuf) -> Result<String, SelectionError> {
     use crate::selection::instances;
-    let bad = || SelectionError::BadInput(format!("--generate `{spec}`: expected KIND:N[:SEED]"));
+    let bad = || {
+        SelectionError::BadInput(format!(
+            "--generate `{spec}`: expected KIND:N[:SEED[:PROFILES]] with PROFILES in 1..=64"
+        ))
+    };
     let parts: Vec<&str> = spec.split(':').collect();
     let n: usize = parts.get(1).and_then(|s| s.parse().ok()).ok_or_else(bad)?;
     let seed: u64 = match parts.get(2) {
         Some(s) => s.parse().map_err(|_| bad())?,
         None => 1,
     };
-    let params = instances::Params::default();
+    let params = match parts.get(3) {
+        Some(s) => instances::Params {
+            profiles: s
+                .parse()
+                .ok()
+                .filter(|p| (1..=64).contains(p))
+                .ok_or_else(bad)?,
+            ..instances::Params::default()
+        },
+        None => instances::Params::default(),
+    };
+    if parts.len() > 4 {
+        return Err(bad());
+    }
     let p = match parts[0] {
         "chain" => instances::chain(n, &params, seed),
         "residual" => instances::residual_stream(n, &params, seed),
@@ -76,7 +95,7 @@ fn generate(spec: &str, out: &PathBuf) -> Result<String, SelectionError> {
         _ => return Err(bad()),
     };
     let text = serde_json::to_string(&p).map_err(|e| SelectionError::BadInput(e.to_string()))?;
-    std::fs::write(out, text)
+    crate::cli::output::write_atomically(out, text.as_bytes())
         .map_err(|e| SelectionError::BadInput(format!("cannot write `{}`: {e}", out.display())))?;
     Ok(String::new())
 }
@@ -118,6 +137,7 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         time_limit,
         timings: !args.no_timings,
         presolve: true,
+        backend: Backend::Microlp,
     })
 }
 

@@ -29,6 +29,7 @@
 //! assert_eq!(solution.profiles["kv"], "paged-16");
 //! ```
 
+pub(crate) mod backend;
 pub(crate) mod certificate;
 pub(crate) mod components;
 mod error;
@@ -45,6 +46,7 @@ mod reference;
 mod solve;
 mod strategy;
 
+pub use backend::Backend;
 pub use error::SelectionError;
 pub use objective::{
     objective_by_name, Level, MaxPreferred, MinPenalty, Objective, SeedLex, Weighted, Weights,

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::backend::Backend;
 use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
 use super::components::{instance_components, Comp};
 use super::error::SelectionError;
@@ -54,6 +55,8 @@ pub struct SolveOptions {
     /// Run presolve before the integer program (on by default; off only to
     /// test presolve's exactness).
     pub presolve: bool,
+    /// The MILP backend of the integer program (microlp by default).
+    pub backend: Backend,
 }
 
 impl Default for SolveOptions {
@@ -66,6 +69,7 @@ impl Default for SolveOptions {
             time_limit: None,
             timings: true,
             presolve: true,
+            backend: Backend::Microlp,
         }
     }
 }
@@ -267,6 +271,7 @@ pub fn solve(
             let limits = IlpLimits {
                 deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
                 node_limit: ctx.opts.node_limit,
+                backend: ctx.opts.backend,
             };
             let r = solve_part(
                 ctx.inst,
