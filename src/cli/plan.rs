@@ -21,6 +21,7 @@ use super::output::{
     plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,
 };
 use super::progress::Progress;
+use super::solve::BackendArg;
 use super::synth::{synthesize_request, SynthFlags};
 
 /// Arguments of `jointplan plan`.
@@ -59,6 +60,10 @@ pub struct SelectionFlags {
     /// Maximum number of states the frontier search may create per component.
     #[arg(long, default_value_t = DEFAULT_DP_STATE_BUDGET)]
     pub dp_state_budget: u64,
+    /// MILP backend of the integer program: microlp (default) or highs (cargo
+    /// feature `highs`).
+    #[arg(long, value_enum, default_value = "microlp")]
+    pub backend: BackendArg,
     /// Accept components whose selection was not proved optimal; each is listed in the
     /// summary with its first node, status and gap.
     #[arg(long)]
@@ -80,6 +85,7 @@ impl SelectionFlags {
             None => None,
         };
         options.selection.dp_state_budget = self.dp_state_budget;
+        options.selection.backend = self.backend.backend().map_err(Error::Usage)?;
         options.allow_uncertified = self.allow_uncertified;
         Ok(options)
     }

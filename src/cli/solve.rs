@@ -23,6 +23,34 @@ pub enum SolverArg {
     Auto,
 }
 
+/// The `--backend` choice of `solve` and `plan`. Both names parse in every
+/// build, so a build without the `highs` feature can say what is missing.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// microlp, the pure-Rust MILP solver (the default).
+    #[default]
+    Microlp,
+    /// HiGHS (needs a build with the cargo feature `highs`).
+    Highs,
+}
+
+impl BackendArg {
+    /// The backend, or why this build cannot run it (a usage error).
+    pub fn backend(self) -> Result<Backend, String> {
+        match self {
+            BackendArg::Microlp => Ok(Backend::Microlp),
+            #[cfg(feature = "highs")]
+            BackendArg::Highs => Ok(Backend::Highs),
+            #[cfg(not(feature = "highs"))]
+            BackendArg::Highs => Err(
+                "--backend highs: this jointplan was built without the cargo feature `highs`; \
+                 build it with `cargo build --release --features highs`"
+                    .into(),
+            ),
+        }
+    }
+}
+
 /// Arguments of `jointplan solve`.
 #[derive(Debug, Args)]
 pub struct SolveArgs {
@@ -37,6 +65,10 @@ pub struct SolveArgs {
     /// Solver: ilp (default), dp or auto.
     #[arg(long, value_enum, default_value = "ilp")]
     pub solver: SolverArg,
+    /// MILP backend of the integer program: microlp (default) or highs (cargo
+    /// feature `highs`).
+    #[arg(long, value_enum, default_value = "microlp")]
+    pub backend: BackendArg,
     /// Maximum number of states the frontier search may create per component.
     #[arg(long, default_value_t = DEFAULT_DP_STATE_BUDGET)]
     pub dp_state_budget: u64,
@@ -111,6 +143,7 @@ fn read(path: &PathBuf, what: &str) -> Result<String, SelectionError> {
 }
 
 fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
+    let backend = args.backend.backend().map_err(SelectionError::BadInput)?;
     let weights = match &args.weights {
         Some(p) => Some(Weights::from_json_str(&read(p, "weights file")?)?),
         None => None,
@@ -137,7 +170,7 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         time_limit,
         timings: !args.no_timings,
         presolve: true,
-        backend: Backend::Microlp,
+        backend,
     })
 }
 

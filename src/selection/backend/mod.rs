@@ -10,6 +10,8 @@
 
 use super::ilp::IlpLimits;
 
+#[cfg(feature = "highs")]
+mod highs;
 mod microlp;
 
 /// Which MILP solver runs the integer-program levels.
@@ -18,6 +20,9 @@ pub enum Backend {
     /// microlp, the pure-Rust solver, through good_lp (the default).
     #[default]
     Microlp,
+    /// HiGHS through good_lp (cargo feature `highs`), for comparison.
+    #[cfg(feature = "highs")]
+    Highs,
 }
 
 impl Backend {
@@ -25,6 +30,8 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Microlp => "microlp",
+            #[cfg(feature = "highs")]
+            Backend::Highs => "highs",
         }
     }
 }
@@ -82,5 +89,7 @@ pub(crate) fn solve_model(
 ) -> Result<RawSolution, RawError> {
     match limits.backend {
         Backend::Microlp => microlp::solve(model, objective, warm, limits),
+        #[cfg(feature = "highs")]
+        Backend::Highs => highs::solve(model, objective, warm, limits),
     }
 }

@@ -1,0 +1,190 @@
+//! The HiGHS backend (cargo feature `highs`), for comparison with microlp.
+//!
+//! good_lp builds the model (the same variables and rows as the microlp
+//! backend); the solve drives the `highs` crate directly on the model good_lp
+//! built, because good_lp's own HiGHS `solve` folds the statuses this backend
+//! must keep apart (a limit with no solution, the gap, infeasible versus
+//! "unbounded or infeasible") and exposes no node limit.
+//!
+//! Exactness. Every objective the hierarchy in [`crate::selection::ilp`]
+//! hands to a backend has integer coefficients (powers of two, digit
+//! weights, ranks, user weights; at most 2^24 in total) over binary
+//! variables, so every level objective takes integral values on integer
+//! solutions. HiGHS stops as optimal when its incumbent `U` and its dual
+//! bound `L` satisfy the relative gap test or the absolute gap test; the
+//! relative gap is set to 0 and the absolute gap to 0.5, so "optimal" means
+//! `U - L <= 0.5 < 1`, and no integer solution has a value in `[L, U - 1]`:
+//! `U` is the exact optimum. Any other stop is reported as not optimal.
+//!
+//! Determinism: one thread, a fixed random seed, no parallel LP; the result
+//! then depends only on the model (and on a time limit, when one is given).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use good_lp::{variable, Expression, ProblemVariables, SolverModel};
+use highs::{HighsModelStatus, HighsSolutionStatus};
+
+use super::{Model, RawError, RawSolution, Sense};
+use crate::selection::ilp::IlpLimits;
+
+/// The absolute gap at which HiGHS may stop as optimal: below 1, the
+/// distance of two distinct integral objective values (module docs).
+const MIP_ABS_GAP: f64 = 0.5;
+
+/// HiGHS's random seed (fixed for determinism).
+const RANDOM_SEED: i32 = 1;
+
+/// Sets one HiGHS option; an unknown option or a rejected value is a
+/// backend error naming the option.
+fn set<V: highs::HighsOptionValue>(
+    model: &mut highs::Model,
+    name: &str,
+    value: V,
+) -> Result<(), RawError> {
+    model
+        .try_set_option(name, value)
+        .map_err(|e| RawError::Other(format!("HiGHS rejected option `{name}`: {e}")))
+}
+
+/// One solve of `objective` over `model` with HiGHS.
+pub(super) fn solve(
+    model: &Model,
+    objective: &[(usize, f64)],
+    warm: Option<&[f64]>,
+    limits: &IlpLimits,
+) -> Result<RawSolution, RawError> {
+    let seconds = match limits.deadline {
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+            if left <= 0.0 {
+                return Err(RawError::Limit);
+            }
+            Some(left)
+        }
+        None => None,
+    };
+    if model.bounds.is_empty() {
+        return empty(model);
+    }
+    let run = || -> Result<RawSolution, RawError> {
+        let mut pv = ProblemVariables::new();
+        let vars: Vec<good_lp::Variable> = model
+            .bounds
+            .iter()
+            .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
+            .collect();
+        let mut obj = Expression::with_capacity(objective.len());
+        for &(v, c) in objective {
+            obj.add_mul(c, vars[v]);
+        }
+        let mut problem = pv.minimise(obj).using(good_lp::highs);
+        for (terms, sense, rhs) in &model.rows {
+            let mut e = Expression::with_capacity(terms.len());
+            for &(v, c) in terms {
+                e.add_mul(c, vars[v]);
+            }
+            let con = match sense {
+                Sense::Le => e.leq(*rhs),
+                Sense::Ge => e.geq(*rhs),
+                Sense::Eq => e.eq(*rhs),
+            };
+            problem.add_constraint(con);
+        }
+        let mut m = problem
+            .try_into_inner()
+            .map_err(|e| RawError::Other(format!("HiGHS could not load the model: {e}")))?;
+        set(&mut m, "output_flag", false)?;
+        set(&mut m, "threads", 1)?;
+        set(&mut m, "parallel", "off")?;
+        set(&mut m, "random_seed", RANDOM_SEED)?;
+        set(&mut m, "mip_rel_gap", 0.0)?;
+        set(&mut m, "mip_abs_gap", MIP_ABS_GAP)?;
+        if let Some(s) = seconds {
+            set(&mut m, "time_limit", s)?;
+        }
+        if let Some(n) = limits.node_limit {
+            // `mip_max_nodes` is a HiGHS int; a budget beyond it is no limit
+            // HiGHS can reach anyway.
+            set(
+                &mut m,
+                "mip_max_nodes",
+                i32::try_from(n).unwrap_or(i32::MAX),
+            )?;
+        }
+        if let Some(w) = warm {
+            m.try_set_solution(Some(w), None, None, None)
+                .map_err(|e| RawError::Other(format!("HiGHS rejected the warm start: {e:?}")))?;
+        }
+        let solved = m
+            .try_solve()
+            .map_err(|e| RawError::Other(format!("HiGHS failed to run: {e:?}")))?;
+        let status = solved.status();
+        let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+        let values = || solved.get_solution().columns().to_vec();
+        match status {
+            HighsModelStatus::Optimal if has_solution => Ok(RawSolution {
+                values: values(),
+                optimal: true,
+                // Proved exact (module docs): the true gap is 0.
+                gap: Some(0.0),
+            }),
+            HighsModelStatus::Infeasible => Err(RawError::Infeasible),
+            // Every variable is bounded (binaries and fixings), so the model
+            // cannot be unbounded: this status proves infeasibility here.
+            HighsModelStatus::UnboundedOrInfeasible
+                if model
+                    .bounds
+                    .iter()
+                    .all(|&(lo, hi)| lo.is_finite() && hi.is_finite()) =>
+            {
+                Err(RawError::Infeasible)
+            }
+            // Time limit; node limit (HiGHS reports `mip_max_nodes` as a
+            // solution limit); iteration, memory and interrupt limits.
+            HighsModelStatus::ReachedTimeLimit
+            | HighsModelStatus::ReachedSolutionLimit
+            | HighsModelStatus::ReachedIterationLimit
+            | HighsModelStatus::ReachedMemoryLimit
+            | HighsModelStatus::ReachedInterrupt => {
+                if has_solution {
+                    let gap = solved.mip_gap();
+                    Ok(RawSolution {
+                        values: values(),
+                        optimal: false,
+                        gap: (gap.is_finite() && gap >= 0.0).then_some(gap),
+                    })
+                } else {
+                    Err(RawError::Limit)
+                }
+            }
+            other => Err(RawError::Other(format!(
+                "HiGHS ended with model status {other:?} (primal solution {:?})",
+                solved.primal_solution_status()
+            ))),
+        }
+    };
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(_) => Err(RawError::Other("the HiGHS backend panicked".into())),
+    }
+}
+
+/// A model without variables (HiGHS reports it as an empty model rather
+/// than solving it): feasible exactly when every row holds at zero.
+fn empty(model: &Model) -> Result<RawSolution, RawError> {
+    let holds = model.rows.iter().all(|(_, sense, rhs)| match sense {
+        Sense::Le => 0.0 <= *rhs,
+        Sense::Ge => 0.0 >= *rhs,
+        Sense::Eq => *rhs == 0.0,
+    });
+    if holds {
+        Ok(RawSolution {
+            values: Vec::new(),
+            optimal: true,
+            gap: Some(0.0),
+        })
+    } else {
+        Err(RawError::Infeasible)
+    }
+}
