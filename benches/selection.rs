@@ -5,7 +5,11 @@
 //! ```sh
 //! cargo bench --bench selection                 # everything
 //! cargo bench --bench selection -- long-range   # one family
+//! cargo bench --features highs --bench selection -- highs  # the HiGHS rows
 //! ```
+//!
+//! With the `highs` feature, each family also gets `ilp-unchecked-highs` and
+//! `solve-highs`: the same two integer-program rows with `--backend highs`.
 //!
 //! The frontiers run with a budget of 2,000,000 states; a frontier that
 //! exceeds it stops early, so its time is the cost of finding out.
@@ -54,6 +58,24 @@ fn selection(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("solve-default", n), &problem, |b, p| {
             b.iter(|| solve(p, &SolveOptions::default()))
         });
+        #[cfg(feature = "highs")]
+        {
+            use jointplan::selection::Backend;
+            let highs = |o: SolveOptions| SolveOptions {
+                backend: Backend::Highs,
+                ..o
+            };
+            let unchecked = highs(options(Method::Ilp, 0));
+            g.bench_with_input(
+                BenchmarkId::new("ilp-unchecked-highs", n),
+                &problem,
+                |b, p| b.iter(|| solve(p, &unchecked)),
+            );
+            let default = highs(SolveOptions::default());
+            g.bench_with_input(BenchmarkId::new("solve-highs", n), &problem, |b, p| {
+                b.iter(|| solve(p, &default))
+            });
+        }
         g.finish();
     }
 }
