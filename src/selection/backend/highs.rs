@@ -10,11 +10,20 @@
 //! hands to a backend has integer coefficients (powers of two, digit
 //! weights, ranks, user weights; at most 2^24 in total) over binary
 //! variables, so every level objective takes integral values on integer
-//! solutions. HiGHS stops as optimal when its incumbent `U` and its dual
-//! bound `L` satisfy the relative gap test or the absolute gap test; the
-//! relative gap is set to 0 and the absolute gap to 0.5, so "optimal" means
-//! `U - L <= 0.5 < 1`, and no integer solution has a value in `[L, U - 1]`:
-//! `U` is the exact optimum. Any other stop is reported as not optimal.
+//! solutions. HiGHS's relative gap is set to 0 and its absolute gap to 0.5:
+//! it stops as optimal only when its incumbent and its dual bound `L` are at
+//! most 0.5 apart. This backend does not take HiGHS's word for it: it rounds
+//! the returned values to integers, recomputes their objective `R` exactly
+//! (integers below 2^24 are exact in `f64`) and reports optimal only when
+//! `R - L < 1`, so that no integral value lies in `[L, R - 1]` and `R` is the
+//! exact optimum.
+//!
+//! The warm start. HiGHS 1.16 maps a MIP start into its presolved space, and
+//! where that image is better than the start and already optimal, it reports
+//! the image's objective but returns the start's own values (seen on random
+//! instances: a reported optimum of 1, returned values worth 2). The check
+//! above catches it; the solve is then repeated without the warm start, and
+//! a second failure is a backend error, never an answer.
 //!
 //! Determinism: one thread, a fixed random seed, no parallel LP; the result
 //! then depends only on the model (and on a time limit, when one is given).
@@ -54,119 +63,188 @@ pub(super) fn solve(
     warm: Option<&[f64]>,
     limits: &IlpLimits,
 ) -> Result<RawSolution, RawError> {
-    let seconds = match limits.deadline {
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
-            if left <= 0.0 {
-                return Err(RawError::Limit);
-            }
-            Some(left)
-        }
-        None => None,
-    };
     if model.bounds.is_empty() {
         return empty(model);
     }
-    let run = || -> Result<RawSolution, RawError> {
-        let mut pv = ProblemVariables::new();
-        let vars: Vec<good_lp::Variable> = model
-            .bounds
-            .iter()
-            .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
-            .collect();
-        let mut obj = Expression::with_capacity(objective.len());
-        for &(v, c) in objective {
-            obj.add_mul(c, vars[v]);
-        }
-        let mut problem = pv.minimise(obj).using(good_lp::highs);
-        for (terms, sense, rhs) in &model.rows {
-            let mut e = Expression::with_capacity(terms.len());
-            for &(v, c) in terms {
-                e.add_mul(c, vars[v]);
-            }
-            let con = match sense {
-                Sense::Le => e.leq(*rhs),
-                Sense::Ge => e.geq(*rhs),
-                Sense::Eq => e.eq(*rhs),
-            };
-            problem.add_constraint(con);
-        }
-        let mut m = problem
-            .try_into_inner()
-            .map_err(|e| RawError::Other(format!("HiGHS could not load the model: {e}")))?;
-        set(&mut m, "output_flag", false)?;
-        set(&mut m, "threads", 1)?;
-        set(&mut m, "parallel", "off")?;
-        set(&mut m, "random_seed", RANDOM_SEED)?;
-        set(&mut m, "mip_rel_gap", 0.0)?;
-        set(&mut m, "mip_abs_gap", MIP_ABS_GAP)?;
-        if let Some(s) = seconds {
-            set(&mut m, "time_limit", s)?;
-        }
-        if let Some(n) = limits.node_limit {
-            // `mip_max_nodes` is a HiGHS int; a budget beyond it is no limit
-            // HiGHS can reach anyway.
-            set(
-                &mut m,
-                "mip_max_nodes",
-                i32::try_from(n).unwrap_or(i32::MAX),
-            )?;
-        }
-        if let Some(w) = warm {
-            m.try_set_solution(Some(w), None, None, None)
-                .map_err(|e| RawError::Other(format!("HiGHS rejected the warm start: {e:?}")))?;
-        }
-        let solved = m
-            .try_solve()
-            .map_err(|e| RawError::Other(format!("HiGHS failed to run: {e:?}")))?;
-        let status = solved.status();
-        let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
-        let values = || solved.get_solution().columns().to_vec();
-        match status {
-            HighsModelStatus::Optimal if has_solution => Ok(RawSolution {
-                values: values(),
-                optimal: true,
-                // Proved exact (module docs): the true gap is 0.
-                gap: Some(0.0),
-            }),
-            HighsModelStatus::Infeasible => Err(RawError::Infeasible),
-            // Every variable is bounded (binaries and fixings), so the model
-            // cannot be unbounded: this status proves infeasibility here.
-            HighsModelStatus::UnboundedOrInfeasible
-                if model
-                    .bounds
-                    .iter()
-                    .all(|&(lo, hi)| lo.is_finite() && hi.is_finite()) =>
-            {
-                Err(RawError::Infeasible)
-            }
-            // Time limit; node limit (HiGHS reports `mip_max_nodes` as a
-            // solution limit); iteration, memory and interrupt limits.
-            HighsModelStatus::ReachedTimeLimit
-            | HighsModelStatus::ReachedSolutionLimit
-            | HighsModelStatus::ReachedIterationLimit
-            | HighsModelStatus::ReachedMemoryLimit
-            | HighsModelStatus::ReachedInterrupt => {
-                if has_solution {
-                    let gap = solved.mip_gap();
-                    Ok(RawSolution {
-                        values: values(),
-                        optimal: false,
-                        gap: (gap.is_finite() && gap >= 0.0).then_some(gap),
-                    })
-                } else {
-                    Err(RawError::Limit)
+    let seconds = |deadline: Option<Instant>| -> Result<Option<f64>, RawError> {
+        match deadline {
+            Some(d) => {
+                let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+                if left <= 0.0 {
+                    return Err(RawError::Limit);
                 }
+                Ok(Some(left))
             }
-            other => Err(RawError::Other(format!(
-                "HiGHS ended with model status {other:?} (primal solution {:?})",
-                solved.primal_solution_status()
-            ))),
+            None => Ok(None),
         }
     };
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(r) => r,
-        Err(_) => Err(RawError::Other("the HiGHS backend panicked".into())),
+    let run = |warm: Option<&[f64]>| -> Result<Attempt, RawError> {
+        let left = seconds(limits.deadline)?;
+        match catch_unwind(AssertUnwindSafe(|| {
+            solve_once(model, objective, warm, left, limits.node_limit)
+        })) {
+            Ok(r) => r,
+            Err(_) => Err(RawError::Other("the HiGHS backend panicked".into())),
+        }
+    };
+    match run(warm)? {
+        Attempt::Answer(a) => Ok(a),
+        Attempt::Unproved { value, bound } => {
+            let cold = if warm.is_some() {
+                run(None)?
+            } else {
+                Attempt::Unproved { value, bound }
+            };
+            match cold {
+                Attempt::Answer(a) => Ok(a),
+                Attempt::Unproved { value, bound } => Err(RawError::Other(format!(
+                    "HiGHS reported an optimum, but its solution has objective {value} and \
+                     its dual bound is {bound}: not proved optimal"
+                ))),
+            }
+        }
+    }
+}
+
+/// What one HiGHS run gave.
+enum Attempt {
+    /// An answer to hand back.
+    Answer(RawSolution),
+    /// HiGHS said optimal, but the returned values are not proved optimal by
+    /// its bound (`value - bound >= 1`).
+    Unproved {
+        /// Objective of the returned values, rounded to integers.
+        value: f64,
+        /// HiGHS's dual bound.
+        bound: f64,
+    },
+}
+
+/// One HiGHS run with the given warm start and limits.
+fn solve_once(
+    model: &Model,
+    objective: &[(usize, f64)],
+    warm: Option<&[f64]>,
+    seconds: Option<f64>,
+    node_limit: Option<u64>,
+) -> Result<Attempt, RawError> {
+    let mut pv = ProblemVariables::new();
+    let vars: Vec<good_lp::Variable> = model
+        .bounds
+        .iter()
+        .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
+        .collect();
+    let mut obj = Expression::with_capacity(objective.len());
+    for &(v, c) in objective {
+        obj.add_mul(c, vars[v]);
+    }
+    let mut problem = pv.minimise(obj).using(good_lp::highs);
+    for (terms, sense, rhs) in &model.rows {
+        let mut e = Expression::with_capacity(terms.len());
+        for &(v, c) in terms {
+            e.add_mul(c, vars[v]);
+        }
+        let con = match sense {
+            Sense::Le => e.leq(*rhs),
+            Sense::Ge => e.geq(*rhs),
+            Sense::Eq => e.eq(*rhs),
+        };
+        problem.add_constraint(con);
+    }
+    let mut m = problem
+        .try_into_inner()
+        .map_err(|e| RawError::Other(format!("HiGHS could not load the model: {e}")))?;
+    set(&mut m, "output_flag", false)?;
+    set(&mut m, "threads", 1)?;
+    set(&mut m, "parallel", "off")?;
+    set(&mut m, "random_seed", RANDOM_SEED)?;
+    set(&mut m, "mip_rel_gap", 0.0)?;
+    set(&mut m, "mip_abs_gap", MIP_ABS_GAP)?;
+    if let Some(s) = seconds {
+        set(&mut m, "time_limit", s)?;
+    }
+    if let Some(n) = node_limit {
+        // `mip_max_nodes` is a HiGHS int; a budget beyond it is no limit
+        // HiGHS can reach anyway.
+        set(
+            &mut m,
+            "mip_max_nodes",
+            i32::try_from(n).unwrap_or(i32::MAX),
+        )?;
+    }
+    if let Some(w) = warm {
+        m.try_set_solution(Some(w), None, None, None)
+            .map_err(|e| RawError::Other(format!("HiGHS rejected the warm start: {e:?}")))?;
+    }
+    let solved = m
+        .try_solve()
+        .map_err(|e| RawError::Other(format!("HiGHS failed to run: {e:?}")))?;
+    let status = solved.status();
+    let has_solution = solved.primal_solution_status() == HighsSolutionStatus::Feasible;
+    // The returned values rounded to integers (the caller reads them the
+    // same way), their exact objective, and HiGHS's dual bound.
+    let answer = || {
+        let values: Vec<f64> = solved
+            .get_solution()
+            .columns()
+            .iter()
+            .map(|x| x.round())
+            .collect();
+        let value: f64 = objective.iter().map(|&(v, c)| c * values[v]).sum();
+        let bound = solved
+            .double_info_value(c"mip_dual_bound")
+            .unwrap_or(f64::NEG_INFINITY);
+        (values, value, bound)
+    };
+    match status {
+        HighsModelStatus::Optimal if has_solution => {
+            let (values, value, bound) = answer();
+            if value - bound < 1.0 {
+                Ok(Attempt::Answer(RawSolution {
+                    values,
+                    optimal: true,
+                    // Proved exact (module docs): the true gap is 0.
+                    gap: Some(0.0),
+                }))
+            } else {
+                Ok(Attempt::Unproved { value, bound })
+            }
+        }
+        HighsModelStatus::Infeasible => Err(RawError::Infeasible),
+        // Every variable is bounded (binaries and fixings), so the model
+        // cannot be unbounded: this status proves infeasibility here.
+        HighsModelStatus::UnboundedOrInfeasible
+            if model
+                .bounds
+                .iter()
+                .all(|&(lo, hi)| lo.is_finite() && hi.is_finite()) =>
+        {
+            Err(RawError::Infeasible)
+        }
+        // Time limit; node limit (HiGHS reports `mip_max_nodes` as a
+        // solution limit); iteration, memory and interrupt limits.
+        HighsModelStatus::ReachedTimeLimit
+        | HighsModelStatus::ReachedSolutionLimit
+        | HighsModelStatus::ReachedIterationLimit
+        | HighsModelStatus::ReachedMemoryLimit
+        | HighsModelStatus::ReachedInterrupt => {
+            if !has_solution {
+                return Err(RawError::Limit);
+            }
+            let (values, value, bound) = answer();
+            // The relative gap of the values returned (not of HiGHS's own
+            // incumbent, which the warm-start case above can tell apart).
+            let gap = (value - bound) / value.abs().max(1.0);
+            Ok(Attempt::Answer(RawSolution {
+                values,
+                optimal: false,
+                gap: (gap.is_finite() && gap >= 0.0).then_some(gap),
+            }))
+        }
+        other => Err(RawError::Other(format!(
+            "HiGHS ended with model status {other:?} (primal solution {:?})",
+            solved.primal_solution_status()
+        ))),
     }
 }
 
