@@ -138,6 +138,7 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         timings: !args.no_timings,
         presolve: true,
         backend: Backend::Microlp,
+        ..SolveOptions::default()
     })
 }
 

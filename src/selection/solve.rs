@@ -17,7 +17,7 @@ use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
-use super::strategy::{solve_part, PartMethod, PartResult};
+use super::strategy::{PartMethod, PartResult, PartSolver, SUBPART_FRONTIER_STATES};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
@@ -57,6 +57,11 @@ pub struct SolveOptions {
     pub presolve: bool,
     /// The MILP backend of the integer program (microlp by default).
     pub backend: Backend,
+    /// After presolve, a sub-part whose closure state bound is at most this
+    /// many states is solved by the exact closure frontier instead of the
+    /// integer program (default 20,000; 0 sends every sub-part to the
+    /// integer program, to study or test that path).
+    pub subpart_dp_states: u64,
 }
 
 impl Default for SolveOptions {
@@ -70,6 +75,7 @@ impl Default for SolveOptions {
             timings: true,
             presolve: true,
             backend: Backend::Microlp,
+            subpart_dp_states: SUBPART_FRONTIER_STATES,
         }
     }
 }
@@ -268,20 +274,19 @@ pub fn solve(
                     .collect::<Option<Vec<usize>>>(),
                 _ => None,
             };
-            let limits = IlpLimits {
-                deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
-                node_limit: ctx.opts.node_limit,
-                backend: ctx.opts.backend,
+            let solver = PartSolver {
+                inst: ctx.inst,
+                levels: &ctx.levels,
+                weights: ctx.weights,
+                free_rank: &ctx.free_rank,
+                limits: IlpLimits {
+                    deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
+                    node_limit: ctx.opts.node_limit,
+                    backend: ctx.opts.backend,
+                },
+                subpart_dp_states: ctx.opts.subpart_dp_states,
             };
-            let r = solve_part(
-                ctx.inst,
-                &part.comp,
-                &ctx.levels,
-                ctx.weights,
-                &ctx.free_rank,
-                &limits,
-                warm.as_deref(),
-            );
+            let r = solver.solve_part(&part.comp, warm.as_deref());
             (r, t.elapsed())
         })
         .collect();
