@@ -102,6 +102,8 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
         .map(|nd| nd.cands.iter().map(|c| c.res.clone()).collect())
         .collect();
     let mut settled = vec![false; nres];
+    // Nodes folded away from each resource (step 1b), for explanations.
+    let mut folded: Vec<Vec<usize>> = vec![Vec::new(); nres];
     let full: Mask = if comp.profiles >= 64 {
         u64::MAX
     } else {
@@ -151,7 +153,7 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 .filter(|&c| live[u][c] && !killed.iter().any(|k| k.0 == c))
                 .count();
             if alive_after == 0 {
-                return Presolved::Infeasible(explain(inst, comp, u, &killed, &res, &sure));
+                return Presolved::Infeasible(explain(inst, comp, u, &killed, &live, &sure, &folded));
             }
             for (c, _) in killed {
                 live[u][c] = false;
@@ -160,7 +162,7 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
             }
         }
         // 1b. Folding nodes with one candidate.
-        changed |= fold_single_candidates(&live, &mut res, &dom, nres);
+        changed |= fold_single_candidates(&live, &mut res, &dom, &mut folded);
         // 2. Dominance.
         for u in 0..n {
             let cands = &comp.nodes[u].cands;
@@ -291,8 +293,9 @@ fn fold_single_candidates(
     live: &[Vec<bool>],
     res: &mut [Vec<Vec<(u32, Mask)>>],
     dom: &[Mask],
-    nres: usize,
+    folded: &mut [Vec<usize>],
 ) -> bool {
+    let nres = folded.len();
     let single: Vec<Option<usize>> = live
         .iter()
         .map(|l| {
@@ -334,6 +337,17 @@ fn fold_single_candidates(
                 }
             }
         }
+        // A live candidate that accepts nothing of `D(r)` is killed by the
+        // next round's propagation, which names its accepted profiles as the
+        // input gave them: leave `r` until then.
+        let conflict = t.iter().any(|&u| {
+            res[u].iter().enumerate().any(|(c, cand_res)| {
+                live[u][c] && cand_res.iter().any(|e| e.0 as usize == r && e.1 & d == 0)
+            })
+        });
+        if conflict {
+            continue;
+        }
         for &u in t {
             for (c, cand_res) in res[u].iter_mut().enumerate() {
                 if !live[u][c] {
@@ -367,6 +381,7 @@ fn fold_single_candidates(
             }
             let Some(c) = single[u] else { continue };
             res[u][c].retain(|e| e.0 as usize != r);
+            folded[r].push(u);
             changed = true;
         }
     }
@@ -431,40 +446,62 @@ fn build_part(
     }
 }
 
-/// Explains why node `u` has no candidate left.
+/// Explains why node `u` has no candidate left, in the input's terms: the
+/// profiles each killed candidate accepts for the resource that killed it,
+/// and what the nodes that surely touch that resource (or were folded into
+/// it, step 1b) accept for it.
 fn explain(
     inst: &Instance,
     comp: &Comp,
     u: usize,
     killed: &[(usize, u32)],
-    res: &[Vec<Vec<(u32, Mask)>>],
+    live: &[Vec<bool>],
     sure: &[Vec<(usize, Mask)>],
+    folded: &[Vec<usize>],
 ) -> String {
+    // What node `v`'s live candidates accept for `r`, as the input says.
+    let accepted = |v: usize, r: u32| -> Mask {
+        comp.nodes[v]
+            .cands
+            .iter()
+            .enumerate()
+            .filter(|&(c, _)| live[v][c])
+            .flat_map(|(_, cand)| cand.res.iter().filter(|e| e.0 == r).map(|e| e.1))
+            .fold(0, |a, m| a | m)
+    };
     let node = &inst.nodes[comp.nodes[u].global as usize];
     let mut parts = Vec::new();
     for &(c, r) in killed {
         let cand = &comp.nodes[u].cands[c];
         let rname = &inst.resources[comp.res_global[r as usize] as usize];
-        let need = res[u][c]
+        let need = cand
+            .res
             .iter()
             .find(|e| e.0 == r)
             .map(|e| e.1)
             .unwrap_or(0);
-        let others: Vec<String> = sure[r as usize]
+        let mut by: Vec<usize> = sure[r as usize]
             .iter()
-            .filter(|(v, _)| *v != u)
+            .map(|&(v, _)| v)
+            .chain(folded[r as usize].iter().copied())
+            .filter(|&v| v != u)
+            .collect();
+        by.sort_unstable();
+        by.dedup();
+        let others: Vec<String> = by
+            .iter()
             .take(3)
-            .map(|&(v, m)| {
+            .map(|&v| {
                 format!(
                     "node `{}` accepts only {} for `{rname}`",
                     inst.nodes[comp.nodes[v].global as usize].id,
-                    mask_names(inst, m)
+                    mask_names(inst, accepted(v, r))
                 )
             })
             .collect();
         parts.push(format!(
             "candidate `{}` accepts only {} for `{rname}`, but {}",
-            inst.nodes[comp.nodes[u].global as usize].cands[cand.orig as usize].provider,
+            node.cands[cand.orig as usize].provider,
             mask_names(inst, need),
             if others.is_empty() {
                 "no profile is left for it".to_string()
