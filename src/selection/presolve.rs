@@ -113,12 +113,14 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
         let mut changed = false;
         // 1. Propagation.
         let mut dom = vec![full; nres];
-        let mut sure: Vec<Vec<(usize, Mask)>> = vec![Vec::new(); nres];
+        // (resource, node) for every node that surely touches the resource.
+        let mut sure: Vec<(u32, usize)> = Vec::new();
+        let mut surely_used = vec![false; nres];
         let mut cover: Vec<(u32, Mask, usize)> = Vec::new();
         for u in 0..n {
-            let lc: Vec<usize> = (0..live[u].len()).filter(|&c| live[u][c]).collect();
+            let nlive = live[u].iter().filter(|&&l| l).count();
             cover.clear();
-            for &c in &lc {
+            for c in (0..live[u].len()).filter(|&c| live[u][c]) {
                 for &(r, m) in &res[u][c] {
                     match cover.iter_mut().find(|e| e.0 == r) {
                         Some(e) => {
@@ -130,9 +132,10 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 }
             }
             for &(r, m, cnt) in &cover {
-                if cnt == lc.len() {
+                if cnt == nlive {
                     dom[r as usize] &= m;
-                    sure[r as usize].push((u, m));
+                    sure.push((r, u));
+                    surely_used[r as usize] = true;
                 }
             }
         }
@@ -153,7 +156,9 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 .filter(|&c| live[u][c] && !killed.iter().any(|k| k.0 == c))
                 .count();
             if alive_after == 0 {
-                return Presolved::Infeasible(explain(inst, comp, u, &killed, &live, &sure, &folded));
+                return Presolved::Infeasible(explain(
+                    inst, comp, u, &killed, &live, &sure, &folded,
+                ));
             }
             for (c, _) in killed {
                 live[u][c] = false;
@@ -209,7 +214,7 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 continue;
             }
             let k = best_rank(union[r]);
-            if inter[r] >> k & 1 == 1 && (!sure[r].is_empty() || free_rank[k]) {
+            if inter[r] >> k & 1 == 1 && (surely_used[r] || free_rank[k]) {
                 settled[r] = true;
                 stats.settled += 1;
                 changed = true;
@@ -306,23 +311,39 @@ fn fold_single_candidates(
             }
         })
         .collect();
-    // Live touchers of every resource, in node order.
-    let mut touchers: Vec<Vec<usize>> = vec![Vec::new(); nres];
-    for (u, node_res) in res.iter().enumerate() {
-        for (c, cand_res) in node_res.iter().enumerate() {
-            if !live[u][c] {
-                continue;
-            }
-            for &(r, _) in cand_res {
-                let t = &mut touchers[r as usize];
-                if t.last() != Some(&u) {
-                    t.push(u);
+    // Live touchers of every resource, in node order (flat: the touchers of
+    // `r` are `list[start[r]..start[r + 1]]`).
+    let mut start = vec![0usize; nres + 1];
+    let mut last = vec![usize::MAX; nres];
+    let mut each_toucher = |visit: &mut dyn FnMut(usize, usize)| {
+        last.fill(usize::MAX);
+        for (u, node_res) in res.iter().enumerate() {
+            for (c, cand_res) in node_res.iter().enumerate() {
+                if !live[u][c] {
+                    continue;
+                }
+                for &(r, _) in cand_res {
+                    if last[r as usize] != u {
+                        last[r as usize] = u;
+                        visit(r as usize, u);
+                    }
                 }
             }
         }
+    };
+    each_toucher(&mut |r, _| start[r + 1] += 1);
+    for r in 0..nres {
+        start[r + 1] += start[r];
     }
+    let mut list = vec![0usize; start[nres]];
+    let mut fill = start.clone();
+    each_toucher(&mut |r, u| {
+        list[fill[r]] = u;
+        fill[r] += 1;
+    });
     let mut changed = false;
-    for (r, t) in touchers.iter().enumerate() {
+    for r in 0..nres {
+        let t = &list[start[r]..start[r + 1]];
         let fixed_here: Vec<usize> = t.iter().copied().filter(|&u| single[u].is_some()).collect();
         if fixed_here.is_empty() {
             continue;
@@ -456,7 +477,7 @@ fn explain(
     u: usize,
     killed: &[(usize, u32)],
     live: &[Vec<bool>],
-    sure: &[Vec<(usize, Mask)>],
+    sure: &[(u32, usize)],
     folded: &[Vec<usize>],
 ) -> String {
     // What node `v`'s live candidates accept for `r`, as the input says.
@@ -474,15 +495,11 @@ fn explain(
     for &(c, r) in killed {
         let cand = &comp.nodes[u].cands[c];
         let rname = &inst.resources[comp.res_global[r as usize] as usize];
-        let need = cand
-            .res
+        let need = cand.res.iter().find(|e| e.0 == r).map(|e| e.1).unwrap_or(0);
+        let mut by: Vec<usize> = sure
             .iter()
-            .find(|e| e.0 == r)
-            .map(|e| e.1)
-            .unwrap_or(0);
-        let mut by: Vec<usize> = sure[r as usize]
-            .iter()
-            .map(|&(v, _)| v)
+            .filter(|e| e.0 == r)
+            .map(|&(_, v)| v)
             .chain(folded[r as usize].iter().copied())
             .filter(|&v| v != u)
             .collect();
