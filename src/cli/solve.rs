@@ -171,6 +171,7 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         timings: !args.no_timings,
         presolve: true,
         backend,
+        ..SolveOptions::default()
     })
 }
 

@@ -9,6 +9,8 @@
 //!    candidate accepting nothing of `D(r)` for some `r` can never be chosen.
 //!    A node left without candidates makes the component infeasible, and the
 //!    conflict is reported in the input's terms.
+//!    Then every node with one live candidate is *folded* into a node that
+//!    shares its resources ([`fold_single_candidates`]), so it links nothing.
 //! 2. **Dominated candidates.** `c'` dominates `c` (same node) when `c'`
 //!    touches a subset of `c`'s resources, accepts a superset for each, and
 //!    `c'` is preferred or (neither is preferred and `c'`'s provider id is
@@ -100,6 +102,8 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
         .map(|nd| nd.cands.iter().map(|c| c.res.clone()).collect())
         .collect();
     let mut settled = vec![false; nres];
+    // Nodes folded away from each resource (step 1b), for explanations.
+    let mut folded: Vec<Vec<usize>> = vec![Vec::new(); nres];
     let full: Mask = if comp.profiles >= 64 {
         u64::MAX
     } else {
@@ -109,12 +113,14 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
         let mut changed = false;
         // 1. Propagation.
         let mut dom = vec![full; nres];
-        let mut sure: Vec<Vec<(usize, Mask)>> = vec![Vec::new(); nres];
+        // (resource, node) for every node that surely touches the resource.
+        let mut sure: Vec<(u32, usize)> = Vec::new();
+        let mut surely_used = vec![false; nres];
         let mut cover: Vec<(u32, Mask, usize)> = Vec::new();
         for u in 0..n {
-            let lc: Vec<usize> = (0..live[u].len()).filter(|&c| live[u][c]).collect();
+            let nlive = live[u].iter().filter(|&&l| l).count();
             cover.clear();
-            for &c in &lc {
+            for c in (0..live[u].len()).filter(|&c| live[u][c]) {
                 for &(r, m) in &res[u][c] {
                     match cover.iter_mut().find(|e| e.0 == r) {
                         Some(e) => {
@@ -126,9 +132,10 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 }
             }
             for &(r, m, cnt) in &cover {
-                if cnt == lc.len() {
+                if cnt == nlive {
                     dom[r as usize] &= m;
-                    sure[r as usize].push((u, m));
+                    sure.push((r, u));
+                    surely_used[r as usize] = true;
                 }
             }
         }
@@ -149,7 +156,9 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 .filter(|&c| live[u][c] && !killed.iter().any(|k| k.0 == c))
                 .count();
             if alive_after == 0 {
-                return Presolved::Infeasible(explain(inst, comp, u, &killed, &res, &sure));
+                return Presolved::Infeasible(explain(
+                    inst, comp, u, &killed, &live, &sure, &folded,
+                ));
             }
             for (c, _) in killed {
                 live[u][c] = false;
@@ -157,6 +166,8 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 changed = true;
             }
         }
+        // 1b. Folding nodes with one candidate.
+        changed |= fold_single_candidates(&live, &mut res, &dom, &mut folded);
         // 2. Dominance.
         for u in 0..n {
             let cands = &comp.nodes[u].cands;
@@ -197,11 +208,13 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
             }
         }
         for r in 0..nres {
-            if !touched[r] || settled[r] {
+            // An empty union (masks narrowed to nothing by step 1b) settles
+            // nothing: the next round's propagation kills those candidates.
+            if !touched[r] || settled[r] || union[r] == 0 {
                 continue;
             }
             let k = best_rank(union[r]);
-            if inter[r] >> k & 1 == 1 && (!sure[r].is_empty() || free_rank[k]) {
+            if inter[r] >> k & 1 == 1 && (surely_used[r] || free_rank[k]) {
                 settled[r] = true;
                 stats.settled += 1;
                 changed = true;
@@ -255,6 +268,145 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
         parts,
         stats,
     }
+}
+
+/// Step 1b: folds every node with one live candidate into the nodes that
+/// share its resources, so that it no longer links them.
+///
+/// Let `u` have the single live candidate `c`, touching `r` with mask `m`.
+/// `u` surely touches `r`, so `r` is used in every solution and its profile
+/// lies in `D(r) ∩ m` (`D(r)` from step 1; below, `D(r)` means that
+/// intersection over all such `u`). When another node touches `r`
+/// through some live candidate, the first such node with several live
+/// candidates (else the first) becomes `r`'s *host*:
+///
+/// * every live candidate touching `r` has its mask narrowed to `m' ∩ D(r)`
+///   (the resource's profile is in `D(r)` anyway, so no solution and no rank
+///   changes);
+/// * every live candidate of the host that does not touch `r` gets the
+///   touch `(r, D(r))`: it restricts nothing beyond `D(r)`, and it keeps `r`
+///   used whatever the host chooses, as `u` did;
+/// * `r` is removed from `c`.
+///
+/// For every choice of the other nodes, `r`'s profile is then the lowest rank
+/// of `m ∩ D(r) ∩ (masks of the chosen touching candidates)`, exactly as
+/// before, and `u`'s own levels (preferred flag, provider id) are constants,
+/// so every objective variant compares solutions as before. When no other
+/// node touches `r`, only the masks are narrowed, and step 3 settles `r`.
+/// Returns whether anything changed.
+fn fold_single_candidates(
+    live: &[Vec<bool>],
+    res: &mut [Vec<Vec<(u32, Mask)>>],
+    dom: &[Mask],
+    folded: &mut [Vec<usize>],
+) -> bool {
+    let nres = folded.len();
+    let single: Vec<Option<usize>> = live
+        .iter()
+        .map(|l| {
+            let mut it = (0..l.len()).filter(|&c| l[c]);
+            match (it.next(), it.next()) {
+                (Some(c), None) => Some(c),
+                _ => None,
+            }
+        })
+        .collect();
+    // Live touchers of every resource, in node order (flat: the touchers of
+    // `r` are `list[start[r]..start[r + 1]]`).
+    let mut start = vec![0usize; nres + 1];
+    let mut last = vec![usize::MAX; nres];
+    let mut each_toucher = |visit: &mut dyn FnMut(usize, usize)| {
+        last.fill(usize::MAX);
+        for (u, node_res) in res.iter().enumerate() {
+            for (c, cand_res) in node_res.iter().enumerate() {
+                if !live[u][c] {
+                    continue;
+                }
+                for &(r, _) in cand_res {
+                    if last[r as usize] != u {
+                        last[r as usize] = u;
+                        visit(r as usize, u);
+                    }
+                }
+            }
+        }
+    };
+    each_toucher(&mut |r, _| start[r + 1] += 1);
+    for r in 0..nres {
+        start[r + 1] += start[r];
+    }
+    let mut list = vec![0usize; start[nres]];
+    let mut fill = start.clone();
+    each_toucher(&mut |r, u| {
+        list[fill[r]] = u;
+        fill[r] += 1;
+    });
+    let mut changed = false;
+    for r in 0..nres {
+        let t = &list[start[r]..start[r + 1]];
+        let fixed_here: Vec<usize> = t.iter().copied().filter(|&u| single[u].is_some()).collect();
+        if fixed_here.is_empty() {
+            continue;
+        }
+        // `D(r)` of this round's step 1 predates its kills: a node left with
+        // one candidate by them is not in it yet, so add its mask here.
+        let mut d = dom[r];
+        for &u in &fixed_here {
+            if let Some(c) = single[u] {
+                for e in res[u][c].iter().filter(|e| e.0 as usize == r) {
+                    d &= e.1;
+                }
+            }
+        }
+        // A live candidate that accepts nothing of `D(r)` is killed by the
+        // next round's propagation, which names its accepted profiles as the
+        // input gave them: leave `r` until then.
+        let conflict = t.iter().any(|&u| {
+            res[u].iter().enumerate().any(|(c, cand_res)| {
+                live[u][c] && cand_res.iter().any(|e| e.0 as usize == r && e.1 & d == 0)
+            })
+        });
+        if conflict {
+            continue;
+        }
+        for &u in t {
+            for (c, cand_res) in res[u].iter_mut().enumerate() {
+                if !live[u][c] {
+                    continue;
+                }
+                for e in cand_res.iter_mut().filter(|e| e.0 as usize == r) {
+                    if e.1 & !d != 0 {
+                        e.1 &= d;
+                        changed = true;
+                    }
+                }
+            }
+        }
+        let Some(host) = t
+            .iter()
+            .copied()
+            .find(|&u| single[u].is_none())
+            .or_else(|| (t.len() > 1).then(|| t[t.len() - 1]))
+        else {
+            continue;
+        };
+        for (c, cand_res) in res[host].iter_mut().enumerate() {
+            if live[host][c] && !cand_res.iter().any(|e| e.0 as usize == r) {
+                let at = cand_res.partition_point(|e| (e.0 as usize) < r);
+                cand_res.insert(at, (r as u32, d));
+            }
+        }
+        for &u in &fixed_here {
+            if u == host {
+                continue;
+            }
+            let Some(c) = single[u] else { continue };
+            res[u][c].retain(|e| e.0 as usize != r);
+            folded[r].push(u);
+            changed = true;
+        }
+    }
+    changed
 }
 
 /// Builds a part with resources renumbered by first occurrence, so that
@@ -315,40 +467,58 @@ fn build_part(
     }
 }
 
-/// Explains why node `u` has no candidate left.
+/// Explains why node `u` has no candidate left, in the input's terms: the
+/// profiles each killed candidate accepts for the resource that killed it,
+/// and what the nodes that surely touch that resource (or were folded into
+/// it, step 1b) accept for it.
 fn explain(
     inst: &Instance,
     comp: &Comp,
     u: usize,
     killed: &[(usize, u32)],
-    res: &[Vec<Vec<(u32, Mask)>>],
-    sure: &[Vec<(usize, Mask)>],
+    live: &[Vec<bool>],
+    sure: &[(u32, usize)],
+    folded: &[Vec<usize>],
 ) -> String {
+    // What node `v`'s live candidates accept for `r`, as the input says.
+    let accepted = |v: usize, r: u32| -> Mask {
+        comp.nodes[v]
+            .cands
+            .iter()
+            .enumerate()
+            .filter(|&(c, _)| live[v][c])
+            .flat_map(|(_, cand)| cand.res.iter().filter(|e| e.0 == r).map(|e| e.1))
+            .fold(0, |a, m| a | m)
+    };
     let node = &inst.nodes[comp.nodes[u].global as usize];
     let mut parts = Vec::new();
     for &(c, r) in killed {
         let cand = &comp.nodes[u].cands[c];
         let rname = &inst.resources[comp.res_global[r as usize] as usize];
-        let need = res[u][c]
+        let need = cand.res.iter().find(|e| e.0 == r).map(|e| e.1).unwrap_or(0);
+        let mut by: Vec<usize> = sure
             .iter()
-            .find(|e| e.0 == r)
-            .map(|e| e.1)
-            .unwrap_or(0);
-        let others: Vec<String> = sure[r as usize]
+            .filter(|e| e.0 == r)
+            .map(|&(_, v)| v)
+            .chain(folded[r as usize].iter().copied())
+            .filter(|&v| v != u)
+            .collect();
+        by.sort_unstable();
+        by.dedup();
+        let others: Vec<String> = by
             .iter()
-            .filter(|(v, _)| *v != u)
             .take(3)
-            .map(|&(v, m)| {
+            .map(|&v| {
                 format!(
                     "node `{}` accepts only {} for `{rname}`",
                     inst.nodes[comp.nodes[v].global as usize].id,
-                    mask_names(inst, m)
+                    mask_names(inst, accepted(v, r))
                 )
             })
             .collect();
         parts.push(format!(
             "candidate `{}` accepts only {} for `{rname}`, but {}",
-            inst.nodes[comp.nodes[u].global as usize].cands[cand.orig as usize].provider,
+            node.cands[cand.orig as usize].provider,
             mask_names(inst, need),
             if others.is_empty() {
                 "no profile is left for it".to_string()
@@ -362,4 +532,46 @@ fn explain(
         node.id,
         parts.join("; ")
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selection::components::instance_components;
+    use crate::selection::SelectionProblem;
+
+    /// `a — u — b` where `u` has one candidate: folding `u` must cut the
+    /// link, and `b`'s candidate that does not touch `r2` must get the touch
+    /// `(r2, D(r2))`, so that `r2` stays used whatever `b` chooses.
+    #[test]
+    fn a_single_candidate_node_is_folded_into_its_neighbours() {
+        let problem = SelectionProblem::from_json_str(
+            r#"{"profiles": ["p0", "p1", "p2"], "nodes": [
+              {"id": "a", "candidates": [
+                {"provider": "x", "accepts": {"r1": ["p0"]}},
+                {"provider": "y", "accepts": {"r1": ["p1"]}}]},
+              {"id": "u", "candidates": [
+                {"provider": "only", "accepts": {"r1": ["p0", "p1"], "r2": ["p1", "p2"]}}]},
+              {"id": "b", "candidates": [
+                {"provider": "x", "accepts": {"r2": ["p2"]}},
+                {"provider": "z", "accepts": {"w": ["p0"]}}]}
+            ]}"#,
+        )
+        .unwrap();
+        let inst = Instance::new(&problem).unwrap();
+        let comps = instance_components(&inst);
+        assert_eq!(comps.len(), 1, "one component before presolve");
+        let comp = Comp::from_instance(&inst, &comps[0]);
+        let Presolved::Reduced { fixed, parts, .. } = presolve(&inst, &comp, &[true, false, false])
+        else {
+            panic!("feasible");
+        };
+        assert_eq!(fixed, vec![(1, 0)], "u is fixed");
+        assert_eq!(parts.len(), 2, "a and b are no longer linked");
+        let b = &parts[1];
+        assert_eq!(b.positions, vec![2]);
+        let cands = &b.comp.nodes[0].cands;
+        assert_eq!(cands[0].res, vec![(0, 0b100)], "x keeps r2 at p2");
+        assert_eq!(cands[1].res, vec![(0, 0b110)], "z gets r2 with D(r2)");
+    }
 }

@@ -17,7 +17,7 @@ use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
-use super::strategy::{solve_part, PartMethod, PartResult};
+use super::strategy::{PartMethod, PartResult, PartSolver, SUBPART_FRONTIER_STATES};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
@@ -57,6 +57,11 @@ pub struct SolveOptions {
     pub presolve: bool,
     /// The MILP backend of the integer program (microlp by default).
     pub backend: Backend,
+    /// After presolve, a sub-part whose closure state bound is at most this
+    /// many states is solved by the exact closure frontier instead of the
+    /// integer program (default 20,000; 0 sends every sub-part to the
+    /// integer program, to study or test that path).
+    pub subpart_dp_states: u64,
 }
 
 impl Default for SolveOptions {
@@ -70,6 +75,7 @@ impl Default for SolveOptions {
             timings: true,
             presolve: true,
             backend: Backend::Microlp,
+            subpart_dp_states: SUBPART_FRONTIER_STATES,
         }
     }
 }
@@ -225,7 +231,7 @@ pub fn solve(
     let comps = instance_components(&inst);
     let first_node = |ci: usize| inst.nodes[comps[ci][0] as usize].id.clone();
 
-    // Phase A: per component, the frontier (method or check) and presolve.
+    // Phase A: per component, the frontier where it is the method, else presolve.
     let phase_a: Vec<PhaseA> = comps
         .par_iter()
         .enumerate()
@@ -245,46 +251,65 @@ pub fn solve(
             }
         }
     }
-    let results: Vec<(Result<PartResult, String>, Duration)> = jobs
-        .par_iter()
-        .map(|&(ci, pi)| {
-            let PhaseA::Pending(p) = &phase_a[ci] else {
-                return (
-                    Err("internal: job of a finished component".into()),
-                    Duration::ZERO,
-                );
-            };
-            let part = &p.parts[pi];
-            let t = Instant::now();
-            let warm = match &p.dp.0 {
-                DpOutcome::Optimal(choice) => part
-                    .positions
-                    .iter()
-                    .zip(&part.comp.nodes)
-                    .map(|(&pos, node)| {
-                        let orig = p.comp.nodes[pos].cands[choice[pos]].orig;
-                        node.cands.iter().position(|c| c.orig == orig)
-                    })
-                    .collect::<Option<Vec<usize>>>(),
+    // The parts and the frontier checks of pending components run side by
+    // side on the pool; neither reads the other, so the joined result is the
+    // same as if they ran one after the other.
+    let checks = || -> Vec<(usize, (DpOutcome, u64), Duration)> {
+        phase_a
+            .par_iter()
+            .enumerate()
+            .filter_map(|(ci, a)| match a {
+                PhaseA::Pending(p) => {
+                    let t = Instant::now();
+                    let (dp, stats) = frontier(
+                        &p.comp,
+                        &ctx.levels,
+                        ctx.weights,
+                        Mode::Closure,
+                        ctx.opts.dp_state_budget,
+                    );
+                    Some((ci, (dp, stats.states), t.elapsed()))
+                }
                 _ => None,
-            };
-            let limits = IlpLimits {
-                deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
-                node_limit: ctx.opts.node_limit,
-                backend: ctx.opts.backend,
-            };
-            let r = solve_part(
-                ctx.inst,
-                &part.comp,
-                &ctx.levels,
-                ctx.weights,
-                &ctx.free_rank,
-                &limits,
-                warm.as_deref(),
-            );
-            (r, t.elapsed())
-        })
-        .collect();
+            })
+            .collect()
+    };
+    let parts = || -> Vec<(Result<PartResult, String>, Duration)> {
+        jobs.par_iter()
+            .map(|&(ci, pi)| {
+                let PhaseA::Pending(p) = &phase_a[ci] else {
+                    return (
+                        Err("internal: job of a finished component".into()),
+                        Duration::ZERO,
+                    );
+                };
+                let part = &p.parts[pi];
+                let t = Instant::now();
+                let solver = PartSolver {
+                    inst: ctx.inst,
+                    levels: &ctx.levels,
+                    weights: ctx.weights,
+                    free_rank: &ctx.free_rank,
+                    limits: IlpLimits {
+                        deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
+                        node_limit: ctx.opts.node_limit,
+                        backend: ctx.opts.backend,
+                    },
+                    subpart_dp_states: ctx.opts.subpart_dp_states,
+                };
+                let r = solver.solve_part(&part.comp, None);
+                (r, t.elapsed())
+            })
+            .collect()
+    };
+    let (results, checks) = rayon::join(parts, checks);
+    let mut phase_a = phase_a;
+    for (ci, dp, spent) in checks {
+        if let PhaseA::Pending(p) = &mut phase_a[ci] {
+            p.dp = dp;
+            p.elapsed += spent;
+        }
+    }
 
     // Phase C: assemble, re-check, compare with the frontier.
     let finished: Vec<Result<Done, SelectionError>> = phase_a
@@ -383,8 +408,8 @@ fn phase_a(ctx: &Ctx, ci: usize, nodes: &[u32]) -> PhaseA {
         Method::Auto => closure_state_bound(&comp) <= budget,
         Method::Ilp => false,
     };
-    let (dp, dp_stats) = frontier(&comp, &ctx.levels, ctx.weights, Mode::Closure, budget);
     if use_dp {
+        let (dp, dp_stats) = frontier(&comp, &ctx.levels, ctx.weights, Mode::Closure, budget);
         return match dp {
             DpOutcome::Optimal(choice) => {
                 if let Err(m) = recheck(&comp, &choice) {
@@ -424,6 +449,8 @@ fn phase_a(ctx: &Ctx, ci: usize, nodes: &[u32]) -> PhaseA {
     let (fixed, parts, stats) = if ctx.opts.presolve {
         match presolve(ctx.inst, &comp, &ctx.free_rank) {
             Presolved::Infeasible(expl) => {
+                // Rare: cross-check the refutation with the frontier now.
+                let (dp, _) = frontier(&comp, &ctx.levels, ctx.weights, Mode::Closure, budget);
                 if let DpOutcome::Optimal(choice) = &dp {
                     return PhaseA::Failed(SelectionError::Disagreement {
                         component: ci,
@@ -458,7 +485,7 @@ fn phase_a(ctx: &Ctx, ci: usize, nodes: &[u32]) -> PhaseA {
     }
     PhaseA::Pending(Box::new(Pending {
         comp,
-        dp: (dp, dp_stats.states),
+        dp: (DpOutcome::Skipped("the check did not run".into()), 0),
         fixed,
         parts,
         stats,

@@ -28,10 +28,28 @@ use super::problem::Instance;
 use super::propagation::Domains;
 use super::provider_ids::{smallest_optimal, Search};
 
-/// A sub-part goes to the frontier when its closure state bound is at most
-/// this many states (the frontier then costs well under a millisecond per
-/// thousand states, far below one integer-program solve).
-const SUBPART_FRONTIER_STATES: u64 = 20_000;
+/// By default a sub-part goes to the frontier when its closure state bound
+/// is at most this many states (the frontier then costs well under a
+/// millisecond per thousand states, far below one integer-program solve).
+pub(crate) const SUBPART_FRONTIER_STATES: u64 = 20_000;
+
+/// What every part of one solve shares: the instance, the objective and the
+/// limits.
+pub(crate) struct PartSolver<'a> {
+    /// The instance (for presolve's explanations).
+    pub inst: &'a Instance,
+    /// The objective's levels.
+    pub levels: &'a [Level],
+    /// Its weights, for `weighted`.
+    pub weights: Option<&'a Weights>,
+    /// Ranks that cost nothing under the objective.
+    pub free_rank: &'a [bool],
+    /// Limits and backend of the integer program.
+    pub limits: IlpLimits,
+    /// Sub-parts whose closure state bound is at most this go to the
+    /// frontier; the others to the integer program (0: every sub-part).
+    pub subpart_dp_states: u64,
+}
 
 /// How a part was solved, for its certificate.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -143,218 +161,202 @@ impl PartResult {
     }
 }
 
-/// Solves `comp` (a presolved part) to `levels`.
-pub(crate) fn solve_part(
-    inst: &Instance,
-    comp: &Comp,
-    levels: &[Level],
-    weights: Option<&Weights>,
-    free_rank: &[bool],
-    limits: &IlpLimits,
-    warm: Option<&[usize]>,
-) -> Result<PartResult, String> {
-    if levels.first() != Some(&Level::PreferredLex) {
-        return frontier_or_ilp(comp, levels, weights, limits, warm);
-    }
-    match decide_preferences(comp, warm)? {
-        Decided::Infeasible => Ok(PartResult {
-            outcome: IlpOutcome::Infeasible,
-            method: PartMethod::default(),
-        }),
-        Decided::Partly {
-            reduced,
-            witness,
-            stats,
-        } => {
-            let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
-            let mut r = solve_ilp(&reduced, levels, weights, limits, warm.as_deref())?;
-            if let IlpOutcome::Solved { choice, .. } = &mut r {
-                *choice = widen(comp, &reduced, choice)
-                    .ok_or("internal: the integer program chose an unknown candidate")?;
-            }
-            let mut res = PartResult::from_ilp(r);
-            res.method.preferences = Some((stats.met, stats.refuted));
-            Ok(res)
+impl PartSolver<'_> {
+    /// Solves `comp` (a presolved part) to `levels`.
+    pub(crate) fn solve_part(
+        &self,
+        comp: &Comp,
+        warm: Option<&[usize]>,
+    ) -> Result<PartResult, String> {
+        let (levels, weights) = (self.levels, self.weights);
+        if levels.first() != Some(&Level::PreferredLex) {
+            return self.frontier_or_ilp(comp, levels, warm);
         }
-        Decided::All {
-            reduced,
-            witness,
-            stats,
-        } => {
-            let rest = &levels[1..];
-            let local_witness = narrow(comp, &reduced, &witness)
-                .ok_or("internal: the preference witness left the restricted part")?;
-            let mut res = solve_split(
-                inst,
-                &reduced,
-                rest,
-                weights,
-                free_rank,
-                limits,
-                &local_witness,
-            )?;
-            res.method.preferences = Some((stats.met, stats.refuted));
-            if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
-                *choice = widen(comp, &reduced, choice)
-                    .ok_or("internal: a sub-part chose an unknown candidate")?;
+        match decide_preferences(comp, warm)? {
+            Decided::Infeasible => Ok(PartResult {
+                outcome: IlpOutcome::Infeasible,
+                method: PartMethod::default(),
+            }),
+            Decided::Partly {
+                reduced,
+                witness,
+                stats,
+            } => {
+                let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
+                let mut r = solve_ilp(&reduced, levels, weights, &self.limits, warm.as_deref())?;
+                if let IlpOutcome::Solved { choice, .. } = &mut r {
+                    *choice = widen(comp, &reduced, choice)
+                        .ok_or("internal: the integer program chose an unknown candidate")?;
+                }
+                let mut res = PartResult::from_ilp(r);
+                res.method.preferences = Some((stats.met, stats.refuted));
+                Ok(res)
             }
-            Ok(res)
+            Decided::All {
+                reduced,
+                witness,
+                stats,
+            } => {
+                let rest = &levels[1..];
+                let local_witness = narrow(comp, &reduced, &witness)
+                    .ok_or("internal: the preference witness left the restricted part")?;
+                let mut res = self.solve_split(&reduced, rest, &local_witness)?;
+                res.method.preferences = Some((stats.met, stats.refuted));
+                if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
+                    *choice = widen(comp, &reduced, choice)
+                        .ok_or("internal: a sub-part chose an unknown candidate")?;
+                }
+                Ok(res)
+            }
         }
     }
-}
 
-/// Presolves `comp` again and solves its sub-parts; `witness` is a known
-/// solution of `comp` (local indices).
-fn solve_split(
-    inst: &Instance,
-    comp: &Comp,
-    levels: &[Level],
-    weights: Option<&Weights>,
-    free_rank: &[bool],
-    limits: &IlpLimits,
-    witness: &[usize],
-) -> Result<PartResult, String> {
-    let (fixed, parts) = match presolve(inst, comp, free_rank) {
-        Presolved::Infeasible(e) => {
-            return Err(format!(
-                "internal: presolve refuted a re-checked witness ({e})"
-            ))
-        }
-        Presolved::Reduced { fixed, parts, .. } => (fixed, parts),
-    };
-    let mut choice = vec![usize::MAX; comp.nodes.len()];
-    for (pos, c) in fixed {
-        choice[pos] = c;
-    }
-    let mut method = PartMethod::default();
-    let mut stopped: Vec<String> = Vec::new();
-    let mut gap = None;
-    let mut solved: BTreeMap<&[u64], Vec<usize>> = BTreeMap::new();
-    for part in &parts {
-        let local: Vec<usize> = match solved.get(part.signature.as_slice()) {
-            Some(local) => {
-                // The same signature: the same optimal local choice.
-                method.reused_parts += 1;
-                local.clone()
+    /// Presolves `comp` again and solves its sub-parts; `witness` is a known
+    /// solution of `comp` (local indices).
+    fn solve_split(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        witness: &[usize],
+    ) -> Result<PartResult, String> {
+        let (fixed, parts) = match presolve(self.inst, comp, self.free_rank) {
+            Presolved::Infeasible(e) => {
+                return Err(format!(
+                    "internal: presolve refuted a re-checked witness ({e})"
+                ))
             }
-            None => {
-                // The witness where presolve kept its candidates; else a
-                // completion by propagation that follows it where it can
-                // (presolve may drop a dominated candidate it used).
-                let hint: Vec<Option<usize>> = part
-                    .positions
-                    .iter()
-                    .zip(&part.comp.nodes)
-                    .map(|(&pos, nd)| {
-                        let orig = comp.nodes[pos].cands[witness[pos]].orig;
-                        nd.cands.iter().position(|c| c.orig == orig)
-                    })
-                    .collect();
-                let warm: Option<Vec<usize>> = match hint.iter().copied().collect() {
-                    Some(w) => Some(w),
-                    None => Domains::new(&part.comp)
-                        .ok()
-                        .and_then(|mut d| d.complete(|u, v| v.extend(hint[u])))
-                        .filter(|w| part.comp.evaluate_local(w).is_some()),
-                };
-                let r = frontier_or_ilp(&part.comp, levels, weights, limits, warm.as_deref())?;
-                method.add(&r.method);
-                let local = match r.outcome {
-                    IlpOutcome::Infeasible => {
-                        return Err("internal: a sub-part of a feasible part is infeasible".into())
-                    }
-                    IlpOutcome::Solved {
-                        choice,
-                        stopped: st,
-                        gap: g,
-                        ..
-                    } => {
-                        if let Some(st) = st {
-                            stopped.push(st);
-                            gap = g;
-                        }
-                        choice
-                    }
-                };
-                solved.insert(part.signature.as_slice(), local.clone());
-                local
-            }
+            Presolved::Reduced { fixed, parts, .. } => (fixed, parts),
         };
-        for (j, &pos) in part.positions.iter().enumerate() {
-            let orig = part.comp.nodes[j].cands[local[j]].orig;
-            choice[pos] = comp.nodes[pos]
-                .cands
-                .iter()
-                .position(|c| c.orig == orig)
-                .ok_or("internal: unknown candidate in a sub-part")?;
+        let mut choice = vec![usize::MAX; comp.nodes.len()];
+        for (pos, c) in fixed {
+            choice[pos] = c;
         }
+        let mut method = PartMethod::default();
+        let mut stopped: Vec<String> = Vec::new();
+        let mut gap = None;
+        let mut solved: BTreeMap<&[u64], Vec<usize>> = BTreeMap::new();
+        for part in &parts {
+            let local: Vec<usize> = match solved.get(part.signature.as_slice()) {
+                Some(local) => {
+                    // The same signature: the same optimal local choice.
+                    method.reused_parts += 1;
+                    local.clone()
+                }
+                None => {
+                    // The witness where presolve kept its candidates; else a
+                    // completion by propagation that follows it where it can
+                    // (presolve may drop a dominated candidate it used).
+                    let hint: Vec<Option<usize>> = part
+                        .positions
+                        .iter()
+                        .zip(&part.comp.nodes)
+                        .map(|(&pos, nd)| {
+                            let orig = comp.nodes[pos].cands[witness[pos]].orig;
+                            nd.cands.iter().position(|c| c.orig == orig)
+                        })
+                        .collect();
+                    let warm: Option<Vec<usize>> = match hint.iter().copied().collect() {
+                        Some(w) => Some(w),
+                        None => Domains::new(&part.comp)
+                            .ok()
+                            .and_then(|mut d| d.complete(|u, v| v.extend(hint[u])))
+                            .filter(|w| part.comp.evaluate_local(w).is_some()),
+                    };
+                    let r = self.frontier_or_ilp(&part.comp, levels, warm.as_deref())?;
+                    method.add(&r.method);
+                    let local = match r.outcome {
+                        IlpOutcome::Infeasible => {
+                            return Err(
+                                "internal: a sub-part of a feasible part is infeasible".into()
+                            )
+                        }
+                        IlpOutcome::Solved {
+                            choice,
+                            stopped: st,
+                            gap: g,
+                            ..
+                        } => {
+                            if let Some(st) = st {
+                                stopped.push(st);
+                                gap = g;
+                            }
+                            choice
+                        }
+                    };
+                    solved.insert(part.signature.as_slice(), local.clone());
+                    local
+                }
+            };
+            for (j, &pos) in part.positions.iter().enumerate() {
+                let orig = part.comp.nodes[j].cands[local[j]].orig;
+                choice[pos] = comp.nodes[pos]
+                    .cands
+                    .iter()
+                    .position(|c| c.orig == orig)
+                    .ok_or("internal: unknown candidate in a sub-part")?;
+            }
+        }
+        if choice.contains(&usize::MAX) {
+            return Err("internal: a node was left unassigned after the re-split".into());
+        }
+        Ok(PartResult {
+            outcome: IlpOutcome::Solved {
+                choice,
+                solves: method.solves,
+                stopped: (!stopped.is_empty()).then(|| stopped.join(", ")),
+                gap,
+            },
+            method,
+        })
     }
-    if choice.contains(&usize::MAX) {
-        return Err("internal: a node was left unassigned after the re-split".into());
-    }
-    Ok(PartResult {
-        outcome: IlpOutcome::Solved {
-            choice,
-            solves: method.solves,
-            stopped: (!stopped.is_empty()).then(|| stopped.join(", ")),
-            gap,
-        },
-        method,
-    })
-}
 
-/// The frontier where its state bound is small, the integer program
-/// otherwise.
-fn frontier_or_ilp(
-    comp: &Comp,
-    levels: &[Level],
-    weights: Option<&Weights>,
-    limits: &IlpLimits,
-    warm: Option<&[usize]>,
-) -> Result<PartResult, String> {
-    if closure_state_bound(comp) <= SUBPART_FRONTIER_STATES {
-        let (out, _) = frontier(
-            comp,
-            levels,
-            weights,
-            Mode::Closure,
-            SUBPART_FRONTIER_STATES,
-        );
-        match out {
-            DpOutcome::Optimal(choice) => {
-                return Ok(PartResult {
-                    outcome: IlpOutcome::Solved {
-                        choice,
-                        solves: 0,
-                        stopped: None,
-                        gap: None,
-                    },
-                    method: PartMethod {
-                        frontier_parts: 1,
-                        ..PartMethod::default()
-                    },
-                })
+    /// The frontier where its state bound is small, the integer program
+    /// otherwise.
+    fn frontier_or_ilp(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        warm: Option<&[usize]>,
+    ) -> Result<PartResult, String> {
+        let (weights, limits) = (self.weights, &self.limits);
+        if closure_state_bound(comp) <= self.subpart_dp_states {
+            let (out, _) = frontier(comp, levels, weights, Mode::Closure, self.subpart_dp_states);
+            match out {
+                DpOutcome::Optimal(choice) => {
+                    return Ok(PartResult {
+                        outcome: IlpOutcome::Solved {
+                            choice,
+                            solves: 0,
+                            stopped: None,
+                            gap: None,
+                        },
+                        method: PartMethod {
+                            frontier_parts: 1,
+                            ..PartMethod::default()
+                        },
+                    })
+                }
+                DpOutcome::Infeasible => {
+                    return Ok(PartResult {
+                        outcome: IlpOutcome::Infeasible,
+                        method: PartMethod {
+                            frontier_parts: 1,
+                            ..PartMethod::default()
+                        },
+                    })
+                }
+                // The bound is an upper bound: this cannot happen, but the
+                // integer program is always a correct fallback.
+                DpOutcome::Skipped(_) => {}
             }
-            DpOutcome::Infeasible => {
-                return Ok(PartResult {
-                    outcome: IlpOutcome::Infeasible,
-                    method: PartMethod {
-                        frontier_parts: 1,
-                        ..PartMethod::default()
-                    },
-                })
-            }
-            // The bound is an upper bound: this cannot happen, but the
-            // integer program is always a correct fallback.
-            DpOutcome::Skipped(_) => {}
         }
+        if let Some(r) = penalty_then_ids(comp, levels, weights, limits, warm)? {
+            return Ok(r);
+        }
+        Ok(PartResult::from_ilp(solve_ilp(
+            comp, levels, weights, limits, warm,
+        )?))
     }
-    if let Some(r) = penalty_then_ids(comp, levels, weights, limits, warm)? {
-        return Ok(r);
-    }
-    Ok(PartResult::from_ilp(solve_ilp(
-        comp, levels, weights, limits, warm,
-    )?))
 }
 
 /// Steps of the provider-id search before the integer program takes over.
