@@ -2,7 +2,8 @@
 //! frontier: on random instances of `jointplan::selection::instances`, for
 //! every objective, `--backend highs` gives the same solution as microlp and
 //! as `frontier_solve`, cold (the frontier check off, with and without
-//! presolve) and with the default check.
+//! presolve, and with every sub-part sent to the integer program) and with
+//! the default check.
 //!
 //! ```sh
 //! cargo test --release --features highs --test selection_highs
@@ -85,13 +86,16 @@ fn check(p: &SelectionProblem, obj: &Arc<dyn Objective>) -> Option<usize> {
         return None;
     }
     let mut highs_solves = 0;
-    for (budget, presolve, what) in [
-        (0, false, "cold, no presolve"),
-        (0, true, "cold, presolve"),
-        (ORACLE_BUDGET, true, "checked (default)"),
+    let default_subpart = SolveOptions::default().subpart_dp_states;
+    for (budget, presolve, subpart, what) in [
+        (0, false, default_subpart, "cold, no presolve"),
+        (0, true, default_subpart, "cold, presolve"),
+        (0, true, 0, "cold, every sub-part by the integer program"),
+        (ORACLE_BUDGET, true, default_subpart, "checked (default)"),
     ] {
         let limited = |backend, seconds| SolveOptions {
             time_limit: Some(Duration::from_secs(seconds)),
+            subpart_dp_states: subpart,
             ..opts(obj, backend, budget, presolve)
         };
         let highs = solve(p, &limited(Backend::Highs, HIGHS_SECONDS));
