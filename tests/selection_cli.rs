@@ -280,3 +280,36 @@ fn dp_skipped_is_reported_with_the_ilp_certificate() {
     assert!(check.contains("certificate: "), "{check}");
     assert_eq!(v["status"], "optimal");
 }
+
+/// `--generate` writes a benchmark instance with the asked profile count
+/// (which then solves), and refuses a profile count outside 1..=64.
+#[test]
+fn generate_writes_an_instance_with_the_asked_profiles() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("lr.json");
+    let file = file.to_str().unwrap();
+    let out = jointplan(&["solve", "--generate", "long-range:40:3:4", file]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let problem: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    assert_eq!(problem["profiles"].as_array().unwrap().len(), 4);
+    assert_eq!(problem["nodes"].as_array().unwrap().len(), 40);
+    let solved = jointplan(&["solve", file]);
+    assert!(solved.status.success());
+    assert_eq!(
+        json(&solved)["summary"]["penalty_by_rank"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+
+    let bad = jointplan(&["solve", "--generate", "long-range:40:3:65", file]);
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("PROFILES in 1..=64"), "{err}");
+}

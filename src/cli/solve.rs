@@ -1,6 +1,6 @@
 //! `jointplan solve PROBLEM.json`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -92,7 +92,7 @@ pub struct SolveArgs {
     pub generate: Option<String>,
 }
 
-fn generate(spec: &str, out: &PathBuf) -> Result<String, SelectionError> {
+fn generate(spec: &str, out: &Path) -> Result<String, SelectionError> {
     use crate::selection::instances;
     let bad = || {
         SelectionError::BadInput(format!(
