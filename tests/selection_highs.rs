@@ -21,14 +21,9 @@ use jointplan::selection::{
 };
 use proptest::prelude::*;
 
-/// The case count, scaled by `SELECTION_CASES_PERCENT` (default 100).
-fn cases(default: u32) -> u32 {
-    let pct: u32 = std::env::var("SELECTION_CASES_PERCENT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    (default * pct / 100).max(1)
-}
+#[path = "common/selection_instances.rs"]
+mod selection_instances;
+use selection_instances::*;
 
 /// The closure frontier's budget as the oracle.
 const ORACLE_BUDGET: u64 = 400_000;
@@ -122,46 +117,6 @@ fn check(p: &SelectionProblem, obj: &Arc<dyn Objective>) -> Option<usize> {
     Some(highs_solves)
 }
 
-#[derive(Debug, Clone)]
-enum Shape {
-    Chain,
-    Residual,
-    LongRange,
-    Layers,
-}
-
-fn build(shape: &Shape, n: usize, params: &Params, seed: u64) -> SelectionProblem {
-    match shape {
-        Shape::Chain => instances::chain(n, params, seed),
-        Shape::Residual => instances::residual_stream(n, params, seed),
-        Shape::LongRange => instances::long_range(n, 0.5, params, seed),
-        Shape::Layers => instances::repeated_layers(1 + n / 4, 1 + n % 4, params, seed),
-    }
-}
-
-/// Whether the generator produced a valid problem (every node has a usable
-/// candidate).
-fn valid(p: &SelectionProblem) -> bool {
-    p.nodes.iter().all(|n| {
-        n.candidates
-            .iter()
-            .any(|c| c.accepts.values().all(|v| !v.is_empty()))
-    })
-}
-
-/// Non-negative, non-decreasing rank weights for `profiles` profiles.
-fn weights(preferred: u32, steps: &[u32], profiles: usize) -> Weights {
-    let mut acc = 0;
-    let ranks = steps[..profiles]
-        .iter()
-        .map(|s| {
-            acc += s;
-            acc
-        })
-        .collect();
-    Weights { preferred, ranks }
-}
-
 fn objective(which: u8, w: Weights) -> Arc<dyn Objective> {
     match which % 4 {
         0 => Arc::new(SeedLex),
@@ -169,28 +124,6 @@ fn objective(which: u8, w: Weights) -> Arc<dyn Objective> {
         2 => Arc::new(MinPenalty),
         _ => Arc::new(Weighted(w)),
     }
-}
-
-fn params() -> impl Strategy<Value = Params> {
-    (
-        1usize..=4,
-        1usize..=3,
-        0.0f64..1.0,
-        prop_oneof![Just(0.0), 0.0f64..0.6],
-        prop_oneof![Just(0.0), Just(0.0), 0.0f64..0.2],
-        0.2f64..0.8,
-        any::<bool>(),
-    )
-        .prop_map(|(profiles, maxc, pref, ws, empty, acc, fallback)| Params {
-            profiles,
-            min_candidates: 1,
-            max_candidates: maxc,
-            preferred_prob: pref,
-            workspace_prob: ws,
-            empty_prob: empty,
-            accept_prob: acc,
-            fallback,
-        })
 }
 
 /// A shape and a node count: long-range sharing most often and larger (so

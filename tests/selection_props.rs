@@ -9,18 +9,13 @@ use jointplan::selection::instances::{self, Params};
 use jointplan::selection::{
     brute_force, frontier_solve, solve, FrontierKind, FrontierResult, MaxPreferred, Method,
     MinPenalty, Objective, SeedLex, SelectionError, SelectionProblem, SolveOptions, Status,
-    Weighted, Weights,
+    Weighted,
 };
 use proptest::prelude::*;
 
-/// The case count, scaled by `SELECTION_CASES_PERCENT` (default 100).
-fn cases(default: u32) -> u32 {
-    let pct: u32 = std::env::var("SELECTION_CASES_PERCENT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100);
-    (default * pct / 100).max(1)
-}
+#[path = "common/selection_instances.rs"]
+mod selection_instances;
+use selection_instances::*;
 
 /// What a solve returned, reduced to what the oracles also give.
 fn outcome(r: Result<jointplan::selection::Solution, SelectionError>) -> FrontierResult {
@@ -89,64 +84,6 @@ fn check_all(p: &SelectionProblem, obj: Arc<dyn Objective>) {
     assert_eq!(dp, closure, "dp method vs closure frontier");
 }
 
-#[derive(Debug, Clone)]
-enum Shape {
-    Chain,
-    Residual,
-    LongRange,
-    Layers,
-}
-
-fn shape() -> impl Strategy<Value = Shape> {
-    prop_oneof![
-        Just(Shape::Chain),
-        Just(Shape::Residual),
-        Just(Shape::LongRange),
-        Just(Shape::Layers)
-    ]
-}
-
-fn params() -> impl Strategy<Value = Params> {
-    (
-        1usize..=4,
-        1usize..=3,
-        0.0f64..1.0,
-        prop_oneof![Just(0.0), 0.0f64..0.6],
-        prop_oneof![Just(0.0), Just(0.0), 0.0f64..0.2],
-        0.2f64..0.8,
-        any::<bool>(),
-    )
-        .prop_map(|(profiles, maxc, pref, ws, empty, acc, fallback)| Params {
-            profiles,
-            min_candidates: 1,
-            max_candidates: maxc,
-            preferred_prob: pref,
-            workspace_prob: ws,
-            empty_prob: empty,
-            accept_prob: acc,
-            fallback,
-        })
-}
-
-fn build(shape: &Shape, n: usize, params: &Params, seed: u64) -> SelectionProblem {
-    match shape {
-        Shape::Chain => instances::chain(n, params, seed),
-        Shape::Residual => instances::residual_stream(n, params, seed),
-        Shape::LongRange => instances::long_range(n, 0.5, params, seed),
-        Shape::Layers => instances::repeated_layers(1 + n / 4, 1 + n % 4, params, seed),
-    }
-}
-
-/// Whether the generator produced a valid problem (no node without a usable
-/// candidate).
-fn valid(p: &SelectionProblem) -> bool {
-    p.nodes.iter().all(|n| {
-        n.candidates
-            .iter()
-            .any(|c| c.accepts.values().all(|v| !v.is_empty()))
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig {
         // About one generated instance in ten has a node without a usable
@@ -162,19 +99,6 @@ proptest! {
         prop_assume!(valid(&p));
         check_all(&p, Arc::new(SeedLex));
     }
-}
-
-/// Non-negative, non-decreasing rank weights for `profiles` profiles.
-fn weights(preferred: u32, steps: &[u32], profiles: usize) -> Weights {
-    let mut acc = 0;
-    let ranks = steps[..profiles]
-        .iter()
-        .map(|s| {
-            acc += s;
-            acc
-        })
-        .collect();
-    Weights { preferred, ranks }
 }
 
 proptest! {

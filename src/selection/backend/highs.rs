@@ -28,13 +28,10 @@
 //! Determinism: one thread, a fixed random seed, no parallel LP; the result
 //! then depends only on the model (and on a time limit, when one is given).
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
-
-use good_lp::{variable, Expression, ProblemVariables, SolverModel};
+use good_lp::SolverModel;
 use highs::{HighsModelStatus, HighsSolutionStatus};
 
-use super::{Model, RawError, RawSolution, Sense};
+use super::{good_lp_model, guarded, seconds_left, Model, RawError, RawSolution, Sense};
 use crate::selection::ilp::IlpLimits;
 
 /// The absolute gap at which HiGHS may stop as optimal: below 1, the
@@ -66,26 +63,11 @@ pub(super) fn solve(
     if model.bounds.is_empty() {
         return empty(model);
     }
-    let seconds = |deadline: Option<Instant>| -> Result<Option<f64>, RawError> {
-        match deadline {
-            Some(d) => {
-                let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
-                if left <= 0.0 {
-                    return Err(RawError::Limit);
-                }
-                Ok(Some(left))
-            }
-            None => Ok(None),
-        }
-    };
     let run = |warm: Option<&[f64]>| -> Result<Attempt, RawError> {
-        let left = seconds(limits.deadline)?;
-        match catch_unwind(AssertUnwindSafe(|| {
+        let left = seconds_left(limits.deadline)?;
+        guarded("HiGHS", || {
             solve_once(model, objective, warm, left, limits.node_limit)
-        })) {
-            Ok(r) => r,
-            Err(_) => Err(RawError::Other("the HiGHS backend panicked".into())),
-        }
+        })
     };
     match run(warm)? {
         Attempt::Answer(a) => Ok(a),
@@ -128,27 +110,9 @@ fn solve_once(
     seconds: Option<f64>,
     node_limit: Option<u64>,
 ) -> Result<Attempt, RawError> {
-    let mut pv = ProblemVariables::new();
-    let vars: Vec<good_lp::Variable> = model
-        .bounds
-        .iter()
-        .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
-        .collect();
-    let mut obj = Expression::with_capacity(objective.len());
-    for &(v, c) in objective {
-        obj.add_mul(c, vars[v]);
-    }
+    let (pv, _, obj, rows) = good_lp_model(model, objective);
     let mut problem = pv.minimise(obj).using(good_lp::highs);
-    for (terms, sense, rhs) in &model.rows {
-        let mut e = Expression::with_capacity(terms.len());
-        for &(v, c) in terms {
-            e.add_mul(c, vars[v]);
-        }
-        let con = match sense {
-            Sense::Le => e.leq(*rhs),
-            Sense::Ge => e.geq(*rhs),
-            Sense::Eq => e.eq(*rhs),
-        };
+    for con in rows {
         problem.add_constraint(con);
     }
     let mut m = problem

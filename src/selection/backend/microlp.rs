@@ -2,16 +2,11 @@
 //!
 //! good_lp builds the model; a solve with a node budget drives microlp
 //! directly on the model good_lp built (good_lp exposes no node budget).
-//! microlp has panicked on some inputs in the past, so a panic is caught
-//! and reported as a backend error rather than taking the planner down.
 
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::time::Instant;
-
-use good_lp::{variable, Expression, ProblemVariables, ResolutionError, Solution, SolverModel};
+use good_lp::{ResolutionError, Solution, SolverModel};
 use good_lp::{WithInitialSolution, WithTimeLimit};
 
-use super::{Model, RawError, RawSolution, Sense};
+use super::{good_lp_model, guarded, seconds_left, Model, RawError, RawSolution};
 use crate::selection::ilp::IlpLimits;
 
 /// One solve of `objective` over `model` with microlp.
@@ -21,38 +16,11 @@ pub(super) fn solve(
     warm: Option<&[f64]>,
     limits: &IlpLimits,
 ) -> Result<RawSolution, RawError> {
-    let seconds = match limits.deadline {
-        Some(d) => {
-            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
-            if left <= 0.0 {
-                return Err(RawError::Limit);
-            }
-            Some(left)
-        }
-        None => None,
-    };
-    let run = || -> Result<RawSolution, RawError> {
-        let mut pv = ProblemVariables::new();
-        let vars: Vec<good_lp::Variable> = model
-            .bounds
-            .iter()
-            .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
-            .collect();
-        let mut obj = Expression::with_capacity(objective.len());
-        for &(v, c) in objective {
-            obj.add_mul(c, vars[v]);
-        }
+    let seconds = seconds_left(limits.deadline)?;
+    guarded("microlp", || {
+        let (pv, vars, obj, rows) = good_lp_model(model, objective);
         let mut m = pv.minimise(obj).using(good_lp::microlp);
-        for (terms, sense, rhs) in &model.rows {
-            let mut e = Expression::with_capacity(terms.len());
-            for &(v, c) in terms {
-                e.add_mul(c, vars[v]);
-            }
-            let con = match sense {
-                Sense::Le => e.leq(*rhs),
-                Sense::Ge => e.geq(*rhs),
-                Sense::Eq => e.eq(*rhs),
-            };
+        for con in rows {
             m.add_constraint(con);
         }
         if let Some(node_limit) = limits.node_limit {
@@ -104,9 +72,5 @@ pub(super) fn solve(
             }
             Err(e) => Err(RawError::Other(e.to_string())),
         }
-    };
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(r) => r,
-        Err(_) => Err(RawError::Other("the MILP backend panicked".into())),
-    }
+    })
 }

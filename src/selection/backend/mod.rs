@@ -8,6 +8,11 @@
 //! (one-hot rows, fixings, exact re-evaluation), so a backend is trusted for
 //! optimality only, never for feasibility.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Instant;
+
+use good_lp::{variable, Constraint, Expression, ProblemVariables};
+
 use super::ilp::IlpLimits;
 
 #[cfg(feature = "highs")]
@@ -91,5 +96,71 @@ pub(crate) fn solve_model(
         Backend::Microlp => microlp::solve(model, objective, warm, limits),
         #[cfg(feature = "highs")]
         Backend::Highs => highs::solve(model, objective, warm, limits),
+    }
+}
+
+/// `model` and `objective` in good_lp's terms, for any good_lp solver: the
+/// variables (in model order, integer, with the model's bounds), the
+/// objective expression and one constraint per row.
+fn good_lp_model(
+    model: &Model,
+    objective: &[(usize, f64)],
+) -> (
+    ProblemVariables,
+    Vec<good_lp::Variable>,
+    Expression,
+    Vec<Constraint>,
+) {
+    let mut pv = ProblemVariables::new();
+    let vars: Vec<good_lp::Variable> = model
+        .bounds
+        .iter()
+        .map(|&(lo, hi)| pv.add(variable().integer().clamp(lo, hi)))
+        .collect();
+    let expression = |terms: &[(usize, f64)]| {
+        let mut e = Expression::with_capacity(terms.len());
+        for &(v, c) in terms {
+            e.add_mul(c, vars[v]);
+        }
+        e
+    };
+    let obj = expression(objective);
+    let rows = model
+        .rows
+        .iter()
+        .map(|(terms, sense, rhs)| {
+            let e = expression(terms);
+            match sense {
+                Sense::Le => e.leq(*rhs),
+                Sense::Ge => e.geq(*rhs),
+                Sense::Eq => e.eq(*rhs),
+            }
+        })
+        .collect();
+    (pv, vars, obj, rows)
+}
+
+/// Seconds left before `deadline` (`None`: no deadline); a deadline already
+/// passed is a limit.
+fn seconds_left(deadline: Option<Instant>) -> Result<Option<f64>, RawError> {
+    match deadline {
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
+            if left <= 0.0 {
+                return Err(RawError::Limit);
+            }
+            Ok(Some(left))
+        }
+        None => Ok(None),
+    }
+}
+
+/// Runs one backend call; a panic inside the solver (microlp has panicked
+/// on some inputs in the past) becomes a backend error naming `backend`
+/// instead of taking the planner down.
+fn guarded<T>(backend: &str, run: impl FnOnce() -> Result<T, RawError>) -> Result<T, RawError> {
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(_) => Err(RawError::Other(format!("the {backend} backend panicked"))),
     }
 }
