@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! cargo run --example write_models
-//! JOINTPLAN_BLESS=1 cargo test --test golden_models
+//! JOINTPLAN_BLESS=1 cargo test --test planner golden_models
 //! ```
 
 #[path = "../tests/common/mod.rs"]

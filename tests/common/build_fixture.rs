@@ -378,6 +378,7 @@ pub fn fails(change: impl FnOnce(&mut PlanRequest)) -> PlanError {
 }
 
 /// Asserts that an error matches a pattern (printing it if not) and returns it.
+#[allow(unused_macros)]
 macro_rules! assert_variant {
     ($err:expr, $pat:pat $(if $guard:expr)?) => {{
         let err = $err;

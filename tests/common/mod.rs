@@ -1,8 +1,17 @@
-//! Test support shared by the integration tests.
+//! Test support shared by the integration-test binaries (`tests/planner`, `tests/selection`,
+//! `tests/cli`): request and plan fixtures, generated models and selection instances.
+//!
+//! Each binary loads this module whole; a binary uses only part of it, hence
+//! `allow(dead_code)`.
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod build_fixture;
+pub mod memory_fixture;
 pub mod model_fixtures;
 pub mod model_parts;
 pub mod models;
 pub mod operations;
+pub mod request_fixture;
 pub mod request_generator;
+pub mod selection_instances;

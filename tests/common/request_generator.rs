@@ -1,4 +1,4 @@
-//! Random valid plan requests for the property tests (`tests/request_props.rs`).
+//! Random valid plan requests for the property tests (`tests/planner/request_props.rs`).
 //!
 //! A [`DecoderSpec`] describes a Qwen3-style decoder of one to a few layers on the CUDA
 //! device: its shape, which attention kernels the catalog has (the paged one reads the KV

@@ -19,7 +19,7 @@
 //!
 //! `REQUEST_PROPS_CASES` overrides the case count (default 200).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

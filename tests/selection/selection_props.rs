@@ -13,8 +13,7 @@ use jointplan::selection::{
 };
 use proptest::prelude::*;
 
-#[path = "common/selection_instances.rs"]
-mod selection_instances;
+use crate::common::selection_instances;
 use selection_instances::*;
 
 /// What a solve returned, reduced to what the oracles also give.

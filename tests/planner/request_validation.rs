@@ -2,8 +2,7 @@
 //! request that breaks exactly that rule with its own error variant, at the JSON path of the
 //! culprit, naming it.
 
-#[path = "common/request_fixture.rs"]
-mod request_fixture;
+use crate::common::request_fixture;
 
 use jointplan::request::fingerprints::identity_materializer;
 use jointplan::request::validate::{validate_request, RequestError};
@@ -2715,6 +2714,6 @@ fn the_format_example_is_valid_and_current() {
     assert!(
         json.trim() == expected.trim(),
         "the example of docs/format.md drifted from tests/common/request_fixture.rs::tiny_request; \
-         regenerate it with `JOINTPLAN_BLESS=1 cargo test --test request_validation`"
+         regenerate it with `JOINTPLAN_BLESS=1 cargo test --test planner request_validation`"
     );
 }

@@ -2,7 +2,7 @@
 //! and name the field by its JSON path; re-hashed tampering (a consistent but false plan)
 //! is caught by the typed internal checks of domain.md section 6.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

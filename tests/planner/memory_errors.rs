@@ -1,8 +1,7 @@
 //! One test per memory-plan rule that rejects bad input, with the exact `MemoryError`
 //! variant (domain.md section 4).
 
-#[path = "common/memory_fixture.rs"]
-mod memory_fixture;
+use crate::common::memory_fixture;
 
 use jointplan::memory::MemoryError;
 use jointplan::request::{

@@ -1,9 +1,9 @@
 //! Golden plan hashes for every request in `models/`, and determinism: each model built
 //! twice and under 1 and 2 rayon threads gives byte-identical plans.
 //!
-//! Bless after an intended change: `JOINTPLAN_BLESS=1 cargo test --test golden_models`.
+//! Bless after an intended change: `JOINTPLAN_BLESS=1 cargo test --test planner golden_models`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

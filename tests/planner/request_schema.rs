@@ -26,7 +26,7 @@ fn check(name: &str, schema: schemars::Schema) {
     assert!(
         stored == text,
         "{} is out of date with the types (or missing); regenerate it with \
-         `JOINTPLAN_BLESS=1 cargo test --test request_schema` and commit the result",
+         `JOINTPLAN_BLESS=1 cargo test --test planner request_schema` and commit the result",
         path.display()
     );
 }

@@ -1,8 +1,7 @@
 //! Property: random edits of a valid request's JSON never make loading or validation panic;
 //! every outcome is a value or a typed error.
 
-#[path = "common/request_fixture.rs"]
-mod request_fixture;
+use crate::common::request_fixture;
 
 use std::path::Path;
 

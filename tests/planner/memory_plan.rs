@@ -2,8 +2,7 @@
 //! domain.md section 7, demand classes, workspaces, step slots, invocation liveness,
 //! reusable budgets, the capacity check and overflow.
 
-#[path = "common/memory_fixture.rs"]
-mod memory_fixture;
+use crate::common::memory_fixture;
 
 use jointplan::memory::{
     evaluate, memory_report, quantized_bytes, AllocationKind, AllocationLifetime,

@@ -6,7 +6,7 @@
 //! the default check.
 //!
 //! ```sh
-//! cargo test --release --features highs --test selection_highs
+//! cargo test --release --features highs --test selection selection_highs
 //! ```
 #![cfg(feature = "highs")]
 
@@ -21,8 +21,7 @@ use jointplan::selection::{
 };
 use proptest::prelude::*;
 
-#[path = "common/selection_instances.rs"]
-mod selection_instances;
+use crate::common::selection_instances;
 use selection_instances::*;
 
 /// The closure frontier's budget as the oracle.

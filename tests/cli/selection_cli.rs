@@ -22,7 +22,7 @@ fn json(out: &Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
 }
 
-const SPEC: &str = include_str!("data/spec-example.json");
+const SPEC: &str = include_str!("../data/spec-example.json");
 
 #[test]
 fn spec_example_solves_to_the_seed_lex_optimum() {

@@ -2,8 +2,7 @@
 //! step slots stay few (ordered reuse along the chain, residuals live across layers). Five
 //! resources per layer keep the plan under the 65,536-row wire limit.
 
-#[path = "common/memory_fixture.rs"]
-mod memory_fixture;
+use crate::common::memory_fixture;
 
 use jointplan::memory::StepSlotKind;
 use memory_fixture::*;

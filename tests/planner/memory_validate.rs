@@ -2,8 +2,7 @@
 //! tampering with any aggregate, pool field, descriptor, static row, reusable budget or
 //! liveness row is rejected with the culprit named.
 
-#[path = "common/memory_fixture.rs"]
-mod memory_fixture;
+use crate::common::memory_fixture;
 
 use jointplan::memory::{
     InvocationLivenessMode, InvocationLivenessRow, MemoryError, MemoryPlan, StepResourceSlot,

@@ -1,13 +1,11 @@
 //! One test per rule of domain.md 2.1-2.6 (policy, resolutions, `build_node`, binding
 //! contracts, aliases, work contracts, state effects): each mutates the valid fixture in one
 //! place and asserts the exact `PlanError` variant. Evidence, estimates, candidates and
-//! selection are in `tests/build_evidence.rs`.
+//! selection are in `tests/planner/build_evidence.rs`.
 
 #![allow(clippy::result_large_err)]
 
-#[macro_use]
-#[path = "common/build_fixture.rs"]
-mod build_fixture;
+use crate::common::build_fixture;
 
 use build_fixture::*;
 use jointplan::plan::error::PlanError;

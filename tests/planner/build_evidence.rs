@@ -5,9 +5,7 @@
 
 #![allow(clippy::result_large_err)]
 
-#[macro_use]
-#[path = "common/build_fixture.rs"]
-mod build_fixture;
+use crate::common::build_fixture;
 
 use build_fixture::*;
 use jointplan::plan::build::BuildOptions;

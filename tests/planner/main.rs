@@ -1,0 +1,25 @@
+//! Library tests of the planner: request loading and validation, node rules, memory plan, build, verify, tampering, synthesized models and golden plans.
+//!
+//! One test binary per area keeps the build to a few links; each module below was a test
+//! file of its own before.
+#![allow(clippy::result_large_err)]
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod build_evidence;
+mod build_rules;
+mod build_stages;
+mod golden_models;
+mod memory_errors;
+mod memory_plan;
+mod memory_scale;
+mod memory_validate;
+mod request_fuzz;
+mod request_props;
+mod request_schema;
+mod request_validation;
+mod synth_memory;
+mod synth_models;
+mod tamper;

@@ -1,0 +1,12 @@
+//! Tests of the selection solver: integer program, exact frontiers and brute force on generated instances (and the HiGHS backend with the `highs` feature).
+//!
+//! One test binary per area keeps the build to a few links; each module below was a test
+//! file of its own before.
+#![allow(clippy::result_large_err)]
+
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
+mod selection_highs;
+mod selection_props;
