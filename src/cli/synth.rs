@@ -114,7 +114,8 @@ pub fn synthesize_request(
         .clone()
         .or_else(|| folder.as_ref().and_then(|f| f.default_device()))
         .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
-    let device = DeviceDescription::read(&device_file)?;
+    let device =
+        DeviceDescription::read(&device_file).map_err(|e| e.in_device_file(&device_file))?;
     let policy_name = flags
         .policy
         .clone()
@@ -139,7 +140,8 @@ pub fn synthesize_request(
     options.expert_group_size = flags.expert_group_size.unwrap_or(1);
     options.weight_format = weight_format;
     options.wire_limits = folder.as_ref().and_then(|f| f.default_wire_limits());
-    let request = synthesize(&config, &device, &policy, &options)?;
+    let request = synthesize(&config, &device, &policy, &options)
+        .map_err(|e| e.in_device_file(&device_file))?;
     Ok(Synthesized {
         request,
         weight_format,

@@ -125,6 +125,23 @@ impl SynthError {
         }
     }
 
+    /// This error with a device error's device named together with its file, so the
+    /// message says which file to edit.
+    pub fn in_device_file(self, file: &std::path::Path) -> Self {
+        match self {
+            Self::Device {
+                device,
+                field,
+                message,
+            } => Self::Device {
+                device: format!("{device} (file {})", file.display()),
+                field,
+                message,
+            },
+            other => other,
+        }
+    }
+
     /// A policy error naming the policy and `field`.
     pub fn policy(policy: &PolicyId, field: &str, message: impl Into<String>) -> Self {
         Self::Policy {
@@ -293,6 +310,17 @@ pub fn synthesize(
         expert_group_size: options.expert_group_size,
     };
     let parts = layers::build_program(&spec)?;
+    let needed = catalog::dtype_capability(parts.schema_activation_type());
+    if !device.capabilities.contains(&needed) {
+        return Err(SynthError::device(
+            &device.id,
+            "capabilities",
+            format!(
+                "lacks {needed}, which the model's {:?} activations and weights need; add it to the device file if the device has it, or plan with another --weight-format",
+                parts.schema_activation_type()
+            ),
+        ));
+    }
     let used: BTreeSet<catalog::Operation> = parts.operations.iter().copied().collect();
     let catalog = catalog::build_catalog(device, &used)?;
     let canonical_config = serde_json::to_value(&effective)
