@@ -99,9 +99,11 @@ pub fn synthesize_request(
         (None, Some(f)) => f.config.clone(),
         (None, None) => return Err(option("model", "give --model or --config")),
     };
+    // The family id names the configuration actually used: `--config other/config.json`
+    // gives `family.other` even beside a model folder.
     let name = match (&folder, &flags.config) {
-        (Some(f), _) => f.name.clone(),
-        (None, Some(file)) => file
+        (Some(f), None) => f.name.clone(),
+        (_, Some(file)) => file
             .parent()
             .and_then(|p| p.file_name())
             .and_then(|n| n.to_str())
@@ -109,6 +111,12 @@ pub fn synthesize_request(
             .to_owned(),
         (None, None) => "model".to_owned(),
     };
+    if !config.extra.is_empty() {
+        eprintln!(
+            "warning: config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
+            config.extra.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
     let device_file = flags
         .device
         .clone()

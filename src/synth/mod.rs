@@ -18,6 +18,7 @@ pub mod estimate;
 pub mod layers;
 pub mod policy;
 pub mod program;
+pub mod registry;
 pub mod resolution;
 pub mod weights;
 
@@ -287,6 +288,7 @@ pub fn synthesize(
     device.validate()?;
     let family_id = family_id_for(&options.model_name)?;
     let effective = effective_config(config, options)?;
+    registry::entry_of(&effective)?;
     let arch = effective.architecture()?;
     let mut runtime_policy = policy.runtime_policy(device)?;
     runtime_policy.wire_limits = options.wire_limits;
