@@ -54,14 +54,14 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
     ArchitectureEntry {
         model_type: "qwen3",
         classes: &["Qwen3ForCausalLM"],
-        attention: "GQA with per-head q/k RMSNorm, no biases",
+        attention: "GQA, no biases (the per-head q/k RMSNorm is not built: 2 x head_dim weights per layer missing)",
         mlp: "SwiGLU",
         norm: "RMSNorm",
     },
     ArchitectureEntry {
         model_type: "qwen3_moe",
         classes: &["Qwen3MoeForCausalLM"],
-        attention: "GQA with per-head q/k RMSNorm, no biases",
+        attention: "GQA, no biases (the per-head q/k RMSNorm is not built: 2 x head_dim weights per layer missing)",
         mlp: "routed SwiGLU experts (softmax top-k)",
         norm: "RMSNorm",
     },

@@ -218,3 +218,52 @@ fn device_schema_is_current() {
         }
     }
 }
+
+#[test]
+fn qwen3_30b_a3b_weights_and_kv_by_hand() {
+    let mut options = SynthOptions::new("qwen3-30b-a3b");
+    options.weight_format = WeightFormat::DenseBf16;
+    let request = synthesize(
+        &config("qwen3-30b-a3b"),
+        &a100(),
+        &PolicyPreset::server(),
+        &options,
+    )
+    .unwrap();
+    let (h, layers, vocab, experts, expert_width) = (2048u64, 48u64, 151_936u64, 128u64, 768u64);
+    let (q, kv) = (32 * 128u64, 4 * 128u64);
+    let attention = q * h + 2 * kv * h + h * q;
+    let per_layer = attention + experts * h + experts * 3 * expert_width * h + 2 * h;
+    let parameters = 2 * vocab * h + layers * per_layer + h;
+    assert_eq!(parameters, 30_532_110_336);
+    let weights: u64 = request
+        .family
+        .weight_schema
+        .components
+        .iter()
+        .map(|c| c.physical_bytes().unwrap())
+        .sum();
+    assert_eq!(weights, parameters * 2);
+    // KV: 2 (K, V) x 4 KV heads x 128 x 2 bytes per layer, 48 layers.
+    let per_layer_kv = 2 * 4 * 128 * 2;
+    let states: Vec<u64> = request
+        .family
+        .program
+        .states
+        .iter()
+        .filter_map(|s| match s.capacity_demand {
+            jointplan::request::StateCapacityDemand::TokenScaled {
+                bytes_per_token,
+                maximum_tokens,
+            } => {
+                // The server preset's 32,768-token context (below the model's 40,960).
+                assert_eq!(maximum_tokens, 32_768);
+                Some(bytes_per_token)
+            }
+            jointplan::request::StateCapacityDemand::FixedPerScope => None,
+        })
+        .collect();
+    assert_eq!(states.len(), 48);
+    assert!(states.iter().all(|b| *b == per_layer_kv));
+    assert_eq!(states.iter().sum::<u64>(), 98_304);
+}
