@@ -26,6 +26,7 @@ pub enum Error {
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
     /// An output could not be written.
+    #[cfg(feature = "cli")]
     #[error(transparent)]
     Output(#[from] crate::cli::output::OutputError),
     /// The command line names something the input does not have.
@@ -42,15 +43,35 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an error is, for callers that act on it (the command line maps it
+/// to an exit status, bindings to an exception class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input is malformed or inconsistent: a file, a field, an option. Fix the input.
+    BadInput,
+    /// The input is well formed but no plan satisfies it: no compatible provider, no
+    /// provider/profile choice, not enough memory, a limit the plan exceeds, or no certified
+    /// optimum within the solver's limits.
+    Infeasible,
+    /// A stored plan was rejected: it differs from the plan its request builds, or it
+    /// breaks a rule of a valid plan.
+    Rejected,
+}
+
 impl Error {
-    /// The process exit status: 2 for bad input, 1 for an infeasible or rejected plan.
-    pub fn exit_code(&self) -> u8 {
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Load(_) | Error::Request(_) | Error::Seal(_) | Error::Usage(_) => 2,
-            Error::Output(_) | Error::Synth(_) => 2,
-            Error::Plan(error) => error.exit_code(),
-            Error::Verify(error) => error.exit_code(),
-            Error::File { source, .. } => source.exit_code(),
+            Error::Load(_) | Error::Request(_) | Error::Seal(_) | Error::Usage(_) => {
+                ErrorKind::BadInput
+            }
+            #[cfg(feature = "cli")]
+            Error::Output(_) => ErrorKind::BadInput,
+            Error::Synth(_) => ErrorKind::BadInput,
+            Error::Plan(error) => error.kind(),
+            Error::Verify(error) => error.kind(),
+            Error::File { source, .. } => source.kind(),
         }
     }
 

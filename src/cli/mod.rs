@@ -76,6 +76,15 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// The exit status of a failure: 2 for bad input, 1 for an infeasible request or a
+/// rejected plan.
+pub fn exit_code(kind: crate::ErrorKind) -> u8 {
+    match kind {
+        crate::ErrorKind::BadInput => 2,
+        crate::ErrorKind::Infeasible | crate::ErrorKind::Rejected => 1,
+    }
+}
+
 /// Prints a command's error (with its cause chain) and maps it to the exit status.
 fn report(command: &str, result: Result<(), crate::Error>) -> ExitCode {
     match result {
@@ -90,7 +99,7 @@ fn report(command: &str, result: Result<(), crate::Error>) -> ExitCode {
                 }
                 source = cause.source();
             }
-            ExitCode::from(error.exit_code())
+            ExitCode::from(exit_code(error.kind()))
         }
     }
 }

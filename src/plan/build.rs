@@ -108,6 +108,12 @@ pub struct BuildOptions {
     pub allow_uncertified: bool,
     /// Told when each build stage begins (none by default).
     pub observer: Option<std::sync::Arc<dyn BuildObserver>>,
+    /// Worker threads of the build (candidate derivation and the per-component solves).
+    /// `None` runs on the caller's rayon pool (by default one thread per core); a number
+    /// runs the build on a pool of its own with that many threads, so that a caller that
+    /// runs builds side by side (a sweep, a Dask or Ray worker) does not oversubscribe the
+    /// machine. The plan is byte-identical whatever the thread count.
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 impl BuildOptions {
@@ -124,6 +130,7 @@ impl std::fmt::Debug for BuildOptions {
             .field("selection", &self.selection)
             .field("allow_uncertified", &self.allow_uncertified)
             .field("observer", &self.observer.as_ref().map(|_| "set"))
+            .field("threads", &self.threads)
             .finish()
     }
 }
@@ -349,6 +356,23 @@ impl ExecutionPlan {
 
     /// [`ExecutionPlan::build`], also returning the solver's per-component report.
     pub fn build_with_report(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<BuildOutcome, PlanError> {
+        match options.threads {
+            None => Self::build_on_current_pool(request, options),
+            Some(threads) => rayon::ThreadPoolBuilder::new()
+                .num_threads(threads.get())
+                .build()
+                .map_err(|e| PlanError::ThreadPool {
+                    threads: threads.get(),
+                    message: e.to_string(),
+                })?
+                .install(|| Self::build_on_current_pool(request, options)),
+        }
+    }
+
+    fn build_on_current_pool(
         request: &PlanRequest,
         options: &BuildOptions,
     ) -> Result<BuildOutcome, PlanError> {

@@ -26,6 +26,14 @@ pub enum PlanError {
         /// The limit in force.
         limit: u64,
     },
+    /// The build's thread pool could not be started.
+    #[error("cannot start a pool of {threads} build threads: {message}")]
+    ThreadPool {
+        /// The thread count asked for.
+        threads: usize,
+        /// The operating system's reason.
+        message: String,
+    },
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(#[from] crate::memory::MemoryError),
@@ -906,24 +914,29 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
 }
 
 impl PlanError {
-    /// The process exit status: 1 when the request is well formed but no plan fits it (the
-    /// selection is infeasible, no provider is compatible, capacity is exceeded), 2 for bad
-    /// input (malformed or inconsistent requests).
-    pub fn exit_code(&self) -> u8 {
+    /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when the
+    /// request is well formed but no plan fits it (the selection is infeasible, no provider
+    /// is compatible, capacity is exceeded, no certified optimum, a wire limit), otherwise
+    /// [`ErrorKind::BadInput`](crate::ErrorKind::BadInput) (malformed or inconsistent
+    /// requests).
+    pub fn kind(&self) -> crate::ErrorKind {
+        use crate::ErrorKind::{BadInput, Infeasible};
         match self {
-            PlanError::NoStorageCandidate { .. } | PlanError::UnsupportedOperation { .. } => 1,
+            PlanError::NoStorageCandidate { .. } | PlanError::UnsupportedOperation { .. } => {
+                Infeasible
+            }
             PlanError::Memory(
                 crate::memory::MemoryError::CapacityExceeded { .. }
                 | crate::memory::MemoryError::StaticExceedsUsable { .. }
                 | crate::memory::MemoryError::PoolExceedsDynamicCapacity { .. },
-            ) => 1,
+            ) => Infeasible,
             PlanError::Selection {
                 infeasible: true, ..
-            } => 1,
+            } => Infeasible,
             PlanError::Uncertified { .. }
             | PlanError::PlanJsonTooLarge { .. }
-            | PlanError::Memory(crate::memory::MemoryError::TooManyRows { .. }) => 1,
-            _ => 2,
+            | PlanError::Memory(crate::memory::MemoryError::TooManyRows { .. }) => Infeasible,
+            _ => BadInput,
         }
     }
 }

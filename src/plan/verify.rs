@@ -98,12 +98,12 @@ impl VerifyError {
         }
     }
 
-    /// The process exit status: 2 when the request itself is bad input, 1 when the stored
-    /// plan is rejected.
-    pub fn exit_code(&self) -> u8 {
+    /// The kind of failure: the rebuild's kind when the request itself does not build,
+    /// [`ErrorKind::Rejected`](crate::ErrorKind::Rejected) when the stored plan is rejected.
+    pub fn kind(&self) -> crate::ErrorKind {
         match self {
-            VerifyError::Rebuild(error) => error.exit_code(),
-            _ => 1,
+            VerifyError::Rebuild(error) => error.kind(),
+            _ => crate::ErrorKind::Rejected,
         }
     }
 }

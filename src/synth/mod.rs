@@ -19,6 +19,7 @@ pub mod layers;
 pub mod policy;
 pub mod program;
 pub mod resolution;
+mod source;
 pub mod weights;
 
 use std::collections::BTreeSet;
@@ -35,6 +36,7 @@ use crate::request::{
 pub use config::{Architecture, ModelConfig};
 pub use device::{Backend, DeviceDescription};
 pub use policy::PolicyPreset;
+pub use source::{ModelSource, Synthesized, DEFAULT_POLICY, DEFAULT_WEIGHT_FORMAT};
 pub use weights::WeightFormat;
 
 /// Why a request could not be synthesized.

@@ -195,11 +195,14 @@ fn a_refused_uncertified_selection_exits_1_naming_the_component() {
     let error = jointplan::plan::error::PlanError::Uncertified {
         components: vec!["the component of node node.layer.0.attention (Feasible, gap unknown: none: a limit stopped the integer program at the rank-1 count level)".to_owned()],
     };
-    assert_eq!(error.exit_code(), 1);
+    assert_eq!(error.kind(), jointplan::ErrorKind::Infeasible);
     let message = error.to_string();
     assert!(message.contains("node.layer.0.attention"), "{message}");
     assert!(message.contains("--allow-uncertified"), "{message}");
-    assert_eq!(jointplan::Error::from(error).exit_code(), 1);
+    assert_eq!(
+        jointplan::Error::from(error).kind(),
+        jointplan::ErrorKind::Infeasible
+    );
 }
 
 #[test]

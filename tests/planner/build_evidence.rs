@@ -24,7 +24,7 @@ fn unsupported_operation_when_nothing_is_compatible() {
             .insert(id("capability.extra"));
     });
     let err = assert_variant!(err, PlanError::UnsupportedOperation { .. });
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("capability.extra"), "{err}");
 }
 
@@ -261,7 +261,7 @@ fn no_storage_candidate_explains_each_provider() {
             && text.contains("linear+contiguous"),
         "{text}"
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
 }
 
 // ---- 3.5 worked examples ---------------------------------------------------
@@ -369,7 +369,7 @@ fn example_c_conflicting_shared_resource_is_infeasible() {
             ..
         }
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
 }
 
 #[test]
@@ -431,7 +431,7 @@ fn retained_value_resolved() {
 #[test]
 fn request_errors_are_bad_input() {
     let err = fails(|r| r.policy.maximum_active_sequences = 0);
-    assert_eq!(err.exit_code(), 2);
+    assert_eq!(err.kind(), jointplan::ErrorKind::BadInput);
     let _: &RequestError = match &err {
         PlanError::Request(inner) => inner,
         other => panic!("{other:?}"),
@@ -523,13 +523,13 @@ fn a_plan_that_does_not_fit_is_infeasible_not_bad_input() {
             ..
         })
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("resource/weights"), "{err}");
     // 129 usable bytes hold the weight, not the minimum runnable activations and state.
     let err = assert_variant!(
         does_not_fit(257),
         PlanError::Memory(MemoryError::CapacityExceeded { usable: 129, .. })
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("resource/"), "{err}");
 }

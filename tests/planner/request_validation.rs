@@ -2627,7 +2627,7 @@ fn errors_map_to_exit_code_two() {
     let mut r = valid_request();
     r.policy.maximum_scheduled_tokens = 0;
     let error: jointplan::Error = validate_request(&r).unwrap_err().into();
-    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.kind(), jointplan::ErrorKind::BadInput);
     assert!(
         error
             .to_string()
