@@ -15,10 +15,10 @@ pub enum Error {
     Request(#[from] crate::request::validate::RequestError),
     /// A plan could not be built.
     #[error(transparent)]
-    Plan(#[from] crate::plan::error::PlanError),
+    Plan(#[from] crate::builder::error::PlanError),
     /// A stored plan was rejected.
     #[error(transparent)]
-    Verify(#[from] crate::plan::verify::VerifyError),
+    Verify(#[from] crate::verify::VerifyError),
     /// A request could not be sealed.
     #[error(transparent)]
     Seal(#[from] crate::request::seal::SealError),

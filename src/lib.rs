@@ -51,11 +51,14 @@
 //! 3. [`selection`]: the joint provider/storage-profile selection solver;
 //! 4. [`node`]: the per-node checks;
 //! 5. [`memory`]: the memory plan;
-//! 6. [`plan`]: the execution plan, its build pipeline, hash and verification;
-//! 7. `cli` (cargo feature `cli`, on by default): the `jointplan` command line.
+//! 6. [`plan`]: the execution plan's data types and hash;
+//! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
+//! 8. [`verify`]: a stored plan rebuilt from its request and compared;
+//! 9. `cli` (cargo feature `cli`, on by default): the `jointplan` command line.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod builder;
 pub mod candidates;
 pub mod canonical;
 #[cfg(feature = "cli")]
@@ -67,11 +70,12 @@ pub mod plan;
 pub mod request;
 pub mod selection;
 pub mod synth;
+pub mod verify;
 
 use std::path::Path;
 
+pub use builder::{BuildObserver, BuildOptions, BuildOutcome, BuildStage};
 pub use error::{Error, ErrorKind};
-pub use plan::build::{BuildObserver, BuildOptions, BuildOutcome, BuildStage};
 pub use plan::ExecutionPlan;
 pub use request::PlanRequest;
 pub use selection::{Backend, Objective, SelectionProblem, Solution, SolveOptions};
@@ -92,7 +96,7 @@ pub fn verify(
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, Error> {
     let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
-    Ok(plan::verify::verify(request, &stored, options)?)
+    Ok(verify::verify(request, &stored, options)?)
 }
 
 /// Solves a provider/storage-profile selection problem on its own (what `jointplan solve`

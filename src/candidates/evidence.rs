@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::{RejectedProvider, RejectionReason};
 use crate::request::{ResolutionRejection, ResourceId, StorageProfile};
 

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::RejectedProvider;
 use crate::request::fingerprints::workspace_base_id;
 use crate::request::{

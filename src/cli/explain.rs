@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::plan::verify::parse_stored_plan;
 use crate::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
 use crate::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
+use crate::verify::parse_stored_plan;
 use crate::Error;
 
 use super::output::{node_summary, resource_profiles, write_rejections};

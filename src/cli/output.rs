@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::memory::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
+use crate::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
 use crate::plan::{
     CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
     SelectionReason,

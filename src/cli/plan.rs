@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::plan::build::BuildOptions;
+use crate::builder::BuildOptions;
 use crate::plan::ExecutionPlan;
 use crate::request::PlanRequest;
 use crate::selection::DEFAULT_DP_STATE_BUDGET;

@@ -4,9 +4,9 @@
 
 use std::path::PathBuf;
 
-use crate::plan::build::BuildOptions;
-use crate::plan::verify::verify;
+use crate::builder::BuildOptions;
 use crate::request::read_json;
+use crate::verify::verify;
 use crate::Error;
 
 use super::plan::read_request;

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::{AliasKind, ExactAlias, PlanNode};
 use crate::request::{
     AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, ValueBinding, ValueRole,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::request::{
     AttributeConstraint, AttributeId, NodeId, OperationDescriptor, SemanticValue,
 };

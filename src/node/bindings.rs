@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::request::{
     AliasPolicy, DimensionConstraint, LayoutConstraint, NodeId, OperationDescriptor,
     ProgramValueId, StrideConstraint, TensorAccess, TensorLayout, TensorSpec, ValueBinding,

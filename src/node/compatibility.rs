@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::{
     CompatibilityRejection, ProviderSelection, RejectedProvider, RejectionReason, SelectionReason,
 };

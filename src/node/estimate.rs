@@ -2,7 +2,7 @@
 //! formed, belongs to the selected provider and its registered estimator, respects the
 //! operation's alignment and workspace rules, and was computed for exactly this node.
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::request::fingerprints::{estimate_fingerprint, node_estimator_input_fingerprint};
 use crate::request::{
     align_up, NodeId, NodeResolution, OperationDescriptor, Presence, ProgramNode,

@@ -15,7 +15,7 @@ pub mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::{PlanNode, RejectedProvider};
 use crate::request::fingerprints::{
     node_weight_requirements, operation_fingerprint, workspace_base_id,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::request::{
     BufferUsage, ModelProgram, NodeId, ProgramValueId, StateSpec, TensorAccess, TensorSpec,
     ValueBinding, WeightReference, WeightSchema,

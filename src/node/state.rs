@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::memory::AllocationLifetime;
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
+use crate::plan::AllocationLifetime;
 use crate::plan::StateEffect;
 use crate::request::{NodeId, ResourceId, StateId, StateLifetime, StateSpec, ValueBinding};
 

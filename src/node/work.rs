@@ -1,7 +1,7 @@
 //! The node work contract (domain.md 2.5): which binding slots carry the token axis, and
 //! with how many tokens.
 
-use crate::plan::error::PlanError;
+use crate::builder::error::PlanError;
 use crate::plan::{NodeWorkContract, TokenProjection};
 use crate::request::{
     BufferUsage, DimensionConstraint, NodeId, OperationDescriptor, ValueBinding, WorkSpec,

@@ -7,7 +7,7 @@ use std::io::Write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::memory::{AllocationLifetime, MemoryPlan};
+use super::memory_plan::{AllocationLifetime, MemoryPlan};
 use crate::request::{
     AttributeId, CapabilityId, ContractVersion, DeviceId, ExecutionSemantics, ExecutionWeightPlan,
     ModelFamilyId, NodeId, OperationId, ProgramValueId, ProviderId, ProviderResourcePlan,

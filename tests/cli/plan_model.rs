@@ -192,7 +192,7 @@ fn selection_limits_reach_the_solver() {
 fn a_refused_uncertified_selection_exits_1_naming_the_component() {
     // No shipped request makes the integer program stop after a first solution (their
     // relaxations are integral at the root), so the refusal is checked on the error itself.
-    let error = jointplan::plan::error::PlanError::Uncertified {
+    let error = jointplan::builder::error::PlanError::Uncertified {
         components: vec!["the component of node node.layer.0.attention (Feasible, gap unknown: none: a limit stopped the integer program at the rank-1 count level)".to_owned()],
     };
     assert_eq!(error.kind(), jointplan::ErrorKind::Infeasible);

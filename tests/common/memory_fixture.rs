@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jointplan::memory::{derive_memory_plan, MemoryError, MemoryInput, MemoryPlan};
+use jointplan::memory::{derive_memory_plan, MemoryError, MemoryInput};
+use jointplan::plan::MemoryPlan;
 use jointplan::plan::{
     NodeWorkContract, PlanNode, ProviderSelection, SelectionReason, TokenProjection,
 };

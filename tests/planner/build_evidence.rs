@@ -8,8 +8,8 @@
 use crate::common::build_fixture;
 
 use build_fixture::*;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::error::PlanError;
+use jointplan::builder::error::PlanError;
+use jointplan::builder::BuildOptions;
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::validate::RequestError;
 use jointplan::request::*;

@@ -8,7 +8,7 @@
 use crate::common::build_fixture;
 
 use build_fixture::*;
-use jointplan::plan::error::PlanError;
+use jointplan::builder::error::PlanError;
 use jointplan::request::*;
 
 #[test]

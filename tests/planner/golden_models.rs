@@ -8,11 +8,11 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use jointplan::builder::BuildOptions;
 use jointplan::canonical::canonical_json;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::verify::verify;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
+use jointplan::verify::verify;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -152,7 +152,7 @@ fn the_decoder_falls_back_on_the_paged_kv_conflict() {
 
 #[test]
 fn the_hybrid_block_zeroes_its_recurrent_state_and_adds_the_residual_in_place() {
-    use jointplan::memory::ResourceInitialization;
+    use jointplan::plan::ResourceInitialization;
     let request = common::models::hybrid_block();
     let plan = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
     let residual = plan

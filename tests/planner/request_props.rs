@@ -25,15 +25,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use common::model_parts::{FLASH, PAGED};
 use common::request_generator::*;
+use jointplan::builder::BuildOptions;
 use jointplan::candidates::{derive_candidates, selection_problem};
 use jointplan::canonical::canonical_json;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::{ExecutionPlan, SelectionReason};
 use jointplan::request::{NodeId, NodeResolution, PlanRequest, ProgramNode, StorageProfile};
 use jointplan::selection::{
     brute_force, frontier_solve, FrontierKind, FrontierResult, SeedLex, SelectionProblem,
 };
+use jointplan::verify::{verify, VerifyError};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::Value;

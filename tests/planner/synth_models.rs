@@ -4,15 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use jointplan::builder::error::PlanError;
+use jointplan::builder::BuildOptions;
 use jointplan::memory::MemoryError;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::error::PlanError;
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{PlanRequest, StateCapacityDemand, WireLimits};
 use jointplan::synth::{
     synthesize, DeviceDescription, ModelFolder, PolicyPreset, SynthOptions, WeightFormat,
 };
+use jointplan::verify::{verify, VerifyError};
 
 fn models() -> Vec<ModelFolder> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("models")

@@ -6,12 +6,12 @@ use crate::common;
 
 use std::sync::OnceLock;
 
-use jointplan::plan::build::BuildOptions;
+use jointplan::builder::internal::{validate_internal, InternalError};
+use jointplan::builder::BuildOptions;
 use jointplan::plan::hash::{plan_hash, plan_id};
-use jointplan::plan::internal::{validate_internal, InternalError};
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::{PlanRequest, ResourceId};
+use jointplan::verify::{verify, VerifyError};
 use serde_json::Value;
 
 struct Built {

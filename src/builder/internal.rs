@@ -27,8 +27,8 @@ use crate::request::{
     ProviderId, ResourceId, Sha256Hex, StateId, ValueRole, WeightId, WorkspaceKind,
 };
 
-use super::hash::{plan_hash, plan_id};
-use super::{ExecutionPlan, RetainedCompletionValue, PLAN_SCHEMA};
+use crate::plan::hash::{plan_hash, plan_id};
+use crate::plan::{ExecutionPlan, RetainedCompletionValue, PLAN_SCHEMA};
 
 /// A fact of a plan that does not hold.
 #[derive(Debug, thiserror::Error)]
@@ -344,7 +344,7 @@ pub enum InternalError {
     /// A build rule (cross-node value consistency, exact aliases, global storage aliasing)
     /// fails on the stored nodes.
     #[error("{0}")]
-    NodeRule(Box<crate::plan::error::PlanError>),
+    NodeRule(Box<crate::builder::error::PlanError>),
 }
 
 /// Checks every fact of domain.md section 6 on `plan`, with the request's trusted execution
@@ -443,7 +443,7 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
     Ok(())
 }
 
-fn node_rule(error: crate::plan::error::PlanError) -> InternalError {
+fn node_rule(error: crate::builder::error::PlanError) -> InternalError {
     InternalError::NodeRule(Box::new(error))
 }
 

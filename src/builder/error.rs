@@ -39,7 +39,7 @@ pub enum PlanError {
     Memory(#[from] crate::memory::MemoryError),
     /// The built plan failed its internal validation (domain.md 6): a planner bug.
     #[error("internal validation of the built plan: {0}")]
-    Internal(#[from] crate::plan::internal::InternalError),
+    Internal(#[from] crate::builder::internal::InternalError),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),

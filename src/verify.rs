@@ -18,10 +18,10 @@ use serde_json::Value;
 use crate::canonical::CanonicalError;
 use crate::request::PlanRequest;
 
-use super::build::BuildOptions;
-use super::error::PlanError;
-use super::internal::{validate_internal, InternalError};
-use super::ExecutionPlan;
+use crate::builder::error::PlanError;
+use crate::builder::internal::{validate_internal, InternalError};
+use crate::builder::BuildOptions;
+use crate::plan::ExecutionPlan;
 
 /// One field that differs between the stored and the rebuilt plan.
 #[derive(Clone, Debug, PartialEq, Eq)]

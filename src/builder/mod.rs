@@ -1,5 +1,7 @@
-//! The build pipeline (domain.md 2.1): a validated request in, a hashed and internally
-//! validated execution plan out.
+//! The builder (domain.md 2.1): a validated request in, a hashed and internally validated
+//! execution plan out. It composes the builder's layers: candidate derivation and the joint
+//! selection ([`crate::candidates`]), the per-node rules ([`crate::node`]), the memory plan
+//! ([`crate::memory`]) and completion retention ([`retention`]).
 //!
 //! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of domain.md 2.1 in
 //! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
@@ -8,6 +10,10 @@
 // `PlanError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
+
+pub mod error;
+pub mod internal;
+pub mod retention;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -27,10 +33,13 @@ use crate::request::{
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
-use super::error::PlanError;
-use super::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
-use super::retention::{resolve_retained_values, terminal_output_resources};
-use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA};
+use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
+use crate::plan::{
+    ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA,
+};
+
+use error::PlanError;
+use retention::{resolve_retained_values, terminal_output_resources};
 
 /// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
 ///
@@ -421,7 +430,7 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        super::internal::validate_internal(&plan, request)?;
+        internal::validate_internal(&plan, request)?;
         check_plan_json_bytes(&plan, request)?;
         Ok(BuildOutcome {
             plan,

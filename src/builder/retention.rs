@@ -12,7 +12,7 @@ use crate::request::{
 };
 
 use super::error::PlanError;
-use super::{PlanNode, RetainedCompletionValue};
+use crate::plan::{PlanNode, RetainedCompletionValue};
 
 /// One write of a binding to a byte range of a resource.
 struct Write<'a> {
