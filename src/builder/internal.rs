@@ -344,7 +344,7 @@ pub enum InternalError {
     /// A build rule (cross-node value consistency, exact aliases, global storage aliasing)
     /// fails on the stored nodes.
     #[error("{0}")]
-    NodeRule(Box<crate::builder::error::PlanError>),
+    NodeRule(Box<crate::node::NodeError>),
 }
 
 /// Checks every fact of domain.md section 6 on `plan`, with the request's trusted execution
@@ -443,7 +443,7 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
     Ok(())
 }
 
-fn node_rule(error: crate::builder::error::PlanError) -> InternalError {
+fn node_rule(error: crate::node::NodeError) -> InternalError {
     InternalError::NodeRule(Box::new(error))
 }
 

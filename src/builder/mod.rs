@@ -17,7 +17,7 @@ pub mod retention;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::candidates::{derive_candidates, select_jointly};
+use crate::candidates::{derive_candidates, select_jointly, CandidateError};
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
@@ -173,44 +173,6 @@ pub struct PlanCore {
     pub selection: Vec<ComponentReport>,
 }
 
-fn check_policy_and_capacity(request: &PlanRequest) -> Result<(), PlanError> {
-    let policy = &request.policy;
-    let id = policy.policy_id.to_string();
-    if policy.maximum_active_sequences == 0 {
-        return Err(PlanError::ZeroMaximumActiveSequences { policy: id });
-    }
-    if policy.maximum_scheduled_tokens == 0 {
-        return Err(PlanError::ZeroMaximumScheduledTokens { policy: id });
-    }
-    if policy.dynamic_storage_profile_order.is_empty() {
-        return Err(PlanError::EmptyProfileOrder { policy: id });
-    }
-    if request.node_resolutions.is_empty() {
-        return Err(PlanError::NoNodeResolutions);
-    }
-    let capacity = policy.memory_capacity_bytes;
-    let device = &request.catalog.device;
-    if capacity == 0 {
-        return Err(PlanError::ZeroMemoryCapacity { policy: id });
-    }
-    if capacity > device.total_memory_bytes {
-        return Err(PlanError::CapacityExceedsDevice {
-            policy: id,
-            capacity,
-            device: device.id.to_string(),
-            device_memory: device.total_memory_bytes,
-        });
-    }
-    if policy.memory_reserve_bytes >= capacity {
-        return Err(PlanError::ReserveNotBelowCapacity {
-            policy: id,
-            reserve: policy.memory_reserve_bytes,
-            capacity,
-        });
-    }
-    Ok(())
-}
-
 /// Each program node with its resolution, in execution order.
 type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
 
@@ -250,9 +212,11 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
 /// Runs request validation and steps 1-16 of domain.md 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
     options.stage(BuildStage::Validate);
+    // Steps 1-3 (policy ceilings and capacity) are load-time invariants of the request.
     validate_request(request)?;
-    // Steps 1-3: policy ceilings and capacity.
-    check_policy_and_capacity(request)?;
+    if request.node_resolutions.is_empty() {
+        return Err(PlanError::NoNodeResolutions);
+    }
     options.stage(BuildStage::Selection);
     // Step 4: execution weights (validated against family and catalog by request validation).
     let execution_weights = match &request.execution_weights {
@@ -307,11 +271,12 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             .keys()
             .find(|id| !nodes.iter().any(|n| &&n.id == id))
             .map_or_else(String::new, ToString::to_string);
-        return Err(PlanError::SolverBadAssignment {
+        return Err(CandidateError::SolverBadAssignment {
             node,
             detail: "the joint selection has results for nodes the program does not have"
                 .to_owned(),
-        });
+        }
+        .into());
     }
     // Step 12: semantic coverage.
     check_coverage(program, &state.bound)?;

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::builder::error::PlanError;
+use super::CandidateError;
 use crate::plan::{RejectedProvider, RejectionReason};
 use crate::request::{ResolutionRejection, ResourceId, StorageProfile};
 
@@ -19,7 +19,7 @@ pub fn storage_rejection_evidence(
     node: &NodeCandidates<'_>,
     chosen: &ProviderCandidate<'_>,
     profiles: &BTreeMap<ResourceId, StorageProfile>,
-) -> Result<Option<RejectedProvider>, PlanError> {
+) -> Result<Option<RejectedProvider>, CandidateError> {
     let Some(preferred) = node.resolution.preferred_provider.as_ref() else {
         return Ok(None);
     };
@@ -55,7 +55,7 @@ pub fn storage_rejection_evidence(
         .map(|(resource, _)| resource.clone())
         .collect();
     if resource_ids.is_empty() {
-        return Err(PlanError::PreferredLostWithoutConflict {
+        return Err(CandidateError::PreferredLostWithoutConflict {
             node: node.node.clone(),
             provider: preferred.clone(),
         });

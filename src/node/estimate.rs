@@ -2,7 +2,7 @@
 //! formed, belongs to the selected provider and its registered estimator, respects the
 //! operation's alignment and workspace rules, and was computed for exactly this node.
 
-use crate::builder::error::PlanError;
+use super::NodeError;
 use crate::request::fingerprints::{estimate_fingerprint, node_estimator_input_fingerprint};
 use crate::request::{
     align_up, NodeId, NodeResolution, OperationDescriptor, Presence, ProgramNode,
@@ -223,15 +223,15 @@ pub fn verify_estimate<'c>(
     catalog_row: Option<&'c [ProviderDescriptor]>,
     selected: &crate::request::ProviderId,
     plan: &ProviderResourcePlan,
-) -> Result<&'c ProviderDescriptor, PlanError> {
+) -> Result<&'c ProviderDescriptor, NodeError> {
     let node: &NodeId = &ctx.node.id;
-    validate_shape(plan).map_err(|detail| PlanError::EstimateShape {
+    validate_shape(plan).map_err(|detail| NodeError::EstimateShape {
         node: node.clone(),
         provider: plan.provider_id.clone(),
         detail,
     })?;
     if &plan.provider_id != selected {
-        return Err(PlanError::EstimateProviderMismatch {
+        return Err(NodeError::EstimateProviderMismatch {
             node: node.clone(),
             estimate_provider: plan.provider_id.clone(),
             selected: selected.clone(),
@@ -242,7 +242,7 @@ pub fn verify_estimate<'c>(
         .flatten()
         .find(|p| &p.provider_id == selected)
     else {
-        return Err(PlanError::SelectedProviderNotRegistered {
+        return Err(NodeError::SelectedProviderNotRegistered {
             node: node.clone(),
             provider: selected.clone(),
             operation: ctx.operation.id.clone(),
@@ -256,7 +256,7 @@ pub fn verify_estimate<'c>(
         || plan.estimator_implementation_fingerprint
             != descriptor.resource_estimator_implementation_fingerprint
     {
-        return Err(PlanError::EstimatorIdentityMismatch {
+        return Err(NodeError::EstimatorIdentityMismatch {
             node: node.clone(),
             provider: selected.clone(),
             expected: identity(
@@ -276,7 +276,7 @@ pub fn verify_estimate<'c>(
         || plan.value_alignment_bytes < minimum
         || plan.value_alignment_bytes % minimum != 0
     {
-        return Err(PlanError::ValueAlignment {
+        return Err(NodeError::ValueAlignment {
             node: node.clone(),
             provider: selected.clone(),
             operation: ctx.operation.id.clone(),
@@ -292,7 +292,7 @@ pub fn verify_estimate<'c>(
     ] {
         let present = plan.workspace(kind).is_some();
         if !presence.accepts(present) {
-            return Err(PlanError::WorkspacePresence {
+            return Err(NodeError::WorkspacePresence {
                 node: node.clone(),
                 provider: selected.clone(),
                 operation: ctx.operation.id.clone(),
@@ -310,7 +310,7 @@ pub fn verify_estimate<'c>(
         selected,
     )?;
     if expected != plan.estimator_input_fingerprint {
-        return Err(PlanError::EstimatorInputMismatch {
+        return Err(NodeError::EstimatorInputMismatch {
             node: node.clone(),
             provider: selected.clone(),
             expected: expected.to_string(),

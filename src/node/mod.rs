@@ -1,6 +1,6 @@
 //! Per-node checks of plan building (domain.md 2.2-2.7), one module per concept, and
 //! [`build_node`], which runs them in the reference order and emits a [`PlanNode`].
-// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// `NodeError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
 
@@ -8,6 +8,7 @@ pub mod alias;
 pub mod attributes;
 pub mod bindings;
 pub mod compatibility;
+mod error;
 pub mod estimate;
 pub mod semantic;
 pub mod state;
@@ -15,7 +16,6 @@ pub mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::builder::error::PlanError;
 use crate::plan::{PlanNode, RejectedProvider};
 use crate::request::fingerprints::{
     node_weight_requirements, operation_fingerprint, workspace_base_id,
@@ -25,6 +25,8 @@ use crate::request::{
     ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole, WeightSchema,
     WorkspaceKind,
 };
+pub(crate) use error::join;
+pub use error::NodeError;
 
 use alias::{check_alias_liveness, extract_exact_aliases, AliasLiveness};
 use compatibility::{provider_compatibility, select_provider, CompatibilityRequest};
@@ -120,16 +122,16 @@ pub fn build_node(
     node: &ProgramNode,
     resolution: &NodeResolution,
     choice: &NodeChoice<'_>,
-) -> Result<PlanNode, PlanError> {
+) -> Result<PlanNode, NodeError> {
     let id = &node.id;
     let Some(operation) = ctx.catalog.operations.get(&node.operation_id) else {
-        return Err(PlanError::UnknownOperation {
+        return Err(NodeError::UnknownOperation {
             node: id.clone(),
             operation: node.operation_id.clone(),
         });
     };
     if !operation.version.satisfies(node.required_version) {
-        return Err(PlanError::IncompatibleOperationVersion {
+        return Err(NodeError::IncompatibleOperationVersion {
             node: id.clone(),
             operation: operation.id.clone(),
             required: node.required_version,
@@ -141,7 +143,7 @@ pub fn build_node(
     bindings::validate_bindings(id, operation, values)?;
     if node.inputs.len() != operation.inputs.len() || node.outputs.len() != operation.outputs.len()
     {
-        return Err(PlanError::SignatureMismatch {
+        return Err(NodeError::SignatureMismatch {
             node: id.clone(),
             operation: operation.id.clone(),
             program_inputs: node.inputs.len(),
@@ -163,7 +165,7 @@ pub fn build_node(
         );
     for ((role, ordinal, expected), binding) in program_slots.zip(values) {
         if &binding.value_id != expected {
-            return Err(PlanError::BindingMirror {
+            return Err(NodeError::BindingMirror {
                 node: id.clone(),
                 role,
                 ordinal: ordinal as u32,

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::builder::error::PlanError;
+use super::NodeError;
 use crate::request::{
     BufferUsage, ModelProgram, NodeId, ProgramValueId, StateSpec, TensorAccess, TensorSpec,
     ValueBinding, WeightReference, WeightSchema,
@@ -52,15 +52,15 @@ pub fn check_semantic_binding(
     execution_schema: &WeightSchema,
     node: &NodeId,
     binding: &ValueBinding,
-) -> Result<(), PlanError> {
-    let usage_error = |class: &'static str, expected: BufferUsage| PlanError::SemanticUsage {
+) -> Result<(), NodeError> {
+    let usage_error = |class: &'static str, expected: BufferUsage| NodeError::SemanticUsage {
         node: node.clone(),
         value: binding.value_id.clone(),
         class,
         expected,
         found: binding.usage,
     };
-    let tensor_error = |expected: &TensorSpec| PlanError::SemanticTensor {
+    let tensor_error = |expected: &TensorSpec| NodeError::SemanticTensor {
         node: node.clone(),
         value: binding.value_id.clone(),
         expected: tensor_text(expected),
@@ -71,7 +71,7 @@ pub fn check_semantic_binding(
             return Err(usage_error("weight", BufferUsage::Weights));
         }
         if binding.access != TensorAccess::Read {
-            return Err(PlanError::WeightAccess {
+            return Err(NodeError::WeightAccess {
                 node: node.clone(),
                 value: binding.value_id.clone(),
                 found: binding.access,
@@ -101,8 +101,8 @@ fn check_weight(
     node: &NodeId,
     binding: &ValueBinding,
     weight: &WeightReference,
-) -> Result<(), PlanError> {
-    let error = |detail: String| PlanError::SemanticWeight {
+) -> Result<(), NodeError> {
+    let error = |detail: String| NodeError::SemanticWeight {
         node: node.clone(),
         value: binding.value_id.clone(),
         weight: Some(weight.weight_id.clone()),
@@ -179,7 +179,7 @@ pub struct BoundValues {
 impl BoundValues {
     /// Records a binding; the same value must have identical tensor, usage and storage
     /// wherever it is bound.
-    pub fn record(&mut self, node: &NodeId, binding: &ValueBinding) -> Result<(), PlanError> {
+    pub fn record(&mut self, node: &NodeId, binding: &ValueBinding) -> Result<(), NodeError> {
         match self.first.get(&binding.value_id) {
             None => {
                 self.first
@@ -209,7 +209,7 @@ impl BoundValues {
                 };
                 match what {
                     None => Ok(()),
-                    Some(what) => Err(PlanError::CrossNodeInconsistency {
+                    Some(what) => Err(NodeError::CrossNodeInconsistency {
                         value: binding.value_id.clone(),
                         first_node: first_node.clone(),
                         node: node.clone(),
@@ -228,7 +228,7 @@ impl BoundValues {
 
 /// Semantic coverage (domain.md 2.1 step 12): every program input, weight value, state value
 /// and program output is bound by some node.
-pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), PlanError> {
+pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), NodeError> {
     let classes: [(&'static str, Vec<&ProgramValueId>); 4] = [
         ("program input", program.inputs.iter().collect()),
         (
@@ -243,7 +243,7 @@ pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(),
     ];
     for (class, values) in classes {
         if let Some(value) = values.into_iter().find(|v| !bound.contains(v)) {
-            return Err(PlanError::UncoveredValue {
+            return Err(NodeError::UncoveredValue {
                 class,
                 value: value.clone(),
             });
