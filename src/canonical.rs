@@ -14,6 +14,7 @@
 //! no `Value` tree is built, which for a plan of tens of thousands of nodes is the
 //! difference between gigabytes of small allocations and one pass over the bytes.
 
+mod digest;
 mod writer;
 
 use std::io::Write;
@@ -23,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use writer::CanonicalWriter;
 
-use crate::request::Sha256Hex;
+pub use digest::Sha256Hex;
 
 /// Why a value could not be put in canonical form.
 #[derive(Debug, thiserror::Error)]
