@@ -61,7 +61,7 @@ pub enum VerifyError {
     NonCanonical(FieldDifference),
     /// The plan cannot be rebuilt from the request.
     #[error("the request does not build: {0}")]
-    Rebuild(#[from] PlanError),
+    Rebuild(PlanError),
     /// The stored plan differs from the rebuilt one.
     #[error("stored plan differs from the plan rebuilt from the request at {difference}{}", context_text(.internal))]
     Differs {
@@ -73,9 +73,9 @@ pub enum VerifyError {
     /// The stored plan equals the rebuilt one but fails an internal check (cannot happen
     /// for a plan jointplan built; kept so that verification never trusts the build alone).
     #[error("stored plan fails an internal check: {0}")]
-    Internal(#[from] InternalError),
+    Internal(InternalError),
     /// A plan could not be serialized canonically.
-    #[error("{0}")]
+    #[error(transparent)]
     Canonical(#[from] CanonicalError),
 }
 
@@ -248,6 +248,21 @@ fn difference(path: &str, stored: Option<&Value>, rebuilt: Option<&Value>) -> Fi
         },
         stored: shown(stored),
         rebuilt: shown(rebuilt),
+    }
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<PlanError> for VerifyError {
+    fn from(error: PlanError) -> Self {
+        VerifyError::Rebuild(error)
+    }
+}
+
+impl From<InternalError> for VerifyError {
+    fn from(error: InternalError) -> Self {
+        VerifyError::Internal(error)
     }
 }
 

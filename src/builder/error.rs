@@ -42,10 +42,10 @@ pub enum PlanError {
     },
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
-    Memory(#[from] crate::memory::MemoryError),
+    Memory(crate::memory::MemoryError),
     /// The built plan failed its internal validation (domain.md 6): a planner bug.
     #[error("internal validation of the built plan: {0}")]
-    Internal(#[from] crate::builder::internal::InternalError),
+    Internal(crate::builder::internal::InternalError),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -140,5 +140,20 @@ impl PlanError {
             PlanError::PlanJsonTooLarge { .. } => Infeasible,
             _ => BadInput,
         }
+    }
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<crate::memory::MemoryError> for PlanError {
+    fn from(error: crate::memory::MemoryError) -> Self {
+        PlanError::Memory(error)
+    }
+}
+
+impl From<crate::builder::internal::InternalError> for PlanError {
+    fn from(error: crate::builder::internal::InternalError) -> Self {
+        PlanError::Internal(error)
     }
 }

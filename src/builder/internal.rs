@@ -59,7 +59,7 @@ pub enum InternalError {
     },
     /// A fingerprint could not be computed.
     #[error("cannot recompute a fingerprint: {0}")]
-    Canonical(#[from] CanonicalError),
+    Canonical(CanonicalError),
     /// The plan has no node.
     #[error("payload.nodes is empty: a plan has at least one node")]
     NoNodes,
@@ -151,7 +151,7 @@ pub enum InternalError {
     },
     /// The memory plan does not re-derive (domain.md 4.8).
     #[error("payload.memory: {0}")]
-    Memory(#[from] crate::memory::MemoryError),
+    Memory(crate::memory::MemoryError),
     /// The plan's nodes are not the program's nodes in execution order.
     #[error(
         "payload.nodes[{index}] is node {found}, but the program's node {index} is {expected}"
@@ -743,4 +743,19 @@ fn check_retained_values(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
         }
     }
     Ok(())
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<CanonicalError> for InternalError {
+    fn from(error: CanonicalError) -> Self {
+        InternalError::Canonical(error)
+    }
+}
+
+impl From<crate::memory::MemoryError> for InternalError {
+    fn from(error: crate::memory::MemoryError) -> Self {
+        InternalError::Memory(error)
+    }
 }
