@@ -4,15 +4,15 @@
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
 
-pub mod alias;
-pub mod attributes;
-pub mod bindings;
-pub mod compatibility;
+pub(crate) mod alias;
+pub(crate) mod attributes;
+pub(crate) mod bindings;
+pub(crate) mod compatibility;
 mod error;
-pub mod estimate;
-pub mod semantic;
-pub mod state;
-pub mod work;
+pub(crate) mod estimate;
+pub(crate) mod semantic;
+pub(crate) mod state;
+pub(crate) mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -35,7 +35,7 @@ use semantic::{check_semantic_binding, BoundValues, ValueClasses};
 use state::{derive_state_effects, StateHazardTracker};
 
 /// Plan-wide facts every node is checked against.
-pub struct NodePlanContext<'a> {
+pub(crate) struct NodePlanContext<'a> {
     /// The capability catalog.
     pub catalog: &'a CapabilityCatalog,
     /// The program.
@@ -99,7 +99,7 @@ impl<'a> NodePlanContext<'a> {
 /// What is carried from node to node: bound values (cross-node consistency, coverage) and
 /// the state hazard tracker.
 #[derive(Default)]
-pub struct NodeBuildState {
+pub(crate) struct NodeBuildState {
     /// Every value bound so far.
     pub bound: BoundValues,
     /// State read/write history.
@@ -107,7 +107,7 @@ pub struct NodeBuildState {
 }
 
 /// The joint solver's decision for one node.
-pub struct NodeChoice<'a> {
+pub(crate) struct NodeChoice<'a> {
     /// The chosen provider resource plan.
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
@@ -115,7 +115,7 @@ pub struct NodeChoice<'a> {
 }
 
 /// Checks node `index` and builds its [`PlanNode`] (domain.md 2.2).
-pub fn build_node(
+pub(crate) fn build_node(
     ctx: &NodePlanContext<'_>,
     state: &mut NodeBuildState,
     index: usize,

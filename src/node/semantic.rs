@@ -12,8 +12,6 @@ use crate::request::{
 
 /// The program's value classes, indexed by value id.
 pub struct ValueClasses<'a> {
-    /// Program inputs.
-    pub inputs: BTreeSet<&'a ProgramValueId>,
     /// Program outputs.
     pub outputs: BTreeSet<&'a ProgramValueId>,
     /// States by value id.
@@ -26,7 +24,6 @@ impl<'a> ValueClasses<'a> {
     /// Indexes a program.
     pub fn new(program: &'a ModelProgram) -> Self {
         Self {
-            inputs: program.inputs.iter().collect(),
             outputs: program.outputs.iter().collect(),
             states: program.states.iter().map(|s| (&s.value_id, s)).collect(),
             weights: program.weights.iter().map(|w| (&w.value_id, w)).collect(),
