@@ -75,6 +75,30 @@ impl Error {
         }
     }
 
+    /// The JSON path of the culprit in its file (`.payload.nodes[3].provider_id`,
+    /// `policy.memory_capacity_bytes`), where the error has one.
+    pub fn json_path(&self) -> Option<String> {
+        match self {
+            Error::Load(LoadError::Json { json_path, .. }) => Some(json_path.clone()),
+            Error::Request(error) => Some(error.path().to_owned()),
+            Error::Plan(crate::builder::error::PlanError::Request(error)) => {
+                Some(error.path().to_owned())
+            }
+            Error::Verify(error) => error.json_path().map(str::to_owned),
+            Error::File { source, .. } => source.json_path(),
+            _ => None,
+        }
+    }
+
+    /// The file the error was found in, where it names one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::Load(LoadError::Io { file, .. } | LoadError::Json { file, .. }) => Some(file),
+            Error::File { file, .. } => Some(file),
+            _ => None,
+        }
+    }
+
     /// Attaches the file the error was found in (load errors already name it).
     pub fn in_file(self, file: &std::path::Path) -> Error {
         match self {
