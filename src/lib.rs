@@ -61,6 +61,7 @@
 pub mod builder;
 pub mod candidates;
 pub mod canonical;
+pub mod check;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod error;
@@ -97,6 +98,16 @@ pub fn verify(
 ) -> Result<ExecutionPlan, Error> {
     let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
     Ok(verify::verify(request, &stored, options)?)
+}
+
+/// Checks a stored plan (its JSON text) alone, without its request: every rule of a valid
+/// plan that the independent checker ([`check`](mod@check)) re-derives from the plan. Returns
+/// every violation found (an empty report: the plan is valid); a plan that does not even
+/// parse is an error.
+pub fn check(stored_plan: &str) -> Result<check::CheckReport, Error> {
+    let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
+    let plan = verify::parse_stored_plan(&stored)?;
+    Ok(check::check_plan(&plan))
 }
 
 /// Solves a provider/storage-profile selection problem on its own (what `jointplan solve`

@@ -74,6 +74,10 @@ pub enum VerifyError {
     /// for a plan jointplan built; kept so that verification never trusts the build alone).
     #[error("stored plan fails an internal check: {0}")]
     Internal(InternalError),
+    /// The stored plan equals the rebuilt one but breaks rules of a valid plan (the
+    /// independent checker's): the builder made an invalid plan.
+    #[error("stored plan fails the independent checker ({} violations): {}", .0.len(), crate::node::join(.0))]
+    Check(Vec<crate::check::Violation>),
     /// A plan could not be serialized canonically.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -152,6 +156,10 @@ pub fn verify(
         });
     }
     validate_internal(&plan, request)?;
+    let report = crate::check::check_plan(&plan);
+    if !report.is_valid() {
+        return Err(VerifyError::Check(report.violations));
+    }
     Ok(plan)
 }
 

@@ -10,6 +10,13 @@ use crate::request::{NodeId, ProgramValueId, ResourceId};
 /// Why a plan could not be built from a request.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
+    /// The built plan breaks rules of a valid plan that the independent checker re-derives:
+    /// a planner bug (the plan is not written).
+    #[error("the built plan fails the independent checker ({} violations): {}", violations.len(), crate::node::join(violations))]
+    Check {
+        /// Every violation, in rule order.
+        violations: Vec<crate::check::Violation>,
+    },
     /// Candidate derivation or the joint selection failed (a per-node rule broken while
     /// deriving candidates is reported as [`PlanError::Node`]).
     #[error(transparent)]
@@ -138,6 +145,7 @@ impl PlanError {
                 | crate::memory::MemoryError::TooManyRows { .. },
             ) => Infeasible,
             PlanError::PlanJsonTooLarge { .. } => Infeasible,
+            PlanError::Check { .. } => crate::ErrorKind::Rejected,
             _ => BadInput,
         }
     }

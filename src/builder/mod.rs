@@ -396,6 +396,12 @@ impl ExecutionPlan {
         };
         options.stage(BuildStage::Checks);
         internal::validate_internal(&plan, request)?;
+        let report = crate::check::check_plan(&plan);
+        if !report.is_valid() {
+            return Err(PlanError::Check {
+                violations: report.violations,
+            });
+        }
         check_plan_json_bytes(&plan, request)?;
         Ok(BuildOutcome {
             plan,

@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
 pub mod explain;
 pub mod hash;
 pub mod output;
@@ -33,6 +34,9 @@ pub enum Commands {
     Plan(plan::Args),
     /// Check a stored plan against its request (exit 1 names the first differing field).
     Verify(verify::Args),
+    /// Check a stored plan alone with the independent checker (every violation, with its
+    /// rule and JSON path).
+    Check(check::Args),
     /// Explain why each provider of a node was chosen or rejected.
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
@@ -57,6 +61,11 @@ pub fn run() -> ExitCode {
         Commands::Solve(args) => solve::run(&args),
         Commands::Plan(args) => report("plan", plan::run(&args)),
         Commands::Verify(args) => report("verify", verify::run(&args)),
+        Commands::Check(args) => match check::run(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(error) => report("check", Err(error)),
+        },
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),

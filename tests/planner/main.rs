@@ -11,6 +11,8 @@ mod common;
 mod build_evidence;
 mod build_rules;
 mod build_stages;
+mod checker;
+mod checker_mutants;
 mod golden_models;
 mod memory_errors;
 mod memory_plan;

@@ -66,7 +66,7 @@ fn layer() -> impl Strategy<Value = LayerSpec> {
         })
 }
 
-fn decoder_spec() -> impl Strategy<Value = DecoderSpec> {
+pub(crate) fn decoder_spec() -> impl Strategy<Value = DecoderSpec> {
     let shape = (
         prop::collection::vec(layer(), 1..=3),
         prop::sample::select(vec![256u64, 512, 1024]),
