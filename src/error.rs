@@ -10,7 +10,7 @@ pub enum Error {
     /// A file could not be read or parsed.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// A request breaks a load-time invariant (domain.md 1.1-1.8).
+    /// A request breaks a load-time invariant (rules 1.1-1.8).
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
     /// A plan could not be built.
@@ -25,13 +25,6 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
-    /// An output could not be written.
-    #[cfg(feature = "cli")]
-    #[error(transparent)]
-    Output(#[from] crate::cli::output::OutputError),
-    /// The command line names something the input does not have.
-    #[error("{0}")]
-    Usage(String),
     /// An error found while processing a named file.
     #[error("{}: {source}", file.display())]
     File {
@@ -63,11 +56,7 @@ impl Error {
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Load(_) | Error::Request(_) | Error::Seal(_) | Error::Usage(_) => {
-                ErrorKind::BadInput
-            }
-            #[cfg(feature = "cli")]
-            Error::Output(_) => ErrorKind::BadInput,
+            Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
             Error::Synth(_) => ErrorKind::BadInput,
             Error::Plan(error) => error.kind(),
             Error::Verify(error) => error.kind(),

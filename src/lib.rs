@@ -54,7 +54,9 @@
 //! 6. [`plan`]: the execution plan's data types and hash;
 //! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
 //! 8. [`verify`]: a stored plan rebuilt from its request and compared;
-//! 9. `cli` (cargo feature `cli`, on by default): the `jointplan` command line.
+//!
+//! The `jointplan` command line is a binary of this package on top of the library (cargo
+//! feature `cli`, on by default); the library itself never depends on it.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -62,8 +64,6 @@ pub mod builder;
 pub mod candidates;
 pub mod canonical;
 pub mod check;
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod error;
 pub mod memory;
 pub mod node;

@@ -1,4 +1,4 @@
-//! Errors of the build pipeline (domain.md 2.1): the request's load-time errors, each
+//! Errors of the build pipeline (rules 2.1): the request's load-time errors, each
 //! builder layer's error (candidates and selection, node rules, memory plan), and the
 //! pipeline's own rules (resolution indexing, completion retention, wire limits).
 
@@ -50,7 +50,7 @@ pub enum PlanError {
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(crate::memory::MemoryError),
-    /// The built plan failed its internal validation (domain.md 6): a planner bug.
+    /// The built plan failed its internal validation (rules 6): a planner bug.
     #[error("internal validation of the built plan: {0}")]
     Internal(crate::builder::internal::InternalError),
     /// A fingerprint could not be computed.

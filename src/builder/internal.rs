@@ -1,4 +1,4 @@
-//! Internal validation of a built or stored plan (domain.md section 6).
+//! Internal validation of a built or stored plan (rules 6).
 //!
 //! [`validate_internal`] re-derives every fact of a plan that can be re-derived from the
 //! plan itself (and the request's trusted execution weights), so that a tampered or
@@ -149,7 +149,7 @@ pub enum InternalError {
         /// The entry out of order.
         next: ResourceId,
     },
-    /// The memory plan does not re-derive (domain.md 4.8).
+    /// The memory plan does not re-derive (rules 4.8).
     #[error("payload.memory: {0}")]
     Memory(crate::memory::MemoryError),
     /// The plan's nodes are not the program's nodes in execution order.
@@ -347,7 +347,7 @@ pub enum InternalError {
     NodeRule(Box<crate::node::NodeError>),
 }
 
-/// Checks every fact of domain.md section 6 on `plan`, with the request's trusted execution
+/// Checks every fact of rules 6 on `plan`, with the request's trusted execution
 /// weights (the identity materializer's if the request has none).
 ///
 /// The memory plan is checked by `memory::validate_memory_plan(memory, nodes, retained)`,
@@ -623,7 +623,7 @@ fn first_weight_plan_difference(
     }
 }
 
-/// Resolves retained completion values from the plan's nodes (domain.md 1.9): each value
+/// Resolves retained completion values from the plan's nodes (rules 1.9): each value
 /// must be the output of exactly one node, use activations and have exactly one storage
 /// component, and no later-or-same node other than the producing binding may write an
 /// overlapping byte range of its resource.

@@ -1,4 +1,4 @@
-//! Errors of candidate derivation and the joint provider/storage selection (domain.md 3.1,
+//! Errors of candidate derivation and the joint provider/storage selection (rules 3.1,
 //! 3.5), each naming its culprit in the request's terms.
 
 use crate::request::{NodeId, OperationId, ProviderId};

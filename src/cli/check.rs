@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use crate::check::check_plan;
-use crate::request::read_json;
-use crate::verify::parse_stored_plan;
-use crate::Error;
+use super::Error;
+use jointplan::check::check_plan;
+use jointplan::request::read_json;
+use jointplan::verify::parse_stored_plan;
 
 /// Arguments of `jointplan check`.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::synth::{ModelSource, SynthError, Synthesized};
+use jointplan::synth::{ModelSource, SynthError, Synthesized};
 
 /// The choices of a synthesis beside the model folder: config, device, policy, scaling
 /// overrides and weight format. Shared by `synth` and `plan MODEL_FOLDER`.

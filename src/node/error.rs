@@ -1,4 +1,4 @@
-//! Errors of the per-node rules (domain.md 2.2-2.7): one variant per rule, each naming its
+//! Errors of the per-node rules (rules 2.2-2.7): one variant per rule, each naming its
 //! culprit (node, value, resource, provider, operation) in the request's terms.
 
 use crate::canonical::CanonicalError;

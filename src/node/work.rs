@@ -1,4 +1,4 @@
-//! The node work contract (domain.md 2.5): which binding slots carry the token axis, and
+//! The node work contract (rules 2.5): which binding slots carry the token axis, and
 //! with how many tokens.
 
 use super::NodeError;

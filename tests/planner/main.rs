@@ -14,6 +14,7 @@ mod build_stages;
 mod checker;
 mod checker_mutants;
 mod golden_models;
+mod layering;
 mod memory_errors;
 mod memory_plan;
 mod memory_scale;
