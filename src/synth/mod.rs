@@ -11,14 +11,14 @@
 //!
 //! See `docs/synth.md` for the mapping and what is approximated.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod config;
 pub mod device;
-pub mod estimate;
-pub mod layers;
+pub(crate) mod estimate;
+pub(crate) mod layers;
 pub mod policy;
-pub mod program;
-pub mod resolution;
+pub(crate) mod program;
+pub(crate) mod resolution;
 mod source;
 pub mod weights;
 
