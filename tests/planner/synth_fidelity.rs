@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
-use jointplan::memory::DynamicResourceDemand;
-use jointplan::plan::build::BuildOptions;
+use jointplan::builder::BuildOptions;
+use jointplan::plan::DynamicResourceDemand;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{CapabilityId, StorageView};
 use jointplan::synth::{
