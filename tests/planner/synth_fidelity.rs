@@ -267,3 +267,24 @@ fn qwen3_30b_a3b_weights_and_kv_by_hand() {
     assert!(states.iter().all(|b| *b == per_layer_kv));
     assert_eq!(states.iter().sum::<u64>(), 98_304);
 }
+
+#[test]
+fn the_family_id_names_the_config_used_and_unmodelled_keys_are_warned() {
+    let source = jointplan::synth::ModelSource {
+        config: Some("models/llama-3.2-1b/config.json".into()),
+        layers: Some(2),
+        ..jointplan::synth::ModelSource::folder("models/llama-3.1-8b")
+    };
+    let synthesized = source.synthesize().unwrap();
+    assert_eq!(
+        synthesized.request.family.family_id.as_str(),
+        "family.llama-3.2-1b"
+    );
+    assert_eq!(synthesized.warnings.len(), 1);
+    // llama-3.2-1b's config has `attention_bias` and `mlp_bias`, which are not built.
+    assert!(
+        synthesized.warnings[0].contains("attention_bias"),
+        "{}",
+        synthesized.warnings[0]
+    );
+}
