@@ -1,4 +1,4 @@
-//! Canonical JSON and the SHA-256 fingerprints built on it (domain.md section 5).
+//! Canonical JSON and the SHA-256 fingerprints built on it (docs/rules.md section 5).
 //!
 //! Two kinds of fingerprint exist and both are needed to reproduce the reference bytes:
 //!
@@ -120,7 +120,8 @@ mod tests {
 
     #[test]
     fn known_layout_constants() {
-        // domain.md section 5: sha256 of `"contiguous"` (with quotes) and of `"opaque_bytes_v1"`.
+        // docs/rules.md section 5: sha256 of `"contiguous"` (with quotes) and of
+        // `"opaque_bytes_v1"`.
         assert_eq!(
             canonical_fingerprint("layout", "contiguous")
                 .unwrap()

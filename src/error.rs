@@ -10,7 +10,7 @@ pub enum Error {
     /// A file could not be read or parsed.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// A request breaks a load-time invariant (domain.md 1.1-1.8).
+    /// A request breaks a load-time invariant (docs/rules.md 1.1-1.8).
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
     /// A plan could not be built.

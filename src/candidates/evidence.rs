@@ -1,4 +1,4 @@
-//! Storage rejection evidence (domain.md 3.5): why a node's preferred provider lost the joint
+//! Storage rejection evidence (docs/rules.md 3.5): why a node's preferred provider lost the joint
 //! selection, in terms of the resources whose selected profile it does not accept.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Candidate derivation (domain.md 3.1): which providers can serve each node under the
+//! Candidate derivation (docs/rules.md 3.1): which providers can serve each node under the
 //! policy's storage profiles; the conversion to the solver's [`SelectionProblem`]; the
 //! mapping of its [`Solution`] back to plan terms; and the storage rejection evidence of 3.5.
 // `PlanError` names its culprits by id, so it is large; errors are the cold path and the
@@ -227,7 +227,7 @@ fn merge(
     Ok(())
 }
 
-/// Derives the candidates of one node (domain.md 3.1).
+/// Derives the candidates of one node (docs/rules.md 3.1).
 pub fn derive_node_candidates<'a>(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,

@@ -54,7 +54,7 @@ impl BackendArg {
 /// Arguments of `jointplan solve`.
 #[derive(Debug, Args)]
 pub struct SolveArgs {
-    /// The problem file (JSON, see selection-problem.md); `-` reads stdin.
+    /// The problem file (JSON, see docs/selection-problem.md); `-` reads stdin.
     pub problem: PathBuf,
     /// Objective: seed-lex, max-preferred, min-penalty or weighted.
     #[arg(long, default_value = "seed-lex")]

@@ -1,4 +1,4 @@
-//! The memory plan (domain.md section 4): value demands, workspaces, static allocations,
+//! The memory plan (docs/rules.md section 4): value demands, workspaces, static allocations,
 //! dynamic descriptors, pools with lifetime reuse, reusable-execution budgets, and the
 //! capacity check.
 //!

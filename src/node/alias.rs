@@ -1,4 +1,4 @@
-//! Exact aliases, their liveness, and global storage aliasing (domain.md 2.2, 2.4).
+//! Exact aliases, their liveness, and global storage aliasing (docs/rules.md 2.2, 2.4).
 //!
 //! An output stored exactly in place of an input is an *exact alias*. Across the plan, two
 //! distinct values may share bytes only if they are connected by exact aliases (the same
@@ -67,7 +67,7 @@ pub fn extract_exact_aliases(
     Ok(aliases)
 }
 
-/// What alias liveness needs to know about the program (domain.md 2.2).
+/// What alias liveness needs to know about the program (docs/rules.md 2.2).
 pub struct AliasLiveness<'a> {
     /// State values of the program.
     pub state_values: &'a BTreeSet<&'a ProgramValueId>,
@@ -230,7 +230,7 @@ fn check_alias_records(node: &PlanNode) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The global storage aliasing check (domain.md 2.4) over built nodes.
+/// The global storage aliasing check (docs/rules.md 2.4) over built nodes.
 ///
 /// Values are visited in value-id order; per resource their byte ranges are swept in
 /// (start, end) order, so the check is O(n log n) per resource. Any two overlapping ranges

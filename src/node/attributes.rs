@@ -1,4 +1,4 @@
-//! Node attributes against the operation's attribute schema (domain.md 1.3, 2.2): no unknown
+//! Node attributes against the operation's attribute schema (docs/rules.md 1.3, 2.2): no unknown
 //! keys, the declared value kind, the constraint, every required key present.
 
 use std::collections::BTreeMap;

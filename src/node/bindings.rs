@@ -1,4 +1,4 @@
-//! Binding-vs-operation rules (domain.md 2.3): every resolved binding of a node against the
+//! Binding-vs-operation rules (docs/rules.md 2.3): every resolved binding of a node against the
 //! tensor contracts of its operation, with node-wide dimension and stride symbols, and the
 //! storage overlap rules between inputs and outputs.
 
@@ -39,7 +39,7 @@ struct SymbolTable<'a> {
     strides: BTreeMap<&'a str, (&'a ProgramValueId, u64)>,
 }
 
-/// Checks every binding of a node against its operation (domain.md 2.3).
+/// Checks every binding of a node against its operation (docs/rules.md 2.3).
 pub fn validate_bindings(
     node: &NodeId,
     operation: &OperationDescriptor,

@@ -1,4 +1,4 @@
-//! Provider compatibility (domain.md 1.4) and provider selection evidence (2.7).
+//! Provider compatibility (docs/rules.md 1.4) and provider selection evidence (2.7).
 
 use std::collections::BTreeSet;
 
@@ -192,7 +192,7 @@ pub fn require_compatible_for_node(
     })
 }
 
-/// Builds the selection evidence of a node (domain.md 2.7): the solver's provider must be
+/// Builds the selection evidence of a node (docs/rules.md 2.7): the solver's provider must be
 /// compatible; the reason follows the preference; rejected providers are the report's
 /// incompatible ones, a preferred provider missing from the catalog row (`not_registered`),
 /// and the joint solver's storage rejection; a fallback needs evidence for the preferred

@@ -1,4 +1,4 @@
-//! Estimate verification (domain.md 1.6, 2.2): the chosen provider resource plan is well
+//! Estimate verification (docs/rules.md 1.6, 2.2): the chosen provider resource plan is well
 //! formed, belongs to the selected provider and its registered estimator, respects the
 //! operation's alignment and workspace rules, and was computed for exactly this node.
 
@@ -118,7 +118,7 @@ fn independent_of_sequences(formula: &WorkspaceSizeFormula) -> bool {
     }
 }
 
-/// Why a workspace requirement is malformed, if it is (domain.md 1.6).
+/// Why a workspace requirement is malformed, if it is (docs/rules.md 1.6).
 pub fn workspace_problem(workspace: &WorkspaceRequirement) -> Option<String> {
     if let Some(problem) = formula_problem(&workspace.size_formula) {
         return Some(problem);
@@ -149,7 +149,7 @@ pub fn workspace_problem(workspace: &WorkspaceRequirement) -> Option<String> {
     workspace.storage.problem()
 }
 
-/// `validate_shape` of a provider resource plan (domain.md 1.6): field rules, workspace rules
+/// `validate_shape` of a provider resource plan (docs/rules.md 1.6): field rules, workspace rules
 /// per kind and scope, and the estimate fingerprint equal to the recomputed one.
 pub fn validate_shape(plan: &ProviderResourcePlan) -> Result<(), String> {
     if !plan.estimator_version.is_stable() {
@@ -216,7 +216,7 @@ pub struct EstimateContext<'a> {
     pub resolution: &'a NodeResolution,
 }
 
-/// Verifies the chosen estimate of a node (domain.md 2.2) and returns the selected catalog
+/// Verifies the chosen estimate of a node (docs/rules.md 2.2) and returns the selected catalog
 /// provider.
 pub fn verify_estimate<'c>(
     ctx: &EstimateContext<'_>,

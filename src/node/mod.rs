@@ -1,4 +1,4 @@
-//! Per-node checks of plan building (domain.md 2.2-2.7), one module per concept, and
+//! Per-node checks of plan building (docs/rules.md 2.2-2.7), one module per concept, and
 //! [`build_node`], which runs them in the reference order and emits a [`PlanNode`].
 // `PlanError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
@@ -57,7 +57,7 @@ pub struct NodePlanContext<'a> {
 }
 
 impl<'a> NodePlanContext<'a> {
-    /// Indexes the program (domain.md 2.1 step 9).
+    /// Indexes the program (docs/rules.md 2.1 step 9).
     pub fn new(
         catalog: &'a CapabilityCatalog,
         program: &'a ModelProgram,
@@ -112,7 +112,7 @@ pub struct NodeChoice<'a> {
     pub storage_rejection: Option<&'a RejectedProvider>,
 }
 
-/// Checks node `index` and builds its [`PlanNode`] (domain.md 2.2).
+/// Checks node `index` and builds its [`PlanNode`] (docs/rules.md 2.2).
 pub fn build_node(
     ctx: &NodePlanContext<'_>,
     state: &mut NodeBuildState,

@@ -1,4 +1,4 @@
-//! Semantic bindings (domain.md 2.2, 2.1 step 12): each binding against what the program says
+//! Semantic bindings (docs/rules.md 2.2, 2.1 step 12): each binding against what the program says
 //! its value is (weight, state, activation), the execution weight schema, the same value bound
 //! by other nodes, and finally the coverage of every program input, weight, state and output.
 
@@ -43,7 +43,7 @@ fn tensor_text(tensor: &TensorSpec) -> String {
     serde_json::to_string(tensor).unwrap_or_else(|_| format!("{tensor:?}"))
 }
 
-/// Checks one binding against its program value (domain.md 2.2): weights are read-only
+/// Checks one binding against its program value (docs/rules.md 2.2): weights are read-only
 /// weights-usage bindings of the program tensor whose resolved weight and storage components
 /// equal the execution schema's; states are state-usage bindings of the state tensor; every
 /// other value is an activation.
@@ -226,7 +226,7 @@ impl BoundValues {
     }
 }
 
-/// Semantic coverage (domain.md 2.1 step 12): every program input, weight value, state value
+/// Semantic coverage (docs/rules.md 2.1 step 12): every program input, weight value, state value
 /// and program output is bound by some node.
 pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), PlanError> {
     let classes: [(&'static str, Vec<&ProgramValueId>); 4] = [

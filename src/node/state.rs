@@ -1,4 +1,4 @@
-//! State effects and hazard dependencies (domain.md 2.6).
+//! State effects and hazard dependencies (docs/rules.md 2.6).
 //!
 //! A node's state effect records how it touches each program state (the union of its
 //! bindings' accesses). The hazard tracker turns effects in execution order into ordering

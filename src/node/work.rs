@@ -1,4 +1,4 @@
-//! The node work contract (domain.md 2.5): which binding slots carry the token axis, and
+//! The node work contract (docs/rules.md 2.5): which binding slots carry the token axis, and
 //! with how many tokens.
 
 use crate::plan::error::PlanError;

@@ -1,7 +1,7 @@
-//! The build pipeline (domain.md 2.1): a validated request in, a hashed and internally
+//! The build pipeline (docs/rules.md 2.1): a validated request in, a hashed and internally
 //! validated execution plan out.
 //!
-//! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of domain.md 2.1 in
+//! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of docs/rules.md 2.1 in
 //! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
 //! per-component report (method, check), which is evidence for people and deliberately not
 //! part of the hashed payload.
@@ -38,7 +38,7 @@ use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionVal
 /// `Checks`. A build that fails stops at the stage that found the error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BuildStage {
-    /// Request validation (domain.md 1.x), policy ceilings and capacity (steps 1-3).
+    /// Request validation (docs/rules.md section 1), policy ceilings and capacity (steps 1-3).
     Validate,
     /// Execution weights, resolution indexing, candidate derivation and the joint
     /// provider/storage selection (steps 4-8).
@@ -137,7 +137,7 @@ pub struct BuildOutcome {
     pub selection: Vec<ComponentReport>,
 }
 
-/// Everything steps 1-16 of domain.md 2.1 derive: the inputs of the memory plan and the
+/// Everything steps 1-16 of docs/rules.md 2.1 derive: the inputs of the memory plan and the
 /// payload.
 #[derive(Clone, Debug)]
 pub struct PlanCore {
@@ -231,7 +231,7 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
     Ok(pairs)
 }
 
-/// Runs request validation and steps 1-16 of domain.md 2.1.
+/// Runs request validation and steps 1-16 of docs/rules.md 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
     options.stage(BuildStage::Validate);
     validate_request(request)?;
@@ -337,7 +337,7 @@ fn check_plan_json_bytes(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
 }
 
 impl ExecutionPlan {
-    /// Builds the execution plan of a request (domain.md 2.1): request validation, steps
+    /// Builds the execution plan of a request (docs/rules.md 2.1): request validation, steps
     /// 1-16 ([`build_core`]), the memory plan, the payload, its hash and plan id, and the
     /// internal validation of the result.
     pub fn build(

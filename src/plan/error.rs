@@ -1,4 +1,4 @@
-//! Errors of plan building (domain.md sections 2 and 3): one variant per rule, each naming
+//! Errors of plan building (docs/rules.md sections 2 and 3): one variant per rule, each naming
 //! its culprit (node, value, resource, provider, operation) in the request's terms.
 
 use crate::canonical::CanonicalError;
@@ -29,7 +29,7 @@ pub enum PlanError {
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(#[from] crate::memory::MemoryError),
-    /// The built plan failed its internal validation (domain.md 6): a planner bug.
+    /// The built plan failed its internal validation (docs/rules.md 6): a planner bug.
     #[error("internal validation of the built plan: {0}")]
     Internal(#[from] crate::plan::internal::InternalError),
     /// A fingerprint could not be computed.

@@ -1,4 +1,4 @@
-//! The plan hash and plan id (domain.md section 5).
+//! The plan hash and plan id (docs/rules.md section 5).
 //!
 //! The hash material is every payload field except `plan_id`: the payload is hashed with
 //! its plan id set to the fixed text [`UNSET_PLAN_ID`], which hashes exactly the same

@@ -1,4 +1,4 @@
-//! Internal validation of a built or stored plan (domain.md section 6).
+//! Internal validation of a built or stored plan (docs/rules.md section 6).
 //!
 //! [`validate_internal`] re-derives every fact of a plan that can be re-derived from the
 //! plan itself (and the request's trusted execution weights), so that a tampered or
@@ -9,7 +9,7 @@
 //!
 //! The checks are split by scope: this file holds the plan-level checks (schema, hash,
 //! fingerprints, execution weights, retained values, terminal outputs, memory) and the
-//! error type; `node_checks` the per-node checks 9-14. Check 15 (cross-node value
+//! error type; `node_checks` the per-node checks. The cross-node check (value
 //! consistency and global storage aliasing) re-runs the build's own rules
 //! (`node::semantic::BoundValues` and `node::alias::check_global_aliasing`) over the stored
 //! nodes, so each rule lives in one place.
@@ -149,7 +149,7 @@ pub enum InternalError {
         /// The entry out of order.
         next: ResourceId,
     },
-    /// The memory plan does not re-derive (domain.md 4.8).
+    /// The memory plan does not re-derive (docs/rules.md 4.8).
     #[error("payload.memory: {0}")]
     Memory(#[from] crate::memory::MemoryError),
     /// The plan's nodes are not the program's nodes in execution order.
@@ -347,7 +347,7 @@ pub enum InternalError {
     NodeRule(Box<crate::plan::error::PlanError>),
 }
 
-/// Checks every fact of domain.md section 6 on `plan`, with the request's trusted execution
+/// Checks every fact of docs/rules.md section 6 on `plan`, with the request's trusted execution
 /// weights (the identity materializer's if the request has none).
 ///
 /// The memory plan is checked by `memory::validate_memory_plan(memory, nodes, retained)`,
@@ -623,7 +623,7 @@ fn first_weight_plan_difference(
     }
 }
 
-/// Resolves retained completion values from the plan's nodes (domain.md 1.9): each value
+/// Resolves retained completion values from the plan's nodes (docs/rules.md 1.9): each value
 /// must be the output of exactly one node, use activations and have exactly one storage
 /// component, and no later-or-same node other than the producing binding may write an
 /// overlapping byte range of its resource.

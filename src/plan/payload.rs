@@ -1,4 +1,4 @@
-//! The execution plan's types (domain.md 1.10): per-node decisions and evidence, and the
+//! The execution plan's types (docs/rules.md 1.10): per-node decisions and evidence, and the
 //! payload that is hashed into the plan id.
 
 use std::collections::BTreeSet;

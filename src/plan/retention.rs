@@ -1,4 +1,4 @@
-//! Completion retention and terminal outputs (domain.md 1.9, 2.1 steps 14-15): which
+//! Completion retention and terminal outputs (docs/rules.md 1.9, 2.1 steps 14-15): which
 //! resources must keep their bytes until the request completes.
 // `PlanError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.

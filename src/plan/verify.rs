@@ -1,4 +1,4 @@
-//! Verification of a stored plan against its request (domain.md section 5, "revalidation of
+//! Verification of a stored plan against its request (docs/rules.md section 5, "revalidation of
 //! a wire plan").
 //!
 //! [`verify`] parses the stored plan strictly (unknown fields rejected, every field present

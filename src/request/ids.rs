@@ -1,4 +1,4 @@
-//! Stable identities, contract versions and fingerprints (domain.md 1.1).
+//! Stable identities, contract versions and fingerprints (docs/rules.md 1.1).
 //!
 //! Every id is a newtype over a string of 1..=160 bytes drawn from ASCII alphanumerics and
 //! `. _ - : /`. Ids are validated when they are deserialized, so a malformed id is reported

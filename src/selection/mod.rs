@@ -4,7 +4,7 @@
 //! [`solve`]: every node picks one provider candidate, and every resource a
 //! chosen candidate touches gets the lowest-rank profile that all chosen
 //! candidates touching it accept. The default objective is the exact
-//! lexicographic `seed-lex` of `selection-problem.md`; other variants are
+//! lexicographic `seed-lex` of `docs/selection-problem.md`; other variants are
 //! behind the [`Objective`] trait.
 //!
 //! Method: connected components of the node–resource incidence graph

@@ -1,4 +1,4 @@
-//! The selection problem in the exchange format of `selection-problem.md`, its
+//! The selection problem in the exchange format of `docs/selection-problem.md`, its
 //! validation, and the indexed internal form the solvers work on.
 //!
 //! The public types ([`SelectionProblem`], [`SelectionNode`], [`Candidate`])

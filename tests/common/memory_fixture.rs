@@ -57,7 +57,7 @@ pub fn paged(bytes: u64) -> StorageProfile {
     }
 }
 
-/// The test policy of domain.md section 7: 1 MiB, reserve 128, 3 sequences, 4096 tokens.
+/// The test policy of docs/rules.md section 7: 1 MiB, reserve 128, 3 sequences, 4096 tokens.
 pub fn test_policy() -> RuntimePolicy {
     RuntimePolicy {
         policy_id: PolicyId::new("runtime-policy.test").unwrap(),

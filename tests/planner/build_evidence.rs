@@ -1,4 +1,4 @@
-//! One test per rule of domain.md 2.2 (semantic bindings, estimate verification), 2.7
+//! One test per rule of docs/rules.md 2.2 (semantic bindings, estimate verification), 2.7
 //! (provider selection evidence), 3.1 (candidates) and 3.5 (storage rejection evidence),
 //! the worked selection examples and the whole pipeline: each mutates the valid fixture in
 //! one place and asserts the exact `PlanError` variant.

@@ -1,4 +1,4 @@
-//! One test per rule of domain.md 2.1-2.6 (policy, resolutions, `build_node`, binding
+//! One test per rule of docs/rules.md 2.1-2.6 (policy, resolutions, `build_node`, binding
 //! contracts, aliases, work contracts, state effects): each mutates the valid fixture in one
 //! place and asserts the exact `PlanError` variant. Evidence, estimates, candidates and
 //! selection are in `tests/planner/build_evidence.rs`.

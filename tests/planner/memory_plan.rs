@@ -1,5 +1,5 @@
-//! Memory plan derivation (domain.md section 4) on hand-built plan nodes: the numbers of
-//! domain.md section 7, demand classes, workspaces, step slots, invocation liveness,
+//! Memory plan derivation (docs/rules.md section 4) on hand-built plan nodes: the numbers of
+//! docs/rules.md section 7, demand classes, workspaces, step slots, invocation liveness,
 //! reusable budgets, the capacity check and overflow.
 
 use crate::common::memory_fixture;

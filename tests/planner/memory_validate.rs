@@ -1,4 +1,4 @@
-//! `validate_memory_plan` (domain.md 4.8) on a derived plan: it passes untouched, and
+//! `validate_memory_plan` (docs/rules.md 4.8) on a derived plan: it passes untouched, and
 //! tampering with any aggregate, pool field, descriptor, static row, reusable budget or
 //! liveness row is rejected with the culprit named.
 

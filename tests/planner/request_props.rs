@@ -134,10 +134,10 @@ fn build_in(threads: usize, request: &PlanRequest) -> Result<ExecutionPlan, Stri
         .map_err(|e| format!("build under {threads} thread(s): {e}"))
 }
 
-/// The selection problem exactly as plan building derives it (domain.md 3.1), and the
+/// The selection problem exactly as plan building derives it (docs/rules.md 3.1), and the
 /// profile each resource must get once `chosen` (node id → provider) is fixed: the
 /// lowest-ranked profile of the policy order that every chosen candidate touching the
-/// resource allows (domain.md 3.2).
+/// resource allows (docs/rules.md 3.2).
 fn derived_selection(
     request: &PlanRequest,
     chosen: &BTreeMap<String, String>,
@@ -274,7 +274,7 @@ proptest! {
             prop_assert_eq!(&frontier, &expected, "{:?} frontier", kind);
         }
 
-        // Every resource of the chosen candidates has the forced profile (domain.md 3.2).
+        // Every resource of the chosen candidates has the forced profile (docs/rules.md 3.2).
         let memory = &plan.payload.memory;
         let planned: BTreeMap<String, StorageProfile> = memory
             .static_allocations

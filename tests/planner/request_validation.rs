@@ -1,4 +1,4 @@
-//! Load-time validation (domain.md 1.1-1.8): a valid request passes, and every rule rejects a
+//! Load-time validation (docs/rules.md 1.1-1.8): a valid request passes, and every rule rejects a
 //! request that breaks exactly that rule with its own error variant, at the JSON path of the
 //! culprit, naming it.
 

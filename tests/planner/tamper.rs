@@ -1,6 +1,6 @@
 //! Tampering with one field of a built plan, for every field class, makes `verify` fail
 //! and name the field by its JSON path; re-hashed tampering (a consistent but false plan)
-//! is caught by the typed internal checks of domain.md section 6.
+//! is caught by the typed internal checks of docs/rules.md section 6.
 
 use crate::common;
 

@@ -1,5 +1,5 @@
-//! Node resolution rules: value bindings and their storage (domain.md 1.5), provider
-//! resource candidates and resolution-local rejections (domain.md 1.6).
+//! Node resolution rules: value bindings and their storage (docs/rules.md 1.5), provider
+//! resource candidates and resolution-local rejections (docs/rules.md 1.6).
 
 use crate::request::fingerprints::estimate_fingerprint;
 use crate::request::{
