@@ -11,6 +11,7 @@ mod common;
 mod build_evidence;
 mod build_rules;
 mod build_stages;
+mod docs_self_contained;
 mod golden_models;
 mod memory_errors;
 mod memory_plan;
