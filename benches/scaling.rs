@@ -11,8 +11,8 @@ use std::hint::black_box;
 use std::path::Path;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use jointplan::builder::BuildOptions;
 use jointplan::canonical::canonical_fingerprint;
-use jointplan::plan::build::BuildOptions;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{PlanRequest, WireLimits};
 use jointplan::synth::{synthesize, DeviceDescription, ModelFolder, PolicyPreset, SynthOptions};

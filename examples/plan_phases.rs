@@ -10,10 +10,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use jointplan::builder::internal::validate_internal;
+use jointplan::builder::{build_core, BuildOptions};
 use jointplan::canonical::{canonical_fingerprint, write_canonical};
-use jointplan::plan::build::{build_core, BuildOptions};
 use jointplan::plan::hash::plan_hash;
-use jointplan::plan::internal::validate_internal;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
 

@@ -17,8 +17,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
+use jointplan::builder::BuildOptions;
 use jointplan::canonical::canonical_fingerprint;
-use jointplan::plan::build::BuildOptions;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{PlanRequest, WireLimits};
 use jointplan::synth::{synthesize, DeviceDescription, ModelFolder, PolicyPreset, SynthOptions};

@@ -1,4 +1,4 @@
-//! Canonical JSON and the SHA-256 fingerprints built on it (docs/rules.md section 5).
+//! Canonical JSON and the SHA-256 fingerprints built on it (rules 5).
 //!
 //! Two kinds of fingerprint exist and both are needed to reproduce the reference bytes:
 //!
@@ -14,6 +14,7 @@
 //! no `Value` tree is built, which for a plan of tens of thousands of nodes is the
 //! difference between gigabytes of small allocations and one pass over the bytes.
 
+mod digest;
 mod writer;
 
 use std::io::Write;
@@ -23,7 +24,7 @@ use sha2::{Digest, Sha256};
 
 use writer::CanonicalWriter;
 
-use crate::request::Sha256Hex;
+pub use digest::Sha256Hex;
 
 /// Why a value could not be put in canonical form.
 #[derive(Debug, thiserror::Error)]
@@ -120,8 +121,7 @@ mod tests {
 
     #[test]
     fn known_layout_constants() {
-        // docs/rules.md section 5: sha256 of `"contiguous"` (with quotes) and of
-        // `"opaque_bytes_v1"`.
+        // rules 5: sha256 of `"contiguous"` (with quotes) and of `"opaque_bytes_v1"`.
         assert_eq!(
             canonical_fingerprint("layout", "contiguous")
                 .unwrap()

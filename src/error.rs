@@ -10,27 +10,21 @@ pub enum Error {
     /// A file could not be read or parsed.
     #[error(transparent)]
     Load(#[from] LoadError),
-    /// A request breaks a load-time invariant (docs/rules.md 1.1-1.8).
+    /// A request breaks a load-time invariant (rules 1.1-1.8).
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
     /// A plan could not be built.
     #[error(transparent)]
-    Plan(#[from] crate::plan::error::PlanError),
+    Plan(#[from] crate::builder::error::PlanError),
     /// A stored plan was rejected.
     #[error(transparent)]
-    Verify(#[from] crate::plan::verify::VerifyError),
+    Verify(#[from] crate::verify::VerifyError),
     /// A request could not be sealed.
     #[error(transparent)]
     Seal(#[from] crate::request::seal::SealError),
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
-    /// An output could not be written.
-    #[error(transparent)]
-    Output(#[from] crate::cli::output::OutputError),
-    /// The command line names something the input does not have.
-    #[error("{0}")]
-    Usage(String),
     /// An error found while processing a named file.
     #[error("{}: {source}", file.display())]
     File {
@@ -42,15 +36,55 @@ pub enum Error {
     },
 }
 
+/// What kind of failure an error is, for callers that act on it (the command line maps it
+/// to an exit status, bindings to an exception class).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The input is malformed or inconsistent: a file, a field, an option. Fix the input.
+    BadInput,
+    /// The input is well formed but no plan satisfies it: no compatible provider, no
+    /// provider/profile choice, not enough memory, a limit the plan exceeds, or no certified
+    /// optimum within the solver's limits.
+    Infeasible,
+    /// A stored plan was rejected: it differs from the plan its request builds, or it
+    /// breaks a rule of a valid plan.
+    Rejected,
+}
+
 impl Error {
-    /// The process exit status: 2 for bad input, 1 for an infeasible or rejected plan.
-    pub fn exit_code(&self) -> u8 {
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
         match self {
-            Error::Load(_) | Error::Request(_) | Error::Seal(_) | Error::Usage(_) => 2,
-            Error::Output(_) | Error::Synth(_) => 2,
-            Error::Plan(error) => error.exit_code(),
-            Error::Verify(error) => error.exit_code(),
-            Error::File { source, .. } => source.exit_code(),
+            Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
+            Error::Synth(_) => ErrorKind::BadInput,
+            Error::Plan(error) => error.kind(),
+            Error::Verify(error) => error.kind(),
+            Error::File { source, .. } => source.kind(),
+        }
+    }
+
+    /// The JSON path of the culprit in its file (`.payload.nodes[3].provider_id`,
+    /// `policy.memory_capacity_bytes`), where the error has one.
+    pub fn json_path(&self) -> Option<String> {
+        match self {
+            Error::Load(LoadError::Json { json_path, .. }) => Some(json_path.clone()),
+            Error::Request(error) => Some(error.path().to_owned()),
+            Error::Plan(crate::builder::error::PlanError::Request(error)) => {
+                Some(error.path().to_owned())
+            }
+            Error::Verify(error) => error.json_path().map(str::to_owned),
+            Error::File { source, .. } => source.json_path(),
+            _ => None,
+        }
+    }
+
+    /// The file the error was found in, where it names one.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Error::Load(LoadError::Io { file, .. } | LoadError::Json { file, .. }) => Some(file),
+            Error::File { file, .. } => Some(file),
+            _ => None,
         }
     }
 

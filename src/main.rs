@@ -1,6 +1,9 @@
-//! The `jointplan` command line.
+//! The `jointplan` command line: a thin layer over the library's facade and layers.
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod cli;
 
 fn main() -> std::process::ExitCode {
-    jointplan::cli::run()
+    cli::run()
 }

@@ -1,9 +1,9 @@
-//! Storage rejection evidence (docs/rules.md 3.5): why a node's preferred provider lost the joint
+//! Storage rejection evidence (rules 3.5): why a node's preferred provider lost the joint
 //! selection, in terms of the resources whose selected profile it does not accept.
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use super::CandidateError;
 use crate::plan::{RejectedProvider, RejectionReason};
 use crate::request::{ResolutionRejection, ResourceId, StorageProfile};
 
@@ -19,7 +19,7 @@ pub fn storage_rejection_evidence(
     node: &NodeCandidates<'_>,
     chosen: &ProviderCandidate<'_>,
     profiles: &BTreeMap<ResourceId, StorageProfile>,
-) -> Result<Option<RejectedProvider>, PlanError> {
+) -> Result<Option<RejectedProvider>, CandidateError> {
     let Some(preferred) = node.resolution.preferred_provider.as_ref() else {
         return Ok(None);
     };
@@ -55,7 +55,7 @@ pub fn storage_rejection_evidence(
         .map(|(resource, _)| resource.clone())
         .collect();
     if resource_ids.is_empty() {
-        return Err(PlanError::PreferredLostWithoutConflict {
+        return Err(CandidateError::PreferredLostWithoutConflict {
             node: node.node.clone(),
             provider: preferred.clone(),
         });

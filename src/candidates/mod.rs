@@ -1,17 +1,18 @@
-//! Candidate derivation (docs/rules.md 3.1): which providers can serve each node under the
+//! Candidate derivation (rules 3.1): which providers can serve each node under the
 //! policy's storage profiles; the conversion to the solver's [`SelectionProblem`]; the
 //! mapping of its [`Solution`] back to plan terms; and the storage rejection evidence of 3.5.
-// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// `CandidateError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
 
+mod error;
 mod evidence;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rayon::prelude::*;
 
-use crate::plan::error::PlanError;
+use crate::node::NodeError;
 use crate::plan::RejectedProvider;
 use crate::request::fingerprints::workspace_base_id;
 use crate::request::{
@@ -22,6 +23,7 @@ use crate::request::{
 use crate::selection::{
     self, Candidate, ComponentReport, SelectionNode, SelectionProblem, SolveOptions, Status,
 };
+pub use error::CandidateError;
 
 pub use evidence::storage_rejection_evidence;
 
@@ -227,31 +229,32 @@ fn merge(
     Ok(())
 }
 
-/// Derives the candidates of one node (docs/rules.md 3.1).
+/// Derives the candidates of one node (rules 3.1).
 pub fn derive_node_candidates<'a>(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,
     node: &'a ProgramNode,
     resolution: &'a NodeResolution,
-) -> Result<NodeCandidates<'a>, PlanError> {
+) -> Result<NodeCandidates<'a>, CandidateError> {
     if !catalog.operations.contains_key(&node.operation_id) {
-        return Err(PlanError::UnknownOperation {
+        return Err(NodeError::UnknownOperation {
             node: node.id.clone(),
             operation: node.operation_id.clone(),
-        });
+        }
+        .into());
     }
     let offered = offered_profiles(policy, catalog);
     let mut candidates = Vec::new();
     let mut dropped = Vec::new();
     for plan in &resolution.provider_resource_candidates {
         let Some(provider) = catalog.provider(&node.operation_id, &plan.provider_id) else {
-            return Err(PlanError::CandidateProviderNotInCatalog {
+            return Err(CandidateError::CandidateProviderNotInCatalog {
                 node: node.id.clone(),
                 provider: plan.provider_id.clone(),
                 operation: node.operation_id.clone(),
             });
         };
-        crate::node::estimate::validate_shape(plan).map_err(|detail| PlanError::EstimateShape {
+        crate::node::estimate::validate_shape(plan).map_err(|detail| NodeError::EstimateShape {
             node: node.id.clone(),
             provider: plan.provider_id.clone(),
             detail,
@@ -325,7 +328,7 @@ pub fn derive_node_candidates<'a>(
             .then_with(|| a.plan.provider_id.cmp(&b.plan.provider_id))
     });
     if candidates.is_empty() {
-        return Err(PlanError::NoStorageCandidate {
+        return Err(CandidateError::NoStorageCandidate {
             node: node.id.clone(),
             explanations: dropped.iter().map(|d| d.explain(&node.id)).collect(),
         });
@@ -344,8 +347,8 @@ pub fn derive_candidates<'a>(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,
     nodes: &[(&'a ProgramNode, &'a NodeResolution)],
-) -> Result<Vec<NodeCandidates<'a>>, PlanError> {
-    let results: Vec<Result<NodeCandidates<'a>, PlanError>> = nodes
+) -> Result<Vec<NodeCandidates<'a>>, CandidateError> {
+    let results: Vec<Result<NodeCandidates<'a>, CandidateError>> = nodes
         .par_iter()
         .map(|(node, resolution)| derive_node_candidates(catalog, policy, node, resolution))
         .collect();
@@ -415,7 +418,7 @@ pub fn map_solution<'a>(
         Vec<&'a ProviderCandidate<'a>>,
         BTreeMap<ResourceId, StorageProfile>,
     ),
-    PlanError,
+    CandidateError,
 > {
     let by_name: BTreeMap<String, StorageProfile> = policy
         .dynamic_storage_profile_order
@@ -424,7 +427,7 @@ pub fn map_solution<'a>(
         .collect();
     let known: BTreeSet<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
     if let Some(extra) = choices.keys().find(|k| !known.contains(k.as_str())) {
-        return Err(PlanError::SolverBadAssignment {
+        return Err(CandidateError::SolverBadAssignment {
             node: extra.clone(),
             detail: "the node is not in the program".to_owned(),
         });
@@ -434,7 +437,7 @@ pub fn map_solution<'a>(
     let mut needed: BTreeMap<&str, &ResourceId> = BTreeMap::new();
     for node in nodes {
         let Some(provider) = choices.get(node.node.as_str()) else {
-            return Err(PlanError::SolverOmittedNode {
+            return Err(CandidateError::SolverOmittedNode {
                 node: node.node.clone(),
             });
         };
@@ -443,7 +446,7 @@ pub fn map_solution<'a>(
             .iter()
             .find(|c| c.plan.provider_id.as_str() == provider)
         else {
-            return Err(PlanError::SolverBadAssignment {
+            return Err(CandidateError::SolverBadAssignment {
                 node: node.node.to_string(),
                 detail: format!("provider {provider} is not one of its candidates"),
             });
@@ -453,19 +456,19 @@ pub fn map_solution<'a>(
     }
     for (resource, name) in profiles {
         let Some(id) = needed.get(resource.as_str()).copied() else {
-            return Err(PlanError::SolverBadProfile {
+            return Err(CandidateError::SolverBadProfile {
                 resource: resource.clone(),
                 detail: "no chosen candidate touches it".to_owned(),
             });
         };
         let Some(profile) = by_name.get(name) else {
-            return Err(PlanError::SolverBadProfile {
+            return Err(CandidateError::SolverBadProfile {
                 resource: resource.clone(),
                 detail: format!("profile {name} is not in the policy order"),
             });
         };
         if selected.insert(id.clone(), *profile).is_some() {
-            return Err(PlanError::SolverBadProfile {
+            return Err(CandidateError::SolverBadProfile {
                 resource: resource.clone(),
                 detail: "profiled twice".to_owned(),
             });
@@ -475,13 +478,13 @@ pub fn map_solution<'a>(
         for (resource, allowed) in &candidate.allowed {
             match selected.get(resource) {
                 None => {
-                    return Err(PlanError::SolverBadProfile {
+                    return Err(CandidateError::SolverBadProfile {
                         resource: resource.to_string(),
                         detail: "no profile was selected".to_owned(),
                     })
                 }
                 Some(p) if !allowed.contains(p) => {
-                    return Err(PlanError::SolverBadProfile {
+                    return Err(CandidateError::SolverBadProfile {
                         resource: resource.to_string(),
                         detail: format!(
                             "profile {p} is not allowed by provider {} of node {}",
@@ -505,9 +508,9 @@ pub fn select_jointly<'a>(
     nodes: &'a [NodeCandidates<'a>],
     options: &SolveOptions,
     allow_uncertified: bool,
-) -> Result<JointSelection<'a>, PlanError> {
+) -> Result<JointSelection<'a>, CandidateError> {
     let problem = selection_problem(policy, nodes);
-    let solution = selection::solve(&problem, options).map_err(|e| PlanError::Selection {
+    let solution = selection::solve(&problem, options).map_err(|e| CandidateError::Selection {
         infeasible: matches!(e, selection::SelectionError::Infeasible { .. }),
         detail: e.to_string(),
     })?;
@@ -526,7 +529,7 @@ pub fn select_jointly<'a>(
                 )
             })
             .collect();
-        return Err(PlanError::Uncertified {
+        return Err(CandidateError::Uncertified {
             components: pending,
         });
     }

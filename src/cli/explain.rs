@@ -7,10 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::plan::verify::parse_stored_plan;
-use crate::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
-use crate::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
-use crate::Error;
+use super::Error;
+use jointplan::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
+use jointplan::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
+use jointplan::verify::parse_stored_plan;
 
 use super::output::{node_summary, resource_profiles, write_rejections};
 use super::plan::read_request;
@@ -158,10 +158,10 @@ fn resource_role(node: &PlanNode, resource: &ResourceId) -> String {
     uses.join("; ")
 }
 
-fn role_name(role: crate::request::ValueRole) -> &'static str {
+fn role_name(role: jointplan::request::ValueRole) -> &'static str {
     match role {
-        crate::request::ValueRole::Input => "input",
-        crate::request::ValueRole::Output => "output",
+        jointplan::request::ValueRole::Input => "input",
+        jointplan::request::ValueRole::Output => "output",
     }
 }
 
@@ -170,7 +170,7 @@ fn role_name(role: crate::request::ValueRole) -> &'static str {
 fn accepted_lines(
     request: &PlanRequest,
     node: &PlanNode,
-    provider: &crate::request::ProviderId,
+    provider: &jointplan::request::ProviderId,
     resources: &[ResourceId],
 ) -> Vec<String> {
     let Some(descriptor) = request.catalog.provider(&node.operation_id, provider) else {

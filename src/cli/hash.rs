@@ -1,7 +1,7 @@
 //! `jointplan hash FILE [--json]`: the canonical SHA-256 of any JSON file.
 //!
 //! The canonical form is the one every jointplan fingerprint and the plan hash use
-//! ([`crate::canonical`]): every object's keys sorted byte-wise at every depth, printed
+//! ([`jointplan::canonical`]): every object's keys sorted byte-wise at every depth, printed
 //! compactly (no whitespace). Reformatting a file or reordering its keys does not change
 //! its canonical hash; changing any value does. Parsing a request and computing this hash is
 //! the floor that plan time is measured against.
@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::request::{parse_json, LoadError};
-use crate::Error;
+use super::Error;
+use jointplan::request::{parse_json, LoadError};
 
 /// Arguments of `jointplan hash`.
 #[derive(Debug, clap::Args)]
@@ -136,13 +136,13 @@ mod tests {
         let tree: serde_json::Value = serde_json::from_str(canonical).unwrap();
         assert_eq!(
             a.sha256,
-            crate::canonical::canonical_fingerprint("t", &tree)
+            jointplan::canonical::canonical_fingerprint("t", &tree)
                 .unwrap()
                 .as_str()
         );
         assert_eq!(
             a.sha256,
-            crate::canonical::sha256_hex(canonical.as_bytes()).as_str()
+            jointplan::canonical::sha256_hex(canonical.as_bytes()).as_str()
         );
         let changed =
             hash_json_text(file, r#"{"a": 2.5, "b": [1, {"a": "y", "z": null}]}"#).unwrap();

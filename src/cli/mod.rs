@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+pub mod check;
 pub mod explain;
 pub mod hash;
 pub mod output;
@@ -33,6 +34,9 @@ pub enum Commands {
     Plan(plan::Args),
     /// Check a stored plan against its request (exit 1 names the first differing field).
     Verify(verify::Args),
+    /// Check a stored plan alone with the independent checker (every violation, with its
+    /// rule and JSON path).
+    Check(check::Args),
     /// Explain why each provider of a node was chosen or rejected.
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
@@ -57,6 +61,11 @@ pub fn run() -> ExitCode {
         Commands::Solve(args) => solve::run(&args),
         Commands::Plan(args) => report("plan", plan::run(&args)),
         Commands::Verify(args) => report("verify", verify::run(&args)),
+        Commands::Check(args) => match check::run(&args) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(error) => report("check", Err(error)),
+        },
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
@@ -76,8 +85,71 @@ pub fn run() -> ExitCode {
     }
 }
 
+/// A command's failure: the library's error, or the command line's own (an output that
+/// could not be written, arguments that name something the input does not have).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The library failed.
+    #[error(transparent)]
+    Library(#[from] jointplan::Error),
+    /// An output could not be written.
+    #[error(transparent)]
+    Output(#[from] output::OutputError),
+    /// The command line names something the input does not have.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// The kind of failure (bad input for the command line's own errors).
+    pub fn kind(&self) -> jointplan::ErrorKind {
+        match self {
+            Error::Library(error) => error.kind(),
+            Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
+        }
+    }
+
+    /// Attaches the file the error was found in.
+    pub fn in_file(self, file: &std::path::Path) -> Error {
+        match self {
+            Error::Library(error) => Error::Library(error.in_file(file)),
+            other => other,
+        }
+    }
+}
+
+/// Every library error converts through the library's [`jointplan::Error`].
+macro_rules! from_library_error {
+    ($($error:ty),* $(,)?) => {
+        $(impl From<$error> for Error {
+            fn from(error: $error) -> Self {
+                Error::Library(error.into())
+            }
+        })*
+    };
+}
+
+from_library_error!(
+    jointplan::request::LoadError,
+    jointplan::request::validate::RequestError,
+    jointplan::builder::error::PlanError,
+    jointplan::verify::VerifyError,
+    jointplan::request::seal::SealError,
+    jointplan::synth::SynthError,
+);
+
+/// The exit status of a failure: 2 for bad input, 1 for an infeasible request or a
+/// rejected plan.
+pub fn exit_code(kind: jointplan::ErrorKind) -> u8 {
+    match kind {
+        jointplan::ErrorKind::BadInput => 2,
+        // Infeasible, rejected, and any kind a later library version adds.
+        _ => 1,
+    }
+}
+
 /// Prints a command's error (with its cause chain) and maps it to the exit status.
-fn report(command: &str, result: Result<(), crate::Error>) -> ExitCode {
+fn report(command: &str, result: Result<(), Error>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
@@ -90,7 +162,7 @@ fn report(command: &str, result: Result<(), crate::Error>) -> ExitCode {
                 }
                 source = cause.source();
             }
-            ExitCode::from(error.exit_code())
+            ExitCode::from(exit_code(error.kind()))
         }
     }
 }

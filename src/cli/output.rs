@@ -11,13 +11,13 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::memory::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
-use crate::plan::{
+use jointplan::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
+use jointplan::plan::{
     CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
     SelectionReason,
 };
-use crate::request::{BufferUsage, ResourceId, StorageProfile};
-use crate::selection::{ComponentReport, Status};
+use jointplan::request::{BufferUsage, ResourceId, StorageProfile};
+use jointplan::selection::{ComponentReport, Status};
 
 pub use super::summary_text::{summary_text, write_rejections};
 

@@ -11,11 +11,11 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::plan::build::BuildOptions;
-use crate::plan::ExecutionPlan;
-use crate::request::PlanRequest;
-use crate::selection::DEFAULT_DP_STATE_BUDGET;
-use crate::Error;
+use super::Error;
+use jointplan::builder::BuildOptions;
+use jointplan::plan::ExecutionPlan;
+use jointplan::request::PlanRequest;
+use jointplan::selection::DEFAULT_DP_STATE_BUDGET;
 
 use super::output::{
     plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,

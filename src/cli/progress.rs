@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-use crate::plan::build::{BuildObserver, BuildStage};
+use jointplan::builder::{BuildObserver, BuildStage};
 
 /// A stage spinner for one command; cleared when dropped, so errors print on a clean line.
 #[derive(Debug)]

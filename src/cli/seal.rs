@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::request::seal::seal;
-use crate::Error;
+use super::Error;
+use jointplan::request::seal::seal;
 
 use super::output::{write_json_atomically, write_stdout};
 use super::plan::read_request;

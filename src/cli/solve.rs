@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use crate::selection::{
+use jointplan::selection::{
     objective_by_name, solve, Backend, Method, SelectionError, SelectionProblem, SolveOptions,
     Weights, DEFAULT_DP_STATE_BUDGET,
 };
@@ -93,7 +93,7 @@ pub struct SolveArgs {
 }
 
 fn generate(spec: &str, out: &Path) -> Result<String, SelectionError> {
-    use crate::selection::instances;
+    use jointplan::selection::instances;
     let bad = || {
         SelectionError::BadInput(format!(
             "--generate `{spec}`: expected KIND:N[:SEED[:PROFILES]] with PROFILES in 1..=64"

@@ -1,7 +1,7 @@
 //! The readable text of a plan summary (`jointplan plan` without `--json`), and the
 //! rejection lines `explain` shares.
 
-use crate::selection::Status;
+use jointplan::selection::Status;
 
 use super::output::{
     human_bytes, human_signed_bytes, NodeSummary, PlanSummary, UncertifiedComponent,

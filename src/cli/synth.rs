@@ -6,11 +6,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::request::PlanRequest;
-use crate::synth::{
-    synthesize, DeviceDescription, ModelConfig, ModelFolder, PolicyPreset, SynthError,
-    SynthOptions, WeightFormat,
-};
+use jointplan::synth::{ModelSource, SynthError, Synthesized};
 
 /// The choices of a synthesis beside the model folder: config, device, policy, scaling
 /// overrides and weight format. Shared by `synth` and `plan MODEL_FOLDER`.
@@ -40,6 +36,20 @@ pub struct SynthFlags {
 }
 
 impl SynthFlags {
+    /// The model source these flags describe, for the folder `model` if given.
+    pub fn source(&self, model: Option<&Path>) -> ModelSource {
+        ModelSource {
+            folder: model.map(Path::to_path_buf),
+            config: self.config.clone(),
+            device: self.device.clone(),
+            policy: self.policy.clone(),
+            layers: self.layers,
+            experts: self.experts,
+            expert_group_size: self.expert_group_size,
+            weight_format: self.weight_format.clone(),
+        }
+    }
+
     /// The first synthesis flag given (as `--name`), if any: `plan REQUEST.json` rejects
     /// them, since a request file is planned as it is.
     pub fn first_given(&self) -> Option<&'static str> {
@@ -71,79 +81,13 @@ pub struct Args {
     pub output: PathBuf,
 }
 
-/// A synthesized request and the weight format it uses.
-#[derive(Clone, Debug)]
-pub struct Synthesized {
-    /// The request.
-    pub request: PlanRequest,
-    /// Its weight format.
-    pub weight_format: WeightFormat,
-}
-
-fn option(option: &str, message: impl Into<String>) -> SynthError {
-    SynthError::Option {
-        option: option.to_owned(),
-        message: message.into(),
-    }
-}
-
 /// Synthesizes the request of a model folder (or of `--config`) under `flags`; the folder's
 /// `synth.json` supplies the device, policy and weight format the flags do not.
 pub fn synthesize_request(
     model: Option<&Path>,
     flags: &SynthFlags,
 ) -> Result<Synthesized, SynthError> {
-    let folder = model.map(ModelFolder::read).transpose()?;
-    let config = match (&flags.config, &folder) {
-        (Some(file), _) => ModelConfig::read(file)?,
-        (None, Some(f)) => f.config.clone(),
-        (None, None) => return Err(option("model", "give --model or --config")),
-    };
-    let name = match (&folder, &flags.config) {
-        (Some(f), _) => f.name.clone(),
-        (None, Some(file)) => file
-            .parent()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .unwrap_or("model")
-            .to_owned(),
-        (None, None) => "model".to_owned(),
-    };
-    let device_file = flags
-        .device
-        .clone()
-        .or_else(|| folder.as_ref().and_then(|f| f.default_device()))
-        .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
-    let device = DeviceDescription::read(&device_file)?;
-    let policy_name = flags
-        .policy
-        .clone()
-        .or_else(|| folder.as_ref().and_then(|f| f.default_policy()))
-        .unwrap_or_else(|| "interactive".to_owned());
-    let policy = PolicyPreset::resolve(&policy_name)?;
-    let format_name = flags
-        .weight_format
-        .clone()
-        .or_else(|| {
-            folder
-                .as_ref()
-                .and_then(|f| f.defaults.as_ref().map(|d| d.weight_format.clone()))
-        })
-        .unwrap_or_else(|| "dense-f16".to_owned());
-    let weight_format: WeightFormat = format_name
-        .parse()
-        .map_err(|m: String| option("weight-format", m))?;
-    let mut options = SynthOptions::new(&name);
-    options.layers = flags.layers;
-    options.experts = flags.experts;
-    options.expert_group_size = flags.expert_group_size.unwrap_or(1);
-    options.weight_format = weight_format;
-    options.wire_limits = folder.as_ref().and_then(|f| f.default_wire_limits());
-    let request = synthesize(&config, &device, &policy, &options)?;
-    Ok(Synthesized {
-        request,
-        weight_format,
-    })
+    flags.source(model).synthesize()
 }
 
 /// Runs `jointplan synth`; returns the summary line printed on success.
@@ -157,7 +101,10 @@ pub fn run(args: &Args) -> Result<String, SynthError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let io = |e: std::io::Error| option("output", format!("{}: {e}", args.output.display()));
+    let io = |e: std::io::Error| SynthError::Option {
+        option: "output".to_owned(),
+        message: format!("{}: {e}", args.output.display()),
+    };
     let mut file = super::output::output_temporary(&dir).map_err(io)?;
     {
         let mut writer = std::io::BufWriter::new(file.as_file_mut());

@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use crate::plan::build::BuildOptions;
-use crate::plan::verify::verify;
-use crate::request::read_json;
-use crate::Error;
+use super::Error;
+use jointplan::builder::BuildOptions;
+use jointplan::request::read_json;
+use jointplan::verify::verify;
 
 use super::plan::read_request;
 

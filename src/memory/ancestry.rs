@@ -1,5 +1,5 @@
 //! Transitive dependency ancestry between plan nodes, for ordered step-slot reuse and
-//! invocation total order (docs/rules.md 4.5).
+//! invocation total order (rules 4.5).
 //!
 //! Nodes are in execution order and every dependency is an earlier node, so the execution
 //! index is a topological index and every path from `a` to `b` stays inside the index window

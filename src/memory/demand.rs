@@ -1,4 +1,4 @@
-//! Dynamic resource demands (docs/rules.md 1.6, 1.9): validity, evaluation at a runtime shape,
+//! Dynamic resource demands (rules 1.6, 1.9): validity, evaluation at a runtime shape,
 //! the minimum and theoretical maximum shapes, physical quantization, and the binding of a
 //! provider's workspace formula to the runtime's sequence and token ceilings.
 

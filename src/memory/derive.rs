@@ -1,4 +1,4 @@
-//! `MemoryPlan::from_core_with_completion_retention` (docs/rules.md 4.4): value resources and
+//! `MemoryPlan::from_core_with_completion_retention` (rules 4.4): value resources and
 //! workspaces become sorted rows; pools, reusable budgets, liveness and aggregates are
 //! derived from them; the plan must fit the usable capacity and pass [`validate`].
 //!
@@ -284,7 +284,7 @@ pub(crate) fn derive_core(
     })
 }
 
-/// Derives the memory plan of built nodes (docs/rules.md 4.1–4.7), then validates it (4.8).
+/// Derives the memory plan of built nodes (rules 4.1–4.7), then validates it (4.8).
 pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryError> {
     let policy = input.policy;
     let usable = usable_capacity(

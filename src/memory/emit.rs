@@ -1,4 +1,4 @@
-//! Emitting static allocations and dynamic descriptors (docs/rules.md 4.3), and the rules every
+//! Emitting static allocations and dynamic descriptors (rules 4.3), and the rules every
 //! emitted row obeys (1.9), shared by derivation and validation.
 
 use std::collections::BTreeMap;

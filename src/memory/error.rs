@@ -1,4 +1,4 @@
-//! Every way a memory plan can fail to derive or validate (docs/rules.md section 4), each naming
+//! Every way a memory plan can fail to derive or validate (rules 4), each naming
 //! its culprit in the input's terms.
 
 use crate::canonical::CanonicalError;

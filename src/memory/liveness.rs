@@ -1,4 +1,4 @@
-//! Global invocation liveness (docs/rules.md 4.7): every pool's rows merged by node.
+//! Global invocation liveness (rules 4.7): every pool's rows merged by node.
 
 use std::collections::{BTreeMap, BTreeSet};
 

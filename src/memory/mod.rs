@@ -1,4 +1,4 @@
-//! The memory plan (docs/rules.md section 4): value demands, workspaces, static allocations,
+//! The memory plan (rules 4): value demands, workspaces, static allocations,
 //! dynamic descriptors, pools with lifetime reuse, reusable-execution budgets, and the
 //! capacity check.
 //!
@@ -16,7 +16,6 @@ mod derive;
 mod emit;
 mod error;
 mod liveness;
-mod plan;
 mod pools;
 mod report;
 mod reusable;
@@ -27,6 +26,15 @@ mod workspaces;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::plan::PlanNode;
+// The memory plan's data types live with the plan's (`crate::plan`); the derivation's
+// modules name them through here.
+use crate::plan::{
+    AllocationKind, AllocationLifetime, DynamicBackingPool, DynamicResourceDemand,
+    DynamicResourceDescriptor, InvocationLivenessMode, InvocationLivenessRow, MemoryPlan,
+    PoolBudget, PoolCompatibilityKey, PoolProvisioning, ProvisioningMode, ResourceAllocation,
+    ResourceInitialization, ReusableBucketBudget, ReusableExecutionMemoryPlan, StepResourceSlot,
+    StepSlotKind,
+};
 use crate::request::{ModelProgram, ResourceId, RuntimePolicy, StorageProfile};
 
 pub use ancestry::MEMO_LIMIT;
@@ -37,7 +45,6 @@ pub use demand::{
 pub use derive::{derive_memory_plan, MAXIMUM_RESOURCE_ROWS};
 pub use error::{Contributor, MemoryError};
 pub use liveness::MAXIMUM_LIVENESS_REFERENCES;
-pub use plan::*;
 pub use pools::{compatibility_key, pool_id, POOL_ID_PREFIX};
 pub use report::{memory_report, DynamicBreakdown, MemoryReport, PoolReport, StaticBreakdown};
 pub use reusable::MAXIMUM_REUSABLE_BUCKETS;

@@ -1,4 +1,4 @@
-//! Backing pools (docs/rules.md 4.5): descriptors with equal compatibility keys share a pool;
+//! Backing pools (rules 4.5): descriptors with equal compatibility keys share a pool;
 //! each pool gets its minima, step slots with ordered first-fit reuse, invocation liveness,
 //! theoretical ceiling and provisioning bounds.
 //!

@@ -1,4 +1,4 @@
-//! Reusable-execution budgets (docs/rules.md 4.6): per policy bucket and base pool, the step and
+//! Reusable-execution budgets (rules 4.6): per policy bucket and base pool, the step and
 //! invocation bytes at the bucket's shape; the per-pool ceilings they imply.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! `MemoryPlan::validate` (docs/rules.md 4.8): every structural rule of a stored memory plan,
+//! `MemoryPlan::validate` (rules 4.8): every structural rule of a stored memory plan,
 //! with pools, reusable budgets, liveness and aggregates re-derived from the stored rows and
 //! the plan nodes and compared; no stored number is trusted.
 

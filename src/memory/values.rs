@@ -1,4 +1,4 @@
-//! Value resources (docs/rules.md 4.1): every component of every binding, in execution order,
+//! Value resources (rules 4.1): every component of every binding, in execution order,
 //! is checked (alignment, token projection) and classified by demand; touches of one
 //! resource are accumulated and must agree.
 

@@ -1,4 +1,4 @@
-//! Provider workspaces (docs/rules.md 4.2): invocation scratch and binding workspaces become
+//! Provider workspaces (rules 4.2): invocation scratch and binding workspaces become
 //! invocation descriptors; persistent workspaces become a static allocation (plan scope,
 //! fixed formula) or a request/sequence/step descriptor.
 

@@ -1,4 +1,4 @@
-//! Exact aliases, their liveness, and global storage aliasing (docs/rules.md 2.2, 2.4).
+//! Exact aliases, their liveness, and global storage aliasing (rules 2.2, 2.4).
 //!
 //! An output stored exactly in place of an input is an *exact alias*. Across the plan, two
 //! distinct values may share bytes only if they are connected by exact aliases (the same
@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::plan::{AliasKind, ExactAlias, PlanNode};
 use crate::request::{
     AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, ValueBinding, ValueRole,
@@ -33,14 +33,14 @@ fn input_binding(values: &[ValueBinding], ordinal: u32) -> Option<&ValueBinding>
 pub fn extract_exact_aliases(
     node: &NodeId,
     values: &[ValueBinding],
-) -> Result<Vec<ExactAlias>, PlanError> {
+) -> Result<Vec<ExactAlias>, NodeError> {
     let mut aliases = Vec::new();
     for output in values.iter().filter(|b| b.role == ValueRole::Output) {
         let Some((input_ordinal, kind)) = alias_target(&output.alias) else {
             continue;
         };
         let Some(input) = input_binding(values, input_ordinal) else {
-            return Err(PlanError::AliasInputMissing {
+            return Err(NodeError::AliasInputMissing {
                 node: node.clone(),
                 output: output.value_id.clone(),
                 input_ordinal,
@@ -55,7 +55,7 @@ pub fn extract_exact_aliases(
                 kind,
             });
         } else if kind == AliasKind::MustAlias {
-            return Err(PlanError::LostMandatoryAlias {
+            return Err(NodeError::LostMandatoryAlias {
                 node: node.clone(),
                 output: output.value_id.clone(),
                 output_ordinal: output.ordinal,
@@ -67,7 +67,7 @@ pub fn extract_exact_aliases(
     Ok(aliases)
 }
 
-/// What alias liveness needs to know about the program (docs/rules.md 2.2).
+/// What alias liveness needs to know about the program (rules 2.2).
 pub struct AliasLiveness<'a> {
     /// State values of the program.
     pub state_values: &'a BTreeSet<&'a ProgramValueId>,
@@ -88,24 +88,24 @@ pub fn check_alias_liveness(
     node: &NodeId,
     aliases: &[ExactAlias],
     values: &[ValueBinding],
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     for alias in aliases {
         let Some(input) = input_binding(values, alias.input_ordinal) else {
-            return Err(PlanError::AliasInputMissing {
+            return Err(NodeError::AliasInputMissing {
                 node: node.clone(),
                 output: alias.output_value_id.clone(),
                 input_ordinal: alias.input_ordinal,
             });
         };
         if liveness.state_values.contains(&input.value_id) {
-            return Err(PlanError::AliasesState {
+            return Err(NodeError::AliasesState {
                 node: node.clone(),
                 output: alias.output_value_id.clone(),
                 input: input.value_id.clone(),
             });
         }
         if input.usage != BufferUsage::Activations {
-            return Err(PlanError::AliasInputNotActivations {
+            return Err(NodeError::AliasInputNotActivations {
                 node: node.clone(),
                 output: alias.output_value_id.clone(),
                 input: input.value_id.clone(),
@@ -118,7 +118,7 @@ pub fn check_alias_liveness(
                     .node_ids
                     .get(last)
                     .map_or_else(|| node.clone(), |id| (*id).clone());
-                return Err(PlanError::AliasInputStillLive {
+                return Err(NodeError::AliasInputStillLive {
                     node: node.clone(),
                     output: alias.output_value_id.clone(),
                     input: input.value_id.clone(),
@@ -127,7 +127,7 @@ pub fn check_alias_liveness(
             }
         }
         if liveness.program_outputs.contains(&input.value_id) {
-            return Err(PlanError::AliasesProgramOutput {
+            return Err(NodeError::AliasesProgramOutput {
                 node: node.clone(),
                 output: alias.output_value_id.clone(),
                 input: input.value_id.clone(),
@@ -180,8 +180,8 @@ impl<'a> AliasClasses<'a> {
 /// Checks one node's recorded aliases against its bindings: strictly ascending by output
 /// ordinal, each matching a real output/input pair whose alias policy names that input with
 /// that kind, identical storage, both activations.
-fn check_alias_records(node: &PlanNode) -> Result<(), PlanError> {
-    let record_error = |alias: &ExactAlias, detail: &str| PlanError::AliasRecord {
+fn check_alias_records(node: &PlanNode) -> Result<(), NodeError> {
+    let record_error = |alias: &ExactAlias, detail: &str| NodeError::AliasRecord {
         node: node.id.clone(),
         output: alias.output_value_id.clone(),
         detail: detail.to_owned(),
@@ -230,12 +230,12 @@ fn check_alias_records(node: &PlanNode) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// The global storage aliasing check (docs/rules.md 2.4) over built nodes.
+/// The global storage aliasing check (rules 2.4) over built nodes.
 ///
 /// Values are visited in value-id order; per resource their byte ranges are swept in
 /// (start, end) order, so the check is O(n log n) per resource. Any two overlapping ranges
 /// of different values must belong to the same alias class and to identical storage.
-pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), PlanError> {
+pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
     let mut storage: BTreeMap<&ProgramValueId, (&ValueStorage, &NodeId)> = BTreeMap::new();
     for node in nodes {
         check_alias_records(node)?;
@@ -255,7 +255,7 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), PlanError> {
     let mut ranges: BTreeMap<&ResourceId, Vec<Range<'_>>> = BTreeMap::new();
     for (value, (value_storage, value_node)) in &storage {
         for component in &value_storage.components {
-            let end = component.end_bytes().ok_or_else(|| PlanError::Overflow {
+            let end = component.end_bytes().ok_or_else(|| NodeError::Overflow {
                 what: format!(
                     "value {value} on resource {}: offset + length",
                     component.resource_id
@@ -286,7 +286,7 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), PlanError> {
                         } else {
                             (range, w)
                         };
-                        return Err(PlanError::StorageOverlap {
+                        return Err(NodeError::StorageOverlap {
                             resource: resource.clone(),
                             first: first.2.clone(),
                             first_node: first.3.clone(),

@@ -1,9 +1,9 @@
-//! Node attributes against the operation's attribute schema (docs/rules.md 1.3, 2.2): no unknown
+//! Node attributes against the operation's attribute schema (rules 1.3, 2.2): no unknown
 //! keys, the declared value kind, the constraint, every required key present.
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::request::{
     AttributeConstraint, AttributeId, NodeId, OperationDescriptor, SemanticValue,
 };
@@ -55,16 +55,16 @@ pub fn validate_attributes(
     node: &NodeId,
     operation: &OperationDescriptor,
     attributes: &BTreeMap<AttributeId, SemanticValue>,
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     for (key, value) in attributes {
         let Some(spec) = operation.attributes.get(key) else {
-            return Err(PlanError::UnknownAttribute {
+            return Err(NodeError::UnknownAttribute {
                 node: node.clone(),
                 operation: operation.id.clone(),
                 attribute: key.to_string(),
             });
         };
-        let value_error = |detail: String| PlanError::AttributeValue {
+        let value_error = |detail: String| NodeError::AttributeValue {
             node: node.clone(),
             attribute: key.to_string(),
             detail,
@@ -89,7 +89,7 @@ pub fn validate_attributes(
         .iter()
         .find(|(key, spec)| spec.required && !attributes.contains_key(*key))
     {
-        return Err(PlanError::MissingAttribute {
+        return Err(NodeError::MissingAttribute {
             node: node.clone(),
             operation: operation.id.clone(),
             attribute: key.to_string(),

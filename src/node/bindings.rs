@@ -1,10 +1,10 @@
-//! Binding-vs-operation rules (docs/rules.md 2.3): every resolved binding of a node against the
+//! Binding-vs-operation rules (rules 2.3): every resolved binding of a node against the
 //! tensor contracts of its operation, with node-wide dimension and stride symbols, and the
 //! storage overlap rules between inputs and outputs.
 
 use std::collections::BTreeMap;
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::request::{
     AliasPolicy, DimensionConstraint, LayoutConstraint, NodeId, OperationDescriptor,
     ProgramValueId, StrideConstraint, TensorAccess, TensorLayout, TensorSpec, ValueBinding,
@@ -39,15 +39,15 @@ struct SymbolTable<'a> {
     strides: BTreeMap<&'a str, (&'a ProgramValueId, u64)>,
 }
 
-/// Checks every binding of a node against its operation (docs/rules.md 2.3).
+/// Checks every binding of a node against its operation (rules 2.3).
 pub fn validate_bindings(
     node: &NodeId,
     operation: &OperationDescriptor,
     values: &[ValueBinding],
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     let expected = operation.inputs.len() + operation.outputs.len();
     if values.len() != expected {
-        return Err(PlanError::BindingCount {
+        return Err(NodeError::BindingCount {
             node: node.clone(),
             operation: operation.id.clone(),
             expected,
@@ -60,7 +60,7 @@ pub fn validate_bindings(
             .insert((binding.role, binding.ordinal), ())
             .is_some()
         {
-            return Err(PlanError::DuplicateBindingPosition {
+            return Err(NodeError::DuplicateBindingPosition {
                 node: node.clone(),
                 role: binding.role,
                 ordinal: binding.ordinal,
@@ -70,7 +70,7 @@ pub fn validate_bindings(
     for (index, binding) in values.iter().enumerate() {
         let (role, ordinal) = expected_position(operation, index);
         if (binding.role, binding.ordinal) != (role, ordinal) {
-            return Err(PlanError::BindingPosition {
+            return Err(NodeError::BindingPosition {
                 node: node.clone(),
                 index,
                 value: binding.value_id.clone(),
@@ -88,7 +88,7 @@ pub fn validate_bindings(
         let Some(contract) = operation.slot(binding.role, binding.ordinal) else {
             continue;
         };
-        let slot_error = |found: String, expected: String| PlanError::BindingAlias {
+        let slot_error = |found: String, expected: String| NodeError::BindingAlias {
             node: node.clone(),
             operation: operation.id.clone(),
             value: binding.value_id.clone(),
@@ -98,7 +98,7 @@ pub fn validate_bindings(
             found,
         };
         if binding.access != contract.access {
-            return Err(PlanError::BindingAccess {
+            return Err(NodeError::BindingAccess {
                 node: node.clone(),
                 operation: operation.id.clone(),
                 value: binding.value_id.clone(),
@@ -119,7 +119,7 @@ pub fn validate_bindings(
     check_overlaps(node, values)
 }
 
-fn check_repeated_values(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanError> {
+fn check_repeated_values(node: &NodeId, values: &[ValueBinding]) -> Result<(), NodeError> {
     let mut first: BTreeMap<&ProgramValueId, &ValueBinding> = BTreeMap::new();
     for binding in values {
         match first.get(&binding.value_id) {
@@ -135,7 +135,7 @@ fn check_repeated_values(node: &NodeId, values: &[ValueBinding]) -> Result<(), P
                     && earlier.storage == binding.storage
                     && earlier.usage == binding.usage;
                 if !allowed {
-                    return Err(PlanError::RepeatedValue {
+                    return Err(NodeError::RepeatedValue {
                         node: node.clone(),
                         value: binding.value_id.clone(),
                         first_role: earlier.role,
@@ -166,10 +166,10 @@ fn check_tensor<'a>(
     binding: &'a ValueBinding,
     contract: &'a crate::request::TensorContract,
     symbols: &mut SymbolTable<'a>,
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     let tensor = &binding.tensor;
     if tensor.dimensions.len() != contract.dimensions.len() {
-        return Err(PlanError::BindingRank {
+        return Err(NodeError::BindingRank {
             node: node.clone(),
             operation: operation.id.clone(),
             value: binding.value_id.clone(),
@@ -180,7 +180,7 @@ fn check_tensor<'a>(
         });
     }
     if !contract.element_types.contains(&tensor.element_type) {
-        return Err(PlanError::BindingElementType {
+        return Err(NodeError::BindingElementType {
             node: node.clone(),
             operation: operation.id.clone(),
             value: binding.value_id.clone(),
@@ -196,7 +196,7 @@ fn check_tensor<'a>(
         .zip(&tensor.dimensions)
         .enumerate()
     {
-        let dimension_error = || PlanError::BindingDimension {
+        let dimension_error = || NodeError::BindingDimension {
             node: node.clone(),
             operation: operation.id.clone(),
             value: binding.value_id.clone(),
@@ -225,7 +225,7 @@ fn check_tensor<'a>(
                 }
                 Some(&(first_value, first_extent)) => {
                     if first_extent != extent {
-                        return Err(PlanError::DimensionSymbolConflict {
+                        return Err(NodeError::DimensionSymbolConflict {
                             node: node.clone(),
                             symbol: symbol.clone(),
                             first_value: first_value.clone(),
@@ -248,7 +248,7 @@ fn check_layout<'a>(
     binding: &'a ValueBinding,
     contract: &'a crate::request::TensorContract,
     symbols: &mut SymbolTable<'a>,
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     let mut detail = String::new();
     for layout in &contract.layouts {
         match (layout, &binding.tensor.layout) {
@@ -284,7 +284,7 @@ fn check_layout<'a>(
             contract.layouts
         );
     }
-    Err(PlanError::BindingLayout {
+    Err(NodeError::BindingLayout {
         node: node.clone(),
         operation: operation.id.clone(),
         value: binding.value_id.clone(),
@@ -353,7 +353,7 @@ fn match_strides<'a>(
     Ok(())
 }
 
-fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanError> {
+fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), NodeError> {
     let inputs: Vec<&ValueBinding> = values
         .iter()
         .filter(|b| b.role == ValueRole::Input)
@@ -369,7 +369,7 @@ fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanErro
                     && a.access == TensorAccess::Read
                     && b.access == TensorAccess::Read;
                 if !same_read {
-                    return Err(PlanError::InputOverlap {
+                    return Err(NodeError::InputOverlap {
                         node: node.clone(),
                         first: a.value_id.clone(),
                         second: b.value_id.clone(),
@@ -387,7 +387,7 @@ fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanErro
         };
         for input in &inputs {
             let overlaps = output.storage.overlaps(&input.storage);
-            let error = |detail: &str| PlanError::OutputInputOverlap {
+            let error = |detail: &str| NodeError::OutputInputOverlap {
                 node: node.clone(),
                 output: output.value_id.clone(),
                 output_ordinal: output.ordinal,
@@ -405,7 +405,7 @@ fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanErro
                         ));
                     }
                     if !overlaps && matches!(output.alias, AliasPolicy::MustAlias { .. }) {
-                        return Err(PlanError::LostMandatoryAlias {
+                        return Err(NodeError::LostMandatoryAlias {
                             node: node.clone(),
                             output: output.value_id.clone(),
                             output_ordinal: output.ordinal,
@@ -421,7 +421,7 @@ fn check_overlaps(node: &NodeId, values: &[ValueBinding]) -> Result<(), PlanErro
     for (i, a) in outputs.iter().enumerate() {
         for b in &outputs[i + 1..] {
             if a.storage.overlaps(&b.storage) {
-                return Err(PlanError::OutputsOverlap {
+                return Err(NodeError::OutputsOverlap {
                     node: node.clone(),
                     first: a.value_id.clone(),
                     second: b.value_id.clone(),

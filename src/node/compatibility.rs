@@ -1,10 +1,10 @@
-//! Provider compatibility (docs/rules.md 1.4) and provider selection evidence (2.7).
+//! Provider compatibility (rules 1.4) and provider selection evidence (2.7).
 
 use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::plan::{
     CompatibilityRejection, ProviderSelection, RejectedProvider, RejectionReason, SelectionReason,
 };
@@ -141,12 +141,12 @@ pub fn provider_compatibility(
 pub fn require_compatible_for_node(
     node: &NodeId,
     report: &CompatibilityReport,
-) -> Result<(), PlanError> {
+) -> Result<(), NodeError> {
     if !report.compatible_provider_ids.is_empty() {
         return Ok(());
     }
     let operation = &report.request.operation_id;
-    let version_error = |required, available| PlanError::IncompatibleOperationVersion {
+    let version_error = |required, available| NodeError::IncompatibleOperationVersion {
         node: node.clone(),
         operation: operation.clone(),
         required,
@@ -184,7 +184,7 @@ pub fn require_compatible_for_node(
             return Err(version_error(required, available));
         }
     }
-    Err(PlanError::UnsupportedOperation {
+    Err(NodeError::UnsupportedOperation {
         node: node.clone(),
         operation: operation.clone(),
         rejections: serde_json::to_string(&report.rejected)
@@ -192,7 +192,7 @@ pub fn require_compatible_for_node(
     })
 }
 
-/// Builds the selection evidence of a node (docs/rules.md 2.7): the solver's provider must be
+/// Builds the selection evidence of a node (rules 2.7): the solver's provider must be
 /// compatible; the reason follows the preference; rejected providers are the report's
 /// incompatible ones, a preferred provider missing from the catalog row (`not_registered`),
 /// and the joint solver's storage rejection; a fallback needs evidence for the preferred
@@ -205,7 +205,7 @@ pub fn select_provider(
     preferred: Option<&ProviderId>,
     selected: &ProviderId,
     storage_rejection: Option<&RejectedProvider>,
-) -> Result<ProviderSelection, PlanError> {
+) -> Result<ProviderSelection, NodeError> {
     require_compatible_for_node(node, report)?;
     if !report.is_compatible(selected) {
         let reasons = report
@@ -214,7 +214,7 @@ pub fn select_provider(
             .find(|r| &r.provider_id == selected)
             .map(|r| serde_json::to_string(&r.reasons).unwrap_or_default())
             .unwrap_or_else(|| "not in the operation's catalog row".to_owned());
-        return Err(PlanError::SelectedIncompatibleProvider {
+        return Err(NodeError::SelectedIncompatibleProvider {
             node: node.clone(),
             provider: selected.clone(),
             reasons,
@@ -246,7 +246,7 @@ pub fn select_provider(
             .iter()
             .any(|r| r.provider_id == storage.provider_id)
         {
-            return Err(PlanError::DuplicateRejectionEvidence {
+            return Err(NodeError::DuplicateRejectionEvidence {
                 node: node.clone(),
                 provider: storage.provider_id.clone(),
             });
@@ -255,7 +255,7 @@ pub fn select_provider(
     }
     if let (SelectionReason::FallbackFromPreferred, Some(p)) = (selection_reason, preferred) {
         if !rejected.iter().any(|r| &r.provider_id == p) {
-            return Err(PlanError::FallbackLacksEvidence {
+            return Err(NodeError::FallbackLacksEvidence {
                 node: node.clone(),
                 preferred: p.clone(),
                 selected: selected.clone(),

@@ -1,8 +1,8 @@
-//! Estimate verification (docs/rules.md 1.6, 2.2): the chosen provider resource plan is well
+//! Estimate verification (rules 1.6, 2.2): the chosen provider resource plan is well
 //! formed, belongs to the selected provider and its registered estimator, respects the
 //! operation's alignment and workspace rules, and was computed for exactly this node.
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::request::fingerprints::{estimate_fingerprint, node_estimator_input_fingerprint};
 use crate::request::{
     align_up, NodeId, NodeResolution, OperationDescriptor, Presence, ProgramNode,
@@ -118,7 +118,7 @@ fn independent_of_sequences(formula: &WorkspaceSizeFormula) -> bool {
     }
 }
 
-/// Why a workspace requirement is malformed, if it is (docs/rules.md 1.6).
+/// Why a workspace requirement is malformed, if it is (rules 1.6).
 pub fn workspace_problem(workspace: &WorkspaceRequirement) -> Option<String> {
     if let Some(problem) = formula_problem(&workspace.size_formula) {
         return Some(problem);
@@ -149,7 +149,7 @@ pub fn workspace_problem(workspace: &WorkspaceRequirement) -> Option<String> {
     workspace.storage.problem()
 }
 
-/// `validate_shape` of a provider resource plan (docs/rules.md 1.6): field rules, workspace rules
+/// `validate_shape` of a provider resource plan (rules 1.6): field rules, workspace rules
 /// per kind and scope, and the estimate fingerprint equal to the recomputed one.
 pub fn validate_shape(plan: &ProviderResourcePlan) -> Result<(), String> {
     if !plan.estimator_version.is_stable() {
@@ -216,22 +216,22 @@ pub struct EstimateContext<'a> {
     pub resolution: &'a NodeResolution,
 }
 
-/// Verifies the chosen estimate of a node (docs/rules.md 2.2) and returns the selected catalog
+/// Verifies the chosen estimate of a node (rules 2.2) and returns the selected catalog
 /// provider.
 pub fn verify_estimate<'c>(
     ctx: &EstimateContext<'_>,
     catalog_row: Option<&'c [ProviderDescriptor]>,
     selected: &crate::request::ProviderId,
     plan: &ProviderResourcePlan,
-) -> Result<&'c ProviderDescriptor, PlanError> {
+) -> Result<&'c ProviderDescriptor, NodeError> {
     let node: &NodeId = &ctx.node.id;
-    validate_shape(plan).map_err(|detail| PlanError::EstimateShape {
+    validate_shape(plan).map_err(|detail| NodeError::EstimateShape {
         node: node.clone(),
         provider: plan.provider_id.clone(),
         detail,
     })?;
     if &plan.provider_id != selected {
-        return Err(PlanError::EstimateProviderMismatch {
+        return Err(NodeError::EstimateProviderMismatch {
             node: node.clone(),
             estimate_provider: plan.provider_id.clone(),
             selected: selected.clone(),
@@ -242,7 +242,7 @@ pub fn verify_estimate<'c>(
         .flatten()
         .find(|p| &p.provider_id == selected)
     else {
-        return Err(PlanError::SelectedProviderNotRegistered {
+        return Err(NodeError::SelectedProviderNotRegistered {
             node: node.clone(),
             provider: selected.clone(),
             operation: ctx.operation.id.clone(),
@@ -256,7 +256,7 @@ pub fn verify_estimate<'c>(
         || plan.estimator_implementation_fingerprint
             != descriptor.resource_estimator_implementation_fingerprint
     {
-        return Err(PlanError::EstimatorIdentityMismatch {
+        return Err(NodeError::EstimatorIdentityMismatch {
             node: node.clone(),
             provider: selected.clone(),
             expected: identity(
@@ -276,7 +276,7 @@ pub fn verify_estimate<'c>(
         || plan.value_alignment_bytes < minimum
         || plan.value_alignment_bytes % minimum != 0
     {
-        return Err(PlanError::ValueAlignment {
+        return Err(NodeError::ValueAlignment {
             node: node.clone(),
             provider: selected.clone(),
             operation: ctx.operation.id.clone(),
@@ -292,7 +292,7 @@ pub fn verify_estimate<'c>(
     ] {
         let present = plan.workspace(kind).is_some();
         if !presence.accepts(present) {
-            return Err(PlanError::WorkspacePresence {
+            return Err(NodeError::WorkspacePresence {
                 node: node.clone(),
                 provider: selected.clone(),
                 operation: ctx.operation.id.clone(),
@@ -310,7 +310,7 @@ pub fn verify_estimate<'c>(
         selected,
     )?;
     if expected != plan.estimator_input_fingerprint {
-        return Err(PlanError::EstimatorInputMismatch {
+        return Err(NodeError::EstimatorInputMismatch {
             node: node.clone(),
             provider: selected.clone(),
             expected: expected.to_string(),

@@ -1,21 +1,21 @@
-//! Per-node checks of plan building (docs/rules.md 2.2-2.7), one module per concept, and
+//! Per-node checks of plan building (rules 2.2-2.7), one module per concept, and
 //! [`build_node`], which runs them in the reference order and emits a [`PlanNode`].
-// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
+// `NodeError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
 
-pub mod alias;
-pub mod attributes;
-pub mod bindings;
-pub mod compatibility;
-pub mod estimate;
-pub mod semantic;
-pub mod state;
-pub mod work;
+pub(crate) mod alias;
+pub(crate) mod attributes;
+pub(crate) mod bindings;
+pub(crate) mod compatibility;
+mod error;
+pub(crate) mod estimate;
+pub(crate) mod semantic;
+pub(crate) mod state;
+pub(crate) mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
 use crate::plan::{PlanNode, RejectedProvider};
 use crate::request::fingerprints::{
     node_weight_requirements, operation_fingerprint, workspace_base_id,
@@ -25,6 +25,8 @@ use crate::request::{
     ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole, WeightSchema,
     WorkspaceKind,
 };
+pub(crate) use error::join;
+pub use error::NodeError;
 
 use alias::{check_alias_liveness, extract_exact_aliases, AliasLiveness};
 use compatibility::{provider_compatibility, select_provider, CompatibilityRequest};
@@ -33,7 +35,7 @@ use semantic::{check_semantic_binding, BoundValues, ValueClasses};
 use state::{derive_state_effects, StateHazardTracker};
 
 /// Plan-wide facts every node is checked against.
-pub struct NodePlanContext<'a> {
+pub(crate) struct NodePlanContext<'a> {
     /// The capability catalog.
     pub catalog: &'a CapabilityCatalog,
     /// The program.
@@ -57,7 +59,7 @@ pub struct NodePlanContext<'a> {
 }
 
 impl<'a> NodePlanContext<'a> {
-    /// Indexes the program (docs/rules.md 2.1 step 9).
+    /// Indexes the program (rules 2.1 step 9).
     pub fn new(
         catalog: &'a CapabilityCatalog,
         program: &'a ModelProgram,
@@ -97,7 +99,7 @@ impl<'a> NodePlanContext<'a> {
 /// What is carried from node to node: bound values (cross-node consistency, coverage) and
 /// the state hazard tracker.
 #[derive(Default)]
-pub struct NodeBuildState {
+pub(crate) struct NodeBuildState {
     /// Every value bound so far.
     pub bound: BoundValues,
     /// State read/write history.
@@ -105,31 +107,31 @@ pub struct NodeBuildState {
 }
 
 /// The joint solver's decision for one node.
-pub struct NodeChoice<'a> {
+pub(crate) struct NodeChoice<'a> {
     /// The chosen provider resource plan.
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
     pub storage_rejection: Option<&'a RejectedProvider>,
 }
 
-/// Checks node `index` and builds its [`PlanNode`] (docs/rules.md 2.2).
-pub fn build_node(
+/// Checks node `index` and builds its [`PlanNode`] (rules 2.2).
+pub(crate) fn build_node(
     ctx: &NodePlanContext<'_>,
     state: &mut NodeBuildState,
     index: usize,
     node: &ProgramNode,
     resolution: &NodeResolution,
     choice: &NodeChoice<'_>,
-) -> Result<PlanNode, PlanError> {
+) -> Result<PlanNode, NodeError> {
     let id = &node.id;
     let Some(operation) = ctx.catalog.operations.get(&node.operation_id) else {
-        return Err(PlanError::UnknownOperation {
+        return Err(NodeError::UnknownOperation {
             node: id.clone(),
             operation: node.operation_id.clone(),
         });
     };
     if !operation.version.satisfies(node.required_version) {
-        return Err(PlanError::IncompatibleOperationVersion {
+        return Err(NodeError::IncompatibleOperationVersion {
             node: id.clone(),
             operation: operation.id.clone(),
             required: node.required_version,
@@ -141,7 +143,7 @@ pub fn build_node(
     bindings::validate_bindings(id, operation, values)?;
     if node.inputs.len() != operation.inputs.len() || node.outputs.len() != operation.outputs.len()
     {
-        return Err(PlanError::SignatureMismatch {
+        return Err(NodeError::SignatureMismatch {
             node: id.clone(),
             operation: operation.id.clone(),
             program_inputs: node.inputs.len(),
@@ -163,7 +165,7 @@ pub fn build_node(
         );
     for ((role, ordinal, expected), binding) in program_slots.zip(values) {
         if &binding.value_id != expected {
-            return Err(PlanError::BindingMirror {
+            return Err(NodeError::BindingMirror {
                 node: id.clone(),
                 role,
                 ordinal: ordinal as u32,

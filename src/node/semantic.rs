@@ -1,10 +1,10 @@
-//! Semantic bindings (docs/rules.md 2.2, 2.1 step 12): each binding against what the program says
+//! Semantic bindings (rules 2.2, 2.1 step 12): each binding against what the program says
 //! its value is (weight, state, activation), the execution weight schema, the same value bound
 //! by other nodes, and finally the coverage of every program input, weight, state and output.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::request::{
     BufferUsage, ModelProgram, NodeId, ProgramValueId, StateSpec, TensorAccess, TensorSpec,
     ValueBinding, WeightReference, WeightSchema,
@@ -12,8 +12,6 @@ use crate::request::{
 
 /// The program's value classes, indexed by value id.
 pub struct ValueClasses<'a> {
-    /// Program inputs.
-    pub inputs: BTreeSet<&'a ProgramValueId>,
     /// Program outputs.
     pub outputs: BTreeSet<&'a ProgramValueId>,
     /// States by value id.
@@ -26,7 +24,6 @@ impl<'a> ValueClasses<'a> {
     /// Indexes a program.
     pub fn new(program: &'a ModelProgram) -> Self {
         Self {
-            inputs: program.inputs.iter().collect(),
             outputs: program.outputs.iter().collect(),
             states: program.states.iter().map(|s| (&s.value_id, s)).collect(),
             weights: program.weights.iter().map(|w| (&w.value_id, w)).collect(),
@@ -43,7 +40,7 @@ fn tensor_text(tensor: &TensorSpec) -> String {
     serde_json::to_string(tensor).unwrap_or_else(|_| format!("{tensor:?}"))
 }
 
-/// Checks one binding against its program value (docs/rules.md 2.2): weights are read-only
+/// Checks one binding against its program value (rules 2.2): weights are read-only
 /// weights-usage bindings of the program tensor whose resolved weight and storage components
 /// equal the execution schema's; states are state-usage bindings of the state tensor; every
 /// other value is an activation.
@@ -52,15 +49,15 @@ pub fn check_semantic_binding(
     execution_schema: &WeightSchema,
     node: &NodeId,
     binding: &ValueBinding,
-) -> Result<(), PlanError> {
-    let usage_error = |class: &'static str, expected: BufferUsage| PlanError::SemanticUsage {
+) -> Result<(), NodeError> {
+    let usage_error = |class: &'static str, expected: BufferUsage| NodeError::SemanticUsage {
         node: node.clone(),
         value: binding.value_id.clone(),
         class,
         expected,
         found: binding.usage,
     };
-    let tensor_error = |expected: &TensorSpec| PlanError::SemanticTensor {
+    let tensor_error = |expected: &TensorSpec| NodeError::SemanticTensor {
         node: node.clone(),
         value: binding.value_id.clone(),
         expected: tensor_text(expected),
@@ -71,7 +68,7 @@ pub fn check_semantic_binding(
             return Err(usage_error("weight", BufferUsage::Weights));
         }
         if binding.access != TensorAccess::Read {
-            return Err(PlanError::WeightAccess {
+            return Err(NodeError::WeightAccess {
                 node: node.clone(),
                 value: binding.value_id.clone(),
                 found: binding.access,
@@ -101,8 +98,8 @@ fn check_weight(
     node: &NodeId,
     binding: &ValueBinding,
     weight: &WeightReference,
-) -> Result<(), PlanError> {
-    let error = |detail: String| PlanError::SemanticWeight {
+) -> Result<(), NodeError> {
+    let error = |detail: String| NodeError::SemanticWeight {
         node: node.clone(),
         value: binding.value_id.clone(),
         weight: Some(weight.weight_id.clone()),
@@ -179,7 +176,7 @@ pub struct BoundValues {
 impl BoundValues {
     /// Records a binding; the same value must have identical tensor, usage and storage
     /// wherever it is bound.
-    pub fn record(&mut self, node: &NodeId, binding: &ValueBinding) -> Result<(), PlanError> {
+    pub fn record(&mut self, node: &NodeId, binding: &ValueBinding) -> Result<(), NodeError> {
         match self.first.get(&binding.value_id) {
             None => {
                 self.first
@@ -209,7 +206,7 @@ impl BoundValues {
                 };
                 match what {
                     None => Ok(()),
-                    Some(what) => Err(PlanError::CrossNodeInconsistency {
+                    Some(what) => Err(NodeError::CrossNodeInconsistency {
                         value: binding.value_id.clone(),
                         first_node: first_node.clone(),
                         node: node.clone(),
@@ -226,9 +223,9 @@ impl BoundValues {
     }
 }
 
-/// Semantic coverage (docs/rules.md 2.1 step 12): every program input, weight value, state value
+/// Semantic coverage (rules 2.1 step 12): every program input, weight value, state value
 /// and program output is bound by some node.
-pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), PlanError> {
+pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), NodeError> {
     let classes: [(&'static str, Vec<&ProgramValueId>); 4] = [
         ("program input", program.inputs.iter().collect()),
         (
@@ -243,7 +240,7 @@ pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(),
     ];
     for (class, values) in classes {
         if let Some(value) = values.into_iter().find(|v| !bound.contains(v)) {
-            return Err(PlanError::UncoveredValue {
+            return Err(NodeError::UncoveredValue {
                 class,
                 value: value.clone(),
             });

@@ -1,4 +1,4 @@
-//! State effects and hazard dependencies (docs/rules.md 2.6).
+//! State effects and hazard dependencies (rules 2.6).
 //!
 //! A node's state effect records how it touches each program state (the union of its
 //! bindings' accesses). The hazard tracker turns effects in execution order into ordering
@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::memory::AllocationLifetime;
-use crate::plan::error::PlanError;
+use super::NodeError;
+use crate::plan::AllocationLifetime;
 use crate::plan::StateEffect;
 use crate::request::{NodeId, ResourceId, StateId, StateLifetime, StateSpec, ValueBinding};
 
@@ -27,7 +27,7 @@ pub fn derive_state_effects(
     node: &NodeId,
     states: &[StateSpec],
     values: &[ValueBinding],
-) -> Result<Vec<StateEffect>, PlanError> {
+) -> Result<Vec<StateEffect>, NodeError> {
     let mut by_state: BTreeMap<&StateId, StateEffect> = BTreeMap::new();
     for state in states {
         let mut access = None;
@@ -42,7 +42,7 @@ pub fn derive_state_effects(
         }
         let Some(access) = access else { continue };
         if resources.is_empty() {
-            return Err(PlanError::StateWithoutResources {
+            return Err(NodeError::StateWithoutResources {
                 node: node.clone(),
                 state: state.id.clone(),
             });

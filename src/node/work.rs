@@ -1,7 +1,7 @@
-//! The node work contract (docs/rules.md 2.5): which binding slots carry the token axis, and
+//! The node work contract (rules 2.5): which binding slots carry the token axis, and
 //! with how many tokens.
 
-use crate::plan::error::PlanError;
+use super::NodeError;
 use crate::plan::{NodeWorkContract, TokenProjection};
 use crate::request::{
     BufferUsage, DimensionConstraint, NodeId, OperationDescriptor, ValueBinding, WorkSpec,
@@ -17,12 +17,12 @@ pub fn derive_work_contract(
     operation: &OperationDescriptor,
     work: &WorkSpec,
     values: &[ValueBinding],
-) -> Result<NodeWorkContract, PlanError> {
+) -> Result<NodeWorkContract, NodeError> {
     let WorkSpec::Tokens { value_id, axis } = work else {
         return Ok(NodeWorkContract::Fixed);
     };
     let Some(source) = values.iter().find(|b| &b.value_id == value_id) else {
-        return Err(PlanError::WorkValueNotBound {
+        return Err(NodeError::WorkValueNotBound {
             node: node.clone(),
             value: value_id.clone(),
         });
@@ -31,7 +31,7 @@ pub fn derive_work_contract(
     let symbol = match contract.and_then(|c| c.dimensions.get(*axis as usize)) {
         Some(DimensionConstraint::Symbol(symbol)) => symbol,
         _ => {
-            return Err(PlanError::WorkAxisNotSymbol {
+            return Err(NodeError::WorkAxisNotSymbol {
                 node: node.clone(),
                 operation: operation.id.clone(),
                 value: value_id.clone(),
@@ -40,7 +40,7 @@ pub fn derive_work_contract(
         }
     };
     let projection_error =
-        |binding: &ValueBinding, axis: u32, detail: String| PlanError::WorkProjection {
+        |binding: &ValueBinding, axis: u32, detail: String| NodeError::WorkProjection {
             node: node.clone(),
             value: binding.value_id.clone(),
             symbol: symbol.clone(),
@@ -77,7 +77,7 @@ pub fn derive_work_contract(
             [] => continue,
             [one] => *one,
             _ => {
-                return Err(PlanError::WorkSymbolRepeated {
+                return Err(NodeError::WorkSymbolRepeated {
                     node: node.clone(),
                     value: binding.value_id.clone(),
                     symbol: symbol.clone(),
@@ -111,7 +111,7 @@ pub fn derive_work_contract(
     projections.sort();
     for pair in projections.windows(2) {
         if (pair[0].role, pair[0].ordinal) == (pair[1].role, pair[1].ordinal) {
-            return Err(PlanError::WorkSymbolRepeated {
+            return Err(NodeError::WorkSymbolRepeated {
                 node: node.clone(),
                 value: pair[1].value_id.clone(),
                 symbol: symbol.clone(),
@@ -124,7 +124,7 @@ pub fn derive_work_contract(
         .cloned()
     else {
         // The source's contract axis is S, so it always projects; keep the rule explicit.
-        return Err(PlanError::WorkValueNotBound {
+        return Err(NodeError::WorkValueNotBound {
             node: node.clone(),
             value: value_id.clone(),
         });
@@ -133,7 +133,7 @@ pub fn derive_work_contract(
         .iter()
         .find(|p| p.canonical_extent != source_projection.canonical_extent)
     {
-        return Err(PlanError::TokenExtentMismatch {
+        return Err(NodeError::TokenExtentMismatch {
             node: node.clone(),
             value: other.value_id.clone(),
             axis: other.axis,

@@ -1,4 +1,4 @@
-//! The plan hash and plan id (docs/rules.md section 5).
+//! The plan hash and plan id (rules 5).
 //!
 //! The hash material is every payload field except `plan_id`: the payload is hashed with
 //! its plan id set to the fixed text [`UNSET_PLAN_ID`], which hashes exactly the same
@@ -15,13 +15,12 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::canonical::{canonical_fingerprint, CanonicalError};
-use crate::memory::MemoryPlan;
 use crate::request::{
     ContractVersion, DeviceId, ExecutionWeightPlan, ModelFamilyId, QuantizationFormatId,
     ResourceId, Sha256Hex, WeightFormatId,
 };
 
-use super::{ExecutionPlanPayload, PlanNode, RetainedCompletionValue};
+use super::{ExecutionPlanPayload, MemoryPlan, PlanNode, RetainedCompletionValue};
 
 /// The plan id of a payload whose hash is not computed yet.
 pub const UNSET_PLAN_ID: &str = "plan/unset";

@@ -1,12 +1,11 @@
-//! The execution plan: its payload, the build pipeline that produces it, its hash and its
-//! verification.
+//! The execution plan's data types: the payload (per-node decisions and evidence), the
+//! memory plan it carries, and the canonical hash that names it. No planning logic lives
+//! here: the builder ([`crate::builder`]) produces these types, the checker and `verify`
+//! read them.
 
-pub mod build;
-pub mod error;
 pub mod hash;
-pub mod internal;
+mod memory_plan;
 mod payload;
-pub mod retention;
-pub mod verify;
 
+pub use memory_plan::*;
 pub use payload::*;

@@ -1,4 +1,4 @@
-//! The execution plan's types (docs/rules.md 1.10): per-node decisions and evidence, and the
+//! The execution plan's types (rules 1.10): per-node decisions and evidence, and the
 //! payload that is hashed into the plan id.
 
 use std::collections::BTreeSet;
@@ -7,7 +7,7 @@ use std::io::Write;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::memory::{AllocationLifetime, MemoryPlan};
+use super::memory_plan::{AllocationLifetime, MemoryPlan};
 use crate::request::{
     AttributeId, CapabilityId, ContractVersion, DeviceId, ExecutionSemantics, ExecutionWeightPlan,
     ModelFamilyId, NodeId, OperationId, ProgramValueId, ProviderId, ProviderResourcePlan,

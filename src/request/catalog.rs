@@ -1,5 +1,5 @@
 //! The capability catalog: the device, the operations with their contracts, and for each
-//! operation its providers (docs/rules.md 1.3, 1.4).
+//! operation its providers (rules 1.3, 1.4).
 
 use std::collections::{BTreeMap, BTreeSet};
 

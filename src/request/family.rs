@@ -1,5 +1,5 @@
 //! The prepared model family: one validated model configuration, its weights and program
-//! (docs/rules.md 1.2).
+//! (rules 1.2).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

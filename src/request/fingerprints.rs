@@ -1,4 +1,4 @@
-//! Every identity fingerprint of the request and the plan, in one place (docs/rules.md 1.4,
+//! Every identity fingerprint of the request and the plan, in one place (rules 1.4,
 //! 1.6, 1.8 and section 5), so that validation, plan building, sealing and verification
 //! compute them the same way.
 
@@ -110,7 +110,7 @@ pub struct EstimatorInput<'a> {
     pub required_quantization_formats: &'a BTreeSet<QuantizationFormatId>,
 }
 
-/// The weight and quantization formats a node's weight bindings require (docs/rules.md 1.6, the
+/// The weight and quantization formats a node's weight bindings require (rules 1.6, the
 /// binding-driven variant): every quantization format of every weights-usage binding, and a
 /// binding's weight format only if that binding has at least one quantized component (dense
 /// weights beside quantized ones in a mixed checkpoint do not require the format).

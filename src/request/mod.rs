@@ -1,10 +1,10 @@
-//! The plan request: what a user hands jointplan (docs/rules.md section 1).
+//! The plan request: what a user hands jointplan (rules 1).
 //!
 //! A request is one JSON document with the model family (configuration, weight schema and
 //! program), the capability catalog, the runtime policy, one resolution per program node,
 //! the completion retention and, optionally, an execution weight plan. Loading checks the
 //! JSON shape and every id (with the JSON path of the culprit); [`PlanRequest::validate`]
-//! then checks every load-time invariant of docs/rules.md 1.1-1.8.
+//! then checks every load-time invariant of rules 1.1-1.8.
 
 pub mod catalog;
 pub mod family;

@@ -1,5 +1,5 @@
 //! The runtime policy: memory capacity and reserve, sequence and token ceilings, determinism,
-//! storage-profile order and reusable executions (docs/rules.md 1.7).
+//! storage-profile order and reusable executions (rules 1.7).
 
 use std::collections::BTreeSet;
 
@@ -40,7 +40,7 @@ pub struct RuntimePolicy {
     pub wire_limits: Option<WireLimits>,
 }
 
-/// Plan wire limits (docs/rules.md 1.10); by default 16 MiB of plan JSON, 65,536 resource rows.
+/// Limits of the plan wire format (rules 1.10: 16 MiB plan JSON, 65,536 resource rows).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]

@@ -1,5 +1,5 @@
 //! The model program: a backend-free dataflow graph of operation nodes over values,
-//! weights and per-sequence state (docs/rules.md 1.2).
+//! weights and per-sequence state (rules 1.2).
 
 use std::collections::BTreeMap;
 

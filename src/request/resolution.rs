@@ -1,5 +1,5 @@
 //! Node resolutions: where each value of a node lives, and each candidate provider's resource
-//! estimate (docs/rules.md 1.5, 1.6).
+//! estimate (rules 1.5, 1.6).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -102,7 +102,7 @@ pub enum SealError {
     },
     /// A fingerprint could not be computed.
     #[error("cannot compute a fingerprint: {0}")]
-    Canonical(#[from] CanonicalError),
+    Canonical(CanonicalError),
 }
 
 /// Recomputes every derived fingerprint of `request` in place, in dependency order, and
@@ -224,4 +224,13 @@ pub fn seal(request: &mut PlanRequest) -> Result<SealReport, SealError> {
         }
     }
     Ok(report)
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<CanonicalError> for SealError {
+    fn from(error: CanonicalError) -> Self {
+        SealError::Canonical(error)
+    }
 }

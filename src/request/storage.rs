@@ -1,4 +1,4 @@
-//! Dynamic storage profiles, requirements and contracts (docs/rules.md 1.8).
+//! Dynamic storage profiles, requirements and contracts (rules 1.8).
 
 use std::fmt;
 
@@ -184,7 +184,7 @@ mod tests {
         };
         assert!(bad.problem().is_some());
         assert_eq!(paged.to_string(), "fixed_block(4096)+paged(4096)");
-        // docs/rules.md section 7: tokens{1, 4097} on 4096-byte blocks: minimum 4096.
+        // rules 7: tokens{1, 4097} on 4096-byte blocks: minimum 4096.
         assert_eq!(block.quantize(1, 16), Some(4096));
         assert_eq!(block.quantize(4097, 16), Some(8192));
     }

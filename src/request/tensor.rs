@@ -1,4 +1,4 @@
-//! Element types, buffer usages, access modes and tensor layouts (docs/rules.md 1.1, 1.5).
+//! Element types, buffer usages, access modes and tensor layouts (rules 1.1, 1.5).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

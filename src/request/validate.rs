@@ -1,7 +1,7 @@
-//! Load-time validation of a plan request (docs/rules.md 1.1-1.8).
+//! Load-time validation of a plan request (rules 1.1-1.8).
 //!
 //! [`validate_request`] checks every invariant of the request that can be checked without
-//! joint provider/storage selection or the cross-node rules of the build (docs/rules.md section 2):
+//! joint provider/storage selection or the cross-node rules of the build (rules 2):
 //! program construction, weight schemas, the execution weight plan, the capability catalog,
 //! the runtime policy, each node resolution on its own and the completion retention.
 //!
@@ -24,7 +24,7 @@ use super::PlanRequest;
 
 macro_rules! request_errors {
     ($( $(#[doc = $doc:literal])* $name:ident => $rule:literal, )*) => {
-        /// A plan request that breaks a load-time invariant (docs/rules.md 1.1-1.8).
+        /// A plan request that breaks a load-time invariant (rules 1.1-1.8).
         ///
         /// Each variant is one rule family; `path` is the JSON path of the culprit in the
         /// request document and `detail` says what is wrong in the request's own terms.
@@ -241,7 +241,7 @@ pub(crate) fn key(text: &str) -> String {
     format!("[{text:?}]")
 }
 
-/// Checks every load-time invariant of `request` (docs/rules.md 1.1-1.8) that does not need
+/// Checks every load-time invariant of `request` (rules 1.1-1.8) that does not need
 /// joint selection or the cross-node build rules, and returns the first violation found.
 ///
 /// Order: family and program, weight schema and program weights, execution weights,

@@ -1,4 +1,4 @@
-//! Weight schemas, resolved weight bindings and the execution weight plan (docs/rules.md 1.2).
+//! Weight schemas, resolved weight bindings and the execution weight plan (rules 1.2).
 //!
 //! Adaptation: the reference describes a logical weight's physical layout as a recursive
 //! tree whose leaves reference component ids; the planner only ever asks that tree for the

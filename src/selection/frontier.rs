@@ -5,7 +5,7 @@
 //! sets of the chosen candidates that touch it, or "unused") to the best
 //! partial selection reaching it. Two modes:
 //!
-//! * [`Mode::Reference`] is the reference search of docs/rules.md 3.4: the state
+//! * [`Mode::Reference`] is the reference search of rules 3.4: the state
 //!   keeps every resource seen so far, partial selections with equal states
 //!   are compared by the objective without the penalty (which depends only
 //!   on the final state), and the penalty is computed at the end. It is a
@@ -34,7 +34,7 @@ use super::problem::{best_rank, Mask};
 /// Which state the frontier keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// Every resource seen so far (the reference of docs/rules.md 3.4).
+    /// Every resource seen so far (the reference of rules 3.4).
     Reference,
     /// Resources are dropped after their last possible toucher.
     Closure,

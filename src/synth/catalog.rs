@@ -158,7 +158,8 @@ enum Attr {
 }
 
 impl Operation {
-    /// Every operation, in id order.
+    /// Every operation, in id order (the catalog's tests walk them all).
+    #[cfg(test)]
     pub const ALL: [Operation; 12] = [
         Self::CausalPagedAttention,
         Self::CausalPagedLatentAttention,

@@ -11,14 +11,15 @@
 //!
 //! See `docs/synth.md` for the mapping and what is approximated.
 
-pub mod catalog;
+pub(crate) mod catalog;
 pub mod config;
 pub mod device;
-pub mod estimate;
-pub mod layers;
+pub(crate) mod estimate;
+pub(crate) mod layers;
 pub mod policy;
-pub mod program;
-pub mod resolution;
+pub(crate) mod program;
+pub(crate) mod resolution;
+mod source;
 pub mod weights;
 
 use std::collections::BTreeSet;
@@ -35,6 +36,7 @@ use crate::request::{
 pub use config::{Architecture, ModelConfig};
 pub use device::{Backend, DeviceDescription};
 pub use policy::PolicyPreset;
+pub use source::{ModelSource, Synthesized, DEFAULT_POLICY, DEFAULT_WEIGHT_FORMAT};
 pub use weights::WeightFormat;
 
 /// Why a request could not be synthesized.

@@ -170,14 +170,6 @@ impl ProgramBuilder {
         });
     }
 
-    /// The tensor of a value created earlier.
-    pub fn tensor(&self, value: &ProgramValueId) -> Result<&TensorSpec, SynthError> {
-        self.values
-            .get(value)
-            .map(|v| &v.tensor)
-            .ok_or_else(|| SynthError::Internal(format!("value {value} is not defined")))
-    }
-
     fn insert(
         &mut self,
         id: ProgramValueId,

@@ -190,3 +190,43 @@ fn a_missing_file_exits_2_naming_it() {
     assert_eq!(result.status.code(), Some(2));
     assert!(text(&result.stderr).contains("/nonexistent/request.json"));
 }
+
+#[test]
+fn check_reports_every_violation_with_its_rule_and_path() {
+    let dir = temp();
+    let plan = plan_to(dir.path(), "decoder-2layer");
+    let valid = jointplan(&["check", &path_str(&plan)]);
+    assert_eq!(valid.status.code(), Some(0), "{}", text(&valid.stderr));
+    assert!(text(&valid.stdout).contains("valid"));
+
+    // Two faults a builder could make: a static total off by one and a dropped dependency.
+    let mut tampered: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    let memory = &mut tampered["payload"]["memory"];
+    memory["static_bytes"] = (memory["static_bytes"].as_u64().unwrap() + 1).into();
+    let node = tampered["payload"]["nodes"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|n| !n["dependencies"].as_array().unwrap().is_empty())
+        .unwrap();
+    node["dependencies"].as_array_mut().unwrap().pop();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, serde_json::to_string(&tampered).unwrap()).unwrap();
+    let out = jointplan(&["check", &path_str(&bad), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rules: Vec<u64> = report["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["rule"].as_u64().unwrap())
+        .collect();
+    for rule in [2, 10, 17] {
+        assert!(rules.contains(&rule), "rule {rule} missing from {rules:?}");
+    }
+    assert_eq!(report["valid"], false);
+
+    let missing = jointplan(&["check", &path_str(&dir.path().join("none.json"))]);
+    assert_eq!(missing.status.code(), Some(2));
+}

@@ -3,6 +3,7 @@
 //! name the folder. Also the selection flags of `plan` (`--node-limit`, `--time-limit`,
 //! `--dp-state-budget`, `--allow-uncertified`).
 
+use jointplan::candidates::CandidateError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -192,14 +193,17 @@ fn selection_limits_reach_the_solver() {
 fn a_refused_uncertified_selection_exits_1_naming_the_component() {
     // No shipped request makes the integer program stop after a first solution (their
     // relaxations are integral at the root), so the refusal is checked on the error itself.
-    let error = jointplan::plan::error::PlanError::Uncertified {
+    let error = jointplan::builder::error::PlanError::Candidates(CandidateError::Uncertified {
         components: vec!["the component of node node.layer.0.attention (Feasible, gap unknown: none: a limit stopped the integer program at the rank-1 count level)".to_owned()],
-    };
-    assert_eq!(error.exit_code(), 1);
+    });
+    assert_eq!(error.kind(), jointplan::ErrorKind::Infeasible);
     let message = error.to_string();
     assert!(message.contains("node.layer.0.attention"), "{message}");
     assert!(message.contains("--allow-uncertified"), "{message}");
-    assert_eq!(jointplan::Error::from(error).exit_code(), 1);
+    assert_eq!(
+        jointplan::Error::from(error).kind(),
+        jointplan::ErrorKind::Infeasible
+    );
 }
 
 #[test]

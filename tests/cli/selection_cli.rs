@@ -83,7 +83,7 @@ fn output_is_byte_identical_across_thread_counts() {
 
 #[test]
 fn preference_conflict_and_profile_penalty() {
-    // docs/rules.md 3.5 (a): the preferred candidate accepts only linear, the
+    // rules 3.5 (a): the preferred candidate accepts only linear, the
     // fallback and the consumer only paged: fallback + paged.
     let dir = tempfile::tempdir().unwrap();
     let p = write(

@@ -7,8 +7,8 @@
 //! (operation.state_update: out, state read_write → output, the program output).
 #![allow(dead_code, clippy::too_many_arguments)]
 
-use jointplan::plan::build::{build_core, BuildOptions, PlanCore};
-use jointplan::plan::error::PlanError;
+use jointplan::builder::error::PlanError;
+use jointplan::builder::{build_core, BuildOptions, PlanCore};
 use jointplan::request::fingerprints::{
     estimate_fingerprint, family_fingerprint, node_estimator_input_fingerprint,
     operation_fingerprint,

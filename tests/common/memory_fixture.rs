@@ -3,7 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use jointplan::memory::{derive_memory_plan, MemoryError, MemoryInput, MemoryPlan};
+use jointplan::memory::{derive_memory_plan, MemoryError, MemoryInput};
+use jointplan::plan::MemoryPlan;
 use jointplan::plan::{
     NodeWorkContract, PlanNode, ProviderSelection, SelectionReason, TokenProjection,
 };
@@ -57,7 +58,7 @@ pub fn paged(bytes: u64) -> StorageProfile {
     }
 }
 
-/// The test policy of docs/rules.md section 7: 1 MiB, reserve 128, 3 sequences, 4096 tokens.
+/// The test policy of rules 7: 1 MiB, reserve 128, 3 sequences, 4096 tokens.
 pub fn test_policy() -> RuntimePolicy {
     RuntimePolicy {
         policy_id: PolicyId::new("runtime-policy.test").unwrap(),

@@ -1,6 +1,6 @@
 //! The shipped example models (`models/*/request.json`), built in Rust and sealed.
 //!
-//! Shapes follow the Qwen3 / Qwen3.5 families of docs/rules.md section 7: f16 activations
+//! Shapes follow the Qwen3 / Qwen3.5 families of rules 7: f16 activations
 //! `[tokens, hidden_size]`, token ids `u32`, safetensors dense weights, a CUDA device with
 //! linear and 64 KiB paged storage, and the standard operation contracts.
 #![allow(dead_code)]

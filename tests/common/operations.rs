@@ -1,4 +1,4 @@
-//! The standard operation contracts of the example models (docs/rules.md section 7) and their
+//! The standard operation contracts of the example models (rules 7) and their
 //! CUDA providers.
 #![allow(dead_code)]
 

@@ -1,4 +1,4 @@
-//! One test per rule of docs/rules.md 2.2 (semantic bindings, estimate verification), 2.7
+//! One test per rule of rules 2.2 (semantic bindings, estimate verification), 2.7
 //! (provider selection evidence), 3.1 (candidates) and 3.5 (storage rejection evidence),
 //! the worked selection examples and the whole pipeline: each mutates the valid fixture in
 //! one place and asserts the exact `PlanError` variant.
@@ -6,10 +6,12 @@
 #![allow(clippy::result_large_err)]
 
 use crate::common::build_fixture;
+use jointplan::candidates::CandidateError;
+use jointplan::node::NodeError;
 
 use build_fixture::*;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::error::PlanError;
+use jointplan::builder::error::PlanError;
+use jointplan::builder::BuildOptions;
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::validate::RequestError;
 use jointplan::request::*;
@@ -23,8 +25,8 @@ fn unsupported_operation_when_nothing_is_compatible() {
             .required_capabilities
             .insert(id("capability.extra"));
     });
-    let err = assert_variant!(err, PlanError::UnsupportedOperation { .. });
-    assert_eq!(err.exit_code(), 1);
+    let err = assert_variant!(err, PlanError::Node(NodeError::UnsupportedOperation { .. }));
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("capability.extra"), "{err}");
 }
 
@@ -59,7 +61,10 @@ fn selected_incompatible_provider() {
             .retain(|c| c.provider_id.as_str() == "provider/fallback");
         res.preferred_provider = None;
     });
-    assert_variant!(err, PlanError::SelectedIncompatibleProvider { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::SelectedIncompatibleProvider { .. })
+    );
 }
 
 #[test]
@@ -90,7 +95,10 @@ fn fallback_lacks_evidence() {
             .provider_resource_candidates
             .retain(|c| c.provider_id.as_str() == "provider/fallback");
     });
-    assert_variant!(err, PlanError::FallbackLacksEvidence { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::FallbackLacksEvidence { .. })
+    );
 }
 
 #[test]
@@ -134,7 +142,10 @@ fn duplicate_rejection_evidence() {
         provider_mut(r, "operation.main", "provider/preferred").execution_semantics =
             ExecutionSemantics::new(ReplayEquivalence::Ineligible);
     });
-    assert_variant!(err, PlanError::DuplicateRejectionEvidence { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::DuplicateRejectionEvidence { .. })
+    );
 }
 
 // ---- 2.2 estimate verification -----------------------------------------------
@@ -157,7 +168,10 @@ fn estimator_identity() {
         candidate_mut(r, "node/a", "provider/preferred").estimator_version =
             ContractVersion::new(1, 1)
     });
-    assert_variant!(err, PlanError::EstimatorIdentityMismatch { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::EstimatorIdentityMismatch { .. })
+    );
 }
 
 #[test]
@@ -165,11 +179,11 @@ fn value_alignment() {
     let err = fails(|r| candidate_mut(r, "node/a", "provider/preferred").value_alignment_bytes = 8);
     assert_variant!(
         err,
-        PlanError::ValueAlignment {
+        PlanError::Node(NodeError::ValueAlignment {
             alignment: 8,
             minimum: 16,
             ..
-        }
+        })
     );
 }
 
@@ -190,11 +204,11 @@ fn workspace_presence() {
         fails(|r| candidate_mut(r, "node/a", "provider/preferred").binding = Some(workspace()));
     assert_variant!(
         err,
-        PlanError::WorkspacePresence {
+        PlanError::Node(NodeError::WorkspacePresence {
             kind: "binding",
             present: true,
             ..
-        }
+        })
     );
 }
 
@@ -222,7 +236,10 @@ fn estimator_input_fingerprint() {
     c.estimator_input_fingerprint = Sha256Hex::new("5".repeat(64)).unwrap();
     c.estimate_fingerprint = jointplan::request::fingerprints::estimate_fingerprint(c).unwrap();
     let err = build(&r).unwrap_err();
-    assert_variant!(err, PlanError::EstimatorInputMismatch { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::EstimatorInputMismatch { .. })
+    );
 }
 
 // ---- 3.1 candidates ---------------------------------------------------------
@@ -236,7 +253,10 @@ fn candidate_provider_not_in_catalog() {
             .provider_resource_candidates
             .push(ghost);
     });
-    assert_variant!(err, PlanError::CandidateProviderNotInCatalog { .. });
+    assert_variant!(
+        err,
+        PlanError::Candidates(CandidateError::CandidateProviderNotInCatalog { .. })
+    );
 }
 
 #[test]
@@ -253,7 +273,7 @@ fn no_storage_candidate_explains_each_provider() {
             );
         }
     });
-    let err = assert_variant!(err, PlanError::NoStorageCandidate { ref explanations, .. } if explanations.len() == 2);
+    let err = assert_variant!(err, PlanError::Candidates(CandidateError::NoStorageCandidate { ref explanations, .. }) if explanations.len() == 2);
     let text = err.to_string();
     assert!(
         text.contains("input 1 (value value.state)")
@@ -261,7 +281,7 @@ fn no_storage_candidate_explains_each_provider() {
             && text.contains("linear+contiguous"),
         "{text}"
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
 }
 
 // ---- 3.5 worked examples ---------------------------------------------------
@@ -364,12 +384,12 @@ fn example_c_conflicting_shared_resource_is_infeasible() {
     });
     let err = assert_variant!(
         err,
-        PlanError::Selection {
+        PlanError::Candidates(CandidateError::Selection {
             infeasible: true,
             ..
-        }
+        })
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
 }
 
 #[test]
@@ -431,7 +451,7 @@ fn retained_value_resolved() {
 #[test]
 fn request_errors_are_bad_input() {
     let err = fails(|r| r.policy.maximum_active_sequences = 0);
-    assert_eq!(err.exit_code(), 2);
+    assert_eq!(err.kind(), jointplan::ErrorKind::BadInput);
     let _: &RequestError = match &err {
         PlanError::Request(inner) => inner,
         other => panic!("{other:?}"),
@@ -446,7 +466,7 @@ fn state_binding_tensor_equals_the_program_state() {
     let err = fails(|r| r.family.program.states[0].tensor.element_type = ElementType::F32);
     assert_variant!(
         err,
-        PlanError::SemanticTensor { ref node, ref value, .. }
+        PlanError::Node(NodeError::SemanticTensor { ref node, ref value, .. })
             if node.as_str() == "node/b" && value.as_str() == "value.state"
     );
 }
@@ -465,7 +485,7 @@ fn weights_are_bound_read_only() {
     });
     assert_variant!(
         err,
-        PlanError::WeightAccess { ref node, ref value, found: TensorAccess::ReadWrite }
+        PlanError::Node(NodeError::WeightAccess { ref node, ref value, found: TensorAccess::ReadWrite })
             if node.as_str() == "node/a" && value.as_str() == "value.weight"
     );
 }
@@ -480,7 +500,7 @@ fn an_exact_alias_overwrites_only_activations() {
     });
     assert_variant!(
         err,
-        PlanError::AliasInputNotActivations { ref node, ref input, usage: BufferUsage::Persistent, .. }
+        PlanError::Node(NodeError::AliasInputNotActivations { ref node, ref input, usage: BufferUsage::Persistent, .. })
             if node.as_str() == "node/b" && input.as_str() == "value.hidden"
     );
 }
@@ -491,7 +511,7 @@ fn program_node_signature_equals_the_operation() {
     let err = fails(|r| node_mut(r, "node/c").inputs.push(value_id("value.input")));
     assert_variant!(
         err,
-        PlanError::SignatureMismatch { ref node, program_inputs: 3, operation_inputs: 2, .. }
+        PlanError::Node(NodeError::SignatureMismatch { ref node, program_inputs: 3, operation_inputs: 2, .. })
             if node.as_str() == "node/c"
     );
 }
@@ -523,13 +543,13 @@ fn a_plan_that_does_not_fit_is_infeasible_not_bad_input() {
             ..
         })
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("resource/weights"), "{err}");
     // 129 usable bytes hold the weight, not the minimum runnable activations and state.
     let err = assert_variant!(
         does_not_fit(257),
         PlanError::Memory(MemoryError::CapacityExceeded { usable: 129, .. })
     );
-    assert_eq!(err.exit_code(), 1);
+    assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("resource/"), "{err}");
 }

@@ -1,4 +1,4 @@
-//! One test per rule of docs/rules.md 2.1-2.6 (policy, resolutions, `build_node`, binding
+//! One test per rule of rules 2.1-2.6 (policy, resolutions, `build_node`, binding
 //! contracts, aliases, work contracts, state effects): each mutates the valid fixture in one
 //! place and asserts the exact `PlanError` variant. Evidence, estimates, candidates and
 //! selection are in `tests/planner/build_evidence.rs`.
@@ -6,9 +6,10 @@
 #![allow(clippy::result_large_err)]
 
 use crate::common::build_fixture;
+use jointplan::node::NodeError;
 
 use build_fixture::*;
-use jointplan::plan::error::PlanError;
+use jointplan::builder::error::PlanError;
 use jointplan::request::*;
 
 #[test]
@@ -57,13 +58,13 @@ fn unknown_resolution() {
 #[test]
 fn unknown_operation() {
     let err = fails(|r| node_mut(r, "node/a").operation_id = id("operation.missing"));
-    assert_variant!(err, PlanError::UnknownOperation { .. });
+    assert_variant!(err, PlanError::Node(NodeError::UnknownOperation { .. }));
 }
 
 #[test]
 fn incompatible_operation_version() {
     let err = fails(|r| node_mut(r, "node/a").required_version = ContractVersion::new(1, 1));
-    assert_variant!(err, PlanError::IncompatibleOperationVersion { ref node, .. } if node.as_str() == "node/a");
+    assert_variant!(err, PlanError::Node(NodeError::IncompatibleOperationVersion { ref node, .. }) if node.as_str() == "node/a");
 }
 
 #[test]
@@ -73,7 +74,7 @@ fn unknown_attribute() {
             .attributes
             .insert(id("bogus"), SemanticValue::Unsigned(1));
     });
-    assert_variant!(err, PlanError::UnknownAttribute { .. });
+    assert_variant!(err, PlanError::Node(NodeError::UnknownAttribute { .. }));
 }
 
 #[test]
@@ -83,13 +84,13 @@ fn attribute_constraint_and_kind() {
             .attributes
             .insert(id("layer_index"), SemanticValue::Unsigned(65));
     });
-    assert_variant!(err, PlanError::AttributeValue { .. });
+    assert_variant!(err, PlanError::Node(NodeError::AttributeValue { .. }));
     let err = fails(|r| {
         node_mut(r, "node/a")
             .attributes
             .insert(id("layer_index"), SemanticValue::Integer(1));
     });
-    assert_variant!(err, PlanError::AttributeValue { .. });
+    assert_variant!(err, PlanError::Node(NodeError::AttributeValue { .. }));
 }
 
 #[test]
@@ -98,13 +99,13 @@ fn missing_required_attribute() {
         let op = r.catalog.operations.get_mut("operation.main").unwrap();
         op.attributes.get_mut("layer_index").unwrap().required = true;
     });
-    assert_variant!(err, PlanError::MissingAttribute { .. });
+    assert_variant!(err, PlanError::Node(NodeError::MissingAttribute { .. }));
 }
 
 #[test]
 fn bindings_mirror_the_program_node() {
     let err = fails(|r| resolution_mut(r, "node/c").values[0].value_id = value_id("value.hidden"));
-    assert_variant!(err, PlanError::BindingMirror { ref node, .. } if node.as_str() == "node/c");
+    assert_variant!(err, PlanError::Node(NodeError::BindingMirror { ref node, .. }) if node.as_str() == "node/c");
 }
 
 // ---- 2.3 binding contracts ---------------------------------------------------------
@@ -116,24 +117,27 @@ fn binding_count() {
     });
     assert_variant!(
         err,
-        PlanError::BindingCount {
+        PlanError::Node(NodeError::BindingCount {
             expected: 3,
             found: 2,
             ..
-        }
+        })
     );
 }
 
 #[test]
 fn duplicate_binding_position() {
     let err = fails(|r| resolution_mut(r, "node/a").values[1].ordinal = 0);
-    assert_variant!(err, PlanError::DuplicateBindingPosition { .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::DuplicateBindingPosition { .. })
+    );
 }
 
 #[test]
 fn binding_position() {
     let err = fails(|r| resolution_mut(r, "node/a").values.swap(0, 1));
-    assert_variant!(err, PlanError::BindingPosition { .. });
+    assert_variant!(err, PlanError::Node(NodeError::BindingPosition { .. }));
 }
 
 #[test]
@@ -144,19 +148,19 @@ fn repeated_value_must_be_identical_reads() {
         values[1].ordinal = 1;
         values[1].tensor.dimensions = vec![2, 8];
     });
-    assert_variant!(err, PlanError::RepeatedValue { .. });
+    assert_variant!(err, PlanError::Node(NodeError::RepeatedValue { .. }));
 }
 
 #[test]
 fn binding_access_equals_contract() {
     let err = fails(|r| resolution_mut(r, "node/c").values[1].access = TensorAccess::ReadWrite);
-    assert_variant!(err, PlanError::BindingAccess { .. });
+    assert_variant!(err, PlanError::Node(NodeError::BindingAccess { .. }));
 }
 
 #[test]
 fn binding_alias_equals_contract() {
     let err = fails(|r| resolution_mut(r, "node/b").values[2].alias = AliasPolicy::NoAlias);
-    assert_variant!(err, PlanError::BindingAlias { .. });
+    assert_variant!(err, PlanError::Node(NodeError::BindingAlias { .. }));
 }
 
 #[test]
@@ -164,11 +168,11 @@ fn binding_rank() {
     let err = fails(|r| resolution_mut(r, "node/a").values[0].tensor.dimensions = vec![4, 8, 1]);
     assert_variant!(
         err,
-        PlanError::BindingRank {
+        PlanError::Node(NodeError::BindingRank {
             expected: 2,
             found: 3,
             ..
-        }
+        })
     );
 }
 
@@ -180,7 +184,7 @@ fn binding_element_type() {
         b.storage.components[0].element_type = ElementType::F32;
         b.storage.components[0].length_bytes = 128;
     });
-    assert_variant!(err, PlanError::BindingElementType { .. });
+    assert_variant!(err, PlanError::Node(NodeError::BindingElementType { .. }));
 }
 
 #[test]
@@ -192,11 +196,11 @@ fn binding_exact_dimension() {
     });
     assert_variant!(
         err,
-        PlanError::BindingDimension {
+        PlanError::Node(NodeError::BindingDimension {
             axis: 0,
             extent: 3,
             ..
-        }
+        })
     );
 }
 
@@ -207,7 +211,7 @@ fn dimension_symbols_are_node_wide() {
         b.tensor.dimensions = vec![4, 16];
         b.storage.components[0].length_bytes = 128;
     });
-    assert_variant!(err, PlanError::DimensionSymbolConflict { ref symbol, .. } if symbol == "hidden");
+    assert_variant!(err, PlanError::Node(NodeError::DimensionSymbolConflict { ref symbol, .. }) if symbol == "hidden");
 }
 
 #[test]
@@ -217,7 +221,7 @@ fn binding_layout() {
             byte_strides: vec![16, 2],
         };
     });
-    assert_variant!(err, PlanError::BindingLayout { .. });
+    assert_variant!(err, PlanError::Node(NodeError::BindingLayout { .. }));
 }
 
 #[test]
@@ -226,7 +230,7 @@ fn inputs_may_not_overlap() {
         let b = &mut resolution_mut(r, "node/c").values[1];
         b.storage.components[0].resource_id = id("resource/activation-a");
     });
-    assert_variant!(err, PlanError::InputOverlap { .. });
+    assert_variant!(err, PlanError::Node(NodeError::InputOverlap { .. }));
 }
 
 #[test]
@@ -235,7 +239,7 @@ fn no_alias_output_may_not_overlap_an_input() {
         resolution_mut(r, "node/a").values[2].storage.components[0].resource_id =
             id("resource/activation-input");
     });
-    assert_variant!(err, PlanError::OutputInputOverlap { .. });
+    assert_variant!(err, PlanError::Node(NodeError::OutputInputOverlap { .. }));
 }
 
 #[test]
@@ -244,7 +248,7 @@ fn may_alias_overlap_must_be_identical() {
         let c = &mut resolution_mut(r, "node/b").values[2].storage.components[0];
         c.offset_bytes = 16;
     });
-    assert_variant!(err, PlanError::OutputInputOverlap { .. });
+    assert_variant!(err, PlanError::Node(NodeError::OutputInputOverlap { .. }));
 }
 
 #[test]
@@ -260,7 +264,7 @@ fn must_alias_lost() {
             resolution_mut(r, node).values[2].alias = AliasPolicy::MustAlias { tensor_index: 0 };
         }
     });
-    assert_variant!(err, PlanError::LostMandatoryAlias { ref node, .. } if node.as_str() == "node/d");
+    assert_variant!(err, PlanError::Node(NodeError::LostMandatoryAlias { ref node, .. }) if node.as_str() == "node/d");
 }
 
 #[test]
@@ -281,7 +285,7 @@ fn outputs_never_overlap() {
         extra.ordinal = 1;
         values.push(extra);
     });
-    assert_variant!(err, PlanError::OutputsOverlap { .. });
+    assert_variant!(err, PlanError::Node(NodeError::OutputsOverlap { .. }));
 }
 
 // ---- 2.4 aliases ------------------------------------------------------------------
@@ -301,7 +305,7 @@ fn exact_alias_is_recorded() {
 #[test]
 fn alias_of_a_program_output() {
     let err = fails(|r| r.family.program.outputs.insert(0, value_id("value.hidden")));
-    assert_variant!(err, PlanError::AliasesProgramOutput { .. });
+    assert_variant!(err, PlanError::Node(NodeError::AliasesProgramOutput { .. }));
 }
 
 #[test]
@@ -330,7 +334,7 @@ fn alias_of_a_live_input() {
         input.alias = AliasPolicy::NoAlias;
         values.insert(2, input);
     });
-    assert_variant!(err, PlanError::AliasInputStillLive { ref later_consumer, .. } if later_consumer.as_str() == "node/c");
+    assert_variant!(err, PlanError::Node(NodeError::AliasInputStillLive { ref later_consumer, .. }) if later_consumer.as_str() == "node/c");
 }
 
 #[test]
@@ -341,7 +345,7 @@ fn global_storage_aliasing() {
                 id("resource/activation-input");
         }
     });
-    assert_variant!(err, PlanError::StorageOverlap { ref resource, .. } if resource.as_str() == "resource/activation-input");
+    assert_variant!(err, PlanError::Node(NodeError::StorageOverlap { ref resource, .. }) if resource.as_str() == "resource/activation-input");
 }
 
 // ---- 2.5 work contract -------------------------------------------------------------
@@ -368,7 +372,7 @@ fn work_axis_must_be_a_symbol() {
         let op = r.catalog.operations.get_mut("operation.main").unwrap();
         op.inputs[0].dimensions[0] = DimensionConstraint::Exact(4);
     });
-    assert_variant!(err, PlanError::WorkAxisNotSymbol { .. });
+    assert_variant!(err, PlanError::Node(NodeError::WorkAxisNotSymbol { .. }));
 }
 
 #[test]
@@ -379,7 +383,7 @@ fn work_symbol_on_two_axes() {
             axis: 1,
         };
     });
-    assert_variant!(err, PlanError::WorkSymbolRepeated { .. });
+    assert_variant!(err, PlanError::Node(NodeError::WorkSymbolRepeated { .. }));
 }
 
 // ---- 2.6 state effects and dependencies -------------------------------------------
@@ -421,10 +425,10 @@ fn weight_usage() {
     });
     assert_variant!(
         err,
-        PlanError::SemanticUsage {
+        PlanError::Node(NodeError::SemanticUsage {
             class: "weight",
             ..
-        }
+        })
     );
 }
 
@@ -436,19 +440,22 @@ fn weight_binding_equals_execution_schema() {
             w.layout_id = id("weight-layout.other");
         }
     });
-    assert_variant!(err, PlanError::SemanticWeight { .. });
+    assert_variant!(err, PlanError::Node(NodeError::SemanticWeight { .. }));
 }
 
 #[test]
 fn state_usage() {
     let err = fails(|r| resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations);
-    assert_variant!(err, PlanError::SemanticUsage { class: "state", .. });
+    assert_variant!(
+        err,
+        PlanError::Node(NodeError::SemanticUsage { class: "state", .. })
+    );
 }
 
 #[test]
 fn token_bindings_are_activations() {
     let err = fails(|r| resolution_mut(r, "node/d").values[2].usage = BufferUsage::Persistent);
-    assert_variant!(err, PlanError::WorkProjection { .. });
+    assert_variant!(err, PlanError::Node(NodeError::WorkProjection { .. }));
 }
 
 #[test]
@@ -459,10 +466,10 @@ fn activation_usage() {
     });
     assert_variant!(
         err,
-        PlanError::SemanticUsage {
+        PlanError::Node(NodeError::SemanticUsage {
             class: "activation",
             ..
-        }
+        })
     );
 }
 
@@ -470,7 +477,7 @@ fn activation_usage() {
 fn cross_node_value_consistency() {
     let err =
         fails(|r| resolution_mut(r, "node/c").values[1].storage.components[0].length_bytes = 48);
-    assert_variant!(err, PlanError::CrossNodeInconsistency { ref node, .. } if node.as_str() == "node/c");
+    assert_variant!(err, PlanError::Node(NodeError::CrossNodeInconsistency { ref node, .. }) if node.as_str() == "node/c");
 }
 
 #[test]
@@ -478,9 +485,9 @@ fn semantic_coverage() {
     let err = fails(|r| r.family.program.inputs.push(value_id("value.unused")));
     assert_variant!(
         err,
-        PlanError::UncoveredValue {
+        PlanError::Node(NodeError::UncoveredValue {
             class: "program input",
             ..
-        }
+        })
     );
 }

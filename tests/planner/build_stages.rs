@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use jointplan::plan::build::{BuildObserver, BuildOptions, BuildStage};
+use jointplan::builder::{BuildObserver, BuildOptions, BuildStage};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
 

@@ -1,5 +1,9 @@
-//! Golden plan hashes for every request in `models/`, and determinism: each model built
-//! twice and under 1 and 2 rayon threads gives byte-identical plans.
+//! Golden plans for every request in `models/`, and determinism: each model built twice and
+//! under 1 and 2 rayon threads gives byte-identical plans.
+//!
+//! `tests/golden/plan-hashes.json` holds each plan's hash and `tests/golden/plans/NAME.json`
+//! the canonical plan itself, so that a change lists the JSON paths that differ instead of
+//! only saying that a hash moved.
 //!
 //! Bless after an intended change: `JOINTPLAN_BLESS=1 cargo test --test planner golden_models`.
 
@@ -8,11 +12,12 @@ use crate::common;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use jointplan::builder::BuildOptions;
 use jointplan::canonical::canonical_json;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::verify::verify;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
+use jointplan::verify::verify;
+use serde_json::Value;
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -36,6 +41,58 @@ fn model_requests() -> Vec<(String, PathBuf)> {
     found
 }
 
+/// Every JSON path at which `a` and `b` differ (objects by key, arrays by index), at most
+/// `limit` of them, in document order.
+fn differing_paths(a: &Value, b: &Value, path: &mut String, limit: usize, out: &mut Vec<String>) {
+    if out.len() >= limit {
+        return;
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let mark = path.len();
+                path.push('.');
+                path.push_str(key);
+                match (x.get(key), y.get(key)) {
+                    (Some(u), Some(v)) => differing_paths(u, v, path, limit, out),
+                    (u, _) => out.push(format!(
+                        "{path}: {}",
+                        if u.is_some() {
+                            "only in the golden plan"
+                        } else {
+                            "only in the new plan"
+                        }
+                    )),
+                }
+                path.truncate(mark);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            for index in 0..x.len().max(y.len()) {
+                let mark = path.len();
+                path.push_str(&format!("[{index}]"));
+                match (x.get(index), y.get(index)) {
+                    (Some(u), Some(v)) => differing_paths(u, v, path, limit, out),
+                    (u, _) => out.push(format!(
+                        "{path}: {}",
+                        if u.is_some() {
+                            "only in the golden plan"
+                        } else {
+                            "only in the new plan"
+                        }
+                    )),
+                }
+                path.truncate(mark);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: golden {a}, new {b}")),
+        _ => {}
+    }
+}
+
 fn build_in(threads: usize, request: &PlanRequest) -> String {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
@@ -50,7 +107,10 @@ fn build_in(threads: usize, request: &PlanRequest) -> String {
 #[test]
 fn every_model_has_its_golden_hash_and_builds_deterministically() {
     let golden_file = root().join("tests/golden/plan-hashes.json");
+    let plans_dir = root().join("tests/golden/plans");
+    let bless = std::env::var_os("JOINTPLAN_BLESS").is_some();
     let mut hashes = BTreeMap::new();
+    let mut changed = Vec::new();
     for (name, file) in model_requests() {
         let request = PlanRequest::read(&file).unwrap_or_else(|e| panic!("{e}"));
         let one = build_in(1, &request);
@@ -62,9 +122,27 @@ fn every_model_has_its_golden_hash_and_builds_deterministically() {
         let stored = serde_json::to_value(&plan).unwrap();
         verify(&request, &stored, &BuildOptions::default())
             .unwrap_or_else(|e| panic!("{name}: its own plan does not verify: {e}"));
+        let golden_plan = plans_dir.join(format!("{name}.json"));
+        if bless {
+            std::fs::create_dir_all(&plans_dir).unwrap();
+            std::fs::write(&golden_plan, format!("{one}\n")).unwrap();
+        } else {
+            let text = std::fs::read_to_string(&golden_plan).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e} (bless with JOINTPLAN_BLESS=1)",
+                    golden_plan.display()
+                )
+            });
+            let golden: Value = serde_json::from_str(&text).unwrap();
+            let mut paths = Vec::new();
+            differing_paths(&golden, &stored, &mut String::new(), 40, &mut paths);
+            if !paths.is_empty() {
+                changed.push(format!("{name}:\n  {}", paths.join("\n  ")));
+            }
+        }
         hashes.insert(name, plan.plan_hash.to_string());
     }
-    if std::env::var_os("JOINTPLAN_BLESS").is_some() {
+    if bless {
         let mut text = serde_json::to_string_pretty(&hashes).unwrap();
         text.push('\n');
         std::fs::write(&golden_file, text).unwrap();
@@ -78,6 +156,12 @@ fn every_model_has_its_golden_hash_and_builds_deterministically() {
             )
         }))
         .unwrap();
+    assert!(
+        changed.is_empty(),
+        "plans changed (first 40 differing JSON paths per model); if intended, bless with \
+         JOINTPLAN_BLESS=1 in a commit that says why:\n{}",
+        changed.join("\n")
+    );
     assert_eq!(
         hashes, golden,
         "plan hashes changed; if intended, bless with JOINTPLAN_BLESS=1"
@@ -152,7 +236,7 @@ fn the_decoder_falls_back_on_the_paged_kv_conflict() {
 
 #[test]
 fn the_hybrid_block_zeroes_its_recurrent_state_and_adds_the_residual_in_place() {
-    use jointplan::memory::ResourceInitialization;
+    use jointplan::plan::ResourceInitialization;
     let request = common::models::hybrid_block();
     let plan = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
     let residual = plan

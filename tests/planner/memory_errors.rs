@@ -1,5 +1,5 @@
 //! One test per memory-plan rule that rejects bad input, with the exact `MemoryError`
-//! variant (docs/rules.md section 4).
+//! variant (rules 4).
 
 use crate::common::memory_fixture;
 

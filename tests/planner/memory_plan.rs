@@ -1,12 +1,13 @@
-//! Memory plan derivation (docs/rules.md section 4) on hand-built plan nodes: the numbers of
-//! docs/rules.md section 7, demand classes, workspaces, step slots, invocation liveness,
+//! Memory plan derivation (rules 4) on hand-built plan nodes: the numbers of
+//! rules 7, demand classes, workspaces, step slots, invocation liveness,
 //! reusable budgets, the capacity check and overflow.
 
 use crate::common::memory_fixture;
 
-use jointplan::memory::{
-    evaluate, memory_report, quantized_bytes, AllocationKind, AllocationLifetime,
-    DynamicResourceDemand, InvocationLivenessMode, MemoryError, MemoryPlan, Shape, StepSlotKind,
+use jointplan::memory::{evaluate, memory_report, quantized_bytes, MemoryError, Shape};
+use jointplan::plan::{
+    AllocationKind, AllocationLifetime, DynamicResourceDemand, InvocationLivenessMode, MemoryPlan,
+    StepSlotKind,
 };
 use jointplan::request::{
     ElementType, StateCapacityDemand, StateInitialization, StateLifetime, ValueRole,
@@ -17,14 +18,14 @@ use memory_fixture::*;
 fn descriptor<'p>(
     plan: &'p MemoryPlan,
     resource: &str,
-) -> &'p jointplan::memory::DynamicResourceDescriptor {
+) -> &'p jointplan::plan::DynamicResourceDescriptor {
     plan.dynamic_descriptors
         .iter()
         .find(|d| d.base_resource_id.as_str() == resource)
         .unwrap_or_else(|| panic!("no descriptor {resource}"))
 }
 
-fn pool_of<'p>(plan: &'p MemoryPlan, resource: &str) -> &'p jointplan::memory::DynamicBackingPool {
+fn pool_of<'p>(plan: &'p MemoryPlan, resource: &str) -> &'p jointplan::plan::DynamicBackingPool {
     let id = &descriptor(plan, resource).pool_id;
     plan.dynamic_pools
         .iter()
@@ -32,7 +33,7 @@ fn pool_of<'p>(plan: &'p MemoryPlan, resource: &str) -> &'p jointplan::memory::D
         .unwrap()
 }
 
-fn slot_ids(pool: &jointplan::memory::DynamicBackingPool) -> Vec<(StepSlotKind, Vec<&str>)> {
+fn slot_ids(pool: &jointplan::plan::DynamicBackingPool) -> Vec<(StepSlotKind, Vec<&str>)> {
     pool.step_resource_slots
         .iter()
         .map(|s| (s.kind, s.resource_ids.iter().map(|r| r.as_str()).collect()))
@@ -403,7 +404,7 @@ fn zero_initialised_recurrent_state_is_fixed_per_sequence() {
     assert_eq!(d.demand, DynamicResourceDemand::Fixed { bytes: 64 });
     assert_eq!(
         d.initialization,
-        jointplan::memory::ResourceInitialization::Zero
+        jointplan::plan::ResourceInitialization::Zero
     );
     assert_eq!(plan.minimum_sequence_bytes, 64);
 }

@@ -4,7 +4,7 @@
 
 use crate::common::memory_fixture;
 
-use jointplan::memory::StepSlotKind;
+use jointplan::plan::StepSlotKind;
 use memory_fixture::*;
 
 #[test]

@@ -1,12 +1,12 @@
-//! `validate_memory_plan` (docs/rules.md 4.8) on a derived plan: it passes untouched, and
+//! `validate_memory_plan` (rules 4.8) on a derived plan: it passes untouched, and
 //! tampering with any aggregate, pool field, descriptor, static row, reusable budget or
 //! liveness row is rejected with the culprit named.
 
 use crate::common::memory_fixture;
 
-use jointplan::memory::{
-    InvocationLivenessMode, InvocationLivenessRow, MemoryError, MemoryPlan, StepResourceSlot,
-    StepSlotKind,
+use jointplan::memory::MemoryError;
+use jointplan::plan::{
+    InvocationLivenessMode, InvocationLivenessRow, MemoryPlan, StepResourceSlot, StepSlotKind,
 };
 use jointplan::request::{
     StateCapacityDemand, StateInitialization, StateLifetime, WorkspaceScope, WorkspaceSizeFormula,
@@ -202,7 +202,7 @@ fn every_tampered_aggregate_is_rejected() {
 #[test]
 fn every_tampered_pool_field_is_rejected() {
     let (f, plan) = derived();
-    type Edit = fn(&mut jointplan::memory::DynamicBackingPool);
+    type Edit = fn(&mut jointplan::plan::DynamicBackingPool);
     let cases: [(&str, Edit); 14] = [
         ("compatibility", |p| p.compatibility.alignment_bytes *= 2),
         ("resource_ids", |p| {
@@ -343,7 +343,7 @@ fn descriptor_tampering_is_rejected() {
     assert!(matches!(
         tampered(&f, &plan, |p| {
             p.dynamic_descriptors[0].demand =
-                jointplan::memory::DynamicResourceDemand::Fixed { bytes: 0 }
+                jointplan::plan::DynamicResourceDemand::Fixed { bytes: 0 }
         }),
         MemoryError::InvalidDemand { .. }
     ));
@@ -355,7 +355,7 @@ fn descriptor_tampering_is_rejected() {
                 .iter_mut()
                 .find(|d| d.base_resource_id.as_str() == "resource/activation-0")
                 .unwrap();
-            d.demand = jointplan::memory::DynamicResourceDemand::Tokens {
+            d.demand = jointplan::plan::DynamicResourceDemand::Tokens {
                 bytes_per_token: 32,
                 maximum_tokens: 4096,
             };

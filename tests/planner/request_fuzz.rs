@@ -1,12 +1,16 @@
-//! Property: random edits of a valid request's JSON never make loading or validation panic;
-//! every outcome is a value or a typed error.
+//! Property: random edits of a valid request's JSON never make loading, validation or the
+//! build panic; every outcome is a value or a typed error, and every plan built from an
+//! edited request verifies against it.
 
-use crate::common::request_fixture;
+use crate::common::{build_fixture, request_fixture};
 
 use std::path::Path;
 
+use jointplan::builder::BuildOptions;
+use jointplan::plan::ExecutionPlan;
 use jointplan::request::validate::validate_request;
 use jointplan::request::{parse_json, PlanRequest};
+use jointplan::verify::verify;
 use proptest::prelude::*;
 use serde_json::Value;
 
@@ -194,21 +198,55 @@ fn apply(document: &mut Value, edit: &Edit) {
     }
 }
 
+/// The request the edits start from: the load-time fixture (every kind of field) or the
+/// fixture that builds a plan (so that edited requests reach the build).
+fn base_request(buildable: bool) -> PlanRequest {
+    if buildable {
+        build_fixture::request()
+    } else {
+        request_fixture::valid_request()
+    }
+}
+
+/// A request that passed validation either builds a plan that verifies against it, or fails
+/// with a typed error that renders.
+fn build_and_verify(request: &PlanRequest) -> Result<(), TestCaseError> {
+    let options = BuildOptions::default();
+    match ExecutionPlan::build(request, &options) {
+        Ok(plan) => {
+            let stored = serde_json::to_value(&plan).unwrap();
+            if let Err(error) = verify(request, &stored, &options) {
+                return Err(TestCaseError::fail(format!(
+                    "a plan built from the request does not verify: {error}"
+                )));
+            }
+        }
+        Err(error) => prop_assert!(!error.to_string().is_empty()),
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
     #[test]
-    fn garbage_edits_never_panic(edits in proptest::collection::vec(edit(), 1..6)) {
-        let mut document = serde_json::to_value(request_fixture::valid_request()).unwrap();
+    fn garbage_edits_never_panic(
+        buildable in any::<bool>(),
+        edits in proptest::collection::vec(edit(), 1..6),
+    ) {
+        let mut document = serde_json::to_value(base_request(buildable)).unwrap();
         for e in &edits {
             apply(&mut document, e);
         }
         let text = serde_json::to_string(&document).unwrap();
         if let Ok(request) = parse_json::<PlanRequest>(Path::new("garbage.json"), &text) {
-            if let Err(error) = validate_request(&request) {
-                // Every error names a path and renders.
-                prop_assert!(!error.path().is_empty());
-                prop_assert!(!error.to_string().is_empty());
+            match validate_request(&request) {
+                Err(error) => {
+                    // Every error names a path and renders.
+                    prop_assert!(!error.path().is_empty());
+                    prop_assert!(!error.to_string().is_empty());
+                }
+                Ok(()) => build_and_verify(&request)?,
             }
         }
     }
@@ -226,17 +264,25 @@ proptest! {
 /// nudges must produce both loadable-but-invalid and still-valid requests.
 #[test]
 fn single_nudges_reach_validation() {
-    let base = serde_json::to_value(request_fixture::valid_request()).unwrap();
-    let mut count = Vec::new();
-    pointers(&base, "", &mut count);
-    let (mut rejected, mut passed) = (0, 0);
-    for at in 0..count.len() {
-        let mut document = base.clone();
-        apply(&mut document, &Edit::Nudge(at, 1));
-        if let Ok(request) = serde_json::from_value::<PlanRequest>(document) {
-            match validate_request(&request) {
-                Ok(()) => passed += 1,
-                Err(_) => rejected += 1,
+    let (mut rejected, mut passed, mut built) = (0, 0, 0);
+    for buildable in [false, true] {
+        let base = serde_json::to_value(base_request(buildable)).unwrap();
+        let mut count = Vec::new();
+        pointers(&base, "", &mut count);
+        for at in 0..count.len() {
+            let mut document = base.clone();
+            apply(&mut document, &Edit::Nudge(at, 1));
+            if let Ok(request) = serde_json::from_value::<PlanRequest>(document) {
+                match validate_request(&request) {
+                    Ok(()) => {
+                        passed += 1;
+                        build_and_verify(&request).unwrap();
+                        built += usize::from(
+                            ExecutionPlan::build(&request, &BuildOptions::default()).is_ok(),
+                        );
+                    }
+                    Err(_) => rejected += 1,
+                }
             }
         }
     }
@@ -245,4 +291,5 @@ fn single_nudges_reach_validation() {
         "only {rejected} nudges were rejected by validation"
     );
     assert!(passed > 0, "no nudge kept the request valid");
+    assert!(built > 0, "no nudged request built a plan");
 }

@@ -25,15 +25,15 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use common::model_parts::{FLASH, PAGED};
 use common::request_generator::*;
+use jointplan::builder::BuildOptions;
 use jointplan::candidates::{derive_candidates, selection_problem};
 use jointplan::canonical::canonical_json;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::{ExecutionPlan, SelectionReason};
 use jointplan::request::{NodeId, NodeResolution, PlanRequest, ProgramNode, StorageProfile};
 use jointplan::selection::{
     brute_force, frontier_solve, FrontierKind, FrontierResult, SeedLex, SelectionProblem,
 };
+use jointplan::verify::{verify, VerifyError};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::Value;
@@ -66,7 +66,7 @@ fn layer() -> impl Strategy<Value = LayerSpec> {
         })
 }
 
-fn decoder_spec() -> impl Strategy<Value = DecoderSpec> {
+pub(crate) fn decoder_spec() -> impl Strategy<Value = DecoderSpec> {
     let shape = (
         prop::collection::vec(layer(), 1..=3),
         prop::sample::select(vec![256u64, 512, 1024]),
@@ -134,10 +134,10 @@ fn build_in(threads: usize, request: &PlanRequest) -> Result<ExecutionPlan, Stri
         .map_err(|e| format!("build under {threads} thread(s): {e}"))
 }
 
-/// The selection problem exactly as plan building derives it (docs/rules.md 3.1), and the
+/// The selection problem exactly as plan building derives it (rules 3.1), and the
 /// profile each resource must get once `chosen` (node id → provider) is fixed: the
 /// lowest-ranked profile of the policy order that every chosen candidate touching the
-/// resource allows (docs/rules.md 3.2).
+/// resource allows (rules 3.2).
 fn derived_selection(
     request: &PlanRequest,
     chosen: &BTreeMap<String, String>,
@@ -274,7 +274,7 @@ proptest! {
             prop_assert_eq!(&frontier, &expected, "{:?} frontier", kind);
         }
 
-        // Every resource of the chosen candidates has the forced profile (docs/rules.md 3.2).
+        // Every resource of the chosen candidates has the forced profile (rules 3.2).
         let memory = &plan.payload.memory;
         let planned: BTreeMap<String, StorageProfile> = memory
             .static_allocations

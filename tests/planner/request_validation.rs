@@ -1,4 +1,4 @@
-//! Load-time validation (docs/rules.md 1.1-1.8): a valid request passes, and every rule rejects a
+//! Load-time validation (rules 1.1-1.8): a valid request passes, and every rule rejects a
 //! request that breaks exactly that rule with its own error variant, at the JSON path of the
 //! culprit, naming it.
 
@@ -2627,7 +2627,7 @@ fn errors_map_to_exit_code_two() {
     let mut r = valid_request();
     r.policy.maximum_scheduled_tokens = 0;
     let error: jointplan::Error = validate_request(&r).unwrap_err().into();
-    assert_eq!(error.exit_code(), 2);
+    assert_eq!(error.kind(), jointplan::ErrorKind::BadInput);
     assert!(
         error
             .to_string()

@@ -4,15 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use jointplan::builder::error::PlanError;
+use jointplan::builder::BuildOptions;
 use jointplan::memory::MemoryError;
-use jointplan::plan::build::BuildOptions;
-use jointplan::plan::error::PlanError;
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{PlanRequest, StateCapacityDemand, WireLimits};
 use jointplan::synth::{
     synthesize, DeviceDescription, ModelFolder, PolicyPreset, SynthOptions, WeightFormat,
 };
+use jointplan::verify::{verify, VerifyError};
 
 fn models() -> Vec<ModelFolder> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("models")
@@ -178,7 +178,7 @@ fn a_plan_over_a_lowered_wire_limit_fails_naming_limit_and_value() {
     let text = error.to_string();
     assert!(text.contains("maximum_plan_json_bytes"), "{text}");
     assert!(text.contains(&bytes.to_string()), "{text}");
-    assert_eq!(error.exit_code(), 1);
+    assert_eq!(error.kind(), jointplan::ErrorKind::Infeasible);
     // Exactly at the limit plans.
     let at_limit = WireLimits {
         maximum_plan_json_bytes: bytes,

@@ -1,17 +1,17 @@
 //! Tampering with one field of a built plan, for every field class, makes `verify` fail
 //! and name the field by its JSON path; re-hashed tampering (a consistent but false plan)
-//! is caught by the typed internal checks of docs/rules.md section 6.
+//! is caught by the typed internal checks of rules 6.
 
 use crate::common;
 
 use std::sync::OnceLock;
 
-use jointplan::plan::build::BuildOptions;
+use jointplan::builder::internal::{validate_internal, InternalError};
+use jointplan::builder::BuildOptions;
 use jointplan::plan::hash::{plan_hash, plan_id};
-use jointplan::plan::internal::{validate_internal, InternalError};
-use jointplan::plan::verify::{verify, VerifyError};
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::{PlanRequest, ResourceId};
+use jointplan::verify::{verify, VerifyError};
 use serde_json::Value;
 
 struct Built {

@@ -8,5 +8,6 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod objective_oracle;
 mod selection_highs;
 mod selection_props;

@@ -1,5 +1,5 @@
 //! Capability catalog rules: device, operations and their contracts, oracle graph,
-//! provider rows and engines (docs/rules.md 1.3, 1.4).
+//! provider rows and engines (rules 1.3, 1.4).
 
 use std::collections::{BTreeSet, HashMap};
 

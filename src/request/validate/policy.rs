@@ -1,4 +1,4 @@
-//! Runtime policy rules (docs/rules.md 1.7, 2.1 steps 1 and 3).
+//! Runtime policy rules (rules 1.7, 2.1 steps 1 and 3).
 
 use std::collections::HashMap;
 

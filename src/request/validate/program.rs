@@ -1,4 +1,4 @@
-//! Program construction rules (docs/rules.md 1.2) and the completion retention.
+//! Program construction rules (rules 1.2) and the completion retention.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -37,7 +37,7 @@ pub(super) struct ProgramIndex<'a> {
     node_outputs: HashSet<&'a ProgramValueId>,
 }
 
-/// Checks the program of `family` (docs/rules.md 1.2 construction rules).
+/// Checks the program of `family` (rules 1.2 construction rules).
 pub(super) fn validate_program(family: &ModelFamily) -> Result<ProgramIndex<'_>, RequestError> {
     let program = &family.program;
     if program.family_id != family.family_id {

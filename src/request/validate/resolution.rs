@@ -1,5 +1,5 @@
-//! Node resolution rules: value bindings and their storage (docs/rules.md 1.5), provider
-//! resource candidates and resolution-local rejections (docs/rules.md 1.6).
+//! Node resolution rules: value bindings and their storage (rules 1.5), provider
+//! resource candidates and resolution-local rejections (rules 1.6).
 
 use crate::request::fingerprints::estimate_fingerprint;
 use crate::request::{

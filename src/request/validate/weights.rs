@@ -1,4 +1,4 @@
-//! Weight schemas, program weight references and the execution weight plan (docs/rules.md 1.2).
+//! Weight schemas, program weight references and the execution weight plan (rules 1.2).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -197,7 +197,7 @@ pub(super) fn validate_program_weights(
 }
 
 /// The execution weight plan is structurally valid for the family and its materializer is
-/// trusted by the catalog (docs/rules.md 1.2).
+/// trusted by the catalog (rules 1.2).
 pub(super) fn validate_execution_weights(
     plan: &ExecutionWeightPlan,
     source: &WeightSchema,

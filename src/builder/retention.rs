@@ -1,4 +1,4 @@
-//! Completion retention and terminal outputs (docs/rules.md 1.9, 2.1 steps 14-15): which
+//! Completion retention and terminal outputs (rules 1.9, 2.1 steps 14-15): which
 //! resources must keep their bytes until the request completes.
 // `PlanError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
@@ -12,7 +12,7 @@ use crate::request::{
 };
 
 use super::error::PlanError;
-use super::{PlanNode, RetainedCompletionValue};
+use crate::plan::{PlanNode, RetainedCompletionValue};
 
 /// One write of a binding to a byte range of a resource.
 struct Write<'a> {

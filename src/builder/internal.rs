@@ -1,4 +1,4 @@
-//! Internal validation of a built or stored plan (docs/rules.md section 6).
+//! Internal validation of a built or stored plan (rules 6).
 //!
 //! [`validate_internal`] re-derives every fact of a plan that can be re-derived from the
 //! plan itself (and the request's trusted execution weights), so that a tampered or
@@ -27,8 +27,8 @@ use crate::request::{
     ProviderId, ResourceId, Sha256Hex, StateId, ValueRole, WeightId, WorkspaceKind,
 };
 
-use super::hash::{plan_hash, plan_id};
-use super::{ExecutionPlan, RetainedCompletionValue, PLAN_SCHEMA};
+use crate::plan::hash::{plan_hash, plan_id};
+use crate::plan::{ExecutionPlan, RetainedCompletionValue, PLAN_SCHEMA};
 
 /// A fact of a plan that does not hold.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ pub enum InternalError {
     },
     /// A fingerprint could not be computed.
     #[error("cannot recompute a fingerprint: {0}")]
-    Canonical(#[from] CanonicalError),
+    Canonical(CanonicalError),
     /// The plan has no node.
     #[error("payload.nodes is empty: a plan has at least one node")]
     NoNodes,
@@ -149,9 +149,9 @@ pub enum InternalError {
         /// The entry out of order.
         next: ResourceId,
     },
-    /// The memory plan does not re-derive (docs/rules.md 4.8).
+    /// The memory plan does not re-derive (rules 4.8).
     #[error("payload.memory: {0}")]
-    Memory(#[from] crate::memory::MemoryError),
+    Memory(crate::memory::MemoryError),
     /// The plan's nodes are not the program's nodes in execution order.
     #[error(
         "payload.nodes[{index}] is node {found}, but the program's node {index} is {expected}"
@@ -344,10 +344,10 @@ pub enum InternalError {
     /// A build rule (cross-node value consistency, exact aliases, global storage aliasing)
     /// fails on the stored nodes.
     #[error("{0}")]
-    NodeRule(Box<crate::plan::error::PlanError>),
+    NodeRule(Box<crate::node::NodeError>),
 }
 
-/// Checks every fact of docs/rules.md section 6 on `plan`, with the request's trusted execution
+/// Checks every fact of rules 6 on `plan`, with the request's trusted execution
 /// weights (the identity materializer's if the request has none).
 ///
 /// The memory plan is checked by `memory::validate_memory_plan(memory, nodes, retained)`,
@@ -443,7 +443,7 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
     Ok(())
 }
 
-fn node_rule(error: crate::plan::error::PlanError) -> InternalError {
+fn node_rule(error: crate::node::NodeError) -> InternalError {
     InternalError::NodeRule(Box::new(error))
 }
 
@@ -623,7 +623,7 @@ fn first_weight_plan_difference(
     }
 }
 
-/// Resolves retained completion values from the plan's nodes (docs/rules.md 1.9): each value
+/// Resolves retained completion values from the plan's nodes (rules 1.9): each value
 /// must be the output of exactly one node, use activations and have exactly one storage
 /// component, and no later-or-same node other than the producing binding may write an
 /// overlapping byte range of its resource.
@@ -743,4 +743,19 @@ fn check_retained_values(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
         }
     }
     Ok(())
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<CanonicalError> for InternalError {
+    fn from(error: CanonicalError) -> Self {
+        InternalError::Canonical(error)
+    }
+}
+
+impl From<crate::memory::MemoryError> for InternalError {
+    fn from(error: crate::memory::MemoryError) -> Self {
+        InternalError::Memory(error)
+    }
 }

@@ -1,4 +1,4 @@
-//! Verification of a stored plan against its request (docs/rules.md section 5, "revalidation of
+//! Verification of a stored plan against its request (rules 5, "revalidation of
 //! a wire plan").
 //!
 //! [`verify`] parses the stored plan strictly (unknown fields rejected, every field present
@@ -18,10 +18,10 @@ use serde_json::Value;
 use crate::canonical::CanonicalError;
 use crate::request::PlanRequest;
 
-use super::build::BuildOptions;
-use super::error::PlanError;
-use super::internal::{validate_internal, InternalError};
-use super::ExecutionPlan;
+use crate::builder::error::PlanError;
+use crate::builder::internal::{validate_internal, InternalError};
+use crate::builder::BuildOptions;
+use crate::plan::ExecutionPlan;
 
 /// One field that differs between the stored and the rebuilt plan.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,7 +61,7 @@ pub enum VerifyError {
     NonCanonical(FieldDifference),
     /// The plan cannot be rebuilt from the request.
     #[error("the request does not build: {0}")]
-    Rebuild(#[from] PlanError),
+    Rebuild(PlanError),
     /// The stored plan differs from the rebuilt one.
     #[error("stored plan differs from the plan rebuilt from the request at {difference}{}", context_text(.internal))]
     Differs {
@@ -73,9 +73,13 @@ pub enum VerifyError {
     /// The stored plan equals the rebuilt one but fails an internal check (cannot happen
     /// for a plan jointplan built; kept so that verification never trusts the build alone).
     #[error("stored plan fails an internal check: {0}")]
-    Internal(#[from] InternalError),
+    Internal(InternalError),
+    /// The stored plan equals the rebuilt one but breaks rules of a valid plan (the
+    /// independent checker's): the builder made an invalid plan.
+    #[error("stored plan fails the independent checker ({} violations): {}", .0.len(), crate::node::join(.0))]
+    Check(Vec<crate::check::Violation>),
     /// A plan could not be serialized canonically.
-    #[error("{0}")]
+    #[error(transparent)]
     Canonical(#[from] CanonicalError),
 }
 
@@ -98,12 +102,12 @@ impl VerifyError {
         }
     }
 
-    /// The process exit status: 2 when the request itself is bad input, 1 when the stored
-    /// plan is rejected.
-    pub fn exit_code(&self) -> u8 {
+    /// The kind of failure: the rebuild's kind when the request itself does not build,
+    /// [`ErrorKind::Rejected`](crate::ErrorKind::Rejected) when the stored plan is rejected.
+    pub fn kind(&self) -> crate::ErrorKind {
         match self {
-            VerifyError::Rebuild(error) => error.exit_code(),
-            _ => 1,
+            VerifyError::Rebuild(error) => error.kind(),
+            _ => crate::ErrorKind::Rejected,
         }
     }
 }
@@ -152,6 +156,10 @@ pub fn verify(
         });
     }
     validate_internal(&plan, request)?;
+    let report = crate::check::check_plan(&plan);
+    if !report.is_valid() {
+        return Err(VerifyError::Check(report.violations));
+    }
     Ok(plan)
 }
 
@@ -248,6 +256,21 @@ fn difference(path: &str, stored: Option<&Value>, rebuilt: Option<&Value>) -> Fi
         },
         stored: shown(stored),
         rebuilt: shown(rebuilt),
+    }
+}
+
+// Wrappers displayed with context are not also returned as `source()` (a reporter that
+// walks the chain would print the inner error twice), hence these hand-written `From`s.
+
+impl From<PlanError> for VerifyError {
+    fn from(error: PlanError) -> Self {
+        VerifyError::Rebuild(error)
+    }
+}
+
+impl From<InternalError> for VerifyError {
+    fn from(error: InternalError) -> Self {
+        VerifyError::Internal(error)
     }
 }
 

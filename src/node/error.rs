@@ -1,5 +1,5 @@
-//! Errors of plan building (docs/rules.md sections 2 and 3): one variant per rule, each naming
-//! its culprit (node, value, resource, provider, operation) in the request's terms.
+//! Errors of the per-node rules (rules 2.2-2.7): one variant per rule, each naming its
+//! culprit (node, value, resource, provider, operation) in the request's terms.
 
 use crate::canonical::CanonicalError;
 use crate::request::{
@@ -7,181 +7,12 @@ use crate::request::{
     ResourceId, StateId, TensorAccess, ValueRole, WeightId,
 };
 
-/// Why a plan could not be built from a request.
+/// Why a node breaks a per-node rule of plan building.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    // ---- 2.1 top level -------------------------------------------------------------------
-    /// The request breaks a load-time invariant.
-    #[error(transparent)]
-    Request(#[from] crate::request::validate::RequestError),
-    /// The plan file would exceed the policy's wire limit on plan JSON bytes (the
-    /// reference 16 MiB unless the policy's `wire_limits` raises it).
-    #[error(
-        "the plan JSON is {measured} bytes, over the wire limit maximum_plan_json_bytes = \
-         {limit} (raise it with the policy's wire_limits)"
-    )]
-    PlanJsonTooLarge {
-        /// Bytes of the plan file as written (pretty JSON and its final newline).
-        measured: u64,
-        /// The limit in force.
-        limit: u64,
-    },
-    /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
-    #[error("memory plan: {0}")]
-    Memory(#[from] crate::memory::MemoryError),
-    /// The built plan failed its internal validation (docs/rules.md 6): a planner bug.
-    #[error("internal validation of the built plan: {0}")]
-    Internal(#[from] crate::plan::internal::InternalError),
+pub enum NodeError {
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
-    /// The policy allows no active sequence.
-    #[error("runtime policy {policy}: maximum_active_sequences is 0")]
-    ZeroMaximumActiveSequences {
-        /// The policy id.
-        policy: String,
-    },
-    /// The policy schedules no token per step.
-    #[error("runtime policy {policy}: maximum_scheduled_tokens is 0")]
-    ZeroMaximumScheduledTokens {
-        /// The policy id.
-        policy: String,
-    },
-    /// The policy orders no storage profile.
-    #[error("runtime policy {policy}: dynamic_storage_profile_order is empty")]
-    EmptyProfileOrder {
-        /// The policy id.
-        policy: String,
-    },
-    /// The request has no node resolution.
-    #[error("the request has no node resolutions")]
-    NoNodeResolutions,
-    /// The policy capacity is zero.
-    #[error("runtime policy {policy}: memory_capacity_bytes is 0")]
-    ZeroMemoryCapacity {
-        /// The policy id.
-        policy: String,
-    },
-    /// The policy capacity exceeds the device memory.
-    #[error("runtime policy {policy} asks for {capacity} bytes, but device {device} has only {device_memory} bytes")]
-    CapacityExceedsDevice {
-        /// The policy id.
-        policy: String,
-        /// Policy capacity.
-        capacity: u64,
-        /// The device.
-        device: String,
-        /// Device memory.
-        device_memory: u64,
-    },
-    /// The reserve leaves nothing to plan.
-    #[error(
-        "runtime policy {policy}: reserve {reserve} bytes is not below capacity {capacity} bytes"
-    )]
-    ReserveNotBelowCapacity {
-        /// The policy id.
-        policy: String,
-        /// Reserve.
-        reserve: u64,
-        /// Capacity.
-        capacity: u64,
-    },
-    /// The execution weight plan does not fit the family or the catalog.
-    #[error("execution weights: {detail}")]
-    ExecutionWeights {
-        /// What is wrong, naming the materializer, component or weight.
-        detail: String,
-    },
-    /// Two resolutions name the same node.
-    #[error("node {node} has more than one resolution")]
-    DuplicateResolution {
-        /// The node.
-        node: NodeId,
-    },
-    /// Resolutions name nodes the program does not have.
-    #[error("resolutions for unknown nodes: {}", join(nodes))]
-    UnknownResolutions {
-        /// The nodes.
-        nodes: Vec<NodeId>,
-    },
-    /// A program node has no resolution.
-    #[error("program node {node} has no resolution")]
-    MissingResolution {
-        /// The node.
-        node: NodeId,
-    },
-
-    // ---- 3 joint selection -----------------------------------------------------------------
-    /// A resolution candidate names a provider the catalog row of the operation lacks.
-    #[error(
-        "node {node}: candidate provider {provider} is not registered for operation {operation}"
-    )]
-    CandidateProviderNotInCatalog {
-        /// The node.
-        node: NodeId,
-        /// The provider.
-        provider: ProviderId,
-        /// The operation.
-        operation: OperationId,
-    },
-    /// Every candidate of a node was dropped for storage reasons.
-    #[error("node {node}: no provider candidate with an available storage profile: {}", explanations.join("; "))]
-    NoStorageCandidate {
-        /// The node.
-        node: NodeId,
-        /// Why each provider was dropped, in the input's terms.
-        explanations: Vec<String>,
-    },
-    /// The solver failed.
-    #[error("joint provider/storage selection: {detail}")]
-    Selection {
-        /// The solver's message, in the input's terms.
-        detail: String,
-        /// True when the problem is infeasible (exit 1), false for a malformed problem.
-        infeasible: bool,
-    },
-    /// A limit kept the solver from proving components optimal, and uncertified
-    /// selections were not allowed (exit 1: the plan is refused, the input is fine).
-    #[error(
-        "joint provider/storage selection is not proved optimal for {}; accept it with --allow-uncertified",
-        components.join("; ")
-    )]
-    Uncertified {
-        /// Each uncertified component: its first node and why it is not certified.
-        components: Vec<String>,
-    },
-    /// The solver's solution leaves a node without a provider.
-    #[error("joint solver omitted program node {node}")]
-    SolverOmittedNode {
-        /// The node.
-        node: NodeId,
-    },
-    /// The solver's solution assigns a node twice or names an unknown node.
-    #[error("joint solver assigned node {node} inconsistently: {detail}")]
-    SolverBadAssignment {
-        /// The node.
-        node: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The solver's solution profiles a resource twice, names an unknown one, or misses one.
-    #[error("joint solver profiled resource {resource} inconsistently: {detail}")]
-    SolverBadProfile {
-        /// The resource.
-        resource: String,
-        /// What is wrong.
-        detail: String,
-    },
-    /// The preferred provider was not chosen, but no resource explains why.
-    #[error(
-        "node {node}: preferred provider {provider} was not selected without a storage conflict"
-    )]
-    PreferredLostWithoutConflict {
-        /// The node.
-        node: NodeId,
-        /// The preferred provider.
-        provider: ProviderId,
-    },
 
     // ---- 2.2 build_node ----------------------------------------------------------------------
     /// The node's operation is not in the catalog.
@@ -856,39 +687,6 @@ pub enum PlanError {
         /// The estimate's fingerprint.
         found: String,
     },
-
-    // ---- 2.1 steps 14-16 ---------------------------------------------------------------
-    /// A retained value is not a node output.
-    #[error("retained value {value} is not the output of any node")]
-    RetainedNotProduced {
-        /// The value.
-        value: ProgramValueId,
-    },
-    /// A retained value is not an activation with one storage component.
-    #[error("retained value {value} (node {node}): {detail}")]
-    RetainedShape {
-        /// The value.
-        value: ProgramValueId,
-        /// Its producer.
-        node: NodeId,
-        /// What is wrong.
-        detail: String,
-    },
-    /// A retained value is overwritten before completion.
-    #[error("retained value {value} (resource {resource}) is overwritten by value {writer_value} of node {writer}")]
-    RetainedOverwritten {
-        /// The value.
-        value: ProgramValueId,
-        /// Its resource.
-        resource: ResourceId,
-        /// The writing node.
-        writer: NodeId,
-        /// The value it writes.
-        writer_value: ProgramValueId,
-    },
-    /// No program output has a resource.
-    #[error("no program output has a storage resource")]
-    NoTerminalOutputResources,
     /// Byte arithmetic overflowed.
     #[error("{what}: byte arithmetic overflows u64")]
     Overflow {
@@ -897,7 +695,7 @@ pub enum PlanError {
     },
 }
 
-fn join<T: std::fmt::Display>(items: &[T]) -> String {
+pub(crate) fn join<T: std::fmt::Display>(items: &[T]) -> String {
     items
         .iter()
         .map(ToString::to_string)
@@ -905,25 +703,14 @@ fn join<T: std::fmt::Display>(items: &[T]) -> String {
         .join(", ")
 }
 
-impl PlanError {
-    /// The process exit status: 1 when the request is well formed but no plan fits it (the
-    /// selection is infeasible, no provider is compatible, capacity is exceeded), 2 for bad
-    /// input (malformed or inconsistent requests).
-    pub fn exit_code(&self) -> u8 {
+impl NodeError {
+    /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when no
+    /// provider of the catalog is compatible with a node, otherwise
+    /// [`ErrorKind::BadInput`](crate::ErrorKind::BadInput).
+    pub fn kind(&self) -> crate::ErrorKind {
         match self {
-            PlanError::NoStorageCandidate { .. } | PlanError::UnsupportedOperation { .. } => 1,
-            PlanError::Memory(
-                crate::memory::MemoryError::CapacityExceeded { .. }
-                | crate::memory::MemoryError::StaticExceedsUsable { .. }
-                | crate::memory::MemoryError::PoolExceedsDynamicCapacity { .. },
-            ) => 1,
-            PlanError::Selection {
-                infeasible: true, ..
-            } => 1,
-            PlanError::Uncertified { .. }
-            | PlanError::PlanJsonTooLarge { .. }
-            | PlanError::Memory(crate::memory::MemoryError::TooManyRows { .. }) => 1,
-            _ => 2,
+            NodeError::UnsupportedOperation { .. } => crate::ErrorKind::Infeasible,
+            _ => crate::ErrorKind::BadInput,
         }
     }
 }

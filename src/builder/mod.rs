@@ -1,7 +1,9 @@
-//! The build pipeline (docs/rules.md 2.1): a validated request in, a hashed and internally
-//! validated execution plan out.
+//! The builder (rules 2.1): a validated request in, a hashed and internally validated
+//! execution plan out. It composes the builder's layers: candidate derivation and the joint
+//! selection ([`crate::candidates`]), the per-node rules ([`crate::node`]), the memory plan
+//! ([`crate::memory`]) and completion retention ([`retention`]).
 //!
-//! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of docs/rules.md 2.1 in
+//! [`ExecutionPlan::build`] runs request validation, then steps 1-18 of rules 2.1 in
 //! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
 //! per-component report (method, check), which is evidence for people and deliberately not
 //! part of the hashed payload.
@@ -9,9 +11,13 @@
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
 
+pub mod error;
+pub mod internal;
+pub mod retention;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::candidates::{derive_candidates, select_jointly};
+use crate::candidates::{derive_candidates, select_jointly, CandidateError};
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
@@ -27,10 +33,13 @@ use crate::request::{
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
-use super::error::PlanError;
-use super::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
-use super::retention::{resolve_retained_values, terminal_output_resources};
-use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA};
+use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
+use crate::plan::{
+    ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA,
+};
+
+use error::PlanError;
+use retention::{resolve_retained_values, terminal_output_resources};
 
 /// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
 ///
@@ -38,7 +47,7 @@ use super::{ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionVal
 /// `Checks`. A build that fails stops at the stage that found the error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BuildStage {
-    /// Request validation (docs/rules.md section 1), policy ceilings and capacity (steps 1-3).
+    /// Request validation (rules 1), policy ceilings and capacity (steps 1-3).
     Validate,
     /// Execution weights, resolution indexing, candidate derivation and the joint
     /// provider/storage selection (steps 4-8).
@@ -108,6 +117,12 @@ pub struct BuildOptions {
     pub allow_uncertified: bool,
     /// Told when each build stage begins (none by default).
     pub observer: Option<std::sync::Arc<dyn BuildObserver>>,
+    /// Worker threads of the build (candidate derivation and the per-component solves).
+    /// `None` runs on the caller's rayon pool (by default one thread per core); a number
+    /// runs the build on a pool of its own with that many threads, so that a caller that
+    /// runs builds side by side (a sweep, a Dask or Ray worker) does not oversubscribe the
+    /// machine. The plan is byte-identical whatever the thread count.
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 impl BuildOptions {
@@ -124,6 +139,7 @@ impl std::fmt::Debug for BuildOptions {
             .field("selection", &self.selection)
             .field("allow_uncertified", &self.allow_uncertified)
             .field("observer", &self.observer.as_ref().map(|_| "set"))
+            .field("threads", &self.threads)
             .finish()
     }
 }
@@ -137,7 +153,7 @@ pub struct BuildOutcome {
     pub selection: Vec<ComponentReport>,
 }
 
-/// Everything steps 1-16 of docs/rules.md 2.1 derive: the inputs of the memory plan and the
+/// Everything steps 1-16 of rules 2.1 derive: the inputs of the memory plan and the
 /// payload.
 #[derive(Clone, Debug)]
 pub struct PlanCore {
@@ -155,44 +171,6 @@ pub struct PlanCore {
     pub retained_resources: BTreeSet<ResourceId>,
     /// The solver's per-component report.
     pub selection: Vec<ComponentReport>,
-}
-
-fn check_policy_and_capacity(request: &PlanRequest) -> Result<(), PlanError> {
-    let policy = &request.policy;
-    let id = policy.policy_id.to_string();
-    if policy.maximum_active_sequences == 0 {
-        return Err(PlanError::ZeroMaximumActiveSequences { policy: id });
-    }
-    if policy.maximum_scheduled_tokens == 0 {
-        return Err(PlanError::ZeroMaximumScheduledTokens { policy: id });
-    }
-    if policy.dynamic_storage_profile_order.is_empty() {
-        return Err(PlanError::EmptyProfileOrder { policy: id });
-    }
-    if request.node_resolutions.is_empty() {
-        return Err(PlanError::NoNodeResolutions);
-    }
-    let capacity = policy.memory_capacity_bytes;
-    let device = &request.catalog.device;
-    if capacity == 0 {
-        return Err(PlanError::ZeroMemoryCapacity { policy: id });
-    }
-    if capacity > device.total_memory_bytes {
-        return Err(PlanError::CapacityExceedsDevice {
-            policy: id,
-            capacity,
-            device: device.id.to_string(),
-            device_memory: device.total_memory_bytes,
-        });
-    }
-    if policy.memory_reserve_bytes >= capacity {
-        return Err(PlanError::ReserveNotBelowCapacity {
-            policy: id,
-            reserve: policy.memory_reserve_bytes,
-            capacity,
-        });
-    }
-    Ok(())
 }
 
 /// Each program node with its resolution, in execution order.
@@ -231,12 +209,14 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
     Ok(pairs)
 }
 
-/// Runs request validation and steps 1-16 of docs/rules.md 2.1.
+/// Runs request validation and steps 1-16 of rules 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
     options.stage(BuildStage::Validate);
+    // Steps 1-3 (policy ceilings and capacity) are load-time invariants of the request.
     validate_request(request)?;
-    // Steps 1-3: policy ceilings and capacity.
-    check_policy_and_capacity(request)?;
+    if request.node_resolutions.is_empty() {
+        return Err(PlanError::NoNodeResolutions);
+    }
     options.stage(BuildStage::Selection);
     // Step 4: execution weights (validated against family and catalog by request validation).
     let execution_weights = match &request.execution_weights {
@@ -291,11 +271,12 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             .keys()
             .find(|id| !nodes.iter().any(|n| &&n.id == id))
             .map_or_else(String::new, ToString::to_string);
-        return Err(PlanError::SolverBadAssignment {
+        return Err(CandidateError::SolverBadAssignment {
             node,
             detail: "the joint selection has results for nodes the program does not have"
                 .to_owned(),
-        });
+        }
+        .into());
     }
     // Step 12: semantic coverage.
     check_coverage(program, &state.bound)?;
@@ -337,7 +318,7 @@ fn check_plan_json_bytes(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
 }
 
 impl ExecutionPlan {
-    /// Builds the execution plan of a request (docs/rules.md 2.1): request validation, steps
+    /// Builds the execution plan of a request (rules 2.1): request validation, steps
     /// 1-16 ([`build_core`]), the memory plan, the payload, its hash and plan id, and the
     /// internal validation of the result.
     pub fn build(
@@ -349,6 +330,23 @@ impl ExecutionPlan {
 
     /// [`ExecutionPlan::build`], also returning the solver's per-component report.
     pub fn build_with_report(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<BuildOutcome, PlanError> {
+        match options.threads {
+            None => Self::build_on_current_pool(request, options),
+            Some(threads) => rayon::ThreadPoolBuilder::new()
+                .num_threads(threads.get())
+                .build()
+                .map_err(|e| PlanError::ThreadPool {
+                    threads: threads.get(),
+                    message: e.to_string(),
+                })?
+                .install(|| Self::build_on_current_pool(request, options)),
+        }
+    }
+
+    fn build_on_current_pool(
         request: &PlanRequest,
         options: &BuildOptions,
     ) -> Result<BuildOutcome, PlanError> {
@@ -397,7 +395,13 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        super::internal::validate_internal(&plan, request)?;
+        internal::validate_internal(&plan, request)?;
+        let report = crate::check::check_plan(&plan);
+        if !report.is_valid() {
+            return Err(PlanError::Check {
+                violations: report.violations,
+            });
+        }
         check_plan_json_bytes(&plan, request)?;
         Ok(BuildOutcome {
             plan,

@@ -1,4 +1,4 @@
-//! The memory plan's types (docs/rules.md 1.9): static allocations, dynamic descriptors with
+//! The memory plan's types (rules 1.9): static allocations, dynamic descriptors with
 //! their demands, backing pools with step slots and invocation liveness, reusable-execution
 //! budgets and the aggregates the capacity check is made of.
 

@@ -1,15 +1,15 @@
-//! Per-node internal checks (docs/rules.md section 6): the provider resource plan,
+//! Per-node internal checks (rules 6): the provider resource plan,
 //! selection evidence, work contract, dependencies, state effects, resource closure and
 //! the memory rows of every workspace.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::memory::{
-    bind_runtime_limits, AllocationKind, AllocationLifetime, DynamicResourceDescriptor, MemoryPlan,
-    ResourceAllocation,
-};
+use crate::memory::bind_runtime_limits;
 use crate::node::estimate::validate_shape;
 use crate::node::state::state_allocation_lifetime;
+use crate::plan::{
+    AllocationKind, AllocationLifetime, DynamicResourceDescriptor, MemoryPlan, ResourceAllocation,
+};
 use crate::request::fingerprints::{workspace_base_id, workspace_layout_fingerprint};
 use crate::request::{
     BufferUsage, ElementType, NodeId, PlanRequest, ProgramNode, ProviderResourcePlan, ResourceId,
@@ -17,10 +17,10 @@ use crate::request::{
     WorkspaceScope, WorkspaceSizeFormula,
 };
 
-use super::super::{
+use super::{canonical_sha256, InternalError};
+use crate::plan::{
     ExecutionPlan, NodeWorkContract, PlanNode, ProviderSelection, RejectionReason, SelectionReason,
 };
-use super::{canonical_sha256, InternalError};
 
 /// Checks 9-14 for every node, in order.
 pub(super) fn check_nodes(

@@ -1,0 +1,295 @@
+//! `jointplan._native`: the Python extension module.
+//!
+//! Deliberately thin: every function takes JSON text and returns JSON text, so that jobs
+//! and results cross process boundaries (Dask, Ray, multiprocessing) as plain data and no
+//! Rust object needs to pickle. The GIL is released while Rust runs, and every call takes
+//! an explicit thread count, so that a worker running several calls side by side does not
+//! oversubscribe its machine. The typed layer (`jointplan/__init__.py`) wraps these.
+#![forbid(unsafe_code)]
+
+use std::num::NonZeroUsize;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jointplan::selection::{objective_by_name, Weights};
+use jointplan::synth::ModelSource;
+use jointplan::{BuildOptions, ErrorKind, PlanRequest, SelectionProblem, SolveOptions};
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use serde_json::{json, Value};
+
+create_exception!(
+    _native,
+    NativeError,
+    PyException,
+    "A jointplan error: args are (kind, message, json_path, file)."
+);
+
+/// A failure on its way to Python: kind (`bad_input`, `infeasible`, `rejected`), message,
+/// JSON path and file where known.
+struct Failure {
+    kind: &'static str,
+    message: String,
+    json_path: Option<String>,
+    file: Option<String>,
+}
+
+impl Failure {
+    fn bad_input(message: impl Into<String>) -> Self {
+        Failure {
+            kind: "bad_input",
+            message: message.into(),
+            json_path: None,
+            file: None,
+        }
+    }
+
+    fn into_py(self) -> PyErr {
+        NativeError::new_err((self.kind, self.message, self.json_path, self.file))
+    }
+}
+
+fn kind_name(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::BadInput => "bad_input",
+        ErrorKind::Infeasible => "infeasible",
+        ErrorKind::Rejected => "rejected",
+        _ => "bad_input",
+    }
+}
+
+impl From<jointplan::Error> for Failure {
+    fn from(error: jointplan::Error) -> Self {
+        Failure {
+            kind: kind_name(error.kind()),
+            json_path: error.json_path(),
+            file: error.file().map(|f| f.display().to_string()),
+            message: error.to_string(),
+        }
+    }
+}
+
+impl From<jointplan::selection::SelectionError> for Failure {
+    fn from(error: jointplan::selection::SelectionError) -> Self {
+        use jointplan::selection::SelectionError as E;
+        let kind = match &error {
+            E::Infeasible { .. } => "infeasible",
+            E::BadInput(_) => "bad_input",
+            _ => "internal",
+        };
+        Failure {
+            kind,
+            message: error.to_string(),
+            json_path: None,
+            file: None,
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Failure> {
+    jointplan::request::parse_json(Path::new(what), text)
+        .map_err(|e| Failure::from(jointplan::Error::from(e)))
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<String, Failure> {
+    serde_json::to_string(value).map_err(|e| Failure::bad_input(format!("cannot serialize: {e}")))
+}
+
+/// Options shared by `plan`, `verify` and `solve`, as the typed layer sends them.
+struct CallOptions {
+    threads: Option<NonZeroUsize>,
+    solve: SolveOptions,
+    allow_uncertified: bool,
+}
+
+fn call_options(text: &str) -> Result<CallOptions, Failure> {
+    let value: Value = parse("options", text)?;
+    let field = |name: &str| value.get(name).filter(|v| !v.is_null());
+    let threads = match field("threads") {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .and_then(NonZeroUsize::new)
+                .ok_or_else(|| Failure::bad_input("threads must be a positive integer"))?,
+        ),
+    };
+    let weights = match field("weights") {
+        None => None,
+        Some(v) => Some(
+            serde_json::from_value::<Weights>(v.clone())
+                .map_err(|e| Failure::bad_input(format!("weights: {e}")))?,
+        ),
+    };
+    let objective = field("objective")
+        .and_then(Value::as_str)
+        .unwrap_or("seed-lex");
+    let mut solve = SolveOptions {
+        objective: Arc::from(objective_by_name(objective, weights)?),
+        ..SolveOptions::default()
+    };
+    if let Some(v) = field("node_limit") {
+        solve.node_limit = Some(
+            v.as_u64()
+                .ok_or_else(|| Failure::bad_input("node_limit must be a non-negative integer"))?,
+        );
+    }
+    if let Some(v) = field("time_limit") {
+        let seconds = v
+            .as_f64()
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or_else(|| Failure::bad_input("time_limit must be a positive number of seconds"))?;
+        solve.time_limit = Some(Duration::from_secs_f64(seconds));
+    }
+    if field("timings").and_then(Value::as_bool) == Some(false) {
+        solve.timings = false;
+    }
+    Ok(CallOptions {
+        threads,
+        solve,
+        allow_uncertified: field("allow_uncertified").and_then(Value::as_bool) == Some(true),
+    })
+}
+
+impl CallOptions {
+    fn build(&self) -> BuildOptions {
+        BuildOptions {
+            selection: self.solve.clone(),
+            allow_uncertified: self.allow_uncertified,
+            threads: self.threads,
+            ..BuildOptions::default()
+        }
+    }
+}
+
+fn model_source(text: &str) -> Result<ModelSource, Failure> {
+    let value: Value = parse("model source", text)?;
+    let text_field = |name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
+    let number = |name: &str| -> Result<Option<u64>, Failure> {
+        match value.get(name).filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| Failure::bad_input(format!("{name} must be a positive integer"))),
+        }
+    };
+    Ok(ModelSource {
+        folder: text_field("model").map(Into::into),
+        config: text_field("config").map(Into::into),
+        device: text_field("device").map(Into::into),
+        policy: text_field("policy"),
+        layers: number("layers")?,
+        experts: number("experts")?,
+        expert_group_size: number("expert_group_size")?,
+        weight_format: text_field("weight_format"),
+    })
+}
+
+fn request_from(request_json: Option<&str>, source_json: Option<&str>) -> Result<PlanRequest, Failure> {
+    match (request_json, source_json) {
+        (Some(text), _) => parse("request", text),
+        (None, Some(source)) => Ok(model_source(source)?
+            .synthesize()
+            .map_err(|e| Failure::from(jointplan::Error::from(e)))?
+            .request),
+        (None, None) => Err(Failure::bad_input("give a request or a model")),
+    }
+}
+
+/// Synthesizes the request of a model source (JSON: `model`, `config`, `device`, `policy`,
+/// `layers`, `experts`, `expert_group_size`, `weight_format`); returns the request's JSON.
+#[pyfunction]
+fn synth(py: Python<'_>, source_json: String) -> PyResult<String> {
+    py.detach(|| {
+        let request = request_from(None, Some(&source_json))?;
+        to_json(&request)
+    })
+    .map_err(Failure::into_py)
+}
+
+/// Builds a plan from a request (JSON) or a model source (JSON); returns
+/// `{"plan": PLAN, "components": [...]}`.
+#[pyfunction]
+#[pyo3(signature = (request_json, source_json, options_json))]
+fn plan(
+    py: Python<'_>,
+    request_json: Option<String>,
+    source_json: Option<String>,
+    options_json: String,
+) -> PyResult<String> {
+    py.detach(|| {
+        let options = call_options(&options_json)?.build();
+        let request = request_from(request_json.as_deref(), source_json.as_deref())?;
+        let outcome = jointplan::build(&request, &options)?;
+        to_json(&json!({"plan": outcome.plan, "components": outcome.selection}))
+    })
+    .map_err(Failure::into_py)
+}
+
+/// Verifies a stored plan (JSON text) against its request (JSON) or model source (JSON);
+/// returns the plan id.
+#[pyfunction]
+#[pyo3(signature = (request_json, source_json, plan_json, options_json))]
+fn verify(
+    py: Python<'_>,
+    request_json: Option<String>,
+    source_json: Option<String>,
+    plan_json: String,
+    options_json: String,
+) -> PyResult<String> {
+    py.detach(|| {
+        let options = call_options(&options_json)?.build();
+        let request = request_from(request_json.as_deref(), source_json.as_deref())?;
+        let plan = jointplan::verify(&request, &plan_json, &options)?;
+        Ok::<_, Failure>(plan.payload.plan_id)
+    })
+    .map_err(Failure::into_py)
+}
+
+/// Solves a selection problem (JSON); returns the solution's JSON.
+#[pyfunction]
+fn solve(py: Python<'_>, problem_json: String, options_json: String) -> PyResult<String> {
+    py.detach(|| {
+        let options = call_options(&options_json)?;
+        let problem = SelectionProblem::from_json_str(&problem_json)?;
+        let run = || jointplan::solve(&problem, &options.solve);
+        let solution = match options.threads {
+            None => run()?,
+            Some(threads) => rayon::ThreadPoolBuilder::new()
+                .num_threads(threads.get())
+                .build()
+                .map_err(|e| Failure::bad_input(format!("cannot start {threads} threads: {e}")))?
+                .install(run)?,
+        };
+        to_json(&solution)
+    })
+    .map_err(Failure::into_py)
+}
+
+/// The canonical SHA-256 of a JSON document (keys sorted at every depth, compact), as
+/// `sha256:<hex>`.
+#[pyfunction]
+fn canonical_hash(py: Python<'_>, json_text: String) -> PyResult<String> {
+    py.detach(|| {
+        let value: Value = parse("document", &json_text)?;
+        let digest = jointplan::canonical::canonical_fingerprint("document", &value)
+            .map_err(|e| Failure::bad_input(e.to_string()))?;
+        Ok::<_, Failure>(format!("sha256:{digest}"))
+    })
+    .map_err(Failure::into_py)
+}
+
+/// The extension module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("NativeError", m.py().get_type::<NativeError>())?;
+    m.add_function(wrap_pyfunction!(synth, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(solve, m)?)?;
+    m.add_function(wrap_pyfunction!(canonical_hash, m)?)?;
+    Ok(())
+}

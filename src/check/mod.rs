@@ -1,0 +1,213 @@
+//! The independent plan checker.
+//!
+//! `check` decides whether a stored execution plan is *valid*, from the plan alone, without
+//! calling any code of the builder: it imports only the plan's and the request's data types
+//! and the canonical hashing (`tests/planner/checker_boundary.rs` enforces this). Each
+//! property is re-derived by the simplest algorithm that is obviously right (sums, sweeps
+//! over the nodes in order, pairwise comparisons), even where the builder uses a faster one,
+//! so that a bug in the builder's derivation is not repeated here. Like regalloc2's checker
+//! beside its allocator, it runs on every plan `jointplan plan` builds and on every plan
+//! `jointplan verify` reads, and alone as `jointplan check PLAN.json`.
+//!
+//! A plan is valid when all of the following hold (`docs/checker.md` states each in full;
+//! a violation names its rule and the JSON path of the culprit):
+//!
+//! 1. **Schema.** `payload.schema` is the schema this version writes.
+//! 2. **Identity.** `plan_hash` is the canonical SHA-256 of the payload (its `plan_id`
+//!    excluded) and `plan_id` is `plan/sha256/` followed by it.
+//! 3. **Nodes.** There is at least one node, node ids are unique, and
+//!    `maximum_scheduled_tokens` is not zero.
+//! 4. **Dependencies.** Each node's dependencies are strictly ascending by id, never the node
+//!    itself, and each names a node that runs earlier.
+//! 5. **Selection evidence.** The estimate's provider is the selected provider; rejected
+//!    providers are strictly ascending, never the selected one, storage rejections name a
+//!    non-empty ascending resource list; the reason agrees with the request: no requested
+//!    provider ⇒ `canonical_compatible`, requested = selected ⇒ `preferred_compatible`,
+//!    otherwise `fallback_from_preferred` with evidence for the requested provider.
+//! 6. **Node resources.** A node's `resources` are exactly the sorted, unique resources of
+//!    its bindings' storage components and of its workspaces, and each is exactly one memory
+//!    row (a static allocation or a dynamic descriptor).
+//! 7. **No orphan rows.** Every static allocation and dynamic descriptor is a resource of
+//!    some node.
+//! 8. **Work contract.** A token contract's projections are non-empty, strictly ascending,
+//!    contain the source, share the source's extent, and each matches a binding of the node
+//!    (value, role, ordinal) whose tensor has that rank and that extent on that axis.
+//! 9. **State effects.** Effects are strictly ascending by state; each names a state value
+//!    the node binds, its resources are the sorted, unique component resources of those
+//!    bindings, its access is the union of their accesses, its lifetime is request,
+//!    sequence or step, and each resource is a dynamic descriptor of that lifetime.
+//! 10. **Dependencies.** A node depends directly on exactly these nodes: the producer of
+//!     every value it binds as an input, and, for each state it uses (in execution order),
+//!     the state's last writer and, if it writes the state, every node that read it since.
+//! 11. **Workspaces.** A node has a scratch, binding or persistent workspace resource exactly
+//!     when its estimate asks for one. Scratch and binding workspaces are invocation-lifetime
+//!     dynamic descriptors whose demand is the estimate's formula bound to the plan's
+//!     sequence and token ceilings; a persistent workspace of plan scope is a static
+//!     allocation of the formula's fixed bytes, of any other scope a dynamic descriptor of
+//!     that lifetime. Alignment, usage and kind (with the node id) match.
+//! 12. **Exact aliases.** A node's aliases are strictly ascending by output ordinal; each
+//!     joins an output binding to an input binding of the node that are both activations,
+//!     with identical storage, and whose alias policy names that input.
+//! 13. **One value, one placement.** Every binding of a value, in every node, has the same
+//!     tensor and the same storage.
+//! 14. **No undeclared overlap.** Two different values whose storage components share a byte
+//!     of a resource belong to one class of exact aliases and have identical storage.
+//! 15. **Capacity fields.** Device capacity is positive; the policy capacity is positive and
+//!     at most the device's; the reserve is below it; usable = policy − reserve; the
+//!     sequence ceiling is positive.
+//! 16. **Row order.** Static allocations, dynamic descriptors and pools are strictly
+//!     ascending by id, and no resource is both static and dynamic.
+//! 17. **Static allocations.** One instance of positive size, whose stride is the size
+//!     rounded up to the alignment and the profile's block; size = stride; lifetime plan;
+//!     never a scratch or binding workspace; `static_bytes` is their sum.
+//! 18. **Dynamic descriptors.** Lifetime is not plan; the alignment is a power of two; the
+//!     instance count is the sequence ceiling; the demand evaluates to a positive size at
+//!     the minimum shape (one sequence, one token, one page); the named pool exists and lists
+//!     the descriptor.
+//! 19. **Pools.** A pool's id is `dynamic-pool/sha256/` and the canonical SHA-256 of its
+//!     compatibility key; its members are exactly the descriptors that name it, sorted; each
+//!     member's profile, usage, element type, layout fingerprint and alignment are the key's.
+//! 20. **Pool minima.** By summation over the members' minimum sizes (demand at the minimum
+//!     shape, rounded up to alignment and block): request and sequence bytes are the sums
+//!     over members of that lifetime; step bytes the sum over step slots of their largest
+//!     member; the invocation peak the largest row (total order) or the sum of rows
+//!     (concurrent); minimum resident bytes their total, positive, at most the maximum,
+//!     which is at most the dynamic capacity (usable − static).
+//! 21. **Step slots.** The slots partition the pool's step-lifetime members; a dedicated slot
+//!     has one member; a shared slot's members are token-scaled activation values that are
+//!     not retained, and any two of them are used in disjoint node intervals, the earlier
+//!     one's last user an ancestor (through dependencies) of the later one's first user.
+//! 22. **Invocation liveness.** A pool's rows are, per node that uses them, its
+//!     invocation-lifetime members, sorted by node id; no members ⇒
+//!     `no_invocation_resources`; `total_order_reuse` only if no member is a binding
+//!     workspace and each row's node is an ancestor of the next row's node in execution
+//!     order.
+//! 23. **Global liveness.** The plan's rows merge the pools' rows by node; its mode is none
+//!     without invocation members, total order if every pool with members is totally
+//!     ordered, concurrent otherwise.
+//! 24. **Totals.** The plan's minimum request, sequence, step and invocation-peak bytes are
+//!     the sums over pools; the minimum runnable bytes are their total; static bytes plus
+//!     minimum runnable bytes fit the usable capacity; the theoretical ceiling is static
+//!     bytes plus, over pools, their theoretical ceiling and reusable ceiling.
+//! 25. **Retention.** Each retained completion value is an output binding of its producer
+//!     (value, ordinal) with that tensor, and its resource and offset are one of the
+//!     binding's storage components; retained values are strictly ascending by value id;
+//!     terminal output resources are non-empty, strictly ascending, and resources of nodes.
+//!
+//! What the checker does not decide, because it needs the request: that the providers and
+//! profiles chosen are the optimum, that fingerprints match the request, and that estimates
+//! are the catalog's. `verify` decides those by rebuilding the plan from its request and
+//! comparing.
+
+mod memory;
+mod nodes;
+mod storage;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::plan::hash::{plan_hash, plan_id};
+use crate::plan::{ExecutionPlan, PLAN_SCHEMA};
+
+/// One broken rule of a valid plan.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Violation {
+    /// The rule's number (the module documentation and `docs/checker.md`).
+    pub rule: u32,
+    /// JSON path of the culprit in the plan file.
+    pub json_path: String,
+    /// What is wrong, in the plan's terms.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rule {} at {}: {}",
+            self.rule, self.json_path, self.message
+        )
+    }
+}
+
+/// Every violation the checker found, in rule order, or none.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct CheckReport {
+    /// The violations (empty: the plan is valid).
+    pub violations: Vec<Violation>,
+}
+
+impl CheckReport {
+    /// Whether the plan is valid.
+    pub fn is_valid(&self) -> bool {
+        self.violations.is_empty()
+    }
+}
+
+/// Collects violations.
+#[derive(Default)]
+pub(crate) struct Findings(Vec<Violation>);
+
+impl Findings {
+    pub(crate) fn add(
+        &mut self,
+        rule: u32,
+        json_path: impl Into<String>,
+        message: impl Into<String>,
+    ) {
+        self.0.push(Violation {
+            rule,
+            json_path: json_path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Checks every rule on `plan` and reports every violation.
+pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
+    let mut found = Findings::default();
+    let payload = &plan.payload;
+    // 1.
+    if payload.schema != PLAN_SCHEMA {
+        found.add(
+            1,
+            "payload.schema",
+            format!("schema {} is not {PLAN_SCHEMA}", payload.schema),
+        );
+    }
+    // 2.
+    match plan_hash(payload) {
+        Ok(hash) => {
+            if hash != plan.plan_hash {
+                found.add(
+                    2,
+                    "plan_hash",
+                    format!(
+                        "the payload hashes to {hash}, the plan says {}",
+                        plan.plan_hash
+                    ),
+                );
+            }
+            if payload.plan_id != plan_id(&plan.plan_hash) {
+                found.add(
+                    2,
+                    "payload.plan_id",
+                    format!("{} is not {}", payload.plan_id, plan_id(&plan.plan_hash)),
+                );
+            }
+        }
+        Err(error) => found.add(
+            2,
+            "payload",
+            format!("the payload cannot be hashed: {error}"),
+        ),
+    }
+    nodes::check(payload, &mut found);
+    storage::check(payload, &mut found);
+    memory::check(payload, &mut found);
+    let mut violations = found.0;
+    violations.sort();
+    violations.dedup();
+    CheckReport { violations }
+}

@@ -1,0 +1,124 @@
+//! Where a synthesized request comes from: a model folder or a config file, and the
+//! choices (device, policy, weight format, layers, experts) that override the folder's
+//! defaults (`synth.json`).
+//!
+//! This is the one place the defaults are resolved, so `jointplan synth`, `jointplan plan
+//! MODEL_FOLDER`, and the library's callers (studies, sweeps, bindings) synthesize the same
+//! request from the same choices.
+
+use std::path::{Path, PathBuf};
+
+use crate::request::PlanRequest;
+
+use super::{
+    synthesize, DeviceDescription, ModelConfig, ModelFolder, PolicyPreset, SynthError,
+    SynthOptions, WeightFormat,
+};
+
+/// The policy used when neither the caller nor the folder names one.
+pub const DEFAULT_POLICY: &str = "interactive";
+/// The weight format used when neither the caller nor the folder names one.
+pub const DEFAULT_WEIGHT_FORMAT: &str = "dense-f16";
+
+/// A model to synthesize and the choices that override its folder's defaults. Every field
+/// left `None` takes the folder's default (`synth.json`), then the built-in default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelSource {
+    /// The model folder (`config.json` and optional `synth.json`).
+    pub folder: Option<PathBuf>,
+    /// A `config.json` to use instead of the folder's (or without a folder).
+    pub config: Option<PathBuf>,
+    /// The device description file.
+    pub device: Option<PathBuf>,
+    /// The policy: `interactive`, `server`, or a preset file.
+    pub policy: Option<String>,
+    /// Keep only the first N layers.
+    pub layers: Option<u64>,
+    /// Use N routed experts per MoE layer.
+    pub experts: Option<u64>,
+    /// Routed experts per expert node (default 1).
+    pub expert_group_size: Option<u64>,
+    /// The weight format name (`dense-f16`, `dense-bf16`, `gptq-int4`, `gguf-q4k`).
+    pub weight_format: Option<String>,
+}
+
+/// A synthesized request and the weight format it was synthesized in.
+#[derive(Clone, Debug)]
+pub struct Synthesized {
+    /// The request.
+    pub request: PlanRequest,
+    /// Its weight format.
+    pub weight_format: WeightFormat,
+}
+
+fn option(option: &str, message: impl Into<String>) -> SynthError {
+    SynthError::Option {
+        option: option.to_owned(),
+        message: message.into(),
+    }
+}
+
+impl ModelSource {
+    /// The model folder at `path`, with its defaults.
+    pub fn folder(path: impl Into<PathBuf>) -> Self {
+        ModelSource {
+            folder: Some(path.into()),
+            ..ModelSource::default()
+        }
+    }
+
+    /// Reads the folder, config, device and policy and synthesizes the request.
+    pub fn synthesize(&self) -> Result<Synthesized, SynthError> {
+        let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
+        let config = match (&self.config, &folder) {
+            (Some(file), _) => ModelConfig::read(file)?,
+            (None, Some(f)) => f.config.clone(),
+            (None, None) => return Err(option("model", "give a model folder or a config file")),
+        };
+        let name = match (&folder, &self.config) {
+            (Some(f), _) => f.name.clone(),
+            (None, Some(file)) => file
+                .parent()
+                .and_then(Path::file_name)
+                .and_then(|n| n.to_str())
+                .unwrap_or("model")
+                .to_owned(),
+            (None, None) => "model".to_owned(),
+        };
+        let device_file = self
+            .device
+            .clone()
+            .or_else(|| folder.as_ref().and_then(ModelFolder::default_device))
+            .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
+        let device = DeviceDescription::read(&device_file)?;
+        let policy_name = self
+            .policy
+            .clone()
+            .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
+            .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
+        let policy = PolicyPreset::resolve(&policy_name)?;
+        let format_name = self
+            .weight_format
+            .clone()
+            .or_else(|| {
+                folder
+                    .as_ref()
+                    .and_then(|f| f.defaults.as_ref().map(|d| d.weight_format.clone()))
+            })
+            .unwrap_or_else(|| DEFAULT_WEIGHT_FORMAT.to_owned());
+        let weight_format: WeightFormat = format_name
+            .parse()
+            .map_err(|m: String| option("weight-format", m))?;
+        let mut options = SynthOptions::new(&name);
+        options.layers = self.layers;
+        options.experts = self.experts;
+        options.expert_group_size = self.expert_group_size.unwrap_or(1);
+        options.weight_format = weight_format;
+        options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
+        let request = synthesize(&config, &device, &policy, &options)?;
+        Ok(Synthesized {
+            request,
+            weight_format,
+        })
+    }
+}
