@@ -87,7 +87,11 @@ pub fn synthesize_request(
     model: Option<&Path>,
     flags: &SynthFlags,
 ) -> Result<Synthesized, SynthError> {
-    flags.source(model).synthesize()
+    let synthesized = flags.source(model).synthesize()?;
+    for warning in &synthesized.warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(synthesized)
 }
 
 /// Runs `jointplan synth`; returns the summary line printed on success.
@@ -95,6 +99,7 @@ pub fn run(args: &Args) -> Result<String, SynthError> {
     let Synthesized {
         request,
         weight_format,
+        ..
     } = synthesize_request(args.model.as_deref(), &args.flags)?;
     let dir = args
         .output

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use crate::plan::PlanNode;
 use crate::request::{
-    align_up, BufferUsage, ElementType, ResourceId, StorageContract, StorageProfile,
+    align_up, BufferUsage, ElementType, ResourceId, StorageContract, StorageProfile, StorageView,
 };
 
 use super::demand::{demand_problem, quantized_bytes, theoretical_maximum_shape, Shape};
@@ -133,19 +133,21 @@ pub(crate) fn emit_values(
                 bytes_per_token,
                 maximum_tokens,
             } => (
-                DynamicResourceDemand::Tokens {
+                token_scaled_demand(
+                    value.usage,
+                    &selected_profile(selected_profiles, resource, first_node)?,
                     bytes_per_token,
                     maximum_tokens,
-                },
+                )
+                .ok_or_else(|| {
+                    overflow(format!(
+                        "resource {resource}: {bytes_per_token} bytes per token x {maximum_tokens} tokens"
+                    ))
+                })?,
                 lifetime,
             ),
         };
-        let profile = selected_profiles.get(resource).copied().ok_or_else(|| {
-            MemoryError::MissingSelectedProfile {
-                resource: resource.clone(),
-                node: first_node.clone(),
-            }
-        })?;
+        let profile = selected_profile(selected_profiles, resource, first_node)?;
         rows.add_dynamic(
             DynamicResourceDescriptor {
                 base_resource_id: resource.clone(),
@@ -167,6 +169,41 @@ pub(crate) fn emit_values(
         )?;
     }
     Ok(())
+}
+
+fn selected_profile(
+    selected_profiles: &BTreeMap<ResourceId, StorageProfile>,
+    resource: &ResourceId,
+    first_node: &crate::request::NodeId,
+) -> Result<StorageProfile, MemoryError> {
+    selected_profiles
+        .get(resource)
+        .copied()
+        .ok_or_else(|| MemoryError::MissingSelectedProfile {
+            resource: resource.clone(),
+            node: first_node.clone(),
+        })
+}
+
+/// The per-instance demand of a token-scaled value on its selected profile. A state (a KV
+/// cache) kept in one contiguous range cannot grow in place, so each instance (sequence)
+/// reserves its maximum tokens up front, as engines with a contiguous KV cache do; a paged
+/// state grows by blocks, and step activations by the tokens scheduled. `None` on overflow.
+fn token_scaled_demand(
+    usage: BufferUsage,
+    profile: &StorageProfile,
+    bytes_per_token: u64,
+    maximum_tokens: u64,
+) -> Option<DynamicResourceDemand> {
+    if usage == BufferUsage::State && profile.view == StorageView::Contiguous {
+        return Some(DynamicResourceDemand::Fixed {
+            bytes: bytes_per_token.checked_mul(maximum_tokens)?,
+        });
+    }
+    Some(DynamicResourceDemand::Tokens {
+        bytes_per_token,
+        maximum_tokens,
+    })
 }
 
 fn check_profile(resource: &ResourceId, profile: &StorageProfile) -> Result<(), MemoryError> {

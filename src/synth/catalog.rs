@@ -640,8 +640,9 @@ pub fn kernel_formats(
 ) -> (BTreeSet<WeightFormatId>, BTreeSet<QuantizationFormatId>) {
     let dense: WeightFormatId = portable(SAFETENSORS_DENSE_FORMAT.to_owned());
     match kernel {
+        // A Marlin-style kernel reads packed int4 weights only, never dense ones.
         Kernel::Gptq => (
-            [dense, portable(GPTQ_FORMAT.to_owned())].into(),
+            [portable(GPTQ_FORMAT.to_owned())].into(),
             [portable(GPTQ_QUANTIZATION.to_owned())].into(),
         ),
         Kernel::Gguf => (
@@ -699,8 +700,6 @@ pub fn build_catalog(
     let paged = device.paged_profile();
     let mut capabilities = device.capabilities.clone();
     capabilities.extend(used.iter().map(|op| op.capability()));
-    capabilities.insert(dtype_capability(ElementType::F16));
-    capabilities.insert(dtype_capability(ElementType::Bf16));
     let device_entry = Device {
         id: device.id.clone(),
         class: device.class,

@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::request::{
@@ -14,7 +15,9 @@ use super::SynthError;
 
 /// The runtime family that drives the device; it names the providers
 /// (`provider.cuda.*`, `provider.metal.*`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Backend {
     /// NVIDIA CUDA.
@@ -34,7 +37,7 @@ impl Backend {
 }
 
 /// A device description file.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceDescription {
     /// Device id in the catalog (e.g. `device.cuda.0`).
@@ -54,9 +57,10 @@ pub struct DeviceDescription {
     /// hashed into the device's runtime implementation fingerprint.
     pub runtime: String,
     /// Device capabilities beyond the operations (`capability.dtype.bf16`,
-    /// `capability.device.reusable_execution.v1`, ...). Operation capabilities
-    /// (`capability.operation.*`) are added by the synthesizer for every operation the
-    /// program uses: the runtime implements all of its backend's operations.
+    /// `capability.device.reusable_execution.v1`, ...), taken at their word: a dtype the
+    /// list lacks is not offered (a model whose activations need it is refused). Operation
+    /// capabilities (`capability.operation.*`) are added by the synthesizer for every
+    /// operation the program uses: the runtime implements all of its backend's operations.
     pub capabilities: BTreeSet<CapabilityId>,
     /// Storage profiles the runtime offers: a contiguous arena and paged blocks.
     pub storage_profiles: BTreeSet<StorageProfile>,

@@ -18,6 +18,7 @@ pub(crate) mod estimate;
 pub(crate) mod layers;
 pub mod policy;
 pub(crate) mod program;
+pub mod registry;
 pub(crate) mod resolution;
 mod source;
 pub mod weights;
@@ -124,6 +125,23 @@ impl SynthError {
             device: device.to_string(),
             field: field.to_owned(),
             message: message.into(),
+        }
+    }
+
+    /// This error with a device error's device named together with its file, so the
+    /// message says which file to edit.
+    pub fn in_device_file(self, file: &std::path::Path) -> Self {
+        match self {
+            Self::Device {
+                device,
+                field,
+                message,
+            } => Self::Device {
+                device: format!("{device} (file {})", file.display()),
+                field,
+                message,
+            },
+            other => other,
         }
     }
 
@@ -272,6 +290,7 @@ pub fn synthesize(
     device.validate()?;
     let family_id = family_id_for(&options.model_name)?;
     let effective = effective_config(config, options)?;
+    registry::entry_of(&effective)?;
     let arch = effective.architecture()?;
     let mut runtime_policy = policy.runtime_policy(device)?;
     runtime_policy.wire_limits = options.wire_limits;
@@ -295,6 +314,17 @@ pub fn synthesize(
         expert_group_size: options.expert_group_size,
     };
     let parts = layers::build_program(&spec)?;
+    let needed = catalog::dtype_capability(parts.schema_activation_type());
+    if !device.capabilities.contains(&needed) {
+        return Err(SynthError::device(
+            &device.id,
+            "capabilities",
+            format!(
+                "lacks {needed}, which the model's {:?} activations and weights need; add it to the device file if the device has it, or plan with another --weight-format",
+                parts.schema_activation_type()
+            ),
+        ));
+    }
     let used: BTreeSet<catalog::Operation> = parts.operations.iter().copied().collect();
     let catalog = catalog::build_catalog(device, &used)?;
     let canonical_config = serde_json::to_value(&effective)

@@ -18,8 +18,8 @@ use crate::request::fingerprints::{
 use crate::request::{
     BufferUsage, CapabilityCatalog, CapabilityId, NodeResolution, ProgramNode, ProviderDescriptor,
     ProviderId, ProviderResourcePlan, QuantizationFormatId, ResolutionRejection, ResourceId,
-    RuntimePolicy, Sha256Hex, StorageProfile, StorageRequirement, ValueBinding, ValueRole,
-    WeightFormatId, WorkspaceKind,
+    RuntimePolicy, Sha256Hex, StorageProfile, StorageRequirement, StorageView, ValueBinding,
+    ValueRole, WeightFormatId, WorkspaceKind,
 };
 
 use super::catalog::{dtype_capability, provider_id, Kernel, Operation};
@@ -68,11 +68,20 @@ fn compatible(
 }
 
 /// The kernel the user would pick for a node: the quantized kernel matching the node's
-/// quantized weights, else the first (fast) variant.
-fn preferred_kernel(op: Operation, weights: &NodeWeights) -> Kernel {
+/// quantized weights; for attention, the kernel whose KV storage the policy ranks first
+/// (a policy that ranks the contiguous view first wants the contiguous-cache kernel, whose
+/// per-sequence reservation is then weighed against the paged one's blocks); else the
+/// first (fast) variant.
+fn preferred_kernel(op: Operation, weights: &NodeWeights, policy: &RuntimePolicy) -> Kernel {
     let has = |q: &str| weights.quantization.iter().any(|f| f.as_str() == q);
     let variants = op.variants();
-    let wants = if has(GPTQ_QUANTIZATION) {
+    let contiguous_first = policy
+        .dynamic_storage_profile_order
+        .first()
+        .is_some_and(|p| p.view == StorageView::Contiguous);
+    let wants = if contiguous_first && variants.iter().any(|(_, k)| *k == Kernel::Contiguous) {
+        Kernel::Contiguous
+    } else if has(GPTQ_QUANTIZATION) {
         Kernel::Gptq
     } else if has(Q4K_QUANTIZATION) || has(Q6K_QUANTIZATION) || has(Q8_0_QUANTIZATION) {
         Kernel::Gguf
@@ -142,7 +151,7 @@ pub fn resolve_nodes(
             formats,
             quantization,
         };
-        let preferred_kernel = preferred_kernel(op, &weights);
+        let preferred_kernel = preferred_kernel(op, &weights, policy);
         let preferred = op
             .variants()
             .iter()

@@ -49,6 +49,9 @@ pub struct Synthesized {
     pub request: PlanRequest,
     /// Its weight format.
     pub weight_format: WeightFormat,
+    /// Warning lines for the user (configuration keys the architecture registry does not
+    /// model); never silently dropped.
+    pub warnings: Vec<String>,
 }
 
 fn option(option: &str, message: impl Into<String>) -> SynthError {
@@ -75,9 +78,11 @@ impl ModelSource {
             (None, Some(f)) => f.config.clone(),
             (None, None) => return Err(option("model", "give a model folder or a config file")),
         };
+        // The family id names the configuration actually used: `--config other/config.json`
+        // gives `family.other` even beside a model folder.
         let name = match (&folder, &self.config) {
-            (Some(f), _) => f.name.clone(),
-            (None, Some(file)) => file
+            (Some(f), None) => f.name.clone(),
+            (_, Some(file)) => file
                 .parent()
                 .and_then(Path::file_name)
                 .and_then(|n| n.to_str())
@@ -90,7 +95,8 @@ impl ModelSource {
             .clone()
             .or_else(|| folder.as_ref().and_then(ModelFolder::default_device))
             .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
-        let device = DeviceDescription::read(&device_file)?;
+        let device =
+            DeviceDescription::read(&device_file).map_err(|e| e.in_device_file(&device_file))?;
         let policy_name = self
             .policy
             .clone()
@@ -115,10 +121,20 @@ impl ModelSource {
         options.expert_group_size = self.expert_group_size.unwrap_or(1);
         options.weight_format = weight_format;
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
-        let request = synthesize(&config, &device, &policy, &options)?;
+        let request = synthesize(&config, &device, &policy, &options)
+            .map_err(|e| e.in_device_file(&device_file))?;
+        let warnings = if config.extra.is_empty() {
+            Vec::new()
+        } else {
+            vec![format!(
+                "config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
+                config.extra.keys().cloned().collect::<Vec<_>>().join(", ")
+            )]
+        };
         Ok(Synthesized {
             request,
             weight_format,
+            warnings,
         })
     }
 }
