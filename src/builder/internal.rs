@@ -9,7 +9,7 @@
 //!
 //! The checks are split by scope: this file holds the plan-level checks (schema, hash,
 //! fingerprints, execution weights, retained values, terminal outputs, memory) and the
-//! error type; `node_checks` the per-node checks 9-14. Check 15 (cross-node value
+//! error type; `node_checks` the per-node checks. The cross-node check (value
 //! consistency and global storage aliasing) re-runs the build's own rules
 //! (`node::semantic::BoundValues` and `node::alias::check_global_aliasing`) over the stored
 //! nodes, so each rule lives in one place.

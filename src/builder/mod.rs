@@ -47,7 +47,7 @@ use retention::{resolve_retained_values, terminal_output_resources};
 /// `Checks`. A build that fails stops at the stage that found the error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum BuildStage {
-    /// Request validation (rules 1.x), policy ceilings and capacity (steps 1-3).
+    /// Request validation (rules 1), policy ceilings and capacity (steps 1-3).
     Validate,
     /// Execution weights, resolution indexing, candidate derivation and the joint
     /// provider/storage selection (steps 4-8).

@@ -537,15 +537,15 @@ fn pool_rules(
     Some(ceiling)
 }
 
-/// The node indices whose resources contain `resource`.
-fn users(payload: &ExecutionPlanPayload, resource: &ResourceId) -> Vec<usize> {
-    payload
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(_, n)| n.resources.contains(resource))
-        .map(|(i, _)| i)
-        .collect()
+/// For every resource, the first and the last node (by index) whose resources contain it.
+fn use_intervals(payload: &ExecutionPlanPayload) -> BTreeMap<&ResourceId, (usize, usize)> {
+    let mut intervals: BTreeMap<&ResourceId, (usize, usize)> = BTreeMap::new();
+    for (i, node) in payload.nodes.iter().enumerate() {
+        for resource in &node.resources {
+            intervals.entry(resource).or_insert((i, i)).1 = i;
+        }
+    }
+    intervals
 }
 
 /// 21; returns the pool's minimum step bytes as the slots give them.
@@ -564,6 +564,7 @@ fn step_slots(
         .map(|d| &d.base_resource_id)
         .collect();
     let mut in_slots: BTreeSet<&ResourceId> = BTreeSet::new();
+    let used = use_intervals(payload);
     let retained: BTreeSet<&ResourceId> = payload
         .retained_completion_values
         .iter()
@@ -603,21 +604,34 @@ fn step_slots(
                 if !reusable {
                     found.add(21, &sat, format!("{id} may not share a slot (not a token-scaled, unretained activation value)"));
                 }
-                let u = users(payload, id);
-                if let (Some(first), Some(last)) = (u.first(), u.last()) {
-                    intervals.push((*first, *last, id));
+                if let Some(&(first, last)) = used.get(id) {
+                    intervals.push((first, last, id));
                 }
             }
-            for (x, a) in intervals.iter().enumerate() {
-                for b in &intervals[x + 1..] {
-                    let (early, late) = if a.0 <= b.0 { (a, b) } else { (b, a) };
-                    if !(early.1 < late.0 && ancestor(payload, index, early.1, late.0)) {
-                        found.add(
-                            21,
-                            &sat,
-                            format!("{} and {} are not ordered by dependencies", early.2, late.2),
-                        );
-                    }
+            // Every pair must be ordered. Sorted by first use, it is enough that each
+            // member's first use reaches its last use and each member's last use reaches the
+            // next member's first use: ordering then follows by transitivity.
+            intervals.sort();
+            for member in &intervals {
+                if !ancestor(payload, index, member.0, member.1) {
+                    found.add(
+                        21,
+                        &sat,
+                        format!(
+                            "{}: its first use does not reach its last through dependencies",
+                            member.2
+                        ),
+                    );
+                }
+            }
+            for pair in intervals.windows(2) {
+                let (early, late) = (&pair[0], &pair[1]);
+                if !(early.1 < late.0 && ancestor(payload, index, early.1, late.0)) {
+                    found.add(
+                        21,
+                        &sat,
+                        format!("{} and {} are not ordered by dependencies", early.2, late.2),
+                    );
                 }
             }
         }

@@ -5,8 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::canonical::sha256_hex;
 use crate::plan::{
-    AllocationKind, AllocationLifetime, DynamicResourceDemand, ExecutionPlanPayload,
-    NodeWorkContract, PlanNode, RejectionReason, SelectionReason,
+    AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
+    ExecutionPlanPayload, NodeWorkContract, PlanNode, RejectionReason, ResourceAllocation,
+    SelectionReason,
 };
 use crate::request::{
     AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, TensorAccess, ValueRole,
@@ -19,8 +20,24 @@ fn node_path(index: usize) -> String {
     format!("payload.nodes[{index}]")
 }
 
+/// The memory rows by resource id (the first of each id: rule 16 reports duplicates).
+struct Rows<'p> {
+    statics: BTreeMap<&'p ResourceId, &'p ResourceAllocation>,
+    dynamics: BTreeMap<&'p ResourceId, &'p DynamicResourceDescriptor>,
+}
+
 pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     let nodes = &payload.nodes;
+    let mut rows = Rows {
+        statics: BTreeMap::new(),
+        dynamics: BTreeMap::new(),
+    };
+    for row in &payload.memory.static_allocations {
+        rows.statics.entry(&row.resource_id).or_insert(row);
+    }
+    for row in &payload.memory.dynamic_descriptors {
+        rows.dynamics.entry(&row.base_resource_id).or_insert(row);
+    }
     // 3.
     if nodes.is_empty() {
         found.add(3, "payload.nodes", "the plan has no node");
@@ -44,10 +61,10 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         selection(i, node, found);
         work(i, node, found);
         aliases(i, node, found);
-        workspaces(i, node, payload, found);
+        workspaces(i, node, payload, &rows, found);
         node_resources(i, node, found);
     }
-    state(payload, found);
+    state(payload, &rows, found);
     retention(payload, found);
 }
 
@@ -352,7 +369,13 @@ fn bound_demand(
 }
 
 /// 11.
-fn workspaces(i: usize, node: &PlanNode, payload: &ExecutionPlanPayload, found: &mut Findings) {
+fn workspaces(
+    i: usize,
+    node: &PlanNode,
+    payload: &ExecutionPlanPayload,
+    rows: &Rows<'_>,
+    found: &mut Findings,
+) {
     let memory = &payload.memory;
     for (kind, resource, requirement) in workspace_slots(node) {
         let at = format!("{}.{kind}_resource", node_path(i));
@@ -422,10 +445,7 @@ fn workspaces(i: usize, node: &PlanNode, payload: &ExecutionPlanPayload, found: 
             AllocationLifetime::Invocation
         };
         if expected_lifetime == AllocationLifetime::Plan {
-            let row = memory
-                .static_allocations
-                .iter()
-                .find(|a| a.resource_id == *resource);
+            let row = rows.statics.get(resource).copied();
             let fixed = match requirement.size_formula {
                 WorkspaceSizeFormula::Fixed { bytes } => Some(bytes),
                 _ => None,
@@ -456,10 +476,7 @@ fn workspaces(i: usize, node: &PlanNode, payload: &ExecutionPlanPayload, found: 
                 }
             }
         } else {
-            let row = memory
-                .dynamic_descriptors
-                .iter()
-                .find(|d| d.base_resource_id == *resource);
+            let row = rows.dynamics.get(resource).copied();
             let demand = bound_demand(
                 &requirement.size_formula,
                 memory.maximum_active_sequences,
@@ -507,7 +524,7 @@ fn union(a: TensorAccess, b: TensorAccess) -> TensorAccess {
 }
 
 /// 9 and 10: state effects, and the dependencies that data and state require.
-fn state(payload: &ExecutionPlanPayload, found: &mut Findings) {
+fn state(payload: &ExecutionPlanPayload, rows: &Rows<'_>, found: &mut Findings) {
     // Per state: the last writer and the readers since.
     let mut last_writer: BTreeMap<&crate::request::StateId, &NodeId> = BTreeMap::new();
     let mut readers: BTreeMap<&crate::request::StateId, Vec<&NodeId>> = BTreeMap::new();
@@ -565,11 +582,7 @@ fn state(payload: &ExecutionPlanPayload, found: &mut Findings) {
                 }
             }
             for resource in &effect.resource_ids {
-                let row = payload
-                    .memory
-                    .dynamic_descriptors
-                    .iter()
-                    .find(|d| d.base_resource_id == *resource);
+                let row = rows.dynamics.get(resource).copied();
                 if row.is_none_or(|d| d.lifetime != effect.lifetime) {
                     found.add(
                         9,

@@ -1,7 +1,7 @@
 //! Load-time validation of a plan request (rules 1.1-1.8).
 //!
 //! [`validate_request`] checks every invariant of the request that can be checked without
-//! joint provider/storage selection or the cross-node rules of the build (rules 2.x):
+//! joint provider/storage selection or the cross-node rules of the build (rules 2):
 //! program construction, weight schemas, the execution weight plan, the capability catalog,
 //! the runtime policy, each node resolution on its own and the completion retention.
 //!

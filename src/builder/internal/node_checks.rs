@@ -1,4 +1,4 @@
-//! Per-node internal checks (rules 6, checks 9-14): the provider resource plan,
+//! Per-node internal checks (rules 6): the provider resource plan,
 //! selection evidence, work contract, dependencies, state effects, resource closure and
 //! the memory rows of every workspace.
 
