@@ -1,7 +1,7 @@
 //! Rules 13 and 14: one placement per value, and no byte shared by two values unless they
 //! are exact aliases of each other.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::plan::ExecutionPlanPayload;
 use crate::request::{ProgramValueId, ResourceId, TensorSpec, ValueStorage};
@@ -31,25 +31,34 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
             }
         }
     }
-    // 14. Alias classes: values joined by any exact alias, by repeated merging until nothing
-    // changes (the simplest correct closure).
-    let mut class: BTreeMap<&ProgramValueId, BTreeSet<&ProgramValueId>> = placement
-        .keys()
-        .map(|v| (*v, BTreeSet::from([*v])))
-        .collect();
+    // 14. Alias classes: the connected components of the graph whose edges are the exact
+    // aliases, labelled by a breadth-first walk from each value not yet labelled.
+    let mut neighbours: BTreeMap<&ProgramValueId, Vec<&ProgramValueId>> = BTreeMap::new();
     for node in &payload.nodes {
         for alias in &node.exact_aliases {
-            let a = class
-                .get(&alias.output_value_id)
-                .cloned()
-                .unwrap_or_default();
-            let b = class
-                .get(&alias.input_value_id)
-                .cloned()
-                .unwrap_or_default();
-            let merged: BTreeSet<&ProgramValueId> = a.union(&b).copied().collect();
-            for member in &merged {
-                class.insert(member, merged.clone());
+            neighbours
+                .entry(&alias.output_value_id)
+                .or_default()
+                .push(&alias.input_value_id);
+            neighbours
+                .entry(&alias.input_value_id)
+                .or_default()
+                .push(&alias.output_value_id);
+        }
+    }
+    let mut class: BTreeMap<&ProgramValueId, usize> = BTreeMap::new();
+    for (label, start) in placement.keys().enumerate() {
+        if class.contains_key(start) {
+            continue;
+        }
+        let mut queue = std::collections::VecDeque::from([*start]);
+        class.insert(start, label);
+        while let Some(value) = queue.pop_front() {
+            for next in neighbours.get(value).into_iter().flatten() {
+                if !class.contains_key(next) {
+                    class.insert(next, label);
+                    queue.push_back(next);
+                }
             }
         }
     }
@@ -77,14 +86,23 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     // it ends, so each pair that overlaps is visited once (a weights arena with thousands of
     // disjoint components costs a sort, not a square).
     for (resource, mut ranges) in on_resource {
-        ranges.sort_by_key(|r| (r.1, r.2));
+        ranges.sort_by_key(|r| (r.1, r.2, class.get(r.0)));
+        // Ranges of one alias class with the same bytes and the same storage are one range
+        // for this rule (an in-place chain such as a residual stream is one placement), so
+        // only one of them is compared with the others.
+        ranges.dedup_by(|b, a| {
+            a.1 == b.1
+                && a.2 == b.2
+                && class.get(a.0) == class.get(b.0)
+                && placement.get(a.0).map(|p| p.1) == placement.get(b.0).map(|p| p.1)
+        });
         for (x, a) in ranges.iter().enumerate() {
             for b in ranges[x + 1..].iter().take_while(|b| b.1 < a.2) {
                 let overlap = a.1 < b.2 && b.1 < a.2;
                 if !overlap || a.0 == b.0 {
                     continue;
                 }
-                let same_class = class.get(a.0).is_some_and(|c| c.contains(b.0));
+                let same_class = class.get(a.0).is_some() && class.get(a.0) == class.get(b.0);
                 let same_storage =
                     placement.get(a.0).map(|p| p.1) == placement.get(b.0).map(|p| p.1);
                 if !(same_class && same_storage) {
