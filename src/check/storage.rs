@@ -102,7 +102,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
                 if !overlap || a.0 == b.0 {
                     continue;
                 }
-                let same_class = class.get(a.0).is_some() && class.get(a.0) == class.get(b.0);
+                let same_class = class.contains_key(a.0) && class.get(a.0) == class.get(b.0);
                 let same_storage =
                     placement.get(a.0).map(|p| p.1) == placement.get(b.0).map(|p| p.1);
                 if !(same_class && same_storage) {

@@ -137,11 +137,7 @@ fn faults() -> Vec<(&'static str, Fault)> {
                     bytes_per_token: bytes_per_token + 1,
                     maximum_tokens: *maximum_tokens,
                 },
-                other => DynamicResourceDemand::Fixed {
-                    bytes: 1 + match other {
-                        _ => 0,
-                    },
-                },
+                _ => DynamicResourceDemand::Fixed { bytes: 1 },
             };
             true
         }),
