@@ -68,7 +68,9 @@ impl Error {
     /// `policy.memory_capacity_bytes`), where the error has one.
     pub fn json_path(&self) -> Option<String> {
         match self {
-            Error::Load(LoadError::Json { json_path, .. }) => Some(json_path.clone()),
+            Error::Load(LoadError::Json { json_path, .. } | LoadError::Limit { json_path, .. }) => {
+                Some(json_path.clone())
+            }
             Error::Request(error) => Some(error.path().to_owned()),
             Error::Plan(crate::builder::error::PlanError::Request(error)) => {
                 Some(error.path().to_owned())
@@ -82,7 +84,11 @@ impl Error {
     /// The file the error was found in, where it names one.
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
-            Error::Load(LoadError::Io { file, .. } | LoadError::Json { file, .. }) => Some(file),
+            Error::Load(
+                LoadError::Io { file, .. }
+                | LoadError::Json { file, .. }
+                | LoadError::Limit { file, .. },
+            ) => Some(file),
             Error::File { file, .. } => Some(file),
             _ => None,
         }

@@ -57,6 +57,8 @@
 //!
 //! The `jointplan` command line is a binary of this package on top of the library (cargo
 //! feature `cli`, on by default); the library itself never depends on it.
+//!
+//! Every JSON document is read through [`json_input`] (no duplicate keys, no trailing bytes).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -65,6 +67,7 @@ pub mod candidates;
 pub mod canonical;
 pub mod check;
 pub mod error;
+pub mod json_input;
 pub mod memory;
 pub mod node;
 pub mod plan;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod destination;
 pub mod explain;
 pub mod hash;
 pub mod output;
@@ -23,6 +24,11 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Commands,
+    /// Raise (or lower) an input limit, e.g. `--limit nodes=500000 --limit file-bytes=4G`.
+    /// Limits: file-bytes, depth, string-bytes, array-elements, object-members, nodes,
+    /// candidates-per-node, resources (defaults and rationale: docs/security.md).
+    #[arg(long = "limit", global = true, value_name = "NAME=N")]
+    pub limits: Vec<String>,
 }
 
 /// The commands of `jointplan`.
@@ -49,6 +55,7 @@ pub enum Commands {
 
 /// Parses the process arguments and runs the command.
 pub fn run() -> ExitCode {
+    destination::install_interrupt_cleanup();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -57,6 +64,14 @@ pub fn run() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let mut limits = jointplan::json_input::InputLimits::DEFAULT;
+    for setting in &cli.limits {
+        if let Err(message) = limits.apply(setting) {
+            eprintln!("jointplan: --limit {message}");
+            return ExitCode::from(2);
+        }
+    }
+    limits.install();
     match cli.command {
         Commands::Solve(args) => solve::run(&args),
         Commands::Plan(args) => report("plan", plan::run(&args)),
@@ -69,19 +84,7 @@ pub fn run() -> ExitCode {
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
-        Commands::Synth(args) => match synth::run(&args) {
-            Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("jointplan synth: {error}");
-                    ExitCode::from(2)
-                }
-            },
-            Err(error) => {
-                eprintln!("jointplan synth: {error}");
-                ExitCode::from(2)
-            }
-        },
+        Commands::Synth(args) => report("synth", synth::run(&args)),
     }
 }
 
@@ -94,7 +97,7 @@ pub enum Error {
     Library(#[from] jointplan::Error),
     /// An output could not be written.
     #[error(transparent)]
-    Output(#[from] output::OutputError),
+    Output(#[from] destination::DestinationError),
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),

@@ -20,9 +20,8 @@ use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
 use std::sync::Arc;
 
-use super::output::{
-    plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,
-};
+use super::destination::Destination;
+use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, SynthFlags};
@@ -33,9 +32,14 @@ pub struct Args {
     /// The plan request (JSON), or a model folder such as `models/llama-3.2-1b`.
     #[arg(value_name = "REQUEST.json|MODEL_FOLDER")]
     pub request: PathBuf,
-    /// Write the plan here (atomically; nothing is written on failure).
+    /// Write the plan here (a regular file, replaced atomically; symbolic links are
+    /// followed; nothing is written on failure).
     #[arg(short, long, value_name = "PLAN.json")]
     pub output: Option<PathBuf>,
+    /// Allow `-o` to name one of the inputs (the request file, or a file the model folder's
+    /// synthesis read), replacing it with the plan.
+    #[arg(long, requires = "output")]
+    pub overwrite_input: bool,
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -150,14 +154,15 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
-/// The request to plan: the file as it is, or a model folder's synthesized request.
-fn load(args: &Args, progress: &Progress) -> Result<PlanRequest, Error> {
+/// The request to plan (the file as it is, or a model folder's synthesized request) and
+/// the files it was read from.
+fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>), Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
         let synthesized = synthesize_request(Some(input), &args.synth)
             .map_err(|e| Error::from(e).in_file(input))?;
-        return Ok(synthesized.request);
+        return Ok((synthesized.request, synthesized.inputs));
     }
     if let Some(flag) = args.synth.first_given() {
         return Err(Error::Usage(format!(
@@ -166,21 +171,35 @@ fn load(args: &Args, progress: &Progress) -> Result<PlanRequest, Error> {
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    read_request(input)
+    Ok((read_request(input)?, vec![input.clone()]))
 }
 
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
-    let request = load(args, &progress)?;
+    let (request, inputs) = load(args, &progress)?;
+    // The output is checked (and its temporary file created) before the plan is built, so
+    // a bad `-o` fails at once.
+    let destination = match &args.output {
+        Some(output) => {
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            Some(Destination::open(
+                output,
+                &inputs,
+                args.overwrite_input,
+                Some("--overwrite-input"),
+            )?)
+        }
+        None => None,
+    };
     options.observer = Some(progress.observer());
     let outcome = ExecutionPlan::build_with_report(&request, &options)
         .map_err(|e| Error::from(e).in_file(&args.request))?;
     let plan = &outcome.plan;
-    if let Some(output) = &args.output {
-        progress.step(&format!("writing {}", output.display()));
-        write_json_atomically(output, plan)?;
+    if let Some(destination) = destination {
+        progress.step(&format!("writing {}", destination.path().display()));
+        destination.write_json(plan, true)?;
     }
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome
