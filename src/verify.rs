@@ -143,7 +143,19 @@ pub fn verify(
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
     let plan = parse_stored_plan(stored)?;
-    let rebuilt = ExecutionPlan::build(request, options)?;
+    let options = options
+        .with_recorded_settings(&plan.payload.selection_settings, || {
+            plan.payload
+                .nodes
+                .iter()
+                .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
+                .collect()
+        })
+        .map_err(|e| VerifyError::Malformed {
+            json_path: "payload.selection_settings".to_owned(),
+            message: e.to_string(),
+        })?;
+    let rebuilt = ExecutionPlan::build(request, &options)?;
     let rebuilt_tree = serde_json::to_value(&rebuilt).map_err(|err| VerifyError::Malformed {
         json_path: ".".to_owned(),
         message: err.to_string(),

@@ -13,7 +13,7 @@ use serde::Serialize;
 use jointplan::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
 use jointplan::plan::{
     CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
-    SelectionReason,
+    SelectionReason, SelectionSettings, SettingRejection,
 };
 use jointplan::request::{BufferUsage, ResourceId, StorageProfile};
 use jointplan::selection::{ComponentReport, Status};
@@ -191,6 +191,21 @@ pub fn rejection_summary(
                 resources,
             }
         }
+        RejectionReason::Setting(setting) => RejectionSummary {
+            provider_id,
+            reason: "setting",
+            details: vec![match setting {
+                SettingRejection::PinnedElsewhere => {
+                    "the node is pinned to another provider (--pin)"
+                }
+                SettingRejection::Forbidden => "forbidden at this node (--forbid)",
+                SettingRejection::Objective => {
+                    "the plan's objective ranks another choice higher (no storage conflict)"
+                }
+            }
+            .to_owned()],
+            resources: Vec::new(),
+        },
     }
 }
 
@@ -348,6 +363,9 @@ pub struct PlanSummary {
     /// Components accepted without a proof of optimality (only with
     /// `--allow-uncertified`; empty otherwise).
     pub uncertified: Vec<UncertifiedComponent>,
+    /// The selection settings recorded in the plan (absent when all are default).
+    #[serde(skip_serializing_if = "SelectionSettings::is_default")]
+    pub selection_settings: SelectionSettings,
 }
 
 /// The node part of a summary (shared by `plan` and `explain`).
@@ -427,6 +445,7 @@ pub fn plan_summary(
         },
         selection: selection.to_vec(),
         uncertified: uncertified_components(selection),
+        selection_settings: plan.payload.selection_settings.clone(),
     }
 }
 

@@ -14,8 +14,11 @@ use std::time::Duration;
 use super::Error;
 use jointplan::builder::BuildOptions;
 use jointplan::plan::ExecutionPlan;
+use jointplan::plan::DEFAULT_OBJECTIVE;
 use jointplan::request::PlanRequest;
-use jointplan::selection::DEFAULT_DP_STATE_BUDGET;
+use jointplan::request::{NodeId, ProviderId};
+use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
+use std::sync::Arc;
 
 use super::destination::Destination;
 use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
@@ -69,9 +72,33 @@ pub struct SelectionFlags {
     #[arg(long, value_enum, default_value = "microlp")]
     pub backend: BackendArg,
     /// Accept components whose selection was not proved optimal; each is listed in the
-    /// summary with its first node, status and gap.
+    /// summary with its first node, status and gap, and recorded in the plan.
     #[arg(long)]
     pub allow_uncertified: bool,
+    /// Objective of the selection: seed-lex (default), max-preferred, min-penalty or
+    /// weighted (recorded in the plan unless seed-lex).
+    #[arg(long, default_value = DEFAULT_OBJECTIVE)]
+    pub objective: String,
+    /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) of the `weighted` objective.
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
+    /// Fix a node to one of its providers (repeatable; recorded in the plan).
+    #[arg(long, value_name = "NODE=PROVIDER")]
+    pub pin: Vec<String>,
+    /// Forbid a provider at a node (repeatable; recorded in the plan).
+    #[arg(long, value_name = "NODE=PROVIDER")]
+    pub forbid: Vec<String>,
+}
+
+/// Parses `NODE=PROVIDER` of `--{flag}`.
+pub fn node_provider(flag: &str, text: &str) -> Result<(NodeId, ProviderId), Error> {
+    let usage = |detail: String| Error::Usage(format!("--{flag} {text}: {detail}"));
+    let Some((node, provider)) = text.split_once('=') else {
+        return Err(usage("expected NODE=PROVIDER, e.g. node.layer.0.attention=provider.cuda.causal_paged_attention.paged".to_owned()));
+    };
+    let node = NodeId::new(node).map_err(|e| usage(format!("bad node id: {e}")))?;
+    let provider = ProviderId::new(provider).map_err(|e| usage(format!("bad provider id: {e}")))?;
+    Ok((node, provider))
 }
 
 impl SelectionFlags {
@@ -91,6 +118,33 @@ impl SelectionFlags {
         options.selection.dp_state_budget = self.dp_state_budget;
         options.selection.backend = self.backend.backend().map_err(Error::Usage)?;
         options.allow_uncertified = self.allow_uncertified;
+        let weights =
+            match &self.weights {
+                Some(file) => {
+                    let text = std::fs::read_to_string(file).map_err(|e| {
+                        Error::Usage(format!("cannot read weights file {}: {e}", file.display()))
+                    })?;
+                    Some(Weights::from_json_str(&text).map_err(|e| {
+                        Error::Usage(format!("weights file {}: {e}", file.display()))
+                    })?)
+                }
+                None => None,
+            };
+        let objective =
+            objective_by_name(&self.objective, weights).map_err(|e| Error::Usage(e.to_string()))?;
+        options.selection.objective = Arc::from(objective);
+        for text in &self.pin {
+            let (node, provider) = node_provider("pin", text)?;
+            if let Some(earlier) = options.pins.insert(node.clone(), provider) {
+                return Err(Error::Usage(format!(
+                    "--pin {text}: node {node} is already pinned to {earlier}"
+                )));
+            }
+        }
+        for text in &self.forbid {
+            let (node, provider) = node_provider("forbid", text)?;
+            options.forbids.entry(node).or_default().insert(provider);
+        }
         Ok(options)
     }
 }

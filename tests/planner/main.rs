@@ -21,6 +21,7 @@ mod memory_errors;
 mod memory_plan;
 mod memory_scale;
 mod memory_validate;
+mod recorded_settings;
 mod request_fuzz;
 mod request_props;
 mod request_schema;
