@@ -54,6 +54,7 @@
 //! 6. [`plan`]: the execution plan's data types and hash;
 //! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
 //! 8. [`verify`]: a stored plan rebuilt from its request and compared;
+//! 9. [`study`]: plans in serving terms: the memory report, fits and sweeps;
 //!
 //! The `jointplan` command line is a binary of this package on top of the library (cargo
 //! feature `cli`, on by default); the library itself never depends on it.
@@ -73,6 +74,7 @@ pub mod node;
 pub mod plan;
 pub mod request;
 pub mod selection;
+pub mod study;
 pub mod synth;
 pub mod verify;
 
