@@ -73,6 +73,7 @@ pub mod node;
 pub mod plan;
 pub mod request;
 pub mod selection;
+pub mod study;
 pub mod synth;
 pub mod verify;
 

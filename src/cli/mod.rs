@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod destination;
+pub mod diff;
 pub mod explain;
 pub mod hash;
 pub mod output;
@@ -43,6 +44,8 @@ pub enum Commands {
     /// Check a stored plan alone with the independent checker (every violation, with its
     /// rule and JSON path).
     Check(check::Args),
+    /// Compare two plans of one program: providers, profiles, objective keys, memory.
+    Diff(diff::Args),
     /// Explain why each provider of a node was chosen or rejected.
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
@@ -82,6 +85,7 @@ pub fn run() -> ExitCode {
             Err(error) => report("check", Err(error)),
         },
         Commands::Explain(args) => report("explain", explain::run(&args)),
+        Commands::Diff(args) => report("diff", diff::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
         Commands::Synth(args) => report("synth", synth::run(&args)),
