@@ -9,6 +9,7 @@ pub mod destination;
 pub mod diff;
 pub mod explain;
 pub mod hash;
+pub mod infeasible_text;
 pub mod output;
 pub mod plan;
 pub mod progress;
@@ -105,6 +106,14 @@ pub enum Error {
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),
+    /// A failure with an explanation of it (why a request is infeasible).
+    #[error("{error}\n{explanation}")]
+    Explained {
+        /// The failure.
+        error: Box<Error>,
+        /// Why, in the input's terms.
+        explanation: String,
+    },
 }
 
 impl Error {
@@ -113,6 +122,7 @@ impl Error {
         match self {
             Error::Library(error) => error.kind(),
             Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
+            Error::Explained { error, .. } => error.kind(),
         }
     }
 

@@ -245,11 +245,16 @@ pub fn capacity_infeasibility(
         let Some(to) = to else { continue };
         let text = match field {
             Field::Capacity => format!(
-                "needs {} more capacity: raise {} from {} to {}",
+                "needs {} more capacity: raise {} from {} to {}{}",
                 gib(to - from),
                 field.name(),
                 gib(from),
-                gib(to)
+                gib(to),
+                if to > request.catalog.device.total_memory_bytes {
+                    " (a device with at least that much memory)"
+                } else {
+                    ""
+                }
             ),
             Field::Reserve => format!("lower {} from {} to {}", field.name(), gib(from), gib(to)),
             Field::Sequences => format!("cap {} at {to} (from {from})", field.name()),

@@ -219,23 +219,41 @@ pub fn analyze(
     request: &PlanRequest,
     options: &BuildOptions,
 ) -> Result<Option<Infeasibility>, ResearchError> {
-    let error = match ExecutionPlan::build(request, options) {
-        Ok(_) => return Ok(None),
-        Err(e) if e.kind() == crate::ErrorKind::Infeasible => e,
-        Err(e) => return Err(e.into()),
-    };
-    match &error {
+    match ExecutionPlan::build(request, options) {
+        Ok(_) => Ok(None),
+        Err(e) if e.kind() == crate::ErrorKind::Infeasible => {
+            match explain_failure(request, options, &e)? {
+                Some(reason) => Ok(Some(reason)),
+                None => Err(e.into()),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Says why `request` has no plan, given the infeasibility `error` its build under `options`
+/// returned (what [`analyze`] does after building). `None` for an error that is not
+/// infeasibility (a plan that could not be proved optimal, bad input).
+pub fn explain_failure(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: &PlanError,
+) -> Result<Option<Infeasibility>, ResearchError> {
+    if error.kind() != crate::ErrorKind::Infeasible {
+        return Ok(None);
+    }
+    match error {
         PlanError::Candidates(
             CandidateError::NoStorageCandidate { .. }
             | CandidateError::Selection { .. }
             | CandidateError::SettingLeavesNoCandidate { .. },
-        ) => selection_infeasibility(request, options, &error),
+        ) => selection_infeasibility(request, options, error),
         PlanError::Memory(
             MemoryError::CapacityExceeded { .. }
             | MemoryError::StaticExceedsUsable { .. }
             | MemoryError::PoolExceedsDynamicCapacity { .. },
-        ) => super::capacity::capacity_infeasibility(request, options, &error),
-        PlanError::Candidates(CandidateError::Uncertified { .. }) => Err(error.into()),
+        ) => super::capacity::capacity_infeasibility(request, options, error),
+        PlanError::Candidates(CandidateError::Uncertified { .. }) => Ok(None),
         _ => Ok(Some(Infeasibility {
             status: "infeasible",
             kind: "limit",
