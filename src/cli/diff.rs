@@ -1,6 +1,9 @@
 //! `jointplan diff A.plan.json B.plan.json [--json]`: a semantic comparison of two plans of
 //! one program (exit 0 whether or not they differ; 2 for two different programs).
 
+// The command line's `Error` carries the library's error unboxed: errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 use std::path::PathBuf;
 
 use super::Error;
@@ -82,7 +85,11 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> Strin
         ));
     }
     out.push_str("\nobjective keys (A | B):\n");
-    out.push_str(&objective_lines(&diff.objective.a, &diff.objective.b));
+    out.push_str(&objective_lines(
+        &diff.objective.a,
+        &diff.objective.b,
+        ["A", "B"],
+    ));
     out.push_str("\nmemory (A | B | B - A, bytes):\n");
     for (name, m) in &diff.memory {
         out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
@@ -90,8 +97,8 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> Strin
     out
 }
 
-/// The objective keys of two plans side by side.
-pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys) -> String {
+/// The objective keys of two plans side by side (`labels` name the two sides).
+pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) -> String {
     let mut out = format!("  objective  {} | {}\n", a.objective, b.objective);
     out.push_str(&format!(
         "  preferences met (node order decides seed-lex)  {}/{} | {}/{}\n",
@@ -105,8 +112,8 @@ pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys) -> String {
             .join(", ")
     };
     if a.preferred_missed != b.preferred_missed {
-        out.push_str(&format!("    missed in A: {}\n", missed(a)));
-        out.push_str(&format!("    missed in B: {}\n", missed(b)));
+        out.push_str(&format!("    missed in {}: {}\n", labels[0], missed(a)));
+        out.push_str(&format!("    missed in {}: {}\n", labels[1], missed(b)));
     }
     let profiles: std::collections::BTreeSet<&String> = a
         .resources_by_profile

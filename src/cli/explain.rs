@@ -4,6 +4,9 @@
 //! profiles the plan chose for them (with `--request`, also what the rejected provider
 //! accepts for the slots bound to those resources).
 
+// The command line's `Error` carries the library's error unboxed: errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 

@@ -131,7 +131,7 @@ pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
                 None => out.push_str("  the objective is equal on every key\n"),
             }
             out.push_str("objective keys (chosen | pinned):\n");
-            out.push_str(&objective_lines(chosen, pinned));
+            out.push_str(&objective_lines(chosen, pinned, ["chosen", "pinned"]));
             out.push_str(&format!(
                 "nodes that change ({}):\n",
                 diff.nodes_changed.len()
