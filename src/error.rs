@@ -76,9 +76,7 @@ impl Error {
                 Some(json_path.clone())
             }
             Error::Request(error) => Some(error.path().to_owned()),
-            Error::Plan(crate::builder::error::PlanError::Request(error)) => {
-                Some(error.path().to_owned())
-            }
+            Error::Plan(error) => error.json_path().map(str::to_owned),
             Error::Verify(error) => error.json_path().map(str::to_owned),
             Error::File { source, .. } => source.json_path(),
             _ => None,

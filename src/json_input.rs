@@ -390,12 +390,32 @@ pub fn parse_strict<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, Str
     parse_strict_within(text, &InputLimits::current())
 }
 
+/// An array whose length a domain limit bounds, counted by the streaming pass before any
+/// typed value is built (so a selection problem with ten million nodes is refused after one
+/// scan of its text, not after building ten million nodes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CountedArray {
+    /// The object keys that lead from the document's root to the array.
+    pub path: &'static [&'static str],
+    /// The limit its length is held to (besides `array-elements`).
+    pub limit: Limit,
+}
+
 /// [`parse_strict`] under explicit `limits`.
 pub fn parse_strict_within<T: serde::de::DeserializeOwned>(
     text: &str,
     limits: &InputLimits,
 ) -> Result<T, StrictJsonError> {
-    check_document_within(text, limits)?;
+    parse_strict_counting(text, limits, None)
+}
+
+/// [`parse_strict_within`], with the length of one array held to a domain limit.
+pub fn parse_strict_counting<T: serde::de::DeserializeOwned>(
+    text: &str,
+    limits: &InputLimits,
+    counted: Option<CountedArray>,
+) -> Result<T, StrictJsonError> {
+    check_document_counting(text, limits, counted)?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let value: T =
         serde_path_to_error::deserialize(&mut deserializer).map_err(|err| StrictJsonError {
@@ -421,12 +441,22 @@ pub fn check_document(text: &str) -> Result<(), StrictJsonError> {
 
 /// [`check_document`] under explicit `limits`.
 pub fn check_document_within(text: &str, limits: &InputLimits) -> Result<(), StrictJsonError> {
+    check_document_counting(text, limits, None)
+}
+
+fn check_document_counting(
+    text: &str,
+    limits: &InputLimits,
+    counted: Option<CountedArray>,
+) -> Result<(), StrictJsonError> {
     let failure = RefCell::new(Failure::default());
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let checked = DocumentCheck {
         failure: &failure,
         limits,
         depth: 0,
+        counted,
+        matched: 0,
     }
     .deserialize(&mut deserializer)
     .and_then(|()| deserializer.end());
@@ -491,6 +521,10 @@ struct DocumentCheck<'f> {
     failure: &'f RefCell<Failure>,
     limits: &'f InputLimits,
     depth: u64,
+    /// The array held to a domain limit, if any.
+    counted: Option<CountedArray>,
+    /// How many keys of `counted.path` lead to this value (`usize::MAX`: off the path).
+    matched: usize,
 }
 
 impl DocumentCheck<'_> {
@@ -523,7 +557,43 @@ impl DocumentCheck<'_> {
                 format_args!("nesting deeper than {}", self.limits.depth),
             ));
         }
-        Ok(DocumentCheck { depth, ..self })
+        Ok(DocumentCheck {
+            depth,
+            matched: usize::MAX,
+            ..self
+        })
+    }
+
+    /// The check of the member `key` of an object checked by `self`.
+    fn member(self, inner: Self, key: &str) -> Self {
+        let on_path = self
+            .counted
+            .is_some_and(|counted| counted.path.get(self.matched) == Some(&key));
+        DocumentCheck {
+            matched: if on_path {
+                self.matched + 1
+            } else {
+                usize::MAX
+            },
+            ..inner
+        }
+    }
+
+    /// The element limit of an array checked by `self`: `array-elements`, or the counted
+    /// array's own limit when this is it and that limit is lower.
+    fn array_limit(&self) -> (Limit, u64) {
+        let general = (Limit::ArrayElements, self.limits.array_elements);
+        match self.counted {
+            Some(counted) if counted.path.len() == self.matched => {
+                let own = self.limits.get(counted.limit);
+                if own < general.1 {
+                    (counted.limit, own)
+                } else {
+                    general
+                }
+            }
+            _ => general,
+        }
     }
 }
 
@@ -563,9 +633,10 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let inner = self.nested()?;
+        let (limit, allowed) = self.array_limit();
         let mut index = 0usize;
         loop {
-            if index as u64 >= self.limits.array_elements {
+            if index as u64 >= allowed {
                 // One more element would exceed the limit: fail if there is one.
                 match seq.next_element::<IgnoredAny>() {
                     Ok(None) => return Ok(()),
@@ -574,9 +645,7 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
                             .borrow_mut()
                             .segments
                             .push(Segment::Index(index));
-                        return Err(
-                            self.exceed(Limit::ArrayElements, format_args!("more than {index}"))
-                        );
+                        return Err(self.exceed(limit, format_args!("more than {index}")));
                     }
                     Err(err) => {
                         self.failure
@@ -651,7 +720,7 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
                      that keeps the first copy would see a different document)"
                 )));
             }
-            if let Err(err) = map.next_value_seed(inner) {
+            if let Err(err) = map.next_value_seed(self.member(inner, &key)) {
                 self.failure
                     .borrow_mut()
                     .segments
@@ -788,6 +857,28 @@ mod tests {
         assert!(limits.apply("bogus=1").unwrap_err().contains("file-bytes"));
         limits.apply("file-bytes=2K").unwrap();
         assert_eq!(limits.file_bytes, 2048);
+    }
+
+    #[test]
+    fn a_counted_array_is_held_to_its_domain_limit_before_parsing() {
+        let mut limits = InputLimits::DEFAULT;
+        limits.apply("nodes=2").unwrap();
+        let counted = Some(CountedArray {
+            path: &["nodes"],
+            limit: Limit::Nodes,
+        });
+        let ok: Result<serde_json::Value, _> =
+            parse_strict_counting(r#"{"nodes": [1, 2], "other": [1, 2, 3]}"#, &limits, counted);
+        assert!(ok.is_ok());
+        let err = parse_strict_counting::<serde_json::Value>(
+            r#"{"x": {"nodes": [1, 2, 3]}, "nodes": [1, 2, 3]}"#,
+            &limits,
+            counted,
+        )
+        .unwrap_err();
+        assert_eq!(err.json_path, "nodes[2]");
+        assert_eq!(err.limit.map(|b| b.limit), Some(Limit::Nodes));
+        assert!(err.message.contains("--limit nodes=N"), "{err}");
     }
 
     #[test]

@@ -251,23 +251,27 @@ type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
 /// its resolution (a missing one is an error).
 fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> {
     let mut by_node: BTreeMap<&NodeId, &NodeResolution> = BTreeMap::new();
-    for resolution in &request.node_resolutions {
+    for (index, resolution) in request.node_resolutions.iter().enumerate() {
         if by_node.insert(&resolution.node_id, resolution).is_some() {
             return Err(PlanError::DuplicateResolution {
                 node: resolution.node_id.clone(),
+                path: format!("node_resolutions[{index}].node_id"),
             });
         }
     }
     let mut pairs = Vec::new();
     let mut used = BTreeSet::new();
-    for node in request.family.program.nodes() {
-        let Some(resolution) = by_node.get(&node.id) else {
-            return Err(PlanError::MissingResolution {
-                node: node.id.clone(),
-            });
-        };
-        used.insert(&node.id);
-        pairs.push((node, *resolution));
+    for (b, block) in request.family.program.blocks.iter().enumerate() {
+        for (n, node) in block.nodes.iter().enumerate() {
+            let Some(resolution) = by_node.get(&node.id) else {
+                return Err(PlanError::MissingResolution {
+                    node: node.id.clone(),
+                    path: format!("family.program.blocks[{b}].nodes[{n}].id"),
+                });
+            };
+            used.insert(&node.id);
+            pairs.push((node, *resolution));
+        }
     }
     let unknown: Vec<NodeId> = by_node
         .keys()

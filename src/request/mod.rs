@@ -147,6 +147,19 @@ impl LoadError {
 impl PlanRequest {
     /// Reads a request file (shape and ids only; call [`PlanRequest::validate`] next).
     pub fn read(file: &Path) -> Result<Self, LoadError> {
-        read_json(file)
+        Self::parse(file, &read_json_text(file)?)
+    }
+
+    /// Parses request text read from `file` (named in errors). Besides the strict reading
+    /// of every JSON input, the `nodes` limit is applied to `node_resolutions` (one per
+    /// program node) while the text is scanned, before any typed value is built.
+    pub fn parse(file: &Path, text: &str) -> Result<Self, LoadError> {
+        use crate::json_input::{parse_strict_counting, CountedArray, InputLimits, Limit};
+        let counted = CountedArray {
+            path: &["node_resolutions"],
+            limit: Limit::Nodes,
+        };
+        parse_strict_counting(text, &InputLimits::current(), Some(counted))
+            .map_err(|err| LoadError::from_strict(file, err))
     }
 }

@@ -107,7 +107,12 @@ impl SelectionProblem {
     /// Parses a problem from JSON text; the error names the JSON path of the
     /// first problem found.
     pub fn from_json_str(text: &str) -> Result<Self, SelectionError> {
-        crate::json_input::parse_strict(text).map_err(|e| {
+        use crate::json_input::{parse_strict_counting, CountedArray, InputLimits, Limit};
+        let counted = CountedArray {
+            path: &["nodes"],
+            limit: Limit::Nodes,
+        };
+        parse_strict_counting(text, &InputLimits::current(), Some(counted)).map_err(|e| {
             SelectionError::BadInput(format!(
                 "invalid problem JSON at `{}`: {}",
                 e.json_path, e.message

@@ -248,6 +248,25 @@ fn input_limits_are_exit_2_naming_the_limit_and_the_flag() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("--limit nodes=N"), "{}", stderr(&out));
+    // Node counts are held while the text is scanned, before anything is built.
+    let mut problem: serde_json::Value =
+        serde_json::from_str(include_str!("../data/spec-example.json")).unwrap();
+    let node = problem["nodes"][0].clone();
+    for id in ["copy.1", "copy.2"] {
+        let mut copy = node.clone();
+        copy["id"] = serde_json::Value::from(id);
+        problem["nodes"].as_array_mut().unwrap().push(copy);
+    }
+    let problem_file = dir.path().join("problem.json");
+    std::fs::write(&problem_file, problem.to_string()).unwrap();
+    assert_eq!(
+        jointplan(&["solve", &path(&problem_file)]).status.code(),
+        Some(0)
+    );
+    let out = jointplan(&["solve", &path(&problem_file), "--limit", "nodes=2"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nodes[2]"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--limit nodes=N"), "{}", stderr(&out));
     let out = jointplan(&["plan", &repo("models/tiny/request.json"), "--limit", "x=1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
