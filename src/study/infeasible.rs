@@ -278,10 +278,24 @@ fn request_problem(
         .collect();
     let mut nodes = Vec::new();
     let mut dropped = Vec::new();
-    for node in request.family.program.nodes() {
+    let located = request
+        .family
+        .program
+        .blocks
+        .iter()
+        .enumerate()
+        .flat_map(|(b, block)| {
+            block
+                .nodes
+                .iter()
+                .enumerate()
+                .map(move |(n, node)| (b, n, node))
+        });
+    for (b, n, node) in located {
         let Some(resolution) = resolutions.get(&node.id) else {
             return Err(PlanError::MissingResolution {
                 node: node.id.clone(),
+                path: format!("family.program.blocks[{b}].nodes[{n}].id"),
             }
             .into());
         };
