@@ -90,7 +90,7 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> Strin
         &diff.objective.b,
         ["A", "B"],
     ));
-    out.push_str("\nmemory (A | B | B - A, bytes):\n");
+    out.push_str("\nmemory (A | B | B - A, bytes; pools summed per kind, and every pool's maximum is bounded by the same dynamic capacity, which they share):\n");
     for (name, m) in &diff.memory {
         out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
     }
