@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use super::Error;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::read_json;
-use jointplan::study::diff::{diff_plans, PlanDiff};
+use jointplan::study::diff::{diff_plans, PlanDiff, ProfileChange};
 use jointplan::study::objective_keys::ObjectiveKeys;
 use jointplan::verify::parse_stored_plan;
 
@@ -75,15 +75,7 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> Strin
         "\nstorage profiles: {} resources changed\n",
         diff.profiles_changed.len()
     ));
-    let absent = |p: &Option<String>| p.clone().unwrap_or_else(|| "(absent)".to_owned());
-    for change in &diff.profiles_changed {
-        out.push_str(&format!(
-            "  {}  {} -> {}\n",
-            change.resource,
-            absent(&change.a),
-            absent(&change.b)
-        ));
-    }
+    out.push_str(&profile_change_lines(&diff.profiles_changed));
     out.push_str("\nobjective keys (A | B):\n");
     out.push_str(&objective_lines(
         &diff.objective.a,
@@ -95,6 +87,15 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> Strin
         out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
     }
     out
+}
+
+/// One line per resource whose profile changed (`(absent)` on a side without it).
+pub fn profile_change_lines(changes: &[ProfileChange]) -> String {
+    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "(absent)".to_owned());
+    changes
+        .iter()
+        .map(|c| format!("  {}  {} -> {}\n", c.resource, show(&c.a), show(&c.b)))
+        .collect()
 }
 
 /// The objective keys of two plans side by side (`labels` name the two sides).

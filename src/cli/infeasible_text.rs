@@ -4,7 +4,7 @@
 use jointplan::study::infeasible::{Fact, Infeasibility};
 use jointplan::study::why_not::WhyNot;
 
-use super::diff::objective_lines;
+use super::diff::{objective_lines, profile_change_lines};
 use super::output::human_bytes;
 
 /// The text of an infeasibility.
@@ -143,15 +143,7 @@ pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
                 "resources whose profile changes ({}):\n",
                 diff.profiles_changed.len()
             ));
-            for c in &diff.profiles_changed {
-                let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "(absent)".to_owned());
-                out.push_str(&format!(
-                    "  {}  {} -> {}\n",
-                    c.resource,
-                    show(&c.a),
-                    show(&c.b)
-                ));
-            }
+            out.push_str(&profile_change_lines(&diff.profiles_changed));
             out.push_str("memory that changes (chosen | pinned | delta, bytes):\n");
             for (name, m) in diff.memory.iter().filter(|(_, m)| m.delta != 0) {
                 out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));

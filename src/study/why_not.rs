@@ -72,13 +72,7 @@ pub fn why_not(
     }
     let settings = &plan.payload.selection_settings;
     let base = options
-        .with_recorded_settings(settings, || {
-            plan.payload
-                .nodes
-                .iter()
-                .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
-                .collect()
-        })
+        .with_recorded_settings(settings, || plan.payload.selected_providers())
         .map_err(|e| ResearchError::PlanNotOfRequest {
             detail: format!("payload.selection_settings: {e}"),
         })?;

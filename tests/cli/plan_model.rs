@@ -9,16 +9,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn jointplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jointplan"))
-        .args(args)
-        .output()
-        .expect("the jointplan binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::cli_process::{jointplan, text};
 
 fn models() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")

@@ -3,20 +3,11 @@
 //! why-infeasible answer of `plan` (`--json`, exit 1).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
-fn jointplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jointplan"))
-        .args(args)
-        .output()
-        .expect("the jointplan binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::common::cli_process::{jointplan, text};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -34,6 +25,23 @@ fn ok(result: &Output) {
         text(&result.stderr),
         text(&result.stdout)
     );
+}
+
+/// The command failed with `code` and its standard error mentions `needle`.
+fn fails(result: &Output, code: i32, needle: &str) {
+    let err = text(&result.stderr);
+    assert_eq!(result.status.code(), Some(code), "{err}");
+    assert!(err.contains(needle), "{err}");
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(value: &Value) -> Vec<&str> {
+    value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect()
 }
 
 const F16: &str = "provider.cuda.causal_paged_attention.f16";
@@ -95,12 +103,7 @@ fn every_objective_of_a_model_folder_plan_verifies() {
     ok(&jointplan(&["verify", &s(&request), &s(&pinned)]));
     // A malformed pin is bad input naming the flag.
     let result = jointplan(&["plan", &model, "--layers", "2", "--pin", "node.embedding"]);
-    assert_eq!(result.status.code(), Some(2));
-    assert!(
-        text(&result.stderr).contains("--pin node.embedding"),
-        "{}",
-        text(&result.stderr)
-    );
+    fails(&result, 2, "--pin node.embedding");
 }
 
 #[test]
@@ -120,14 +123,8 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
     let result = jointplan(&["diff", &s(&a), &s(&b), "--json"]);
     ok(&result);
     let diff: Value = serde_json::from_slice(&result.stdout).unwrap();
-    let keys: Vec<&str> = diff
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
     assert_eq!(
-        keys,
+        keys(&diff),
         [
             "memory",
             "nodes_changed",
@@ -138,31 +135,13 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
         ]
     );
     for change in diff["nodes_changed"].as_array().unwrap() {
-        let keys: Vec<&str> = change
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(keys, ["a", "b", "node"]);
+        assert_eq!(keys(change), ["a", "b", "node"]);
     }
     for pattern in diff["patterns"].as_array().unwrap() {
-        let keys: Vec<&str> = pattern
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(keys, ["a", "b", "count"]);
+        assert_eq!(keys(pattern), ["a", "b", "count"]);
     }
     for (_, item) in diff["memory"].as_object().unwrap() {
-        let keys: Vec<&str> = item
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert_eq!(keys, ["a", "b", "delta"]);
+        assert_eq!(keys(item), ["a", "b", "delta"]);
     }
     assert_eq!(diff["objective"]["a"]["objective"], "seed-lex");
     assert_eq!(diff["objective"]["b"]["objective"], "min-penalty");
@@ -183,12 +162,7 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
         &s(&tiny),
     ]));
     let result = jointplan(&["diff", &s(&a), &s(&tiny)]);
-    assert_eq!(result.status.code(), Some(2));
-    assert!(
-        text(&result.stderr).contains("different programs"),
-        "{}",
-        text(&result.stderr)
-    );
+    fails(&result, 2, "different programs");
 }
 
 #[test]
@@ -234,8 +208,7 @@ fn explain_why_not_and_the_providers_not_chosen() {
         "--why-not",
         &format!("node.layer.1.attention={FLASH}"),
     ]);
-    assert_eq!(result.status.code(), Some(2));
-    assert!(text(&result.stderr).contains("--request"));
+    fails(&result, 2, "--request");
     // Without --why-not and with the request: the providers not chosen per node.
     let result = jointplan(&["explain", &s(&plan), "--request", &decoder()]);
     ok(&result);
