@@ -106,6 +106,9 @@ pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) 
         a.preferred_met, a.preferences, b.preferred_met, b.preferences
     ));
     let missed = |k: &ObjectiveKeys| {
+        if k.preferred_missed.is_empty() {
+            return "none".to_owned();
+        }
         k.preferred_missed
             .iter()
             .map(ToString::to_string)
