@@ -14,6 +14,7 @@ pub mod output;
 pub mod plan;
 pub mod progress;
 pub mod seal;
+pub mod serving_text;
 pub mod solve;
 pub mod summary_text;
 pub mod synth;

@@ -18,6 +18,7 @@ use jointplan::plan::DEFAULT_OBJECTIVE;
 use jointplan::request::PlanRequest;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
+use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
@@ -249,6 +250,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
         }
     };
     let plan = &outcome.plan;
+    let serving = ServingReport::with_limits(&request, plan)
+        .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
+    // A serving engine refuses to start when not even one sequence fits: so does `plan`,
+    // before anything is written.
+    if let Some(refusal) = serving.0.refusal(&serving.1) {
+        return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
+    }
     if let Some(destination) = destination {
         progress.step(&format!("writing {}", destination.path().display()));
         destination.write_json(plan, true)?;
@@ -259,7 +267,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .iter()
         .map(ComponentSummary::from_report)
         .collect();
-    let summary = plan_summary(plan, &selection, args.output.as_deref());
+    let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
         let text = pretty_json(&summary)
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
