@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use super::Error;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::read_json;
-use jointplan::study::diff::{diff_plans, PlanDiff, ProfileChange};
+use jointplan::study::diff::{diff_plans, diff_plans_with_reports, PlanDiff, ProfileChange};
+
+use super::plan::read_request;
 use jointplan::study::objective_keys::ObjectiveKeys;
 use jointplan::verify::parse_stored_plan;
 
@@ -25,6 +27,10 @@ pub struct Args {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The request each plan was built from (once for both, or A's then B's): adds the
+    /// memory report's items (`report.*`) to the memory figures.
+    #[arg(long, value_name = "REQUEST.json", num_args = 1)]
+    pub request: Vec<PathBuf>,
 }
 
 /// Reads and strictly parses a stored plan.
@@ -37,7 +43,24 @@ pub fn read_plan(file: &std::path::Path) -> Result<ExecutionPlan, Error> {
 pub fn run(args: &Args) -> Result<(), Error> {
     let a = read_plan(&args.a)?;
     let b = read_plan(&args.b)?;
-    let diff = diff_plans(&a, &b).map_err(|e| Error::Library(e.into()))?;
+    let diff = match args.request.as_slice() {
+        [] => diff_plans(&a, &b),
+        [one] => {
+            let request = read_request(one)?;
+            diff_plans_with_reports((&a, &request), (&b, &request))
+        }
+        [ra, rb] => {
+            let (ra, rb) = (read_request(ra)?, read_request(rb)?);
+            diff_plans_with_reports((&a, &ra), (&b, &rb))
+        }
+        more => {
+            return Err(Error::Usage(format!(
+                "--request is given {} times: give it once (both plans of one request) or twice (A's, then B's)",
+                more.len()
+            )))
+        }
+    }
+    .map_err(|e| Error::Library(e.into()))?;
     if args.json {
         let text = pretty_json(&diff)
             .map_err(|e| Error::Usage(format!("cannot serialize the comparison: {e}")))?;

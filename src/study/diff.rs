@@ -11,9 +11,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::objective_keys::{objective_keys, resource_profiles, ObjectiveKeys};
+use super::report::ServingReport;
 use super::ResearchError;
 use crate::plan::ExecutionPlan;
-use crate::request::{NodeId, ProviderId, ResourceId};
+use crate::request::fingerprints::program_fingerprint;
+use crate::request::{NodeId, PlanRequest, ProviderId, ResourceId};
 
 /// One node whose provider differs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -98,6 +100,82 @@ impl PlanDiff {
     }
 }
 
+/// [`diff_plans`], with the memory report of each plan ([`ServingReport`]) among the memory
+/// figures, as `report.<item>`: the report needs the program of the plan's request (its
+/// states), so each plan comes with the request it was built from.
+pub fn diff_plans_with_reports(
+    (a, request_a): (&ExecutionPlan, &PlanRequest),
+    (b, request_b): (&ExecutionPlan, &PlanRequest),
+) -> Result<PlanDiff, ResearchError> {
+    let mut diff = diff_plans(a, b)?;
+    let (ra, rb) = (report_figures(a, request_a)?, report_figures(b, request_b)?);
+    merge_figures(&mut diff.memory, &ra, &rb)?;
+    Ok(diff)
+}
+
+/// The report items of a plan as figures (`worst_case_fits` as 1 or 0; an item without a
+/// bound, such as sequences that fit without per-sequence state, is left out).
+fn report_figures(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+) -> Result<BTreeMap<String, i64>, ResearchError> {
+    let program = program_fingerprint(&request.family.program).map_err(|e| {
+        ResearchError::PlanNotOfRequest {
+            detail: e.to_string(),
+        }
+    })?;
+    if program != plan.payload.program_fingerprint {
+        return Err(ResearchError::PlanNotOfRequest {
+            detail: format!(
+                "plan {} is of another program than the request",
+                plan.payload.plan_id
+            ),
+        });
+    }
+    let report = ServingReport::of(request, plan).map_err(|e| ResearchError::Report {
+        detail: e.to_string(),
+    })?;
+    let mut figures = BTreeMap::new();
+    let mut put = |name: &str, bytes: Option<u64>| -> Result<(), ResearchError> {
+        if let Some(bytes) = bytes {
+            figures.insert(format!("report.{name}"), signed(name, bytes)?);
+        }
+        Ok(())
+    };
+    put("weights_bytes", Some(report.weights_bytes))?;
+    put("kv_bytes_per_token", Some(report.kv_bytes_per_token))?;
+    put("kv_bytes_per_sequence", Some(report.kv_bytes_per_sequence))?;
+    put("activation_bytes", Some(report.activation_bytes))?;
+    put("workspace_bytes", Some(report.workspace_bytes))?;
+    put("reserve_bytes", Some(report.reserve_bytes))?;
+    put("tokens_that_fit", report.tokens_that_fit)?;
+    put("sequences_that_fit", report.sequences_that_fit)?;
+    put("worst_case_fits", Some(u64::from(report.worst_case_fits)))?;
+    let headroom = i64::try_from(report.headroom_bytes).map_err(|_| ResearchError::Overflow {
+        what: "report.headroom_bytes".to_owned(),
+    })?;
+    figures.insert("report.headroom_bytes".to_owned(), headroom);
+    Ok(figures)
+}
+
+/// Adds the figures of both sides to `memory`, with their deltas (0 for a side without one).
+fn merge_figures(
+    memory: &mut BTreeMap<String, MemoryDelta>,
+    ma: &BTreeMap<String, i64>,
+    mb: &BTreeMap<String, i64>,
+) -> Result<(), ResearchError> {
+    let names: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+    for name in names {
+        let x = ma.get(name).copied().unwrap_or(0);
+        let y = mb.get(name).copied().unwrap_or(0);
+        let delta = y.checked_sub(x).ok_or_else(|| ResearchError::Overflow {
+            what: format!("the delta of {name}"),
+        })?;
+        memory.insert(name.clone(), MemoryDelta { a: x, b: y, delta });
+    }
+    Ok(())
+}
+
 /// Compares plan `a` with plan `b` (refused when their node lists differ).
 pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, ResearchError> {
     let (na, nb) = (&a.payload.nodes, &b.payload.nodes);
@@ -159,17 +237,8 @@ pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, Rese
             b: pb.get(r).cloned(),
         })
         .collect();
-    let (ma, mb) = (memory_figures(a)?, memory_figures(b)?);
-    let names: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
     let mut memory = BTreeMap::new();
-    for name in names {
-        let x = ma.get(name).copied().unwrap_or(0);
-        let y = mb.get(name).copied().unwrap_or(0);
-        let delta = y.checked_sub(x).ok_or_else(|| ResearchError::Overflow {
-            what: format!("the delta of {name}"),
-        })?;
-        memory.insert(name.clone(), MemoryDelta { a: x, b: y, delta });
-    }
+    merge_figures(&mut memory, &memory_figures(a)?, &memory_figures(b)?)?;
     Ok(PlanDiff {
         programs_equal: a.payload.program_fingerprint == b.payload.program_fingerprint,
         nodes_changed,

@@ -28,6 +28,12 @@ pub enum ResearchError {
     /// A build that the query needs failed for another reason than infeasibility.
     #[error("a build the query needs failed: {0}")]
     Build(Box<PlanError>),
+    /// The memory report of a plan could not be computed.
+    #[error("the memory report: {detail}")]
+    Report {
+        /// Why.
+        detail: String,
+    },
     /// A number overflowed.
     #[error("{what} overflows")]
     Overflow {

@@ -358,3 +358,44 @@ fn capacity_relaxations_are_exact_by_building_at_the_answer_and_next_to_it() {
         .unwrap();
     assert_eq!(reserve.from - reserve.to, 64 << 20);
 }
+
+#[test]
+fn the_diff_with_requests_carries_the_memory_report_of_each_side() {
+    use jointplan::study::diff::diff_plans_with_reports;
+    use jointplan::study::ServingReport;
+    let a = build(decoder(), &options("seed-lex"));
+    let b = build(decoder(), &options("min-penalty"));
+    let diff = diff_plans_with_reports((&a, decoder()), (&b, decoder())).unwrap();
+    let (ra, rb) = (
+        ServingReport::of(decoder(), &a).unwrap(),
+        ServingReport::of(decoder(), &b).unwrap(),
+    );
+    let item = &diff.memory["report.weights_bytes"];
+    assert_eq!(
+        (item.a as u64, item.b as u64),
+        (ra.weights_bytes, rb.weights_bytes)
+    );
+    let item = &diff.memory["report.headroom_bytes"];
+    assert_eq!(
+        (i128::from(item.a), i128::from(item.b)),
+        (ra.headroom_bytes, rb.headroom_bytes)
+    );
+    let item = &diff.memory["report.worst_case_fits"];
+    assert_eq!(
+        (item.a == 1, item.b == 1),
+        (ra.worst_case_fits, rb.worst_case_fits)
+    );
+    // The plan-only figures are all still there.
+    let plain = diff_plans(&a, &b).unwrap();
+    assert!(plain
+        .memory
+        .iter()
+        .all(|(k, v)| diff.memory.get(k) == Some(v)));
+    // A request of another program is refused.
+    let error =
+        diff_plans_with_reports((&a, decoder()), (&b, &common::models::tiny())).unwrap_err();
+    assert!(
+        matches!(error, ResearchError::PlanNotOfRequest { .. }),
+        "{error}"
+    );
+}
