@@ -143,6 +143,25 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
     for (_, item) in diff["memory"].as_object().unwrap() {
         assert_eq!(keys(item), ["a", "b", "delta"]);
     }
+    assert!(!diff["memory"]
+        .as_object()
+        .unwrap()
+        .contains_key("report.weights_bytes"));
+    // With the request, the memory report's items join the figures.
+    let result = jointplan(&["diff", &s(&a), &s(&b), "--json", "--request", &decoder()]);
+    ok(&result);
+    let with_report: Value = serde_json::from_slice(&result.stdout).unwrap();
+    for item in [
+        "report.weights_bytes",
+        "report.kv_bytes_per_token",
+        "report.worst_case_fits",
+    ] {
+        assert_eq!(
+            keys(&with_report["memory"][item]),
+            ["a", "b", "delta"],
+            "{item}"
+        );
+    }
     assert_eq!(diff["objective"]["a"]["objective"], "seed-lex");
     assert_eq!(diff["objective"]["b"]["objective"], "min-penalty");
     let result = jointplan(&["diff", &s(&a), &s(&b)]);
