@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::common::cli_process::{jointplan, text};
+use crate::process::{jointplan, text};
 
 fn tiny_request() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny/request.json")

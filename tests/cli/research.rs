@@ -2,29 +2,15 @@
 //! folder and `verify` of what it wrote, `diff [--json]`, `explain --why-not`, and the
 //! why-infeasible answer of `plan` (`--json`, exit 1).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use serde_json::Value;
 
-use crate::common::cli_process::{jointplan, text};
+use crate::process::{jointplan, ok, s, text};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn ok(result: &Output) {
-    assert_eq!(
-        result.status.code(),
-        Some(0),
-        "stderr: {}\nstdout: {}",
-        text(&result.stderr),
-        text(&result.stdout)
-    );
 }
 
 /// The command failed with `code` and its standard error mentions `needle`.

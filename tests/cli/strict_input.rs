@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::cli_process::{jointplan, text};
+use crate::process::{jointplan, text};
 
 fn tiny() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

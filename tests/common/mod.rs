@@ -7,7 +7,6 @@
 
 #[macro_use]
 pub mod build_fixture;
-pub mod cli_process;
 pub mod fuzz;
 pub mod memory_fixture;
 pub mod model_fixtures;
