@@ -17,7 +17,7 @@ use super::infeasible::{Fact, Infeasibility, Relaxation};
 use super::ResearchError;
 use crate::builder::error::PlanError;
 use crate::builder::BuildOptions;
-use crate::memory::MemoryError;
+use crate::memory::{Contributor, MemoryError};
 use crate::plan::ExecutionPlan;
 use crate::request::PlanRequest;
 
@@ -154,6 +154,15 @@ fn smallest_capacity(
     Ok(Some(good))
 }
 
+/// The largest allocations the planner names, as facts.
+fn allocation_facts(contributors: &[Contributor]) -> impl Iterator<Item = Fact> + '_ {
+    contributors.iter().map(|c| Fact::Allocation {
+        resource: c.resource_id.to_string(),
+        what: c.what.clone(),
+        bytes: c.bytes,
+    })
+}
+
 fn gib(bytes: u64) -> String {
     format!(
         "{:.2} GiB ({bytes} bytes)",
@@ -184,11 +193,7 @@ pub fn capacity_infeasibility(
             });
             shortfall =
                 u64::try_from(required.saturating_sub(u128::from(*usable))).unwrap_or(u64::MAX);
-            core.extend(contributors.iter().map(|c| Fact::Allocation {
-                resource: c.resource_id.to_string(),
-                what: c.what.clone(),
-                bytes: c.bytes,
-            }));
+            core.extend(allocation_facts(contributors));
         }
         PlanError::Memory(MemoryError::StaticExceedsUsable {
             static_bytes,
@@ -201,11 +206,7 @@ pub fn capacity_infeasibility(
                 check: "static bytes <= usable capacity".to_owned(),
             });
             shortfall = static_bytes.saturating_sub(*usable);
-            core.extend(contributors.iter().map(|c| Fact::Allocation {
-                resource: c.resource_id.to_string(),
-                what: c.what.clone(),
-                bytes: c.bytes,
-            }));
+            core.extend(allocation_facts(contributors));
         }
         PlanError::Memory(MemoryError::PoolExceedsDynamicCapacity {
             pool,
