@@ -54,7 +54,8 @@
 //! 6. [`plan`]: the execution plan's data types and hash;
 //! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
 //! 8. [`verify`]: a stored plan rebuilt from its request and compared;
-//! 9. [`study`]: plans in serving terms: the memory report, fits and sweeps;
+//! 9. [`study`]: plans in serving terms (the memory report) and research queries on plans
+//!    and requests (diff, why-not, why-infeasible).
 //!
 //! The `jointplan` command line is a binary of this package on top of the library (cargo
 //! feature `cli`, on by default); the library itself never depends on it.

@@ -240,11 +240,7 @@ pub fn verify_stored(
     } = stored;
     let options = options
         .with_recorded_settings(&plan.payload.selection_settings, || {
-            plan.payload
-                .nodes
-                .iter()
-                .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
-                .collect()
+            plan.payload.selected_providers()
         })
         .map_err(|e| VerifyError::Malformed {
             json_path: "payload.selection_settings".to_owned(),
