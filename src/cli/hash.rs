@@ -21,7 +21,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::Error;
-use jointplan::request::{parse_json, LoadError};
+use jointplan::request::LoadError;
 
 /// Arguments of `jointplan hash`.
 #[derive(Debug, clap::Args)]
@@ -71,14 +71,19 @@ impl Write for HashWriter {
 /// The canonical SHA-256 of JSON `text` read from `file` (named in errors, with the JSON
 /// path and the line and column of a syntax error).
 pub fn hash_json_text(file: &Path, text: &str) -> Result<FileHash, LoadError> {
-    // `serde_json::Value` objects are key-sorted maps (no `preserve_order`), so printing the
-    // parsed tree compactly is exactly `canonical::canonical_json`.
-    let tree: serde_json::Value = parse_json(file, text)?;
-    let mut writer = HashWriter {
-        hasher: Sha256::new(),
-        bytes: 0,
-    };
-    serde_json::to_writer(&mut writer, &tree).map_err(|e| LoadError::Json {
+    // Strict reading first (each key once, nothing after the value, input limits), then the
+    // text is streamed through the canonical writer: no tree of the document is built.
+    jointplan::json_input::check_document(text).map_err(|e| LoadError::from_strict(file, e))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let writer = jointplan::canonical::write_canonical(
+        "document",
+        &serde_transcode::Transcoder::new(&mut deserializer),
+        HashWriter {
+            hasher: Sha256::new(),
+            bytes: 0,
+        },
+    )
+    .map_err(|e| LoadError::Json {
         file: file.to_path_buf(),
         json_path: ".".to_owned(),
         message: format!("cannot print canonically: {e}"),
