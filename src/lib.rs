@@ -102,8 +102,7 @@ pub fn verify(
     stored_plan: &str,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, Error> {
-    let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
-    Ok(verify::verify(request, &stored, options)?)
+    Ok(verify::verify_text(request, stored_plan, options)?)
 }
 
 /// Checks a stored plan (its JSON text) alone, without its request: every rule of a valid
@@ -111,9 +110,8 @@ pub fn verify(
 /// every violation found (an empty report: the plan is valid); a plan that does not even
 /// parse is an error.
 pub fn check(stored_plan: &str) -> Result<check::CheckReport, Error> {
-    let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
-    let plan = verify::parse_stored_plan(&stored)?;
-    Ok(check::check_plan(&plan))
+    let stored = verify::read_stored_plan(Path::new("stored plan"), stored_plan)?;
+    Ok(check::check_plan(&stored.plan))
 }
 
 /// Solves a provider/storage-profile selection problem on its own (what `jointplan solve`

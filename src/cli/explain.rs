@@ -12,8 +12,7 @@ use std::path::PathBuf;
 
 use super::Error;
 use jointplan::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
-use jointplan::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
-use jointplan::verify::parse_stored_plan;
+use jointplan::request::{PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
 
 use super::infeasible_text::why_not_text;
 use super::output::{node_summary, resource_profiles, write_rejections};
@@ -43,8 +42,10 @@ pub struct Args {
 
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
-    let stored: serde_json::Value = read_json(&args.plan)?;
-    let plan = parse_stored_plan(&stored).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let text = jointplan::request::read_json_text(&args.plan)?;
+    let plan = jointplan::verify::read_stored_plan(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?
+        .plan;
     let request = match &args.request {
         Some(file) => Some(read_request(file)?),
         None => None,
