@@ -105,7 +105,7 @@ fn fact_text(fact: &Fact) -> String {
 pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
     match answer {
         WhyNot::AlreadyChosen => format!("node {node} already uses {provider}\n"),
-        WhyNot::Infeasible(reason) => format!(
+        WhyNot::Infeasible { reason } => format!(
             "with node {node} pinned to {provider} there is no plan:\n{}",
             infeasibility_text(reason)
         ),

@@ -50,7 +50,10 @@ pub enum WhyNot {
         diff: Box<PlanDiff>,
     },
     /// No plan exists with the pin.
-    Infeasible(Box<Infeasibility>),
+    Infeasible {
+        /// Why (its own `status` is `infeasible` too).
+        reason: Box<Infeasibility>,
+    },
 }
 
 /// Answers "why not `provider` at `node`" for `plan`, built from `request`.
@@ -98,7 +101,9 @@ pub fn why_not(
         Ok(p) => p,
         Err(e) if e.kind() == crate::ErrorKind::Infeasible => {
             return match analyze(request, &pinned_options)? {
-                Some(reason) => Ok(WhyNot::Infeasible(Box::new(reason))),
+                Some(reason) => Ok(WhyNot::Infeasible {
+                    reason: Box::new(reason),
+                }),
                 None => Err(e.into()),
             };
         }

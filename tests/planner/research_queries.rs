@@ -227,7 +227,7 @@ fn why_not_an_impossible_pin_gives_the_minimal_reason() {
         &options("seed-lex"),
     )
     .unwrap();
-    let WhyNot::Infeasible(reason) = answer else {
+    let WhyNot::Infeasible { reason } = answer else {
         panic!("the pin must be infeasible: {answer:?}")
     };
     assert_eq!(reason.kind, "selection");
