@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod explain;
+pub mod fit;
 pub mod hash;
 pub mod output;
 pub mod plan;
@@ -44,6 +45,9 @@ pub enum Commands {
     Seal(seal::Args),
     /// Synthesize a plan request from a model config, a device and a policy preset.
     Synth(synth::Args),
+    /// The largest context, sequence count or token ceiling that fits a device, found with
+    /// the planner as the oracle; or which devices of a directory fit.
+    Fit(fit::Args),
     /// Print the canonical SHA-256 of a JSON file (sorted keys, compact).
     Hash(hash::Args),
 }
@@ -70,6 +74,7 @@ pub fn run() -> ExitCode {
         Commands::Explain(args) => report("explain", explain::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
+        Commands::Fit(args) => report("fit", fit::run(&args)),
         Commands::Synth(args) => match synth::run(&args) {
             Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
                 Ok(()) => ExitCode::SUCCESS,

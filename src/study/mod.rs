@@ -8,7 +8,9 @@
 //! Python layer can wrap it unchanged.
 
 pub mod error;
+pub mod fit;
 pub mod report;
 
 pub use error::StudyError;
+pub use fit::{fit, FitNext, FitResult, FitSubject, Knob};
 pub use report::{pool_holds, ServingReport};

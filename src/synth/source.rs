@@ -72,6 +72,28 @@ impl ModelSource {
 
     /// Reads the folder, config, device and policy and synthesizes the request.
     pub fn synthesize(&self) -> Result<Synthesized, SynthError> {
+        self.synthesize_with(None)
+    }
+
+    /// The policy preset this source resolves to: the caller's, else the folder's default,
+    /// else the built-in default. Studies change its fields and synthesize with it.
+    pub fn policy_preset(&self) -> Result<PolicyPreset, SynthError> {
+        let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
+        let name = self
+            .policy
+            .clone()
+            .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
+            .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
+        PolicyPreset::resolve(&name)
+    }
+
+    /// Synthesizes the request under `policy` instead of the named preset (the other
+    /// choices as [`ModelSource::synthesize`] resolves them).
+    pub fn synthesize_with_policy(&self, policy: &PolicyPreset) -> Result<Synthesized, SynthError> {
+        self.synthesize_with(Some(policy))
+    }
+
+    fn synthesize_with(&self, preset: Option<&PolicyPreset>) -> Result<Synthesized, SynthError> {
         let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
         let config = match (&self.config, &folder) {
             (Some(file), _) => ModelConfig::read(file)?,
@@ -97,12 +119,17 @@ impl ModelSource {
             .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
         let device =
             DeviceDescription::read(&device_file).map_err(|e| e.in_device_file(&device_file))?;
-        let policy_name = self
-            .policy
-            .clone()
-            .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
-            .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
-        let policy = PolicyPreset::resolve(&policy_name)?;
+        let policy = match preset {
+            Some(preset) => preset.clone(),
+            None => {
+                let policy_name = self
+                    .policy
+                    .clone()
+                    .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
+                    .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
+                PolicyPreset::resolve(&policy_name)?
+            }
+        };
         let format_name = self
             .weight_format
             .clone()
