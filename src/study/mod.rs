@@ -10,6 +10,7 @@
 pub mod error;
 pub mod fit;
 pub mod report;
+pub mod sweep;
 
 pub use error::StudyError;
 pub use fit::{fit, FitNext, FitResult, FitSubject, Knob};
