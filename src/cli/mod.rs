@@ -15,6 +15,7 @@ pub mod seal;
 pub mod serving_text;
 pub mod solve;
 pub mod summary_text;
+pub mod sweep;
 pub mod synth;
 pub mod verify;
 
@@ -48,6 +49,8 @@ pub enum Commands {
     /// The largest context, sequence count or token ceiling that fits a device, found with
     /// the planner as the oracle; or which devices of a directory fit.
     Fit(fit::Args),
+    /// Plan every point of a grid of knobs; write results.csv, results.jsonl and SVG plots.
+    Sweep(sweep::Args),
     /// Print the canonical SHA-256 of a JSON file (sorted keys, compact).
     Hash(hash::Args),
 }
@@ -75,6 +78,7 @@ pub fn run() -> ExitCode {
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
         Commands::Fit(args) => report("fit", fit::run(&args)),
+        Commands::Sweep(args) => report("sweep", sweep::run(&args)),
         Commands::Synth(args) => match synth::run(&args) {
             Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
                 Ok(()) => ExitCode::SUCCESS,

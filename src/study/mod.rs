@@ -9,7 +9,9 @@
 
 pub mod error;
 pub mod fit;
+pub mod plot;
 pub mod report;
+pub mod results;
 pub mod sweep;
 
 pub use error::StudyError;

@@ -8,7 +8,7 @@
 //! already in its results skips it (resume), and two result files merge by concatenation
 //! (rows are de-duplicated by key when read).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -59,6 +59,10 @@ pub struct Grid {
     /// Routed experts per MoE layer.
     #[serde(default)]
     pub experts: Vec<u64>,
+    /// The axes of the plan-region map, x then y (default: the first two varying knobs);
+    /// one map is drawn per combination of the other varying knobs.
+    #[serde(default)]
+    pub region_axes: Vec<String>,
 }
 
 /// One point of a grid: a value per knob (`None`: the folder's default).
@@ -191,6 +195,29 @@ impl Grid {
         Ok(points)
     }
 
+    /// The varying knobs with the region-map axes first (the order the plots take).
+    pub fn plot_axes(&self) -> Result<Vec<&'static str>, StudyError> {
+        let varying = self.varying();
+        let mut axes = Vec::new();
+        for (index, name) in self.region_axes.iter().enumerate() {
+            match varying.iter().find(|k| **k == name.as_str()) {
+                Some(knob) if !axes.contains(knob) => axes.push(*knob),
+                _ => {
+                    return Err(StudyError::Settings {
+                        path: format!("grid.region_axes[{index}]"),
+                        message: format!(
+                            "{name:?} is not a knob with more than one value in the grid \
+                             (varying: {})",
+                            varying.join(", ")
+                        ),
+                    })
+                }
+            }
+        }
+        axes.extend(varying.iter().filter(|k| !axes.contains(k)));
+        Ok(axes)
+    }
+
     /// The knobs with more than one value, in column order (the axes of the plots).
     pub fn varying(&self) -> Vec<&'static str> {
         let counts = [
@@ -228,8 +255,9 @@ pub struct SweepRow {
     pub status: String,
     /// The plan id, where the plan builds.
     pub plan_id: Option<String>,
-    /// sha256 of the provider per node and the profile per resource: equal for plans that
-    /// make the same choice whatever their sizes (the plan-region map colours by it).
+    /// sha256 of the provider per node and the profile per named resource (resources named
+    /// by a content hash count by usage and profile): equal for plans that make the same
+    /// choice whatever their sizes (the plan-region map colours by it).
     pub choice_id: Option<String>,
     /// The providers the plan uses (sorted, distinct).
     pub providers: Vec<String>,
@@ -372,7 +400,9 @@ pub fn plan_point(prepared: PreparedPoint, options: &BuildOptions) -> Result<Swe
             }
             .to_owned();
             row.plan_id = Some(plan.payload.plan_id.clone());
-            let choice: Vec<(String, String)> = plan
+            // Resources named by a content hash (scratch, bindings) change id with their
+            // sizes: they count by usage and profile; named resources by id and profile.
+            let mut choice: BTreeMap<String, String> = plan
                 .payload
                 .nodes
                 .iter()
@@ -382,13 +412,21 @@ pub fn plan_point(prepared: PreparedPoint, options: &BuildOptions) -> Result<Swe
                         n.provider_resources.provider_id.to_string(),
                     )
                 })
-                .chain(plan.payload.memory.dynamic_descriptors.iter().map(|d| {
-                    (
-                        d.base_resource_id.to_string(),
-                        d.storage.profile.to_string(),
-                    )
-                }))
                 .collect();
+            let mut hashed: BTreeMap<String, usize> = BTreeMap::new();
+            for d in &plan.payload.memory.dynamic_descriptors {
+                let id = d.base_resource_id.to_string();
+                if id.contains("/sha256/") {
+                    *hashed
+                        .entry(format!("{:?} {}", d.usage, d.storage.profile))
+                        .or_default() += 1;
+                } else {
+                    choice.insert(id, d.storage.profile.to_string());
+                }
+            }
+            for (class, count) in hashed {
+                choice.insert(class, count.to_string());
+            }
             let choice_text = serde_json::to_string(&choice).map_err(|_| overflow("choice id"))?;
             row.choice_id = Some(format!("sha256:{}", sha256_hex(choice_text.as_bytes())));
             let providers: BTreeSet<String> = plan
