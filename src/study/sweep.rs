@@ -214,7 +214,12 @@ impl Grid {
                 }
             }
         }
-        axes.extend(varying.iter().filter(|k| !axes.contains(k)));
+        let rest: Vec<&'static str> = varying
+            .iter()
+            .copied()
+            .filter(|k| !axes.contains(k))
+            .collect();
+        axes.extend(rest);
         Ok(axes)
     }
 
