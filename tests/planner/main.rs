@@ -23,6 +23,7 @@ mod request_fuzz;
 mod request_props;
 mod request_schema;
 mod request_validation;
+mod study;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
