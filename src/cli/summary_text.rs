@@ -43,6 +43,17 @@ pub fn summary_text(summary: &PlanSummary) -> String {
         Some(file) => out.push_str(&format!("  written to {file}\n")),
         None => out.push_str("  not written (give -o PLAN.json to write it)\n"),
     }
+    let settings = &summary.selection_settings;
+    if !settings.is_default() {
+        let forbids: usize = settings.forbids.values().map(|set| set.len()).sum();
+        out.push_str(&format!(
+            "  selection settings (recorded in the plan): objective {}, {} pins, {} forbids, {} uncertified components\n",
+            settings.objective_name(),
+            settings.pins.len(),
+            forbids,
+            settings.uncertified_components.len()
+        ));
+    }
     out.push_str("\nnodes (chosen provider, reason):\n");
     for node in &summary.nodes {
         out.push_str(&format!(
