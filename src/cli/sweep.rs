@@ -51,7 +51,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let grid: Grid = serde_json::from_str(&text).map_err(|e| {
         Error::Usage(format!(
             "{}: not a grid ({e}); knobs: model, device, policy, context, sequences, \
-             scheduled_tokens, storage_views, weight_format, layers, experts",
+             scheduled_tokens, storage_views, weight_format, layers, experts, objective, region_axes",
             args.grid.display()
         ))
     })?;

@@ -59,6 +59,9 @@ pub struct Grid {
     /// Routed experts per MoE layer.
     #[serde(default)]
     pub experts: Vec<u64>,
+    /// Selection objectives (`seed-lex`, `max-preferred`, `min-penalty`).
+    #[serde(default)]
+    pub objective: Vec<String>,
     /// The axes of the plan-region map, x then y (default: the first two varying knobs);
     /// one map is drawn per combination of the other varying knobs.
     #[serde(default)]
@@ -88,10 +91,13 @@ pub struct SweepPoint {
     pub layers: Option<u64>,
     /// Routed experts.
     pub experts: Option<u64>,
+    /// Selection objective.
+    #[serde(default)]
+    pub objective: Option<String>,
 }
 
 /// The knobs of a point, by name, in column order.
-pub const KNOBS: [&str; 10] = [
+pub const KNOBS: [&str; 11] = [
     "model",
     "device",
     "policy",
@@ -102,6 +108,7 @@ pub const KNOBS: [&str; 10] = [
     "weight_format",
     "layers",
     "experts",
+    "objective",
 ];
 
 impl SweepPoint {
@@ -120,6 +127,7 @@ impl SweepPoint {
             "weight_format" => text(&self.weight_format),
             "layers" => number(self.layers),
             "experts" => number(self.experts),
+            "objective" => text(&self.objective),
             _ => String::new(),
         }
     }
@@ -192,6 +200,11 @@ impl Grid {
         expand(&|p, i| p.layers = layers[i], layers.len());
         let experts = axis(&self.experts);
         expand(&|p, i| p.experts = experts[i], experts.len());
+        let objectives = axis(&self.objective);
+        expand(
+            &|p, i| p.objective = objectives[i].clone(),
+            objectives.len(),
+        );
         Ok(points)
     }
 
@@ -236,6 +249,7 @@ impl Grid {
             self.weight_format.len(),
             self.layers.len(),
             self.experts.len(),
+            self.objective.len(),
         ];
         KNOBS
             .iter()
@@ -322,6 +336,7 @@ fn overflow(what: &str) -> StudyError {
 /// A point synthesized and keyed, not yet planned.
 pub struct PreparedPoint {
     request: crate::request::PlanRequest,
+    options: BuildOptions,
     row: SweepRow,
     started: Instant,
 }
@@ -354,6 +369,15 @@ pub fn prepare_point(
         preset.storage_view_order = parse_views(views);
     }
     let request = source.synthesize_with_policy(&preset)?.request;
+    let mut options = options.clone();
+    if let Some(name) = &point.objective {
+        let objective =
+            crate::selection::objective_by_name(name, None).map_err(|e| StudyError::Settings {
+                path: "grid.objective".into(),
+                message: e.to_string(),
+            })?;
+        options.selection.objective = std::sync::Arc::from(objective);
+    }
     let request_hash = canonical_fingerprint("request", &request)
         .map_err(|_| overflow("request hash"))?
         .to_string();
@@ -382,19 +406,21 @@ pub fn prepare_point(
     };
     Ok(PreparedPoint {
         request,
+        options,
         row,
         started,
     })
 }
 
-/// Plans one prepared point.
-pub fn plan_point(prepared: PreparedPoint, options: &BuildOptions) -> Result<SweepRow, StudyError> {
+/// Plans one prepared point (with the build options of its point).
+pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
     let PreparedPoint {
         request,
+        options,
         mut row,
         started,
     } = prepared;
-    match ExecutionPlan::build_with_report(&request, options) {
+    match ExecutionPlan::build_with_report(&request, &options) {
         Ok(outcome) => {
             let plan = &outcome.plan;
             let report = ServingReport::of(&request, plan)?;
@@ -493,11 +519,8 @@ pub fn run_points(
                 todo.push(point);
             }
         }
-        let rows: Vec<Result<SweepRow, StudyError>> = pool.install(|| {
-            todo.into_par_iter()
-                .map(|p| plan_point(p, &build))
-                .collect()
-        });
+        let rows: Vec<Result<SweepRow, StudyError>> =
+            pool.install(|| todo.into_par_iter().map(plan_point).collect());
         let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
         ran += rows.len();
         on_batch(&rows)?;
