@@ -66,6 +66,7 @@ impl Error {
             Error::Synth(_) => ErrorKind::BadInput,
             Error::Study(error) if error.is_infeasible() => ErrorKind::Infeasible,
             Error::Study(crate::study::StudyError::Demand { .. }) => ErrorKind::Rejected,
+            Error::Study(crate::study::StudyError::Plan(error)) => error.kind(),
             Error::Study(_) => ErrorKind::BadInput,
             Error::Plan(error) => error.kind(),
             Error::Verify(error) => error.kind(),

@@ -8,6 +8,7 @@ pub mod check;
 pub mod destination;
 pub mod diff;
 pub mod explain;
+pub mod fit;
 pub mod hash;
 pub mod infeasible_text;
 pub mod output;
@@ -17,6 +18,7 @@ pub mod seal;
 pub mod serving_text;
 pub mod solve;
 pub mod summary_text;
+pub mod sweep;
 pub mod synth;
 pub mod verify;
 
@@ -54,6 +56,11 @@ pub enum Commands {
     Seal(seal::Args),
     /// Synthesize a plan request from a model config, a device and a policy preset.
     Synth(synth::Args),
+    /// The largest context, sequence count or token ceiling that fits a device, found with
+    /// the planner as the oracle; or which devices of a directory fit.
+    Fit(fit::Args),
+    /// Plan every point of a grid of knobs; write results.csv, results.jsonl and SVG plots.
+    Sweep(sweep::Args),
     /// Print the canonical SHA-256 of a JSON file (sorted keys, compact).
     Hash(hash::Args),
 }
@@ -90,6 +97,8 @@ pub fn run() -> ExitCode {
         Commands::Diff(args) => report("diff", diff::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
+        Commands::Fit(args) => report("fit", fit::run(&args)),
+        Commands::Sweep(args) => report("sweep", sweep::run(&args)),
         Commands::Synth(args) => report("synth", synth::run(&args)),
     }
 }

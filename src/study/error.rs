@@ -42,6 +42,12 @@ pub enum StudyError {
         /// Why.
         reason: String,
     },
+    /// A request could not be synthesized at a study's value.
+    #[error(transparent)]
+    Synth(#[from] crate::synth::SynthError),
+    /// A plan failed for a reason other than capacity (bad input, a rejected check).
+    #[error(transparent)]
+    Plan(Box<crate::builder::error::PlanError>),
     /// A study's settings are invalid (a knob, a grid, a value).
     #[error("{path}: {message}")]
     Settings {

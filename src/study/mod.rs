@@ -4,6 +4,11 @@
 //! Plans in serving terms:
 //! - [`report`]: the memory report of a plan (weights, KV cache, activations, workspaces,
 //!   what fits);
+//! - [`fit`]: the largest context, sequence count or token ceiling whose worst case fits
+//!   (the planner as the oracle), and which devices of a directory fit;
+//! - [`sweep`], [`results`], [`plot`]: Cartesian grids of request knobs keyed by request
+//!   hash, their results files (CSV, JSON lines, resumable) and SVG plots (the plan-region
+//!   map among them);
 //!
 //! Comparing and questioning plans:
 //! - [`diff`]: a semantic comparison of two plans of one program (`jointplan diff`);
@@ -25,12 +30,17 @@ pub mod alternatives;
 pub mod capacity;
 pub mod diff;
 pub mod error;
+pub mod fit;
 pub mod infeasible;
 pub mod objective_keys;
+pub mod plot;
 pub mod report;
 pub mod research_error;
+pub mod results;
+pub mod sweep;
 pub mod why_not;
 
 pub use error::StudyError;
+pub use fit::{fit, FitNext, FitResult, FitSubject, Knob};
 pub use report::{pool_holds, ServingReport};
 pub use research_error::ResearchError;

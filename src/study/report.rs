@@ -19,8 +19,10 @@
 //!   row, or the sum of rows when rows may run concurrently);
 //! * **headroom**: usable capacity − weights − activations − workspaces: the bytes left for
 //!   per-sequence state when everything else is at its ceiling;
-//! * **tokens that fit**: headroom / KV bytes per token (block rounding ignored: an upper
-//!   bound for paged caches, off by less than one block per layer per sequence);
+//! * **tokens that fit**: for a paged cache, headroom / KV bytes per token (block rounding
+//!   ignored: an upper bound, off by less than one block per layer per sequence); for a
+//!   cache that reserves the whole context per sequence (contiguous), sequences that fit x
+//!   maximum context;
 //! * **sequences that fit**: headroom / bytes per sequence at the maximum context.
 
 use std::collections::BTreeMap;
@@ -29,7 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::memory::{quantized_bytes, theoretical_maximum_shape};
 use crate::plan::{
-    AllocationLifetime, DynamicResourceDescriptor, ExecutionPlan, InvocationLivenessMode,
+    AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
+    InvocationLivenessMode,
 };
 use crate::request::{
     BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
@@ -223,8 +226,19 @@ impl ServingReport {
             - i128::from(activations)
             - i128::from(workspaces);
         let room = u64::try_from(headroom.max(0)).unwrap_or(u64::MAX);
-        let tokens_that_fit = (kv_per_token > 0).then(|| room / kv_per_token);
         let sequences_that_fit = (per_sequence > 0).then(|| room / per_sequence);
+        // A contiguous cache reserves the whole context per sequence: the tokens it holds
+        // are whole sequences' worth. A paged cache holds any mix of sequence lengths.
+        let reserves_context = memory.dynamic_descriptors.iter().any(|d| {
+            is_sequence_state(d) && !matches!(d.demand, DynamicResourceDemand::Tokens { .. })
+        });
+        let tokens_that_fit = match (kv_per_token, sequences_that_fit) {
+            (0, _) => None,
+            (_, Some(sequences)) if reserves_context => {
+                Some(multiply(sequences, context, "tokens that fit")?)
+            }
+            (per_token, _) => Some(room / per_token),
+        };
         let worst_case_fits =
             headroom >= 0 && sequences_that_fit.is_none_or(|fit| fit >= sequences);
         Ok((

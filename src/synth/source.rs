@@ -75,6 +75,28 @@ impl ModelSource {
 
     /// Reads the folder, config, device and policy and synthesizes the request.
     pub fn synthesize(&self) -> Result<Synthesized, SynthError> {
+        self.synthesize_with(None)
+    }
+
+    /// The policy preset this source resolves to: the caller's, else the folder's default,
+    /// else the built-in default. Studies change its fields and synthesize with it.
+    pub fn policy_preset(&self) -> Result<PolicyPreset, SynthError> {
+        let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
+        let name = self
+            .policy
+            .clone()
+            .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
+            .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
+        PolicyPreset::resolve(&name)
+    }
+
+    /// Synthesizes the request under `policy` instead of the named preset (the other
+    /// choices as [`ModelSource::synthesize`] resolves them).
+    pub fn synthesize_with_policy(&self, policy: &PolicyPreset) -> Result<Synthesized, SynthError> {
+        self.synthesize_with(Some(policy))
+    }
+
+    fn synthesize_with(&self, preset: Option<&PolicyPreset>) -> Result<Synthesized, SynthError> {
         let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
         let (config, config_file) = match (&self.config, &folder, &self.folder) {
             (Some(file), _, _) => (ModelConfig::read(file)?, file.clone()),
@@ -105,7 +127,10 @@ impl ModelSource {
             .clone()
             .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
             .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
-        let policy = PolicyPreset::resolve(&policy_name)?;
+        let policy = match preset {
+            Some(preset) => preset.clone(),
+            None => PolicyPreset::resolve(&policy_name)?,
+        };
         let mut inputs = vec![config_file];
         if let Some(dir) = &self.folder {
             inputs.push(dir.join("synth.json"));

@@ -18,3 +18,4 @@ mod process;
 mod research;
 mod selection_cli;
 mod strict_input;
+mod study_cli;

@@ -27,6 +27,7 @@ mod request_props;
 mod request_schema;
 mod request_validation;
 mod research_queries;
+mod study;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;

@@ -1,0 +1,111 @@
+//! `jointplan sweep GRID.json -o DIR [--resume] [--jobs N]`: plan every point of a grid,
+//! append the rows to `DIR/results.csv` and `DIR/results.jsonl`, and draw the plots
+//! (SVG) from every row of the directory. A progress bar counts points on a terminal.
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal;
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use jointplan::builder::BuildOptions;
+use jointplan::study::plot::write_plots;
+use jointplan::study::results::{append_rows, read_rows, JSONL};
+use jointplan::study::sweep::{run_points, Grid};
+use jointplan::study::StudyError;
+
+use super::output::write_stdout;
+use super::Error;
+
+/// Arguments of `jointplan sweep`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The grid: values per knob (see docs/research.md).
+    #[arg(value_name = "GRID.json")]
+    pub grid: PathBuf,
+    /// The results directory (created if absent).
+    #[arg(short, long, value_name = "DIR")]
+    pub output: PathBuf,
+    /// Skip the points whose key is already in DIR (without it, a DIR with results is
+    /// refused rather than appended to).
+    #[arg(long)]
+    pub resume: bool,
+    /// Points planned at once (each plan on one thread) [default: all cores].
+    #[arg(long)]
+    pub jobs: Option<NonZeroUsize>,
+}
+
+fn study(error: StudyError) -> Error {
+    Error::Library(jointplan::Error::from(error))
+}
+
+/// Runs `jointplan sweep`.
+pub fn run(args: &Args) -> Result<(), Error> {
+    let text = std::fs::read_to_string(&args.grid).map_err(|e| {
+        Error::Usage(format!(
+            "{}: cannot read the grid: {e}",
+            args.grid.display()
+        ))
+    })?;
+    let grid: Grid = serde_json::from_str(&text).map_err(|e| {
+        Error::Usage(format!(
+            "{}: not a grid ({e}); knobs: model, device, policy, context, sequences, \
+             scheduled_tokens, storage_views, weight_format, layers, experts, objective, region_axes",
+            args.grid.display()
+        ))
+    })?;
+    let points = grid.points().map_err(study)?;
+    grid.plot_axes().map_err(study)?;
+    std::fs::create_dir_all(&args.output)
+        .map_err(|e| Error::Usage(format!("{}: cannot create: {e}", args.output.display())))?;
+    let existing = read_rows(&args.output).map_err(study)?;
+    if !existing.is_empty() && !args.resume {
+        return Err(Error::Usage(format!(
+            "{} already holds {} results ({JSONL}); give --resume to skip them and add the \
+             rest, or another directory",
+            args.output.display(),
+            existing.len()
+        )));
+    }
+    let mut done: BTreeSet<String> = existing.iter().map(|r| r.key.clone()).collect();
+    let jobs = args
+        .jobs
+        .or_else(|| std::thread::available_parallelism().ok())
+        .unwrap_or(NonZeroUsize::MIN);
+    let bar = if std::io::stderr().is_terminal() {
+        let bar =
+            ProgressBar::with_draw_target(Some(points.len() as u64), ProgressDrawTarget::stderr());
+        if let Ok(style) = ProgressStyle::default_bar()
+            .template("sweep {bar:30} {pos}/{len} points [{elapsed} < {eta}] {msg}")
+        {
+            bar.set_style(style);
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    let ran = run_points(&points, &mut done, jobs, &BuildOptions::default(), |rows| {
+        append_rows(&args.output, rows)?;
+        bar.inc(rows.len() as u64);
+        Ok(())
+    })
+    .map_err(study)?;
+    bar.finish_and_clear();
+    let rows = read_rows(&args.output).map_err(study)?;
+    let axes = grid.plot_axes().map_err(study)?;
+    let plots = write_plots(&args.output, &rows, &axes).map_err(study)?;
+    let mut out = format!(
+        "sweep: {} points in the grid, {ran} planned, {} skipped (already in {} or equal to \
+         another point); {} rows in {}\n",
+        points.len(),
+        points.len() - ran,
+        args.output.display(),
+        rows.len(),
+        args.output.display()
+    );
+    for plot in plots {
+        out.push_str(&format!("  plot {}\n", args.output.join(plot).display()));
+    }
+    Ok(write_stdout(&out)?)
+}

@@ -1,0 +1,157 @@
+//! The results of a sweep on disk: `results.jsonl` (one [`SweepRow`] per line, the source
+//! of truth a resume and the plots read) and `results.csv` (the same rows as a table, for
+//! spreadsheets). Both are appended batch by batch; two directories merge by
+//! concatenating their files (the CSV without its second header), and reading keeps the
+//! first row of each key.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+
+use super::sweep::{SweepRow, KNOBS};
+use super::StudyError;
+
+/// The JSON-lines file of a sweep directory.
+pub const JSONL: &str = "results.jsonl";
+/// The CSV file of a sweep directory.
+pub const CSV: &str = "results.csv";
+
+/// The CSV columns after the knobs.
+pub const COLUMNS: [&str; 19] = [
+    "key",
+    "request_hash",
+    "status",
+    "plan_id",
+    "choice_id",
+    "certified",
+    "weights_bytes",
+    "kv_bytes_per_token",
+    "kv_bytes_per_sequence",
+    "activation_bytes",
+    "workspace_bytes",
+    "reserve_bytes",
+    "headroom_bytes",
+    "tokens_that_fit",
+    "sequences_that_fit",
+    "worst_case_fits",
+    "plan_seconds",
+    "providers",
+    "reason",
+];
+
+fn io(file: &Path, error: std::io::Error) -> StudyError {
+    StudyError::Settings {
+        path: file.display().to_string(),
+        message: format!("cannot read or write: {error}"),
+    }
+}
+
+/// Every row of `dir`'s `results.jsonl` (first row per key; none when the file is absent).
+pub fn read_rows(dir: &Path) -> Result<Vec<SweepRow>, StudyError> {
+    let file = dir.join(JSONL);
+    let text = match std::fs::read_to_string(&file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&file, e)),
+    };
+    let mut seen = BTreeSet::new();
+    let mut rows = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: SweepRow = serde_json::from_str(line).map_err(|e| StudyError::Settings {
+            path: format!("{}:{}", file.display(), index + 1),
+            message: format!("not a sweep row ({e}); remove the line or the file to re-run"),
+        })?;
+        if seen.insert(row.key.clone()) {
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_owned()
+    }
+}
+
+fn number<T: ToString>(value: Option<T>) -> String {
+    value.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// The CSV header line.
+pub fn csv_header() -> String {
+    let mut fields: Vec<&str> = KNOBS.to_vec();
+    fields.extend(COLUMNS);
+    fields.join(",") + "\n"
+}
+
+/// One row as a CSV line.
+pub fn csv_line(row: &SweepRow) -> String {
+    let report = row.report.as_ref();
+    let mut fields: Vec<String> = KNOBS.iter().map(|k| row.point.value(k)).collect();
+    fields.extend([
+        row.key.clone(),
+        row.request_hash.clone(),
+        row.status.clone(),
+        row.plan_id.clone().unwrap_or_default(),
+        row.choice_id.clone().unwrap_or_default(),
+        number(row.certified),
+        number(report.map(|r| r.weights_bytes)),
+        number(report.map(|r| r.kv_bytes_per_token)),
+        number(report.map(|r| r.kv_bytes_per_sequence)),
+        number(report.map(|r| r.activation_bytes)),
+        number(report.map(|r| r.workspace_bytes)),
+        number(report.map(|r| r.reserve_bytes)),
+        number(report.map(|r| r.headroom_bytes)),
+        number(report.and_then(|r| r.tokens_that_fit)),
+        number(report.and_then(|r| r.sequences_that_fit)),
+        number(report.map(|r| r.worst_case_fits)),
+        format!("{:.3}", row.plan_seconds),
+        row.providers.join(" "),
+        row.reason.clone().unwrap_or_default(),
+    ]);
+    fields
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n"
+}
+
+fn append(file: &Path, text: &str) -> Result<(), StudyError> {
+    let mut handle = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+        .map_err(|e| io(file, e))?;
+    handle.write_all(text.as_bytes()).map_err(|e| io(file, e))?;
+    handle.sync_data().map_err(|e| io(file, e))
+}
+
+/// Appends `rows` to both files of `dir` (the CSV gets its header when it is new). The
+/// CSV is written first: a crash between the two leaves the JSON lines, which decide a
+/// resume, without the rows, so they are planned again rather than lost.
+pub fn append_rows(dir: &Path, rows: &[SweepRow]) -> Result<(), StudyError> {
+    let csv = dir.join(CSV);
+    let mut table = String::new();
+    if !csv.exists() {
+        table.push_str(&csv_header());
+    }
+    let mut lines = String::new();
+    for row in rows {
+        table.push_str(&csv_line(row));
+        let line = serde_json::to_string(row).map_err(|e| StudyError::Settings {
+            path: row.key.clone(),
+            message: format!("cannot serialize the row: {e}"),
+        })?;
+        lines.push_str(&line);
+        lines.push('\n');
+    }
+    append(&csv, &table)?;
+    append(&dir.join(JSONL), &lines)
+}

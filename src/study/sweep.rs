@@ -1,0 +1,529 @@
+//! Cartesian sweeps over the knobs a placement researcher varies: model folder, device
+//! file, policy preset and its fields, storage-view order, weight format, layers, experts.
+//!
+//! A grid ([`Grid`], JSON) lists values per knob; every combination is a [`SweepPoint`].
+//! Each point is synthesized, planned and reported as one [`SweepRow`] keyed by
+//! `sha256(canonical {request, settings})`: the canonical hash of its request and of the
+//! build settings. Equal points share a key (computed once), a sweep that finds a key
+//! already in its results skips it (resume), and two result files merge by concatenation
+//! (rows are de-duplicated by key when read).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::builder::BuildOptions;
+use crate::canonical::{canonical_fingerprint, sha256_hex};
+use crate::plan::ExecutionPlan;
+use crate::selection::Status;
+use crate::synth::policy::ViewKind;
+use crate::synth::ModelSource;
+
+use super::report::ServingReport;
+use super::StudyError;
+
+/// A grid: values per knob (an absent or empty knob keeps the model folder's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Grid {
+    /// Model folders.
+    pub model: Vec<PathBuf>,
+    /// Device files.
+    #[serde(default)]
+    pub device: Vec<PathBuf>,
+    /// Policy presets (`interactive`, `server` or a preset file).
+    #[serde(default)]
+    pub policy: Vec<String>,
+    /// The preset's maximum context.
+    #[serde(default)]
+    pub context: Vec<u64>,
+    /// The preset's maximum active sequences.
+    #[serde(default)]
+    pub sequences: Vec<u32>,
+    /// The preset's scheduled-token ceiling.
+    #[serde(default)]
+    pub scheduled_tokens: Vec<u64>,
+    /// Storage-view orders (`["paged", "contiguous"]`).
+    #[serde(default)]
+    pub storage_views: Vec<Vec<ViewKind>>,
+    /// Weight formats.
+    #[serde(default)]
+    pub weight_format: Vec<String>,
+    /// Layers kept.
+    #[serde(default)]
+    pub layers: Vec<u64>,
+    /// Routed experts per MoE layer.
+    #[serde(default)]
+    pub experts: Vec<u64>,
+    /// Selection objectives (`seed-lex`, `max-preferred`, `min-penalty`).
+    #[serde(default)]
+    pub objective: Vec<String>,
+    /// The axes of the plan-region map, x then y (default: the first two varying knobs);
+    /// one map is drawn per combination of the other varying knobs.
+    #[serde(default)]
+    pub region_axes: Vec<String>,
+}
+
+/// One point of a grid: a value per knob (`None`: the folder's default).
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Model folder.
+    pub model: String,
+    /// Device file.
+    pub device: Option<String>,
+    /// Policy preset.
+    pub policy: Option<String>,
+    /// Maximum context.
+    pub context: Option<u64>,
+    /// Maximum active sequences.
+    pub sequences: Option<u32>,
+    /// Scheduled-token ceiling.
+    pub scheduled_tokens: Option<u64>,
+    /// Storage-view order, as `paged>contiguous`.
+    pub storage_views: Option<String>,
+    /// Weight format.
+    pub weight_format: Option<String>,
+    /// Layers kept.
+    pub layers: Option<u64>,
+    /// Routed experts.
+    pub experts: Option<u64>,
+    /// Selection objective.
+    #[serde(default)]
+    pub objective: Option<String>,
+}
+
+/// The knobs of a point, by name, in column order.
+pub const KNOBS: [&str; 11] = [
+    "model",
+    "device",
+    "policy",
+    "context",
+    "sequences",
+    "scheduled_tokens",
+    "storage_views",
+    "weight_format",
+    "layers",
+    "experts",
+    "objective",
+];
+
+impl SweepPoint {
+    /// The value of knob `name` as text (empty for the default).
+    pub fn value(&self, name: &str) -> String {
+        let text = |v: &Option<String>| v.clone().unwrap_or_default();
+        let number = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+        match name {
+            "model" => self.model.clone(),
+            "device" => text(&self.device),
+            "policy" => text(&self.policy),
+            "context" => number(self.context),
+            "sequences" => number(self.sequences.map(u64::from)),
+            "scheduled_tokens" => number(self.scheduled_tokens),
+            "storage_views" => text(&self.storage_views),
+            "weight_format" => text(&self.weight_format),
+            "layers" => number(self.layers),
+            "experts" => number(self.experts),
+            "objective" => text(&self.objective),
+            _ => String::new(),
+        }
+    }
+}
+
+fn views_text(views: &[ViewKind]) -> String {
+    views
+        .iter()
+        .map(|v| match v {
+            ViewKind::Contiguous => "contiguous",
+            ViewKind::Paged => "paged",
+        })
+        .collect::<Vec<_>>()
+        .join(">")
+}
+
+fn axis<T: Clone>(values: &[T]) -> Vec<Option<T>> {
+    if values.is_empty() {
+        vec![None]
+    } else {
+        values.iter().cloned().map(Some).collect()
+    }
+}
+
+impl Grid {
+    /// Every point of the grid, in knob order (the last knob varies fastest).
+    pub fn points(&self) -> Result<Vec<SweepPoint>, StudyError> {
+        if self.model.is_empty() {
+            return Err(StudyError::Settings {
+                path: "grid.model".into(),
+                message: "list at least one model folder".into(),
+            });
+        }
+        let mut points = vec![SweepPoint::default()];
+        let mut expand = |set: &dyn Fn(&mut SweepPoint, usize), count: usize| {
+            points = points
+                .iter()
+                .flat_map(|p| {
+                    (0..count).map(move |i| {
+                        let mut q = p.clone();
+                        set(&mut q, i);
+                        q
+                    })
+                })
+                .collect();
+        };
+        let models: Vec<String> = self.model.iter().map(|m| m.display().to_string()).collect();
+        expand(&|p, i| p.model = models[i].clone(), models.len());
+        let devices = axis(&self.device);
+        expand(
+            &|p, i| p.device = devices[i].as_ref().map(|d| d.display().to_string()),
+            devices.len(),
+        );
+        let policies = axis(&self.policy);
+        expand(&|p, i| p.policy = policies[i].clone(), policies.len());
+        let contexts = axis(&self.context);
+        expand(&|p, i| p.context = contexts[i], contexts.len());
+        let sequences = axis(&self.sequences);
+        expand(&|p, i| p.sequences = sequences[i], sequences.len());
+        let tokens = axis(&self.scheduled_tokens);
+        expand(&|p, i| p.scheduled_tokens = tokens[i], tokens.len());
+        let views = axis(&self.storage_views);
+        expand(
+            &|p, i| p.storage_views = views[i].as_deref().map(views_text),
+            views.len(),
+        );
+        let formats = axis(&self.weight_format);
+        expand(&|p, i| p.weight_format = formats[i].clone(), formats.len());
+        let layers = axis(&self.layers);
+        expand(&|p, i| p.layers = layers[i], layers.len());
+        let experts = axis(&self.experts);
+        expand(&|p, i| p.experts = experts[i], experts.len());
+        let objectives = axis(&self.objective);
+        expand(
+            &|p, i| p.objective = objectives[i].clone(),
+            objectives.len(),
+        );
+        Ok(points)
+    }
+
+    /// The varying knobs with the region-map axes first (the order the plots take).
+    pub fn plot_axes(&self) -> Result<Vec<&'static str>, StudyError> {
+        let varying = self.varying();
+        let mut axes = Vec::new();
+        for (index, name) in self.region_axes.iter().enumerate() {
+            match varying.iter().find(|k| **k == name.as_str()) {
+                Some(knob) if !axes.contains(knob) => axes.push(*knob),
+                _ => {
+                    return Err(StudyError::Settings {
+                        path: format!("grid.region_axes[{index}]"),
+                        message: format!(
+                            "{name:?} is not a knob with more than one value in the grid \
+                             (varying: {})",
+                            varying.join(", ")
+                        ),
+                    })
+                }
+            }
+        }
+        let rest: Vec<&'static str> = varying
+            .iter()
+            .copied()
+            .filter(|k| !axes.contains(k))
+            .collect();
+        axes.extend(rest);
+        Ok(axes)
+    }
+
+    /// The knobs with more than one value, in column order (the axes of the plots).
+    pub fn varying(&self) -> Vec<&'static str> {
+        let counts = [
+            self.model.len(),
+            self.device.len(),
+            self.policy.len(),
+            self.context.len(),
+            self.sequences.len(),
+            self.scheduled_tokens.len(),
+            self.storage_views.len(),
+            self.weight_format.len(),
+            self.layers.len(),
+            self.experts.len(),
+            self.objective.len(),
+        ];
+        KNOBS
+            .iter()
+            .zip(counts)
+            .filter(|(_, n)| *n > 1)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+/// One row of the results: the point, its key, and its plan's figures or why it has none.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepRow {
+    /// The point's knob values.
+    pub point: SweepPoint,
+    /// `sha256(canonical {request, settings})`.
+    pub key: String,
+    /// Canonical sha256 of the synthesized request.
+    pub request_hash: String,
+    /// `fits` (the worst case fits), `worst-case-exceeds` (the plan builds, fewer sequences
+    /// fit than the policy admits), `infeasible` (no plan) or `bad-input`.
+    pub status: String,
+    /// The plan id, where the plan builds.
+    pub plan_id: Option<String>,
+    /// sha256 of the provider per node and the profile per named resource (resources named
+    /// by a content hash count by usage and profile): equal for plans that make the same
+    /// choice whatever their sizes (the plan-region map colours by it).
+    pub choice_id: Option<String>,
+    /// The providers the plan uses (sorted, distinct).
+    pub providers: Vec<String>,
+    /// Why there is no plan.
+    pub reason: Option<String>,
+    /// Whether every selection component was proved optimal.
+    pub certified: Option<bool>,
+    /// The memory report.
+    pub report: Option<ServingReport>,
+    /// Wall seconds of synthesis and planning.
+    pub plan_seconds: f64,
+}
+
+/// The build settings a key covers (the selection objective is the default).
+#[derive(Serialize)]
+struct KeyedSettings<'a> {
+    objective: &'a str,
+    allow_uncertified: bool,
+}
+
+#[derive(Serialize)]
+struct Keyed<'a> {
+    request: &'a str,
+    settings: KeyedSettings<'a>,
+}
+
+fn source_of(point: &SweepPoint) -> ModelSource {
+    ModelSource {
+        folder: Some(PathBuf::from(&point.model)),
+        device: point.device.as_ref().map(PathBuf::from),
+        policy: point.policy.clone(),
+        layers: point.layers,
+        experts: point.experts,
+        weight_format: point.weight_format.clone(),
+        ..ModelSource::default()
+    }
+}
+
+fn parse_views(text: &str) -> Vec<ViewKind> {
+    text.split('>')
+        .map(|v| {
+            if v == "paged" {
+                ViewKind::Paged
+            } else {
+                ViewKind::Contiguous
+            }
+        })
+        .collect()
+}
+
+fn overflow(what: &str) -> StudyError {
+    StudyError::Overflow {
+        what: what.to_owned(),
+    }
+}
+
+/// A point synthesized and keyed, not yet planned.
+pub struct PreparedPoint {
+    request: crate::request::PlanRequest,
+    options: BuildOptions,
+    row: SweepRow,
+    started: Instant,
+}
+
+impl PreparedPoint {
+    /// The point's key.
+    pub fn key(&self) -> &str {
+        &self.row.key
+    }
+}
+
+/// Synthesizes and keys one point (no plan yet: a resumed sweep skips known keys first).
+pub fn prepare_point(
+    point: &SweepPoint,
+    options: &BuildOptions,
+) -> Result<PreparedPoint, StudyError> {
+    let started = Instant::now();
+    let source = source_of(point);
+    let mut preset = source.policy_preset()?;
+    if let Some(context) = point.context {
+        preset.maximum_context_tokens = Some(context);
+    }
+    if let Some(sequences) = point.sequences {
+        preset.maximum_active_sequences = sequences;
+    }
+    if let Some(tokens) = point.scheduled_tokens {
+        preset.maximum_scheduled_tokens = tokens;
+    }
+    if let Some(views) = &point.storage_views {
+        preset.storage_view_order = parse_views(views);
+    }
+    let request = source.synthesize_with_policy(&preset)?.request;
+    let mut options = options.clone();
+    if let Some(name) = &point.objective {
+        let objective =
+            crate::selection::objective_by_name(name, None).map_err(|e| StudyError::Settings {
+                path: "grid.objective".into(),
+                message: e.to_string(),
+            })?;
+        options.selection.objective = std::sync::Arc::from(objective);
+    }
+    let request_hash = canonical_fingerprint("request", &request)
+        .map_err(|_| overflow("request hash"))?
+        .to_string();
+    let keyed = Keyed {
+        request: &request_hash,
+        settings: KeyedSettings {
+            objective: options.selection.objective.name(),
+            allow_uncertified: options.allow_uncertified,
+        },
+    };
+    let key = canonical_fingerprint("sweep key", &keyed)
+        .map_err(|_| overflow("sweep key"))?
+        .to_string();
+    let row = SweepRow {
+        point: point.clone(),
+        key,
+        request_hash: format!("sha256:{request_hash}"),
+        status: String::new(),
+        plan_id: None,
+        choice_id: None,
+        providers: Vec::new(),
+        reason: None,
+        certified: None,
+        report: None,
+        plan_seconds: 0.0,
+    };
+    Ok(PreparedPoint {
+        request,
+        options,
+        row,
+        started,
+    })
+}
+
+/// Plans one prepared point (with the build options of its point).
+pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
+    let PreparedPoint {
+        request,
+        options,
+        mut row,
+        started,
+    } = prepared;
+    match ExecutionPlan::build_with_report(&request, &options) {
+        Ok(outcome) => {
+            let plan = &outcome.plan;
+            let report = ServingReport::of(&request, plan)?;
+            row.status = if report.worst_case_fits {
+                "fits"
+            } else {
+                "worst-case-exceeds"
+            }
+            .to_owned();
+            row.plan_id = Some(plan.payload.plan_id.clone());
+            // Resources named by a content hash (scratch, bindings) change id with their
+            // sizes: they count by usage and profile; named resources by id and profile.
+            let mut choice: BTreeMap<String, String> = plan
+                .payload
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.id.to_string(),
+                        n.provider_resources.provider_id.to_string(),
+                    )
+                })
+                .collect();
+            let mut hashed: BTreeMap<String, usize> = BTreeMap::new();
+            for d in &plan.payload.memory.dynamic_descriptors {
+                let id = d.base_resource_id.to_string();
+                if id.contains("/sha256/") {
+                    *hashed
+                        .entry(format!("{:?} {}", d.usage, d.storage.profile))
+                        .or_default() += 1;
+                } else {
+                    choice.insert(id, d.storage.profile.to_string());
+                }
+            }
+            for (class, count) in hashed {
+                choice.insert(class, count.to_string());
+            }
+            let choice_text = serde_json::to_string(&choice).map_err(|_| overflow("choice id"))?;
+            row.choice_id = Some(format!("sha256:{}", sha256_hex(choice_text.as_bytes())));
+            let providers: BTreeSet<String> = plan
+                .payload
+                .nodes
+                .iter()
+                .map(|n| n.provider_resources.provider_id.to_string())
+                .collect();
+            row.providers = providers.into_iter().collect();
+            row.certified = Some(
+                outcome
+                    .selection
+                    .iter()
+                    .all(|c| c.status == Status::Optimal),
+            );
+            row.report = Some(report);
+        }
+        Err(error) => {
+            row.status = if error.kind() == crate::ErrorKind::Infeasible {
+                "infeasible"
+            } else {
+                "bad-input"
+            }
+            .to_owned();
+            row.reason = Some(error.to_string());
+        }
+    }
+    row.plan_seconds = started.elapsed().as_secs_f64();
+    Ok(row)
+}
+
+/// Runs `points` not in `done` (by key; a point whose key is computed again is skipped too),
+/// `jobs` at a time, calling `on_batch` with each finished batch in grid order (the caller
+/// appends them to its files, so an interrupted sweep resumes after its last batch).
+pub fn run_points(
+    points: &[SweepPoint],
+    done: &mut BTreeSet<String>,
+    jobs: NonZeroUsize,
+    options: &BuildOptions,
+    mut on_batch: impl FnMut(&[SweepRow]) -> Result<(), StudyError>,
+) -> Result<usize, StudyError> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.get())
+        .build()
+        .map_err(|e| StudyError::Settings {
+            path: "--jobs".into(),
+            message: e.to_string(),
+        })?;
+    let mut build = options.clone();
+    build.threads = NonZeroUsize::new(1);
+    let mut ran = 0;
+    for batch in points.chunks(jobs.get()) {
+        let prepared: Vec<Result<PreparedPoint, StudyError>> =
+            pool.install(|| batch.par_iter().map(|p| prepare_point(p, &build)).collect());
+        let mut todo = Vec::new();
+        for point in prepared {
+            let point = point?;
+            if done.insert(point.key().to_owned()) {
+                todo.push(point);
+            }
+        }
+        let rows: Vec<Result<SweepRow, StudyError>> =
+            pool.install(|| todo.into_par_iter().map(plan_point).collect());
+        let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
+        ran += rows.len();
+        on_batch(&rows)?;
+    }
+    Ok(ran)
+}
