@@ -25,6 +25,9 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// A research query (diff, why-not, why-infeasible) failed.
+    #[error(transparent)]
+    Research(#[from] crate::study::ResearchError),
     /// A study (memory report, fit, sweep) failed.
     #[error(transparent)]
     Study(#[from] crate::study::StudyError),
@@ -66,6 +69,7 @@ impl Error {
             Error::Study(_) => ErrorKind::BadInput,
             Error::Plan(error) => error.kind(),
             Error::Verify(error) => error.kind(),
+            Error::Research(error) => error.kind(),
             Error::File { source, .. } => source.kind(),
         }
     }
