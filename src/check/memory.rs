@@ -523,7 +523,12 @@ fn pool_rules(
         );
     }
     let ceiling = theoretical.saturating_add(u128::from(pool.reusable_workspace_ceiling_bytes));
-    let maximum = dynamic_capacity.map(|c| u64::try_from(ceiling.min(u128::from(c))).unwrap_or(c));
+    let live = live_maximum(pool, &members)
+        .map(|live| live.saturating_add(u128::from(pool.reusable_workspace_ceiling_bytes)));
+    let maximum = match (live, dynamic_capacity) {
+        (Some(live), Some(c)) => Some(u64::try_from(live.min(u128::from(c))).unwrap_or(c)),
+        _ => None,
+    };
     if maximum != Some(prov.maximum_resident_bytes)
         || prov.maximum_resident_bytes < prov.minimum_resident_bytes
     {
@@ -531,10 +536,58 @@ fn pool_rules(
         found.add(
             20,
             format!("{at}.provisioning.maximum_resident_bytes"),
-            format!("must be min(theoretical + reusable ceiling, dynamic capacity) = {maximum_shown} and at least the minimum"),
+            format!("must be min(live maximum + reusable ceiling, dynamic capacity) = {maximum_shown} and at least the minimum"),
         );
     }
     Some(ceiling)
+}
+
+/// What a pool holds at once at the largest shapes, read from the pool's own slots and
+/// liveness rows (checked against the nodes by rules 21 and 22): request and sequence
+/// members at their largest size × instances, each step slot at its largest member, and the
+/// invocation rows at their largest sizes, the largest row when totally ordered, all rows
+/// summed otherwise. `None` when a member has no size at its largest shape.
+fn live_maximum(pool: &DynamicBackingPool, members: &[&DynamicResourceDescriptor]) -> Option<u128> {
+    let largest: BTreeMap<&ResourceId, u64> = members
+        .iter()
+        .map(|d| Some((&d.base_resource_id, theoretical_bytes(d)?)))
+        .collect::<Option<_>>()?;
+    let mut live: u128 = 0;
+    for d in members {
+        if matches!(
+            d.lifetime,
+            AllocationLifetime::Request | AllocationLifetime::Sequence
+        ) {
+            let bytes = u128::from(*largest.get(&d.base_resource_id)?);
+            live =
+                live.checked_add(bytes.checked_mul(u128::from(d.theoretical_maximum_instances))?)?;
+        }
+    }
+    for slot in &pool.step_resource_slots {
+        let widest = slot
+            .resource_ids
+            .iter()
+            .filter_map(|id| largest.get(id).copied())
+            .max()
+            .unwrap_or(0);
+        live = live.checked_add(u128::from(widest))?;
+    }
+    let mut rows: Vec<u128> = Vec::with_capacity(pool.invocation_liveness.len());
+    for row in &pool.invocation_liveness {
+        let mut bytes: u128 = 0;
+        for id in &row.resource_ids {
+            bytes = bytes.checked_add(u128::from(largest.get(id).copied().unwrap_or(0)))?;
+        }
+        rows.push(bytes);
+    }
+    let invocation = match pool.invocation_liveness_mode {
+        InvocationLivenessMode::NoInvocationResources => 0,
+        InvocationLivenessMode::TotalOrderReuse => rows.into_iter().max().unwrap_or(0),
+        InvocationLivenessMode::ConservativeConcurrent => rows
+            .into_iter()
+            .try_fold(0u128, |acc, r| acc.checked_add(r))?,
+    };
+    live.checked_add(invocation)
 }
 
 /// For every resource, the first and the last node (by index) whose resources contain it.

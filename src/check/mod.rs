@@ -72,7 +72,9 @@
 //!     over members of that lifetime; step bytes the sum over step slots of their largest
 //!     member; the invocation peak the largest row (total order) or the sum of rows
 //!     (concurrent); minimum resident bytes their total, positive, at most the maximum,
-//!     which is at most the dynamic capacity (usable − static).
+//!     which is the live maximum (the same sums at the members' largest sizes, request and
+//!     sequence members times their instances) plus the reusable ceiling, capped at the
+//!     dynamic capacity (usable − static).
 //! 21. **Step slots.** The slots partition the pool's step-lifetime members; a dedicated slot
 //!     has one member; a shared slot's members are token-scaled activation values that are
 //!     not retained, and any two of them are used in disjoint node intervals, the earlier

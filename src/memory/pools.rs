@@ -87,6 +87,11 @@ pub(crate) struct PoolLayout {
     /// Step slots: descriptor indices, ascending, slots sorted.
     pub slots: Vec<Vec<usize>>,
     pub theoretical: u128,
+    /// What the pool holds at once at the largest shapes (rules 4.5, live maximum):
+    /// request and sequence members at their theoretical bytes × instances, one step's
+    /// slots at their largest member, and the invocation peak under the pool's liveness
+    /// mode, at theoretical bytes.
+    pub live_maximum: u128,
     pub mode: InvocationLivenessMode,
     /// Invocation rows in execution order.
     pub rows: Vec<Row>,
@@ -255,13 +260,33 @@ fn layout_pool(
     )?;
 
     let mut theoretical = 0u128;
+    let mut held_by_sequences = 0u128;
     for &m in &members {
         let instances = u128::from(descriptors[m].theoretical_maximum_instances);
-        theoretical = u128::from(bytes[m].theoretical)
+        let all_instances = u128::from(bytes[m].theoretical)
             .checked_mul(instances)
-            .and_then(|t| theoretical.checked_add(t))
             .ok_or_else(|| overflow(format!("pool {pool_id}: theoretical ceiling")))?;
+        theoretical = theoretical
+            .checked_add(all_instances)
+            .ok_or_else(|| overflow(format!("pool {pool_id}: theoretical ceiling")))?;
+        if matches!(
+            descriptors[m].lifetime,
+            AllocationLifetime::Request | AllocationLifetime::Sequence
+        ) {
+            held_by_sequences = held_by_sequences
+                .checked_add(all_instances)
+                .ok_or_else(|| overflow(format!("pool {pool_id}: live maximum")))?;
+        }
     }
+    let step_maximum = sum(
+        slots.iter().map(|slot| {
+            slot.iter()
+                .map(|&m| bytes[m].theoretical)
+                .max()
+                .unwrap_or(0)
+        }),
+        || format!("pool {pool_id}: live maximum of the step slots"),
+    )?;
 
     let invocation_members: Vec<usize> = of_lifetime(AllocationLifetime::Invocation).collect();
     for &m in &invocation_members {
@@ -294,6 +319,16 @@ fn layout_pool(
         |m| Ok(bytes[m].minimum),
         || format!("pool {pool_id}: invocation peak"),
     )?;
+    let invocation_maximum = invocation_bytes(
+        mode,
+        &rows,
+        |m| Ok(bytes[m].theoretical),
+        || format!("pool {pool_id}: live maximum of the invocation rows"),
+    )?;
+    let live_maximum = held_by_sequences
+        .checked_add(u128::from(step_maximum))
+        .and_then(|t| t.checked_add(u128::from(invocation_maximum)))
+        .ok_or_else(|| overflow(format!("pool {pool_id}: live maximum")))?;
     Ok(PoolLayout {
         pool_id,
         key,
@@ -303,6 +338,7 @@ fn layout_pool(
         minimum_step,
         slots,
         theoretical,
+        live_maximum,
         mode,
         rows,
         invocation_peak,
@@ -437,9 +473,9 @@ pub(crate) fn finish_pool(
         return Err(MemoryError::EmptyPoolResidency { pool: pool.clone() });
     }
     let ceiling_total = layout
-        .theoretical
+        .live_maximum
         .checked_add(u128::from(ceiling))
-        .ok_or_else(|| overflow(format!("pool {pool}: theoretical + reusable ceiling")))?;
+        .ok_or_else(|| overflow(format!("pool {pool}: live maximum + reusable ceiling")))?;
     let maximum_resident =
         u64::try_from(ceiling_total.min(u128::from(dynamic_capacity))).unwrap_or(dynamic_capacity);
     let mut invocation_liveness: Vec<InvocationLivenessRow> = layout

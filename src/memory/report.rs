@@ -82,6 +82,15 @@ pub struct MemoryReport {
     pub dynamic_resources_by_lifetime: [usize; 4],
     /// Pools, by pool id.
     pub pools: Vec<PoolReport>,
+    /// Σ over pools of their maximum resident bytes (saturating). Each maximum is what its
+    /// pool alone may hold at once, capped at the dynamic capacity; the pools draw on that
+    /// one capacity, so the sum may exceed it.
+    pub pool_maxima_sum_bytes: u64,
+    /// Usable capacity − static bytes: the dynamic capacity every pool draws on.
+    pub dynamic_capacity_bytes: u64,
+    /// True when the pool maxima add up to more than the dynamic capacity: the pools share
+    /// it, and not every pool can reach its maximum at the same time.
+    pub pools_share_dynamic_capacity: bool,
 }
 
 /// Summarises a (validated) memory plan.
@@ -107,7 +116,14 @@ pub fn memory_report(plan: &MemoryPlan) -> MemoryReport {
         };
         by_lifetime[index] += 1;
     }
+    let pool_maxima_sum_bytes = plan.dynamic_pools.iter().fold(0u64, |acc, pool| {
+        acc.saturating_add(pool.provisioning.maximum_resident_bytes)
+    });
+    let dynamic_capacity_bytes = plan.usable_capacity_bytes.saturating_sub(plan.static_bytes);
     MemoryReport {
+        pool_maxima_sum_bytes,
+        dynamic_capacity_bytes,
+        pools_share_dynamic_capacity: pool_maxima_sum_bytes > dynamic_capacity_bytes,
         usable_capacity_bytes: plan.usable_capacity_bytes,
         reserve_bytes: plan.reserve_bytes,
         static_bytes: plan.static_bytes,

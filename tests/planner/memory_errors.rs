@@ -539,23 +539,27 @@ fn invocation_resource_used_by_no_node() {
 }
 
 #[test]
-fn pool_that_cannot_fit_on_its_own() {
+fn pool_above_the_dynamic_capacity_is_refused_naming_its_resource() {
+    // Two unordered rows of 1 MiB scratch each (the second node also uses the first's): the
+    // concurrent minimum is 2 MiB, above the 1 MiB less the 128-byte reserve. A pool's live
+    // maximum is never below its minimum, so the refusal is the capacity check's, which
+    // names the scratch resource.
     let mut f = Fixture::new();
     f.policy.maximum_active_sequences = 1;
-    f.node("node/a").fixed_scratch(64).done();
+    f.node("node/a").fixed_scratch(1 << 20).done();
     f.node("node/b").done();
     f.node_mut("node/b")
         .resources
         .push(rid("resource/scratch/node/a"));
     let message = rejects!(
         f,
-        MemoryError::PoolExceedsDynamicCapacity {
-            minimum_resident: 128,
-            maximum_resident: 64,
+        MemoryError::CapacityExceeded {
+            required: 2_097_152,
+            usable: 1_048_448,
             ..
         }
     );
-    assert!(message.contains("Scratch"), "{message}");
+    assert!(message.contains("resource/scratch/node/a"), "{message}");
 }
 
 #[test]

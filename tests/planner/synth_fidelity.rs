@@ -6,9 +6,11 @@
 use std::path::Path;
 
 use jointplan::builder::BuildOptions;
+use jointplan::check::check_plan;
+use jointplan::memory::{memory_report, quantized_bytes, theoretical_maximum_shape};
 use jointplan::plan::DynamicResourceDemand;
-use jointplan::plan::ExecutionPlan;
-use jointplan::request::{CapabilityId, StorageView};
+use jointplan::plan::{AllocationLifetime, ExecutionPlan};
+use jointplan::request::{BufferUsage, CapabilityId, StorageView};
 use jointplan::synth::{
     synthesize, DeviceDescription, ModelConfig, PolicyPreset, SynthError, SynthOptions,
     WeightFormat,
@@ -287,4 +289,113 @@ fn the_family_id_names_the_config_used_and_unmodelled_keys_are_warned() {
         "{}",
         synthesized.warnings[0]
     );
+}
+
+/// llama-3.1-8b with `layers` layers under the server preset (paged KV).
+fn plan_llama_layers(layers: u64) -> ExecutionPlan {
+    let mut options = SynthOptions::new("llama-3.1-8b");
+    options.layers = Some(layers);
+    let request = synthesize(
+        &config("llama-3.1-8b"),
+        &a100(),
+        &PolicyPreset::server(),
+        &options,
+    )
+    .unwrap();
+    ExecutionPlan::build(&request, &BuildOptions::default()).unwrap()
+}
+
+/// Per Activations pool with step members: (pool maximum resident, Σ of its members' bytes
+/// at their largest shape, the peak over nodes of the bytes of the values live at that node).
+/// The peak is computed here from the nodes' resource lists alone: a value is live from its
+/// first to its last user.
+fn activation_pools(plan: &ExecutionPlan) -> Vec<(u64, u64, u64)> {
+    let memory = &plan.payload.memory;
+    let largest = |d: &jointplan::plan::DynamicResourceDescriptor| {
+        let shape = theoretical_maximum_shape(&d.demand).unwrap();
+        quantized_bytes(&d.demand, shape, &d.storage.profile, d.alignment_bytes).unwrap()
+    };
+    let mut out = Vec::new();
+    for pool in &memory.dynamic_pools {
+        if pool.compatibility.usage != BufferUsage::Activations {
+            continue;
+        }
+        let members: Vec<_> = memory
+            .dynamic_descriptors
+            .iter()
+            .filter(|d| d.pool_id == pool.pool_id && d.lifetime == AllocationLifetime::Step)
+            .collect();
+        if members.is_empty() {
+            continue;
+        }
+        let sum: u64 = members.iter().map(|d| largest(d)).sum();
+        let nodes = &plan.payload.nodes;
+        let mut peak = 0u64;
+        for at in 0..nodes.len() {
+            let live: u64 = members
+                .iter()
+                .filter(|d| {
+                    let users: Vec<usize> = (0..nodes.len())
+                        .filter(|&i| nodes[i].resources.contains(&d.base_resource_id))
+                        .collect();
+                    users.first().is_some_and(|&f| f <= at)
+                        && users.last().is_some_and(|&l| at <= l)
+                })
+                .map(|d| largest(d))
+                .sum();
+            peak = peak.max(live);
+        }
+        out.push((pool.provisioning.maximum_resident_bytes, sum, peak));
+    }
+    out
+}
+
+#[test]
+fn activation_pool_maxima_hold_one_steps_live_values_not_every_layers() {
+    let two = plan_llama_layers(2);
+    let four = plan_llama_layers(4);
+    for plan in [&two, &four] {
+        let report = check_plan(plan);
+        assert!(report.is_valid(), "{:?}", report.violations);
+    }
+    let (two_pools, four_pools) = (activation_pools(&two), activation_pools(&four));
+    assert_eq!(two_pools.len(), four_pools.len());
+    let mut shared = false;
+    for ((max2, sum2, peak2), (max4, sum4, peak4)) in two_pools.into_iter().zip(four_pools) {
+        // Never below what is live at once, never above the sum over members.
+        assert!(peak2 <= max2 && max2 <= sum2, "{peak2} <= {max2} <= {sum2}");
+        assert!(peak4 <= max4 && max4 <= sum4, "{peak4} <= {max4} <= {sum4}");
+        if sum4 > sum2 {
+            // A pool whose members grow with the layers: what a step holds at once does not.
+            shared = true;
+            assert_eq!(
+                max2, max4,
+                "a step's live activations do not grow with depth"
+            );
+            assert!(max4 < sum4);
+        }
+    }
+    assert!(
+        shared,
+        "the per-layer activations share slots across layers"
+    );
+}
+
+#[test]
+fn the_memory_report_says_when_pools_share_the_dynamic_capacity() {
+    let plan = plan_llama_layers(32);
+    let report = memory_report(&plan.payload.memory);
+    let sum: u64 = report.pools.iter().map(|p| p.maximum_resident_bytes).sum();
+    assert_eq!(report.pool_maxima_sum_bytes, sum);
+    assert_eq!(
+        report.dynamic_capacity_bytes,
+        report.usable_capacity_bytes - report.static_bytes
+    );
+    // Server preset: the paged KV pool alone may take the whole dynamic capacity, so the
+    // maxima add up to more than it and the report says they share it.
+    assert!(sum > report.dynamic_capacity_bytes);
+    assert!(report.pools_share_dynamic_capacity);
+    for pool in &report.pools {
+        assert!(pool.maximum_resident_bytes <= report.dynamic_capacity_bytes);
+    }
 }
