@@ -29,4 +29,5 @@ mod request_validation;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
+mod synth_registry;
 mod tamper;
