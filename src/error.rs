@@ -25,6 +25,12 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// A research query (diff, why-not, why-infeasible) failed.
+    #[error(transparent)]
+    Research(#[from] crate::study::ResearchError),
+    /// A study (memory report, fit, sweep) failed.
+    #[error(transparent)]
+    Study(#[from] crate::study::StudyError),
     /// An error found while processing a named file.
     #[error("{}: {source}", file.display())]
     File {
@@ -58,8 +64,12 @@ impl Error {
         match self {
             Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
             Error::Synth(_) => ErrorKind::BadInput,
+            Error::Study(error) if error.is_infeasible() => ErrorKind::Infeasible,
+            Error::Study(crate::study::StudyError::Demand { .. }) => ErrorKind::Rejected,
+            Error::Study(_) => ErrorKind::BadInput,
             Error::Plan(error) => error.kind(),
             Error::Verify(error) => error.kind(),
+            Error::Research(error) => error.kind(),
             Error::File { source, .. } => source.kind(),
         }
     }

@@ -6,12 +6,15 @@ use clap::{Parser, Subcommand};
 
 pub mod check;
 pub mod destination;
+pub mod diff;
 pub mod explain;
 pub mod hash;
+pub mod infeasible_text;
 pub mod output;
 pub mod plan;
 pub mod progress;
 pub mod seal;
+pub mod serving_text;
 pub mod solve;
 pub mod summary_text;
 pub mod synth;
@@ -43,6 +46,8 @@ pub enum Commands {
     /// Check a stored plan alone with the independent checker (every violation, with its
     /// rule and JSON path).
     Check(check::Args),
+    /// Compare two plans of one program: providers, profiles, objective keys, memory.
+    Diff(diff::Args),
     /// Explain why each provider of a node was chosen or rejected.
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
@@ -82,6 +87,7 @@ pub fn run() -> ExitCode {
             Err(error) => report("check", Err(error)),
         },
         Commands::Explain(args) => report("explain", explain::run(&args)),
+        Commands::Diff(args) => report("diff", diff::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
         Commands::Synth(args) => report("synth", synth::run(&args)),
@@ -101,6 +107,14 @@ pub enum Error {
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),
+    /// A failure with an explanation of it (why a request is infeasible).
+    #[error("{error}\n{explanation}")]
+    Explained {
+        /// The failure.
+        error: Box<Error>,
+        /// Why, in the input's terms.
+        explanation: String,
+    },
 }
 
 impl Error {
@@ -109,6 +123,7 @@ impl Error {
         match self {
             Error::Library(error) => error.kind(),
             Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
+            Error::Explained { error, .. } => error.kind(),
         }
     }
 

@@ -17,6 +17,7 @@ use jointplan::plan::{
 };
 use jointplan::request::{BufferUsage, ResourceId, StorageProfile};
 use jointplan::selection::{ComponentReport, Status};
+use jointplan::study::report::{pool_holds, ServingLimits, ServingReport};
 
 pub use super::summary_text::{summary_text, write_rejections};
 
@@ -250,6 +251,8 @@ pub struct PoolSummary {
     pub profile: String,
     /// Usage.
     pub usage: BufferUsage,
+    /// What it holds in serving terms (weights, KV cache, activations, workspaces).
+    pub holds: &'static str,
     /// Member count.
     pub members: usize,
     /// Minimum resident bytes.
@@ -271,6 +274,11 @@ pub struct MemorySummary {
     pub headroom_bytes: i128,
     /// Pools.
     pub pools: Vec<PoolSummary>,
+    /// The report in serving terms (rules in `jointplan::study::report`).
+    pub report: ServingReport,
+    /// The ceilings the report was computed at (text only).
+    #[serde(skip)]
+    pub limits: ServingLimits,
 }
 
 /// One selection component of the plan summary.
@@ -395,6 +403,7 @@ pub fn node_summary(
 /// Builds the summary of a plan.
 pub fn plan_summary(
     plan: &ExecutionPlan,
+    (report, limits): (ServingReport, ServingLimits),
     selection: &[ComponentSummary],
     written_to: Option<&Path>,
 ) -> PlanSummary {
@@ -437,11 +446,14 @@ pub fn plan_summary(
                     pool_id: p.pool_id.clone(),
                     profile: p.compatibility.profile.to_string(),
                     usage: p.compatibility.usage,
+                    holds: pool_holds(p.compatibility.usage),
                     members: p.resource_ids.len(),
                     minimum_resident_bytes: p.provisioning.minimum_resident_bytes,
                     maximum_resident_bytes: p.provisioning.maximum_resident_bytes,
                 })
                 .collect(),
+            report,
+            limits,
         },
         selection: selection.to_vec(),
         uncertified: uncertified_components(selection),

@@ -18,13 +18,17 @@ use jointplan::plan::DEFAULT_OBJECTIVE;
 use jointplan::request::PlanRequest;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
+use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
+use super::infeasible_text::infeasibility_text;
 use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, SynthFlags};
+use jointplan::builder::error::PlanError;
+use jointplan::study::infeasible::explain_failure;
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
@@ -174,6 +178,50 @@ fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>),
     Ok((read_request(input)?, vec![input.clone()]))
 }
 
+/// The error of a failed build; when the request is infeasible, with why (the minimal
+/// conflicting facts and the relaxations, [`jointplan::study::infeasible`]), and with
+/// `--json` that answer printed as JSON on standard output.
+fn explain_infeasible(
+    args: &Args,
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: PlanError,
+) -> Error {
+    if error.kind() != jointplan::ErrorKind::Infeasible {
+        return Error::from(error).in_file(&args.request);
+    }
+    let mut quiet = options.clone();
+    quiet.observer = None;
+    let progress = Progress::start("plan");
+    progress.step("finding why the request has no plan");
+    let answer = explain_failure(request, &quiet, &error);
+    drop(progress);
+    let plain = Error::from(error).in_file(&args.request);
+    match answer {
+        Ok(Some(reason)) => {
+            if args.json {
+                match pretty_json(&reason) {
+                    Ok(text) => {
+                        if let Err(e) = write_stdout(&text) {
+                            return e.into();
+                        }
+                    }
+                    Err(e) => return Error::Usage(format!("cannot serialize the answer: {e}")),
+                }
+            }
+            Error::Explained {
+                error: Box::new(plain),
+                explanation: infeasibility_text(&reason),
+            }
+        }
+        Ok(None) => plain,
+        Err(analysis) => Error::Explained {
+            error: Box::new(plain),
+            explanation: format!("(why it is infeasible could not be found: {analysis})"),
+        },
+    }
+}
+
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let mut options = args.selection.build_options()?;
@@ -194,9 +242,21 @@ pub fn run(args: &Args) -> Result<(), Error> {
         None => None,
     };
     options.observer = Some(progress.observer());
-    let outcome = ExecutionPlan::build_with_report(&request, &options)
-        .map_err(|e| Error::from(e).in_file(&args.request))?;
+    let outcome = match ExecutionPlan::build_with_report(&request, &options) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            drop(progress);
+            return Err(explain_infeasible(args, &request, &options, error));
+        }
+    };
     let plan = &outcome.plan;
+    let serving = ServingReport::with_limits(&request, plan)
+        .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
+    // A serving engine refuses to start when not even one sequence fits: so does `plan`,
+    // before anything is written.
+    if let Some(refusal) = serving.0.refusal(&serving.1) {
+        return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
+    }
     if let Some(destination) = destination {
         progress.step(&format!("writing {}", destination.path().display()));
         destination.write_json(plan, true)?;
@@ -207,7 +267,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .iter()
         .map(ComponentSummary::from_report)
         .collect();
-    let summary = plan_summary(plan, &selection, args.output.as_deref());
+    let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
         let text = pretty_json(&summary)
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;

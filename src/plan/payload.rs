@@ -303,6 +303,16 @@ pub struct ExecutionPlanPayload {
     pub selection_settings: SelectionSettings,
 }
 
+impl ExecutionPlanPayload {
+    /// Every node's selected provider, by node id (what a replay of the plan fixes).
+    pub fn selected_providers(&self) -> std::collections::BTreeMap<NodeId, ProviderId> {
+        self.nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
+            .collect()
+    }
+}
+
 /// A built, hashed and internally validated plan.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

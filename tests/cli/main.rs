@@ -14,5 +14,7 @@ mod fuzz_exit_codes;
 mod hash;
 mod output_rules;
 mod plan_model;
+mod process;
+mod research;
 mod selection_cli;
 mod strict_input;

@@ -4,18 +4,9 @@
 //! reject a profile listed twice and empty provider ids, naming where.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn jointplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jointplan"))
-        .args(args)
-        .output()
-        .expect("the jointplan binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::process::{jointplan, text};
 
 fn tiny() -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))

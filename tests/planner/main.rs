@@ -26,6 +26,7 @@ mod request_fuzz;
 mod request_props;
 mod request_schema;
 mod request_validation;
+mod research_queries;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
