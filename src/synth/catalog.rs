@@ -38,6 +38,8 @@ pub enum Operation {
     HeadRmsNorm,
     /// `x · Wᵀ`.
     DenseLinear,
+    /// `x · Wᵀ + b` (Qwen2's query/key/value projections carry biases).
+    BiasedDenseLinear,
     /// SwiGLU MLP with packed gate/up and down projections.
     DenseSwiglu,
     /// Causal grouped-query attention over a paged or contiguous KV cache.
@@ -160,7 +162,8 @@ enum Attr {
 impl Operation {
     /// Every operation, in id order (the catalog's tests walk them all).
     #[cfg(test)]
-    pub const ALL: [Operation; 12] = [
+    pub const ALL: [Operation; 13] = [
+        Self::BiasedDenseLinear,
         Self::CausalPagedAttention,
         Self::CausalPagedLatentAttention,
         Self::DenseLinear,
@@ -182,6 +185,7 @@ impl Operation {
             Self::RmsNorm => "rms_norm",
             Self::HeadRmsNorm => "head_rms_norm",
             Self::DenseLinear => "dense_linear",
+            Self::BiasedDenseLinear => "biased_dense_linear",
             Self::DenseSwiglu => "dense_swiglu",
             Self::CausalPagedAttention => "causal_paged_attention",
             Self::CausalPagedLatentAttention => "causal_paged_latent_attention",
@@ -238,6 +242,14 @@ impl Operation {
                 vec![
                     act(vec![T, Sym("in_features")]),
                     weight(vec![Sym("out_features"), Sym("in_features")]),
+                ],
+                vec![output(ACTIVATION_TYPES, vec![T, Sym("out_features")], no)],
+            ),
+            Self::BiasedDenseLinear => (
+                vec![
+                    act(vec![T, Sym("in_features")]),
+                    weight(vec![Sym("out_features"), Sym("in_features")]),
+                    norm_weight(vec![Sym("out_features")]),
                 ],
                 vec![output(ACTIVATION_TYPES, vec![T, Sym("out_features")], no)],
             ),
@@ -365,13 +377,15 @@ impl Operation {
                 ("head_dim", Positive, true),
                 ("epsilon", Rational, true),
             ],
-            Self::DenseLinear => vec![
+            Self::DenseLinear | Self::BiasedDenseLinear => vec![
                 ("in_features", Positive, true),
                 ("out_features", Positive, true),
             ],
             Self::DenseSwiglu => vec![
                 ("hidden_size", Positive, true),
                 ("intermediate_size", Positive, true),
+                // Absent: SiLU (SwiGLU); `gelu_tanh`: GeGLU (Gemma).
+                ("gate_activation", Text(&["gelu_tanh", "silu"]), false),
             ],
             Self::CausalPagedAttention => vec![
                 ("hidden_size", Positive, true),
@@ -459,9 +473,10 @@ impl Operation {
     fn presence(self) -> (Presence, Presence, Presence) {
         use Presence::*;
         match self {
-            Self::TokenEmbedding | Self::DenseLinear | Self::MoeRouter => {
-                (Optional, Forbidden, Forbidden)
-            }
+            Self::TokenEmbedding
+            | Self::DenseLinear
+            | Self::BiasedDenseLinear
+            | Self::MoeRouter => (Optional, Forbidden, Forbidden),
             Self::RmsNorm | Self::HeadRmsNorm | Self::ResidualAdd => {
                 (Forbidden, Forbidden, Forbidden)
             }
@@ -575,7 +590,10 @@ impl Operation {
             Self::RmsNorm | Self::HeadRmsNorm => &[("fused", Fused), ("reference", Reference)],
             Self::ResidualAdd => &[("inplace", Fused), ("reference", Reference)],
             Self::MoeRouter => &[("topk", Fused), ("reference", Reference)],
-            Self::DenseLinear | Self::DenseSwiglu | Self::RoutedExpertSwiglu => &[
+            Self::DenseLinear
+            | Self::BiasedDenseLinear
+            | Self::DenseSwiglu
+            | Self::RoutedExpertSwiglu => &[
                 ("dense", Dense),
                 ("gptq_marlin", Gptq),
                 ("gguf_mmq", Gguf),

@@ -191,6 +191,18 @@ pub struct LayerSpec {
     pub mixer: MixerKind,
     /// Feed-forward block.
     pub feed_forward: FeedForwardKind,
+    /// Sliding attention window of this layer (its KV state holds at most this many
+    /// tokens); `None`: full attention. Set by the architecture registry.
+    pub window: Option<u64>,
+}
+
+/// The gate nonlinearity of a gated MLP.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GateActivation {
+    /// SiLU (SwiGLU: Llama, Qwen, Phi-3, Mistral).
+    Silu,
+    /// GELU, tanh approximation (GeGLU: Gemma).
+    GeluTanh,
 }
 
 /// Grouped-query attention dimensions.
@@ -320,6 +332,16 @@ pub struct Architecture {
     pub layers: Vec<LayerSpec>,
     /// The checkpoint dtype named by the configuration.
     pub torch_dtype: Option<String>,
+    /// Whether the query, key and value projections carry biases (Qwen2).
+    pub attention_bias: bool,
+    /// Whether the checkpoint stores q/k/v as one `qkv_proj` and gate/up as one
+    /// `gate_up_proj` (Phi-3); the program splits them by rows.
+    pub fused_projections: bool,
+    /// The MLP's gate nonlinearity.
+    pub gate_activation: GateActivation,
+    /// Whether attention and MLP outputs are normalised before their residual adds
+    /// (Gemma 2/3: four norms per layer).
+    pub sandwich_norms: bool,
 }
 
 fn required(value: Option<u64>, key: &str) -> Result<u64, SynthError> {
@@ -492,6 +514,7 @@ impl ModelConfig {
                 } else {
                     FeedForwardKind::Routed
                 },
+                window: None,
             })
             .collect();
         Ok(Architecture {
@@ -519,6 +542,10 @@ impl ModelConfig {
             experts,
             layers,
             torch_dtype: self.torch_dtype.clone(),
+            attention_bias: false,
+            fused_projections: false,
+            gate_activation: GateActivation::Silu,
+            sandwich_norms: false,
         })
     }
 
@@ -588,11 +615,16 @@ impl ModelConfig {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| match t.as_str() {
-                    "full_attention" | "attention" => Ok(MixerKind::Attention),
+                    // Which layers slide is the registry's to say (`LayerSpec::window`).
+                    "full_attention" | "attention" | "sliding_attention" => {
+                        Ok(MixerKind::Attention)
+                    }
                     "linear_attention" => Ok(MixerKind::GatedDelta),
                     other => Err(SynthError::config(
                         &format!("layer_types[{i}]"),
-                        format!("{other:?} is not full_attention or linear_attention"),
+                        format!(
+                            "{other:?} is not full_attention, sliding_attention or linear_attention"
+                        ),
                     )),
                 })
                 .collect();

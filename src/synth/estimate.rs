@@ -115,7 +115,7 @@ pub fn estimate(
                 out.scratch = tokens(mul(&[ctx.unsigned("hidden_size")?, 4])?);
             }
         }
-        Operation::DenseLinear => {
+        Operation::DenseLinear | Operation::BiasedDenseLinear => {
             let out_features = ctx.unsigned("out_features")?;
             let in_features = ctx.unsigned("in_features")?;
             out.scratch = match kernel {

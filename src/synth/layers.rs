@@ -26,7 +26,7 @@ use crate::request::{
 };
 
 use super::catalog::Operation;
-use super::config::{Architecture, FeedForwardKind, MixerKind};
+use super::config::{Architecture, FeedForwardKind, GateActivation, MixerKind};
 use super::program::{Attr, ProgramBuilder, ProgramParts};
 use super::weights::{WeightClass, WeightFormat};
 use super::SynthError;
@@ -126,13 +126,32 @@ impl Graph<'_> {
         in_features: u64,
         out_features: u64,
     ) -> Result<ProgramValueId, SynthError> {
+        self.projection(name, x, vec![weight], in_features, out_features)
+    }
+
+    /// A linear layer over `weights`: the matrix, and the bias (if any) after it.
+    fn projection(
+        &mut self,
+        name: &str,
+        x: &ProgramValueId,
+        weights: Vec<ProgramValueId>,
+        in_features: u64,
+        out_features: u64,
+    ) -> Result<ProgramValueId, SynthError> {
         let out = self
             .b
             .activation(name, vec![self.t(), out_features], self.act)?;
+        let op = if weights.len() > 1 {
+            Operation::BiasedDenseLinear
+        } else {
+            Operation::DenseLinear
+        };
+        let mut inputs = vec![x.clone()];
+        inputs.extend(weights);
         self.b.node(
             name,
-            Operation::DenseLinear,
-            vec![x.clone(), weight],
+            op,
+            inputs,
             vec![out.clone()],
             vec![
                 ("in_features", U(in_features)),
@@ -169,12 +188,17 @@ impl Graph<'_> {
         intermediate: u64,
     ) -> Result<ProgramValueId, SynthError> {
         let hidden = self.arch().hidden_size;
+        let gate_up_names = if self.arch().fused_projections {
+            vec![format!("{hf}.gate_up_proj")]
+        } else {
+            names(&[format!("{hf}.gate_proj"), format!("{hf}.up_proj")])
+        };
         let gate_up = self.b.weight(
             &format!("{name}.gate_up"),
             group,
             vec![2, intermediate, hidden],
             WeightClass::Projection,
-            &names(&[format!("{hf}.gate_proj"), format!("{hf}.up_proj")]),
+            &gate_up_names,
         )?;
         let down = self.b.weight(
             &format!("{name}.down"),
@@ -184,15 +208,19 @@ impl Graph<'_> {
             &[format!("{hf}.down_proj")],
         )?;
         let out = self.b.activation(name, vec![self.t(), hidden], self.act)?;
+        let mut attrs = vec![
+            ("hidden_size", U(hidden)),
+            ("intermediate_size", U(intermediate)),
+        ];
+        if self.arch().gate_activation == GateActivation::GeluTanh {
+            attrs.push(("gate_activation", S("gelu_tanh".to_owned())));
+        }
         self.b.node(
             name,
             Operation::DenseSwiglu,
             vec![x.clone(), gate_up, down],
             vec![out.clone()],
-            vec![
-                ("hidden_size", U(hidden)),
-                ("intermediate_size", U(intermediate)),
-            ],
+            attrs,
         )?;
         Ok(out)
     }
@@ -234,30 +262,47 @@ impl Graph<'_> {
             query_features
         };
         let kv_features = a.key_value_heads * a.head_dim;
-        let wq = self.b.weight(
-            &format!("{l}.q_proj"),
-            &group,
-            vec![q_proj_features, hidden],
-            WeightClass::Projection,
-            &[format!("{hf}.q_proj")],
-        )?;
-        let wk = self.b.weight(
-            &format!("{l}.k_proj"),
-            &group,
-            vec![kv_features, hidden],
-            WeightClass::Projection,
-            &[format!("{hf}.k_proj")],
-        )?;
-        let wv = self.b.weight(
-            &format!("{l}.v_proj"),
-            &group,
-            vec![kv_features, hidden],
-            WeightClass::Projection,
-            &[format!("{hf}.v_proj")],
-        )?;
-        let mut q = self.linear(&format!("{l}.q_proj"), normed, wq, hidden, q_proj_features)?;
-        let mut k = self.linear(&format!("{l}.k_proj"), normed, wk, hidden, kv_features)?;
-        let v = self.linear(&format!("{l}.v_proj"), normed, wv, hidden, kv_features)?;
+        let mut qkv = Vec::with_capacity(3);
+        for (which, features) in [
+            ("q", q_proj_features),
+            ("k", kv_features),
+            ("v", kv_features),
+        ] {
+            // Phi-3 stores q, k and v as row ranges of one `qkv_proj` tensor.
+            let source = if arch.fused_projections {
+                format!("{hf}.qkv_proj")
+            } else {
+                format!("{hf}.{which}_proj")
+            };
+            let mut weights = vec![self.b.weight(
+                &format!("{l}.{which}_proj"),
+                &group,
+                vec![features, hidden],
+                WeightClass::Projection,
+                std::slice::from_ref(&source),
+            )?];
+            if arch.attention_bias {
+                weights.push(self.b.weight(
+                    &format!("{l}.{which}_proj.bias"),
+                    &group,
+                    vec![features],
+                    WeightClass::Norm,
+                    &[format!("{source}.bias")],
+                )?);
+            }
+            qkv.push(self.projection(
+                &format!("{l}.{which}_proj"),
+                normed,
+                weights,
+                hidden,
+                features,
+            )?);
+        }
+        let (Some(v), Some(mut k), Some(mut q)) = (qkv.pop(), qkv.pop(), qkv.pop()) else {
+            return Err(SynthError::Internal(
+                "the q, k and v projections were not all built".to_owned(),
+            ));
+        };
         if a.output_gate {
             // Qwen3-Next: per-head RMSNorm of queries and keys, in place.
             for (which, value, heads) in [
@@ -287,13 +332,18 @@ impl Graph<'_> {
             }
         }
         let kv_bytes = 2 * kv_features * self.act.byte_size();
+        let window = arch.layers.get(i).and_then(|layer| layer.window);
+        // A sliding-window layer keeps only the last `window` tokens' keys and values.
+        let kv_tokens = window.map_or(self.spec.context_tokens, |w| {
+            w.min(self.spec.context_tokens)
+        });
         let kv = self.b.state(
             &format!("layer.{i}.kv"),
             vec![2, a.key_value_heads, a.head_dim],
             self.act,
             StateCapacityDemand::TokenScaled {
                 bytes_per_token: kv_bytes,
-                maximum_tokens: self.spec.context_tokens,
+                maximum_tokens: kv_tokens,
             },
             StateInitialization::None,
         )?;
@@ -322,7 +372,7 @@ impl Graph<'_> {
             ("layer_index", U(i as u64)),
         ];
         attrs.extend(self.rope_attrs()?);
-        if let Some(window) = arch.sliding_window {
+        if let Some(window) = window {
             attrs.push(("sliding_window", U(window)));
         }
         self.b.note_kv_bytes_per_token(kv_bytes);
@@ -341,7 +391,30 @@ impl Graph<'_> {
             &[format!("{hf}.o_proj")],
         )?;
         let o = self.linear(&format!("{l}.o_proj"), &out, wo, query_features, hidden)?;
+        let o = self.output_norm(i, "attention_output_norm", "post_attention_layernorm", o)?;
         self.residual(&format!("{l}.attention_residual"), x, o)
+    }
+
+    /// Gemma's sandwich norm of a block output before its residual add (`value` unchanged
+    /// for architectures without one).
+    fn output_norm(
+        &mut self,
+        i: usize,
+        name: &str,
+        hf_name: &str,
+        value: ProgramValueId,
+    ) -> Result<ProgramValueId, SynthError> {
+        if !self.arch().sandwich_norms {
+            return Ok(value);
+        }
+        let hidden = self.arch().hidden_size;
+        let w = self.norm_weight(
+            &format!("layer.{i}.{name}"),
+            &format!("layer.{i}"),
+            hidden,
+            &format!("model.layers.{i}.{hf_name}"),
+        )?;
+        self.rms_norm(&format!("layer.{i}.{name}"), &value, w, hidden)
     }
 
     fn latent_attention(
@@ -767,11 +840,18 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
             MixerKind::LatentAttention => g.latent_attention(i, &x, &normed)?,
             MixerKind::GatedDelta => g.gated_delta(i, &x, &normed)?,
         };
+        // Gemma's pre-MLP norm is `pre_feedforward_layernorm` (its `post_attention_layernorm`
+        // normalises the attention output); everyone else's is `post_attention_layernorm`.
+        let pre_mlp = if arch.sandwich_norms {
+            "pre_feedforward_layernorm"
+        } else {
+            "post_attention_layernorm"
+        };
         let w = g.norm_weight(
             &format!("layer.{i}.post_attention_norm"),
             &group,
             hidden,
-            &format!("{hf}.post_attention_layernorm"),
+            &format!("{hf}.{pre_mlp}"),
         )?;
         let normed = g.rms_norm(&format!("layer.{i}.post_attention_norm"), &h, w, hidden)?;
         x = match layer.feed_forward {
@@ -782,6 +862,12 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
                     &format!("{hf}.mlp"),
                     &normed,
                     arch.intermediate_size,
+                )?;
+                let m = g.output_norm(
+                    i,
+                    "feed_forward_output_norm",
+                    "post_feedforward_layernorm",
+                    m,
                 )?;
                 g.residual(&format!("layer.{i}.output"), &h, m)?
             }

@@ -290,8 +290,7 @@ pub fn synthesize(
     device.validate()?;
     let family_id = family_id_for(&options.model_name)?;
     let effective = effective_config(config, options)?;
-    registry::entry_of(&effective)?;
-    let arch = effective.architecture()?;
+    let arch = registry::entry_of(&effective)?.specialize(&effective, effective.architecture()?)?;
     let mut runtime_policy = policy.runtime_policy(device)?;
     runtime_policy.wire_limits = options.wire_limits;
     let model_type = effective

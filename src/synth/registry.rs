@@ -2,9 +2,27 @@
 //! configuration's `model_type` and checked against its `architectures`, each stating what
 //! the synthesized program models. An unknown or missing `model_type`, or an `architectures`
 //! entry that does not belong to it, is bad input naming the key and the supported types.
+//! [`ArchitectureEntry::specialize`] applies what the entry knows and `config.json` does not
+//! say (Qwen2's attention biases, Phi-3's fused checkpoint tensors, Gemma's GeGLU, sandwich
+//! norms, tied head and sliding-window layers) to the validated architecture.
 
-use super::config::ModelConfig;
+use super::config::{Architecture, GateActivation, MixerKind, ModelConfig};
 use super::SynthError;
+
+/// Which attention layers use the configuration's `sliding_window`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlidingLayers {
+    /// None: the architecture has no sliding-window attention.
+    Never,
+    /// Every attention layer, when `sliding_window` is set (Mistral, Phi-3).
+    AllWhenSet,
+    /// Layers from `max_window_layers` on, only when `use_sliding_window` is true (Qwen).
+    WhenEnabled,
+    /// Even layers (0, 2, ...) slide, odd ones attend globally (Gemma 2).
+    Alternating,
+    /// Every layer but each `sliding_window_pattern`-th (default 6) slides (Gemma 3).
+    Pattern,
+}
 
 /// What one supported architecture builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,60 +37,241 @@ pub struct ArchitectureEntry {
     pub mlp: &'static str,
     /// Norm kind as built.
     pub norm: &'static str,
+    /// Which layers slide (a layer-wise `layer_types` list overrides this).
+    pub sliding: SlidingLayers,
+    /// Whether the q/k/v projections carry biases.
+    pub attention_bias: bool,
+    /// Whether the checkpoint fuses q/k/v and gate/up into one tensor each.
+    pub fused_projections: bool,
+    /// The MLP gate when `hidden_activation` / `hidden_act` is absent.
+    pub gate: GateActivation,
+    /// Whether attention and MLP outputs are normalised before the residual adds.
+    pub sandwich_norms: bool,
+    /// `tie_word_embeddings` when the configuration does not say.
+    pub tied_by_default: bool,
 }
+
+/// The configuration keys outside [`ModelConfig`]'s typed fields that the registry reads;
+/// they are not reported as unmodelled.
+pub const REGISTRY_KEYS: &[&str] = &[
+    "hidden_act",
+    "hidden_activation",
+    "max_window_layers",
+    "sliding_window_pattern",
+    "use_sliding_window",
+];
+
+const fn entry(model_type: &'static str, classes: &'static [&'static str]) -> ArchitectureEntry {
+    ArchitectureEntry {
+        model_type,
+        classes,
+        attention: "GQA, no biases",
+        mlp: "SwiGLU",
+        norm: "RMSNorm",
+        sliding: SlidingLayers::Never,
+        attention_bias: false,
+        fused_projections: false,
+        gate: GateActivation::Silu,
+        sandwich_norms: false,
+        tied_by_default: false,
+    }
+}
+
+const GEMMA: ArchitectureEntry = ArchitectureEntry {
+    attention: "GQA, no biases, sliding-window and global layers (attention logit soft-capping and query_pre_attn_scalar are kernel arithmetic, not built)",
+    mlp: "GeGLU (GELU-tanh gate)",
+    norm: "RMSNorm (1 + w), sandwich: input, post-attention, pre- and post-feed-forward; embeddings scaled by sqrt(hidden) (arithmetic, not built); final logit soft-capping not built",
+    sliding: SlidingLayers::Alternating,
+    gate: GateActivation::GeluTanh,
+    sandwich_norms: true,
+    tied_by_default: true,
+    ..entry("gemma2", &["Gemma2ForCausalLM"])
+};
 
 /// Every supported architecture, by `model_type`.
 pub const REGISTRY: &[ArchitectureEntry] = &[
     ArchitectureEntry {
-        model_type: "deepseek_v3",
-        classes: &["DeepseekV3ForCausalLM"],
         attention: "MLA (latent cache kv_lora_rank + qk_rope_head_dim)",
         mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers",
-        norm: "RMSNorm",
+        ..entry("deepseek_v3", &["DeepseekV3ForCausalLM"])
+    },
+    GEMMA,
+    ArchitectureEntry {
+        model_type: "gemma3_text",
+        classes: &["Gemma3ForCausalLM"],
+        attention: "GQA, no biases, five sliding-window layers per global one (sliding_window_pattern); the per-head q/k RMSNorm and the local RoPE base are not built",
+        sliding: SlidingLayers::Pattern,
+        ..GEMMA
     },
     ArchitectureEntry {
-        model_type: "llama",
-        classes: &["LlamaForCausalLM"],
-        attention: "GQA, no biases",
-        mlp: "SwiGLU",
-        norm: "RMSNorm",
+        sliding: SlidingLayers::AllWhenSet,
+        ..entry("llama", &["LlamaForCausalLM"])
     },
     ArchitectureEntry {
-        model_type: "mistral",
-        classes: &["MistralForCausalLM"],
-        attention: "GQA, no biases",
-        mlp: "SwiGLU",
-        norm: "RMSNorm",
+        sliding: SlidingLayers::AllWhenSet,
+        ..entry("mistral", &["MistralForCausalLM"])
     },
     ArchitectureEntry {
-        model_type: "mixtral",
-        classes: &["MixtralForCausalLM"],
-        attention: "GQA, no biases",
         mlp: "routed SwiGLU experts (softmax top-k), no shared expert",
-        norm: "RMSNorm",
+        sliding: SlidingLayers::AllWhenSet,
+        ..entry("mixtral", &["MixtralForCausalLM"])
     },
     ArchitectureEntry {
-        model_type: "qwen3",
-        classes: &["Qwen3ForCausalLM"],
+        attention: "GQA, fused qkv_proj checkpoint tensor split by rows, no biases",
+        mlp: "SwiGLU, fused gate_up_proj checkpoint tensor",
+        sliding: SlidingLayers::AllWhenSet,
+        fused_projections: true,
+        ..entry("phi3", &["Phi3ForCausalLM"])
+    },
+    ArchitectureEntry {
+        attention: "GQA, q/k/v biases",
+        sliding: SlidingLayers::WhenEnabled,
+        attention_bias: true,
+        ..entry("qwen2", &["Qwen2ForCausalLM"])
+    },
+    ArchitectureEntry {
+        attention: "GQA, q/k/v biases",
+        mlp: "routed SwiGLU experts (softmax top-k) + shared expert (its sigmoid gate, hidden_size weights per layer, is not built)",
+        sliding: SlidingLayers::WhenEnabled,
+        attention_bias: true,
+        ..entry("qwen2_moe", &["Qwen2MoeForCausalLM"])
+    },
+    ArchitectureEntry {
         attention: "GQA, no biases (the per-head q/k RMSNorm is not built: 2 x head_dim weights per layer missing)",
-        mlp: "SwiGLU",
-        norm: "RMSNorm",
+        sliding: SlidingLayers::WhenEnabled,
+        ..entry("qwen3", &["Qwen3ForCausalLM"])
     },
     ArchitectureEntry {
-        model_type: "qwen3_moe",
-        classes: &["Qwen3MoeForCausalLM"],
         attention: "GQA, no biases (the per-head q/k RMSNorm is not built: 2 x head_dim weights per layer missing)",
         mlp: "routed SwiGLU experts (softmax top-k)",
-        norm: "RMSNorm",
+        sliding: SlidingLayers::WhenEnabled,
+        ..entry("qwen3_moe", &["Qwen3MoeForCausalLM"])
     },
     ArchitectureEntry {
-        model_type: "qwen3_next",
-        classes: &["Qwen3NextForCausalLM"],
         attention: "hybrid: gated DeltaNet linear-recurrent layers and gated GQA full-attention layers",
         mlp: "routed SwiGLU experts + shared expert",
-        norm: "RMSNorm",
+        ..entry("qwen3_next", &["Qwen3NextForCausalLM"])
     },
 ];
+
+fn extra_bool(config: &ModelConfig, key: &str) -> Result<Option<bool>, SynthError> {
+    match config.extra.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(SynthError::config(key, format!("{other} is not a boolean"))),
+    }
+}
+
+fn extra_count(config: &ModelConfig, key: &str) -> Result<Option<u64>, SynthError> {
+    match config.extra.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) => Ok(Some(n)),
+            None => Err(SynthError::config(
+                key,
+                format!("{v} is not a non-negative integer"),
+            )),
+        },
+    }
+}
+
+impl ArchitectureEntry {
+    /// Applies what this architecture builds to `arch`, validated from `config`: the MLP
+    /// gate (`hidden_activation`, else `hidden_act`, else the entry's), biases, fused
+    /// tensors, sandwich norms, the tied head default and each layer's sliding window.
+    pub fn specialize(
+        &self,
+        config: &ModelConfig,
+        mut arch: Architecture,
+    ) -> Result<Architecture, SynthError> {
+        arch.gate_activation = self.gate;
+        for key in ["hidden_activation", "hidden_act"] {
+            let Some(value) = config.extra.get(key).filter(|v| !v.is_null()) else {
+                continue;
+            };
+            arch.gate_activation = match value.as_str() {
+                Some("silu" | "swish") => GateActivation::Silu,
+                Some("gelu_pytorch_tanh" | "gelu_tanh" | "gelu_new" | "gelu") => {
+                    GateActivation::GeluTanh
+                }
+                _ => {
+                    return Err(SynthError::config(
+                        key,
+                        format!("{value} is not silu or gelu_pytorch_tanh"),
+                    ))
+                }
+            };
+            break;
+        }
+        arch.attention_bias = self.attention_bias;
+        arch.fused_projections = self.fused_projections;
+        arch.sandwich_norms = self.sandwich_norms;
+        arch.tie_word_embeddings = config.tie_word_embeddings.unwrap_or(self.tied_by_default);
+        let sliding = self.sliding_layers(config, arch.layers.len())?;
+        match (arch.sliding_window, sliding) {
+            (Some(window), Some(sliding)) => {
+                for (layer, slides) in arch.layers.iter_mut().zip(sliding) {
+                    if slides && layer.mixer == MixerKind::Attention {
+                        layer.window = Some(window);
+                    }
+                }
+            }
+            (None, Some(sliding)) if sliding.contains(&true) => {
+                return Err(SynthError::config(
+                    "sliding_window",
+                    format!(
+                        "is missing but {} has sliding-window layers",
+                        self.model_type
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        Ok(arch)
+    }
+
+    /// Which of `count` layers slide (`None`: none can).
+    fn sliding_layers(
+        &self,
+        config: &ModelConfig,
+        count: usize,
+    ) -> Result<Option<Vec<bool>>, SynthError> {
+        if self.sliding == SlidingLayers::Never {
+            return Ok(None);
+        }
+        if let Some(types) = &config.layer_types {
+            return Ok(Some(
+                types.iter().map(|t| t == "sliding_attention").collect(),
+            ));
+        }
+        let layers = 0..count as u64;
+        Ok(match self.sliding {
+            SlidingLayers::Never => None,
+            SlidingLayers::AllWhenSet => config
+                .sliding_window
+                .map(|_| layers.map(|_| true).collect()),
+            SlidingLayers::WhenEnabled => {
+                if extra_bool(config, "use_sliding_window")?.unwrap_or(false) {
+                    let from = extra_count(config, "max_window_layers")?.unwrap_or(0);
+                    Some(layers.map(|i| i >= from).collect())
+                } else {
+                    None
+                }
+            }
+            SlidingLayers::Alternating => Some(layers.map(|i| i % 2 == 0).collect()),
+            SlidingLayers::Pattern => {
+                let pattern = extra_count(config, "sliding_window_pattern")?.unwrap_or(6);
+                if pattern == 0 {
+                    return Err(SynthError::config(
+                        "sliding_window_pattern",
+                        "must be positive",
+                    ));
+                }
+                Some(layers.map(|i| (i + 1) % pattern != 0).collect())
+            }
+        })
+    }
+}
 
 /// The supported `model_type`s, comma-separated, for error messages.
 pub fn supported_types() -> String {

@@ -159,12 +159,18 @@ impl ModelSource {
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
         let request = synthesize(&config, &device, &policy, &options)
             .map_err(|e| e.in_device_file(&device_file))?;
-        let warnings = if config.extra.is_empty() {
+        let unmodelled: Vec<&str> = config
+            .extra
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !super::registry::REGISTRY_KEYS.contains(k))
+            .collect();
+        let warnings = if unmodelled.is_empty() {
             Vec::new()
         } else {
             vec![format!(
                 "config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
-                config.extra.keys().cloned().collect::<Vec<_>>().join(", ")
+                unmodelled.join(", ")
             )]
         };
         Ok(Synthesized {

@@ -31,4 +31,5 @@ mod study;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
+mod synth_registry;
 mod tamper;
