@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check_decision;
 mod objective_oracle;
 mod selection_highs;
 mod selection_props;
