@@ -25,6 +25,12 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// A research query (diff, why-not, why-infeasible) failed.
+    #[error(transparent)]
+    Research(#[from] crate::study::ResearchError),
+    /// A study (memory report, fit, sweep) failed.
+    #[error(transparent)]
+    Study(#[from] crate::study::StudyError),
     /// An error found while processing a named file.
     #[error("{}: {source}", file.display())]
     File {
@@ -58,8 +64,12 @@ impl Error {
         match self {
             Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
             Error::Synth(_) => ErrorKind::BadInput,
+            Error::Study(error) if error.is_infeasible() => ErrorKind::Infeasible,
+            Error::Study(crate::study::StudyError::Demand { .. }) => ErrorKind::Rejected,
+            Error::Study(_) => ErrorKind::BadInput,
             Error::Plan(error) => error.kind(),
             Error::Verify(error) => error.kind(),
+            Error::Research(error) => error.kind(),
             Error::File { source, .. } => source.kind(),
         }
     }
@@ -68,11 +78,11 @@ impl Error {
     /// `policy.memory_capacity_bytes`), where the error has one.
     pub fn json_path(&self) -> Option<String> {
         match self {
-            Error::Load(LoadError::Json { json_path, .. }) => Some(json_path.clone()),
-            Error::Request(error) => Some(error.path().to_owned()),
-            Error::Plan(crate::builder::error::PlanError::Request(error)) => {
-                Some(error.path().to_owned())
+            Error::Load(LoadError::Json { json_path, .. } | LoadError::Limit { json_path, .. }) => {
+                Some(json_path.clone())
             }
+            Error::Request(error) => Some(error.path().to_owned()),
+            Error::Plan(error) => error.json_path().map(str::to_owned),
             Error::Verify(error) => error.json_path().map(str::to_owned),
             Error::File { source, .. } => source.json_path(),
             _ => None,
@@ -82,7 +92,11 @@ impl Error {
     /// The file the error was found in, where it names one.
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
-            Error::Load(LoadError::Io { file, .. } | LoadError::Json { file, .. }) => Some(file),
+            Error::Load(
+                LoadError::Io { file, .. }
+                | LoadError::Json { file, .. }
+                | LoadError::Limit { file, .. },
+            ) => Some(file),
             Error::File { file, .. } => Some(file),
             _ => None,
         }

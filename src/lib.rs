@@ -54,9 +54,13 @@
 //! 6. [`plan`]: the execution plan's data types and hash;
 //! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
 //! 8. [`verify`]: a stored plan rebuilt from its request and compared;
+//! 9. [`study`]: plans in serving terms (the memory report) and research queries on plans
+//!    and requests (diff, why-not, why-infeasible).
 //!
 //! The `jointplan` command line is a binary of this package on top of the library (cargo
 //! feature `cli`, on by default); the library itself never depends on it.
+//!
+//! Every JSON document is read through [`json_input`] (no duplicate keys, no trailing bytes).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
@@ -65,11 +69,13 @@ pub mod candidates;
 pub mod canonical;
 pub mod check;
 pub mod error;
+pub mod json_input;
 pub mod memory;
 pub mod node;
 pub mod plan;
 pub mod request;
 pub mod selection;
+pub mod study;
 pub mod synth;
 pub mod verify;
 
@@ -96,8 +102,7 @@ pub fn verify(
     stored_plan: &str,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, Error> {
-    let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
-    Ok(verify::verify(request, &stored, options)?)
+    Ok(verify::verify_text(request, stored_plan, options)?)
 }
 
 /// Checks a stored plan (its JSON text) alone, without its request: every rule of a valid
@@ -105,9 +110,8 @@ pub fn verify(
 /// every violation found (an empty report: the plan is valid); a plan that does not even
 /// parse is an error.
 pub fn check(stored_plan: &str) -> Result<check::CheckReport, Error> {
-    let stored: serde_json::Value = request::parse_json(Path::new("stored plan"), stored_plan)?;
-    let plan = verify::parse_stored_plan(&stored)?;
-    Ok(check::check_plan(&plan))
+    let stored = verify::read_stored_plan(Path::new("stored plan"), stored_plan)?;
+    Ok(check::check_plan(&stored.plan))
 }
 
 /// Solves a provider/storage-profile selection problem on its own (what `jointplan solve`

@@ -1,10 +1,17 @@
 //! Verification of a stored plan against its request (rules 5, "revalidation of
 //! a wire plan").
 //!
-//! [`verify`] parses the stored plan strictly (unknown fields rejected, every field present
-//! in its canonical form), rebuilds the plan from the request, compares the two canonical
-//! JSON trees and reports the **first differing field by its JSON path**, then checks the
-//! hash and re-runs [`validate_internal`] on the stored plan.
+//! [`verify_text`] reads the stored plan strictly (one JSON value, each key once, unknown
+//! fields rejected, every field present in its canonical form), rebuilds the plan from the
+//! request, compares the two canonical JSON texts and reports the **first differing field by
+//! its JSON path**, then checks the hash and re-runs [`validate_internal`] and the
+//! independent checker on the stored plan.
+//!
+//! Cost: the stored text is parsed once into the typed plan, and its canonical form is
+//! hashed by streaming the text through the canonical writer (no `Value` tree); the
+//! rebuilt plan is hashed the same way. Equal hashes mean equal canonical texts. Only when
+//! they differ, to name the first differing field, are the two documents built as trees
+//! and walked: rejections pay for the diagnosis, acceptances do not.
 //!
 //! Order of the checks: the rebuild-and-compare runs before the internal checks because a
 //! tampered field almost always also breaks the plan hash, and "the hash does not match" is
@@ -47,6 +54,10 @@ impl fmt::Display for FieldDifference {
 /// Why a stored plan was rejected.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
+    /// The stored file is not a strict JSON document (a duplicate key, trailing bytes, an
+    /// input limit): bad input, not a rejected plan.
+    #[error(transparent)]
+    Input(#[from] crate::request::LoadError),
     /// The stored plan is not a plan: wrong shape, unknown field, bad id.
     #[error("stored plan at {json_path}: {message}")]
     Malformed {
@@ -98,6 +109,10 @@ impl VerifyError {
             VerifyError::NonCanonical(d) | VerifyError::Differs { difference: d, .. } => {
                 Some(&d.path)
             }
+            VerifyError::Input(
+                crate::request::LoadError::Json { json_path, .. }
+                | crate::request::LoadError::Limit { json_path, .. },
+            ) => Some(json_path),
             _ => None,
         }
     }
@@ -107,48 +122,138 @@ impl VerifyError {
     pub fn kind(&self) -> crate::ErrorKind {
         match self {
             VerifyError::Rebuild(error) => error.kind(),
+            VerifyError::Input(_) => crate::ErrorKind::BadInput,
             _ => crate::ErrorKind::Rejected,
         }
     }
 }
 
-/// Parses a stored plan strictly: unknown fields are rejected with their JSON path, and
-/// the parsed plan must serialize back to exactly the stored tree.
-pub fn parse_stored_plan(stored: &Value) -> Result<ExecutionPlan, VerifyError> {
-    let plan: ExecutionPlan =
-        serde_path_to_error::deserialize(stored).map_err(|err| VerifyError::Malformed {
-            json_path: err.path().to_string(),
-            message: err.inner().to_string(),
-        })?;
-    let reserialized = serde_json::to_value(&plan).map_err(|err| VerifyError::Malformed {
-        json_path: ".".to_owned(),
-        message: err.to_string(),
-    })?;
-    if let Some(difference) = first_difference(stored, &reserialized) {
-        return Err(VerifyError::NonCanonical(FieldDifference {
-            path: difference.path,
-            stored: difference.stored,
-            rebuilt: difference.rebuilt,
-        }));
-    }
-    Ok(plan)
+/// A stored plan read from its text: the typed plan, and the canonical hash of the text
+/// (which equals the hash of the plan's own canonical form: [`read_stored_plan`] checks it).
+#[derive(Debug)]
+pub struct StoredPlan<'t> {
+    /// The plan.
+    pub plan: ExecutionPlan,
+    /// The stored text.
+    text: &'t str,
+    /// SHA-256 of the canonical JSON of the text.
+    canonical: crate::canonical::Sha256Hex,
 }
 
-/// Verifies a stored plan (the JSON of a plan file) against its request: strict parse,
-/// rebuild, canonical comparison with the first differing JSON path, hash, internal checks.
-/// Returns the verified plan.
+/// The canonical hash of JSON text, streamed through the canonical writer.
+fn canonical_text_hash(text: &str) -> Result<crate::canonical::Sha256Hex, VerifyError> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Ok(crate::canonical::canonical_fingerprint(
+        "stored plan",
+        &serde_transcode::Transcoder::new(&mut deserializer),
+    )?)
+}
+
+fn tree(text: &str) -> Result<Value, VerifyError> {
+    serde_json::from_str(text).map_err(|err| VerifyError::Malformed {
+        json_path: ".".to_owned(),
+        message: err.to_string(),
+    })
+}
+
+fn to_tree(plan: &ExecutionPlan) -> Result<Value, VerifyError> {
+    serde_json::to_value(plan).map_err(|err| VerifyError::Malformed {
+        json_path: ".".to_owned(),
+        message: err.to_string(),
+    })
+}
+
+/// Reads a stored plan strictly from its text (`file` names it in errors): the text must be
+/// one JSON value with each key once and within the input limits (else bad input), parse
+/// into a plan with no unknown field, and be in canonical form (the typed plan serializes
+/// back to the same document).
+pub fn read_stored_plan<'t>(
+    file: &std::path::Path,
+    text: &'t str,
+) -> Result<StoredPlan<'t>, VerifyError> {
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let plan: ExecutionPlan =
+        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+            VerifyError::Malformed {
+                json_path: err.path().to_string(),
+                message: err.inner().to_string(),
+            }
+        })?;
+    let canonical = canonical_text_hash(text)?;
+    if crate::canonical::canonical_fingerprint("plan", &plan)? != canonical {
+        let stored = tree(text)?;
+        let reserialized = to_tree(&plan)?;
+        let difference = first_difference(&stored, &reserialized).unwrap_or(FieldDifference {
+            path: ".".to_owned(),
+            stored: "the stored document".to_owned(),
+            rebuilt: "its canonical form".to_owned(),
+        });
+        return Err(VerifyError::NonCanonical(difference));
+    }
+    Ok(StoredPlan {
+        plan,
+        text,
+        canonical,
+    })
+}
+
+/// Parses a stored plan tree strictly (see [`read_stored_plan`]).
+pub fn parse_stored_plan(stored: &Value) -> Result<ExecutionPlan, VerifyError> {
+    let text = stored.to_string();
+    Ok(read_stored_plan(std::path::Path::new("stored plan"), &text)?.plan)
+}
+
+/// Verifies a stored plan tree against its request (see [`verify_text`]).
 pub fn verify(
     request: &PlanRequest,
     stored: &Value,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
-    let plan = parse_stored_plan(stored)?;
-    let rebuilt = ExecutionPlan::build(request, options)?;
-    let rebuilt_tree = serde_json::to_value(&rebuilt).map_err(|err| VerifyError::Malformed {
-        json_path: ".".to_owned(),
-        message: err.to_string(),
-    })?;
-    if let Some(difference) = first_difference(stored, &rebuilt_tree) {
+    verify_text(request, &stored.to_string(), options)
+}
+
+/// Verifies a stored plan (the text of a plan file) against its request: strict read,
+/// rebuild under the plan's recorded selection settings, canonical comparison (the first
+/// differing JSON path on a difference), hash, internal checks, independent checker.
+/// Returns the verified plan.
+pub fn verify_text(
+    request: &PlanRequest,
+    text: &str,
+    options: &BuildOptions,
+) -> Result<ExecutionPlan, VerifyError> {
+    let stored = read_stored_plan(std::path::Path::new("stored plan"), text)?;
+    verify_stored(request, stored, options)
+}
+
+/// Verifies a plan already read by [`read_stored_plan`].
+pub fn verify_stored(
+    request: &PlanRequest,
+    stored: StoredPlan<'_>,
+    options: &BuildOptions,
+) -> Result<ExecutionPlan, VerifyError> {
+    let StoredPlan {
+        plan,
+        text,
+        canonical,
+    } = stored;
+    let options = options
+        .with_recorded_settings(&plan.payload.selection_settings, || {
+            plan.payload.selected_providers()
+        })
+        .map_err(|e| VerifyError::Malformed {
+            json_path: "payload.selection_settings".to_owned(),
+            message: e.to_string(),
+        })?;
+    let rebuilt = ExecutionPlan::build(request, &options)?;
+    if crate::canonical::canonical_fingerprint("plan", &rebuilt)? != canonical {
+        let difference =
+            first_difference(&tree(text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
+                path: ".".to_owned(),
+                stored: "the stored plan".to_owned(),
+                rebuilt: "the rebuilt plan".to_owned(),
+            });
         let internal = validate_internal(&plan, request).err().map(Box::new);
         return Err(VerifyError::Differs {
             difference,

@@ -190,7 +190,8 @@ fn model_source(text: &str) -> Result<ModelSource, Failure> {
 
 fn request_from(request_json: Option<&str>, source_json: Option<&str>) -> Result<PlanRequest, Failure> {
     match (request_json, source_json) {
-        (Some(text), _) => parse("request", text),
+        (Some(text), _) => jointplan::request::PlanRequest::parse(Path::new("request"), text)
+            .map_err(|e| Failure::from(jointplan::Error::from(e))),
         (None, Some(source)) => Ok(model_source(source)?
             .synthesize()
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?

@@ -60,10 +60,12 @@ pub enum PlanError {
     #[error("the request has no node resolutions")]
     NoNodeResolutions,
     /// Two resolutions name the same node.
-    #[error("node {node} has more than one resolution")]
+    #[error("{path}: node {node} has more than one resolution (keep one entry per node)")]
     DuplicateResolution {
         /// The node.
         node: NodeId,
+        /// JSON path of the second resolution's `node_id`.
+        path: String,
     },
     /// Resolutions name nodes the program does not have.
     #[error("resolutions for unknown nodes: {}", join(nodes))]
@@ -72,10 +74,14 @@ pub enum PlanError {
         nodes: Vec<NodeId>,
     },
     /// A program node has no resolution.
-    #[error("program node {node} has no resolution")]
+    #[error(
+        "{path}: program node {node} has no resolution (add a `node_resolutions` entry for it)"
+    )]
     MissingResolution {
         /// The node.
         node: NodeId,
+        /// JSON path of the node's id in the program.
+        path: String,
     },
 
     // ---- 2.1 steps 14-16 ---------------------------------------------------------------
@@ -128,6 +134,16 @@ impl From<CandidateError> for PlanError {
 }
 
 impl PlanError {
+    /// The JSON path of the culprit in the request, where the error has one.
+    pub fn json_path(&self) -> Option<&str> {
+        match self {
+            PlanError::Request(error) => Some(error.path()),
+            PlanError::DuplicateResolution { path, .. }
+            | PlanError::MissingResolution { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
     /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when the
     /// request is well formed but no plan fits it (the selection is infeasible, no provider
     /// is compatible, capacity is exceeded, no certified optimum, a wire limit), otherwise

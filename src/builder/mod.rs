@@ -28,14 +28,15 @@ use crate::request::fingerprints::{
 };
 use crate::request::validate::validate_request;
 use crate::request::{
-    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ResourceId,
+    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId, ResourceId,
     StorageProfile,
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
 use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
 use crate::plan::{
-    ExecutionPlan, ExecutionPlanPayload, PlanNode, RetainedCompletionValue, PLAN_SCHEMA,
+    ExecutionPlan, ExecutionPlanPayload, PlanNode, RecordedWeights, RetainedCompletionValue,
+    SelectionSettings, DEFAULT_OBJECTIVE, PLAN_SCHEMA,
 };
 
 use error::PlanError;
@@ -123,6 +124,24 @@ pub struct BuildOptions {
     /// runs builds side by side (a sweep, a Dask or Ray worker) does not oversubscribe the
     /// machine. The plan is byte-identical whatever the thread count.
     pub threads: Option<std::num::NonZeroUsize>,
+    /// Nodes fixed to one provider (`--pin NODE=PROVIDER`); recorded in the plan.
+    pub pins: BTreeMap<NodeId, ProviderId>,
+    /// Providers a node may not use (`--forbid NODE=PROVIDER`); recorded in the plan.
+    pub forbids: BTreeMap<NodeId, BTreeSet<ProviderId>>,
+    /// Replays a stored plan's choices instead of solving (what `verify` does for a plan
+    /// accepted without a proof of optimality); `None` for every ordinary build.
+    pub replay: Option<SelectionReplay>,
+}
+
+/// The recorded choices of a plan whose selection was not proved optimal: a rebuild fixes
+/// every node to its recorded provider and records the same uncertified components, so the
+/// plan can be re-derived although its selection cannot be re-solved to the same answer.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SelectionReplay {
+    /// Node → the provider the plan chose.
+    pub choices: BTreeMap<NodeId, ProviderId>,
+    /// The plan's recorded uncertified components.
+    pub uncertified_components: Vec<NodeId>,
 }
 
 impl BuildOptions {
@@ -130,6 +149,53 @@ impl BuildOptions {
         if let Some(observer) = &self.observer {
             observer.stage_started(stage);
         }
+    }
+
+    /// The settings these options record in a plan (without its uncertified components,
+    /// which only the selection knows): the objective unless it is `seed-lex`, its weights,
+    /// the pins and the forbids.
+    pub fn selection_settings(&self) -> SelectionSettings {
+        let objective = self.selection.objective.as_ref();
+        SelectionSettings {
+            objective: (objective.name() != DEFAULT_OBJECTIVE).then(|| objective.name().to_owned()),
+            weights: objective.weights().map(|w| RecordedWeights {
+                preferred: w.preferred,
+                ranks: w.ranks.clone(),
+            }),
+            pins: self.pins.clone(),
+            forbids: self.forbids.clone(),
+            uncertified_components: Vec::new(),
+        }
+    }
+
+    /// Options that rebuild a plan recorded with `settings`: these options (threads,
+    /// limits, observer) with the recorded objective, weights, pins and forbids, and a
+    /// replay of `choices` when the plan records uncertified components.
+    pub fn with_recorded_settings(
+        &self,
+        settings: &SelectionSettings,
+        choices: impl FnOnce() -> BTreeMap<NodeId, ProviderId>,
+    ) -> Result<BuildOptions, crate::selection::SelectionError> {
+        let weights = settings
+            .weights
+            .as_ref()
+            .map(|w| crate::selection::Weights {
+                preferred: w.preferred,
+                ranks: w.ranks.clone(),
+            });
+        let objective = crate::selection::objective_by_name(settings.objective_name(), weights)?;
+        let mut options = self.clone();
+        options.selection.objective = std::sync::Arc::from(objective);
+        options.pins = settings.pins.clone();
+        options.forbids = settings.forbids.clone();
+        options.replay = (!settings.uncertified_components.is_empty()).then(|| SelectionReplay {
+            choices: choices(),
+            uncertified_components: settings.uncertified_components.clone(),
+        });
+        if options.replay.is_some() {
+            options.allow_uncertified = true;
+        }
+        Ok(options)
     }
 }
 
@@ -140,6 +206,9 @@ impl std::fmt::Debug for BuildOptions {
             .field("allow_uncertified", &self.allow_uncertified)
             .field("observer", &self.observer.as_ref().map(|_| "set"))
             .field("threads", &self.threads)
+            .field("pins", &self.pins)
+            .field("forbids", &self.forbids)
+            .field("replay", &self.replay)
             .finish()
     }
 }
@@ -171,6 +240,8 @@ pub struct PlanCore {
     pub retained_resources: BTreeSet<ResourceId>,
     /// The solver's per-component report.
     pub selection: Vec<ComponentReport>,
+    /// The selection settings to record in the payload.
+    pub settings: SelectionSettings,
 }
 
 /// Each program node with its resolution, in execution order.
@@ -180,23 +251,27 @@ type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
 /// its resolution (a missing one is an error).
 fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> {
     let mut by_node: BTreeMap<&NodeId, &NodeResolution> = BTreeMap::new();
-    for resolution in &request.node_resolutions {
+    for (index, resolution) in request.node_resolutions.iter().enumerate() {
         if by_node.insert(&resolution.node_id, resolution).is_some() {
             return Err(PlanError::DuplicateResolution {
                 node: resolution.node_id.clone(),
+                path: format!("node_resolutions[{index}].node_id"),
             });
         }
     }
     let mut pairs = Vec::new();
     let mut used = BTreeSet::new();
-    for node in request.family.program.nodes() {
-        let Some(resolution) = by_node.get(&node.id) else {
-            return Err(PlanError::MissingResolution {
-                node: node.id.clone(),
-            });
-        };
-        used.insert(&node.id);
-        pairs.push((node, *resolution));
+    for (b, block) in request.family.program.blocks.iter().enumerate() {
+        for (n, node) in block.nodes.iter().enumerate() {
+            let Some(resolution) = by_node.get(&node.id) else {
+                return Err(PlanError::MissingResolution {
+                    node: node.id.clone(),
+                    path: format!("family.program.blocks[{b}].nodes[{n}].id"),
+                });
+            };
+            used.insert(&node.id);
+            pairs.push((node, *resolution));
+        }
     }
     let unknown: Vec<NodeId> = by_node
         .keys()
@@ -229,12 +304,19 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
     let pairs = index_resolutions(request)?;
     // Step 8: joint provider/storage selection.
     let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+    let mut settings = options.selection_settings();
     let joint = select_jointly(
         &request.policy,
         &candidates,
         &options.selection,
         options.allow_uncertified,
+        &settings,
+        options.replay.as_ref().map(|r| &r.choices),
     )?;
+    settings.uncertified_components = match &options.replay {
+        Some(replay) => replay.uncertified_components.clone(),
+        None => joint.uncertified_components.clone(),
+    };
     options.stage(BuildStage::Nodes);
     // Step 9: producers, last consumers, program outputs.
     let program = &request.family.program;
@@ -299,6 +381,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         terminal_output_resources: terminal,
         retained_resources,
         selection: joint.components,
+        settings,
     })
 }
 
@@ -387,6 +470,7 @@ impl ExecutionPlan {
             terminal_output_resources: core.terminal_output_resources,
             nodes: core.nodes,
             memory,
+            selection_settings: core.settings,
         };
         let hash = plan_hash(&payload)?;
         payload.plan_id = plan_id(&hash);

@@ -5,6 +5,24 @@ use crate::request::{NodeId, OperationId, ProviderId};
 
 use crate::node::NodeError;
 
+/// The command-line flag of a selection setting, named in its errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SettingFlag {
+    /// `--pin NODE=PROVIDER`.
+    Pin,
+    /// `--forbid NODE=PROVIDER`.
+    Forbid,
+}
+
+impl std::fmt::Display for SettingFlag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SettingFlag::Pin => "pin",
+            SettingFlag::Forbid => "forbid",
+        })
+    }
+}
+
 /// Why the candidates of the nodes, or their joint selection, could not be derived.
 #[derive(Debug, thiserror::Error)]
 pub enum CandidateError {
@@ -83,6 +101,44 @@ pub enum CandidateError {
         /// The preferred provider.
         provider: ProviderId,
     },
+    /// A pin or forbid names a node the program does not have.
+    #[error("--{setting} {node}={provider}: the program has no node {node}")]
+    SettingUnknownNode {
+        /// The flag.
+        setting: SettingFlag,
+        /// The node.
+        node: NodeId,
+        /// The provider.
+        provider: ProviderId,
+    },
+    /// A pin or forbid names a provider that is not a candidate of the node's resolution.
+    #[error("--{setting} {node}={provider}: {provider} is not a provider candidate of node {node} (its candidates: {candidates})")]
+    SettingUnknownProvider {
+        /// The flag.
+        setting: SettingFlag,
+        /// The node.
+        node: NodeId,
+        /// The provider.
+        provider: ProviderId,
+        /// The node's candidates, comma-separated.
+        candidates: String,
+    },
+    /// A node is both pinned to a provider and forbidden to use it.
+    #[error("--pin {node}={provider} and --forbid {node}={provider} contradict each other; give one of them")]
+    SettingContradiction {
+        /// The node.
+        node: NodeId,
+        /// The provider.
+        provider: ProviderId,
+    },
+    /// After pins and forbids a node has no usable candidate left.
+    #[error("node {node} has no usable provider left under the pins and forbids: {detail}")]
+    SettingLeavesNoCandidate {
+        /// The node.
+        node: NodeId,
+        /// Which candidates were removed, and why.
+        detail: String,
+    },
 }
 
 impl CandidateError {
@@ -96,7 +152,8 @@ impl CandidateError {
             | CandidateError::Selection {
                 infeasible: true, ..
             }
-            | CandidateError::Uncertified { .. } => crate::ErrorKind::Infeasible,
+            | CandidateError::Uncertified { .. }
+            | CandidateError::SettingLeavesNoCandidate { .. } => crate::ErrorKind::Infeasible,
             CandidateError::Node(error) => error.kind(),
             _ => crate::ErrorKind::BadInput,
         }

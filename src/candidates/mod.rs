@@ -7,6 +7,7 @@
 
 mod error;
 mod evidence;
+mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,9 +24,10 @@ use crate::request::{
 use crate::selection::{
     self, Candidate, ComponentReport, SelectionNode, SelectionProblem, SolveOptions, Status,
 };
-pub use error::CandidateError;
+pub use error::{CandidateError, SettingFlag};
 
 pub use evidence::storage_rejection_evidence;
+pub use settings::apply_settings;
 
 /// The binding slot or workspace whose storage requirement constrains a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -403,6 +405,8 @@ pub struct JointSelection<'a> {
     pub storage_rejections: BTreeMap<NodeId, RejectedProvider>,
     /// The solver's per-component reports.
     pub components: Vec<ComponentReport>,
+    /// The first node of every component not proved optimal, sorted.
+    pub uncertified_components: Vec<NodeId>,
 }
 
 /// Maps the solver's choices and profiles back to candidates and storage profiles, checking
@@ -503,13 +507,19 @@ pub fn map_solution<'a>(
 /// solution back and derives the storage rejection evidence.
 ///
 /// With `allow_uncertified` false, a solution the solver could not prove optimal is an error.
+/// The pins and forbids of `settings` restrict the candidates ([`apply_settings`]; `replay`
+/// fixes every node it names); its objective only decides the evidence of a preferred
+/// provider that lost (the solver's objective is `options.objective`).
 pub fn select_jointly<'a>(
     policy: &RuntimePolicy,
     nodes: &'a [NodeCandidates<'a>],
     options: &SolveOptions,
     allow_uncertified: bool,
+    settings: &crate::plan::SelectionSettings,
+    replay: Option<&BTreeMap<NodeId, ProviderId>>,
 ) -> Result<JointSelection<'a>, CandidateError> {
-    let problem = selection_problem(policy, nodes);
+    let mut problem = selection_problem(policy, nodes);
+    apply_settings(&mut problem, nodes, settings, replay)?;
     let solution = selection::solve(&problem, options).map_err(|e| CandidateError::Selection {
         infeasible: matches!(e, selection::SelectionError::Infeasible { .. }),
         detail: e.to_string(),
@@ -536,14 +546,24 @@ pub fn select_jointly<'a>(
     let (chosen, profiles) = map_solution(policy, nodes, &solution.choices, &solution.profiles)?;
     let mut storage_rejections = BTreeMap::new();
     for (node, candidate) in nodes.iter().zip(&chosen) {
-        if let Some(evidence) = storage_rejection_evidence(node, candidate, &profiles)? {
+        if let Some(evidence) = storage_rejection_evidence(node, candidate, &profiles, settings)? {
             storage_rejections.insert(node.node.clone(), evidence);
         }
     }
+    let by_name: BTreeMap<&str, &NodeId> =
+        nodes.iter().map(|n| (n.node.as_str(), n.node)).collect();
+    let mut uncertified_components: Vec<NodeId> = solution
+        .components
+        .iter()
+        .filter(|c| c.status != Status::Optimal)
+        .filter_map(|c| by_name.get(c.first_node.as_str()).map(|id| (*id).clone()))
+        .collect();
+    uncertified_components.sort();
     Ok(JointSelection {
         chosen,
         profiles,
         storage_rejections,
         components: solution.components,
+        uncertified_components,
     })
 }

@@ -7,7 +7,7 @@ use crate::canonical::sha256_hex;
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
     ExecutionPlanPayload, NodeWorkContract, PlanNode, RejectionReason, ResourceAllocation,
-    SelectionReason,
+    SelectionReason, SelectionSettings, SettingRejection,
 };
 use crate::request::{
     AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, TensorAccess, ValueRole,
@@ -59,6 +59,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     for (i, node) in nodes.iter().enumerate() {
         dependencies(i, node, &position, found);
         selection(i, node, found);
+        settings(i, node, &payload.selection_settings, found);
         work(i, node, found);
         aliases(i, node, found);
         workspaces(i, node, payload, &rows, found);
@@ -150,6 +151,41 @@ fn selection(i: usize, node: &PlanNode, found: &mut Findings) {
                 s.selection_reason
             ),
         );
+    }
+}
+
+/// 5 (recorded settings): a pinned node selected its pin, no node selected a provider it
+/// forbids, and a rejection by a setting names a setting the plan records.
+fn settings(i: usize, node: &PlanNode, settings: &SelectionSettings, found: &mut Findings) {
+    let s = &node.selection;
+    let at = format!("{}.selection.selected_provider", node_path(i));
+    if let Some(pin) = settings.pins.get(&node.id) {
+        if *pin != s.selected_provider {
+            found.add(5, &at, format!("the node is pinned to {pin}"));
+        }
+    }
+    if settings.forbids(&node.id, &s.selected_provider) {
+        found.add(5, &at, "the selected provider is forbidden at this node");
+    }
+    for (k, rejected) in s.rejected_providers.iter().enumerate() {
+        let RejectionReason::Setting(setting) = &rejected.reasons else {
+            continue;
+        };
+        let recorded = match setting {
+            SettingRejection::PinnedElsewhere => settings
+                .pins
+                .get(&node.id)
+                .is_some_and(|p| *p != rejected.provider_id),
+            SettingRejection::Forbidden => settings.forbids(&node.id, &rejected.provider_id),
+            SettingRejection::Objective => settings.objective.is_some(),
+        };
+        if !recorded {
+            found.add(
+                5,
+                format!("{}.selection.rejected_providers[{k}].reasons", node_path(i)),
+                format!("rejected by setting {setting:?}, which payload.selection_settings does not record"),
+            );
+        }
     }
 }
 

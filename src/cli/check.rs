@@ -6,8 +6,6 @@ use std::path::PathBuf;
 
 use super::Error;
 use jointplan::check::check_plan;
-use jointplan::request::read_json;
-use jointplan::verify::parse_stored_plan;
 
 /// Arguments of `jointplan check`.
 #[derive(Debug, clap::Args)]
@@ -21,8 +19,10 @@ pub struct Args {
 
 /// Runs `jointplan check`; returns whether the plan is valid.
 pub fn run(args: &Args) -> Result<bool, Error> {
-    let stored: serde_json::Value = read_json(&args.plan)?;
-    let plan = parse_stored_plan(&stored).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let text = jointplan::request::read_json_text(&args.plan)?;
+    let plan = jointplan::verify::read_stored_plan(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?
+        .plan;
     let report = check_plan(&plan);
     let text = if args.json {
         let json = serde_json::json!({

@@ -4,16 +4,20 @@
 //! profiles the plan chose for them (with `--request`, also what the rejected provider
 //! accepts for the slots bound to those resources).
 
+// The command line's `Error` carries the library's error unboxed: errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use super::Error;
 use jointplan::plan::{ExecutionPlan, PlanNode, RejectionReason, SelectionReason};
-use jointplan::request::{read_json, PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
-use jointplan::verify::parse_stored_plan;
+use jointplan::request::{PlanRequest, ResourceId, StorageProfile, WorkspaceKind};
 
+use super::infeasible_text::why_not_text;
 use super::output::{node_summary, resource_profiles, write_rejections};
-use super::plan::read_request;
+use super::plan::{node_provider, read_request};
+use jointplan::study::alternatives::Alternative;
 
 /// Arguments of `jointplan explain`.
 #[derive(Debug, clap::Args)]
@@ -23,17 +27,42 @@ pub struct Args {
     /// Explain only this node.
     #[arg(long, value_name = "ID")]
     pub node: Option<String>,
-    /// The request the plan was built from: adds what rejected providers accept.
+    /// The request the plan was built from: adds what rejected providers accept and the
+    /// compatible providers that were not chosen.
     #[arg(long, value_name = "REQUEST.json")]
     pub request: Option<PathBuf>,
+    /// Re-solve with NODE pinned to PROVIDER and print the exact consequence (needs
+    /// --request).
+    #[arg(long, value_name = "NODE=PROVIDER")]
+    pub why_not: Option<String>,
+    /// Print the why-not answer as JSON.
+    #[arg(long, requires = "why_not")]
+    pub json: bool,
 }
 
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
-    let stored: serde_json::Value = read_json(&args.plan)?;
-    let plan = parse_stored_plan(&stored).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let text = jointplan::request::read_json_text(&args.plan)?;
+    let plan = jointplan::verify::read_stored_plan(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?
+        .plan;
     let request = match &args.request {
         Some(file) => Some(read_request(file)?),
+        None => None,
+    };
+    if let Some(question) = &args.why_not {
+        let Some(request) = &request else {
+            return Err(Error::Usage(format!(
+                "--why-not {question} re-solves the plan's request: give it with --request REQUEST.json"
+            )));
+        };
+        return why_not(args, question, request, &plan);
+    }
+    let alternatives = match &request {
+        Some(request) => Some(
+            jointplan::study::alternatives::alternatives(request, &plan)
+                .map_err(|e| Error::Library(e.into()))?,
+        ),
         None => None,
     };
     let nodes: Vec<&PlanNode> = match &args.node {
@@ -53,8 +82,61 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let mut out = String::new();
     for node in nodes {
         explain_node(&mut out, &plan, node, request.as_ref());
+        match &alternatives {
+            Some(map) => alternatives_lines(&mut out, map.get(&node.id)),
+            None => out.push_str(
+                "  compatible providers not chosen: give --request REQUEST.json to list them\n\n",
+            ),
+        }
     }
     super::output::write_stdout(&out)?;
+    Ok(())
+}
+
+/// The providers of a node the plan passed over.
+fn alternatives_lines(out: &mut String, list: Option<&Vec<Alternative>>) {
+    let Some(list) = list else {
+        out.push_str("  compatible providers not chosen: none\n\n");
+        return;
+    };
+    out.push_str("  compatible providers not chosen (the objective preferred the selected one; --why-not NODE=PROVIDER says by how much):\n");
+    for a in list.iter().filter(|a| a.dropped.is_none()) {
+        out.push_str(&format!("    {}\n", a.provider));
+    }
+    for a in list.iter().filter(|a| a.dropped.is_some()) {
+        out.push_str(&format!(
+            "    {} (dropped before selection: {})\n",
+            a.provider,
+            a.dropped.as_deref().unwrap_or_default()
+        ));
+    }
+    out.push('\n');
+}
+
+/// `--why-not NODE=PROVIDER`.
+fn why_not(
+    args: &Args,
+    question: &str,
+    request: &PlanRequest,
+    plan: &ExecutionPlan,
+) -> Result<(), Error> {
+    let (node, provider) = node_provider("why-not", question)?;
+    let progress = super::progress::Progress::start("explain");
+    progress.step(&format!("re-solving with {node} pinned to {provider}"));
+    let options = jointplan::builder::BuildOptions {
+        observer: Some(progress.observer()),
+        ..Default::default()
+    };
+    let answer = jointplan::study::why_not::why_not(request, plan, &node, &provider, &options)
+        .map_err(|e| Error::Library(jointplan::Error::from(e).in_file(&args.plan)))?;
+    drop(progress);
+    if args.json {
+        let text = super::output::pretty_json(&answer)
+            .map_err(|e| Error::Usage(format!("cannot serialize the answer: {e}")))?;
+        super::output::write_stdout(&text)?;
+    } else {
+        super::output::write_stdout(&why_not_text(node.as_str(), provider.as_str(), &answer))?;
+    }
     Ok(())
 }
 
@@ -121,7 +203,6 @@ fn explain_node(
             resource_role(node, resource)
         ));
     }
-    out.push('\n');
 }
 
 /// What a resource is to the node: the bindings on it, or the workspace it is.

@@ -97,11 +97,7 @@ pub fn hash_json_text(file: &Path, text: &str) -> Result<FileHash, LoadError> {
 
 /// Reads `file` and returns its canonical hash.
 pub fn hash_file(file: &Path) -> Result<FileHash, LoadError> {
-    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Io {
-        file: file.to_path_buf(),
-        source,
-    })?;
-    hash_json_text(file, &text)
+    hash_json_text(file, &jointplan::request::read_json_text(file)?)
 }
 
 /// Runs `jointplan hash`.

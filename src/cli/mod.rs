@@ -5,12 +5,16 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 pub mod check;
+pub mod destination;
+pub mod diff;
 pub mod explain;
 pub mod hash;
+pub mod infeasible_text;
 pub mod output;
 pub mod plan;
 pub mod progress;
 pub mod seal;
+pub mod serving_text;
 pub mod solve;
 pub mod summary_text;
 pub mod synth;
@@ -23,6 +27,11 @@ pub struct Cli {
     /// The command to run.
     #[command(subcommand)]
     pub command: Commands,
+    /// Raise (or lower) an input limit, e.g. `--limit nodes=500000 --limit file-bytes=4G`.
+    /// Limits: file-bytes, depth, string-bytes, array-elements, object-members, nodes,
+    /// candidates-per-node, resources (defaults and rationale: docs/security.md).
+    #[arg(long = "limit", global = true, value_name = "NAME=N")]
+    pub limits: Vec<String>,
 }
 
 /// The commands of `jointplan`.
@@ -37,6 +46,8 @@ pub enum Commands {
     /// Check a stored plan alone with the independent checker (every violation, with its
     /// rule and JSON path).
     Check(check::Args),
+    /// Compare two plans of one program: providers, profiles, objective keys, memory.
+    Diff(diff::Args),
     /// Explain why each provider of a node was chosen or rejected.
     Explain(explain::Args),
     /// Recompute every derived fingerprint of a hand-edited request.
@@ -49,6 +60,7 @@ pub enum Commands {
 
 /// Parses the process arguments and runs the command.
 pub fn run() -> ExitCode {
+    destination::install_interrupt_cleanup();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -57,6 +69,14 @@ pub fn run() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let mut limits = jointplan::json_input::InputLimits::DEFAULT;
+    for setting in &cli.limits {
+        if let Err(message) = limits.apply(setting) {
+            eprintln!("jointplan: --limit {message}");
+            return ExitCode::from(2);
+        }
+    }
+    limits.install();
     match cli.command {
         Commands::Solve(args) => solve::run(&args),
         Commands::Plan(args) => report("plan", plan::run(&args)),
@@ -67,21 +87,10 @@ pub fn run() -> ExitCode {
             Err(error) => report("check", Err(error)),
         },
         Commands::Explain(args) => report("explain", explain::run(&args)),
+        Commands::Diff(args) => report("diff", diff::run(&args)),
         Commands::Seal(args) => report("seal", seal::run(&args)),
         Commands::Hash(args) => report("hash", hash::run(&args)),
-        Commands::Synth(args) => match synth::run(&args) {
-            Ok(summary) => match output::write_stdout(&format!("{summary}\n")) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(error) => {
-                    eprintln!("jointplan synth: {error}");
-                    ExitCode::from(2)
-                }
-            },
-            Err(error) => {
-                eprintln!("jointplan synth: {error}");
-                ExitCode::from(2)
-            }
-        },
+        Commands::Synth(args) => report("synth", synth::run(&args)),
     }
 }
 
@@ -94,10 +103,18 @@ pub enum Error {
     Library(#[from] jointplan::Error),
     /// An output could not be written.
     #[error(transparent)]
-    Output(#[from] output::OutputError),
+    Output(#[from] destination::DestinationError),
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),
+    /// A failure with an explanation of it (why a request is infeasible).
+    #[error("{error}\n{explanation}")]
+    Explained {
+        /// The failure.
+        error: Box<Error>,
+        /// Why, in the input's terms.
+        explanation: String,
+    },
 }
 
 impl Error {
@@ -106,6 +123,7 @@ impl Error {
         match self {
             Error::Library(error) => error.kind(),
             Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
+            Error::Explained { error, .. } => error.kind(),
         }
     }
 

@@ -1,11 +1,10 @@
-//! Command-line output: atomic file writes and human-readable sizes.
-//!
-//! Plans and sealed requests are written to a temporary file in the destination's own
-//! directory and renamed over the destination, so a failed command never leaves a partial
-//! or truncated output file behind.
+//! Command-line output: standard output, summaries and human-readable sizes (files are
+//! written through [`super::destination`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+
+use super::destination::DestinationError;
 
 use std::collections::BTreeMap;
 
@@ -14,91 +13,23 @@ use serde::Serialize;
 use jointplan::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
 use jointplan::plan::{
     CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
-    SelectionReason,
+    SelectionReason, SelectionSettings, SettingRejection,
 };
 use jointplan::request::{BufferUsage, ResourceId, StorageProfile};
 use jointplan::selection::{ComponentReport, Status};
+use jointplan::study::report::{pool_holds, ServingLimits, ServingReport};
 
 pub use super::summary_text::{summary_text, write_rejections};
 
-/// An output file could not be written.
-#[derive(Debug, thiserror::Error)]
-#[error("{}: cannot write: {source}", file.display())]
-pub struct OutputError {
-    /// The destination.
-    pub file: PathBuf,
-    /// The OS error.
-    #[source]
-    pub source: std::io::Error,
-}
-
-/// A temporary file in `directory` for an atomic write, created with the permissions a
-/// plain `File::create` would give (0o666 less the umask on Unix) rather than the
-/// owner-only mode of temporary files, since it becomes the output file.
-pub fn output_temporary(directory: &Path) -> std::io::Result<tempfile::NamedTempFile> {
-    let mut builder = tempfile::Builder::new();
-    builder.prefix(".jointplan-");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        builder.permissions(std::fs::Permissions::from_mode(0o666));
-    }
-    builder.tempfile_in(directory)
-}
-
-/// Writes `bytes` to `file` atomically: a temporary file in the same directory, flushed and
-/// synced, then renamed over `file`.
-pub fn write_atomically(file: &Path, bytes: &[u8]) -> Result<(), OutputError> {
-    let fail = |source: std::io::Error| OutputError {
-        file: file.to_path_buf(),
-        source,
-    };
-    let directory = match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut temporary = output_temporary(&directory).map_err(fail)?;
-    temporary.write_all(bytes).map_err(fail)?;
-    temporary.flush().map_err(fail)?;
-    temporary.as_file().sync_all().map_err(fail)?;
-    temporary.persist(file).map_err(|e| fail(e.error))?;
-    Ok(())
-}
-
-/// Writes `value` as pretty JSON with a final newline to `file` atomically, streamed through
-/// a buffered writer into a temporary file in the same directory (so a large plan is never
-/// held in memory as text), flushed and synced, then renamed over `file`.
-pub fn write_json_atomically<T: Serialize>(file: &Path, value: &T) -> Result<(), OutputError> {
-    let fail = |source: std::io::Error| OutputError {
-        file: file.to_path_buf(),
-        source,
-    };
-    let directory = match file.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let mut temporary = output_temporary(&directory).map_err(fail)?;
-    {
-        let mut writer = std::io::BufWriter::new(temporary.as_file_mut());
-        serde_json::to_writer_pretty(&mut writer, value)
-            .map_err(|e| fail(std::io::Error::other(format!("cannot serialize: {e}"))))?;
-        writer.write_all(b"\n").map_err(fail)?;
-        writer.flush().map_err(fail)?;
-    }
-    temporary.as_file().sync_all().map_err(fail)?;
-    temporary.persist(file).map_err(|e| fail(e.error))?;
-    Ok(())
-}
-
 /// Writes `text` to standard output. A closed pipe (`jointplan plan ... | head`) ends the
 /// output quietly instead of panicking; any other error is reported naming `<stdout>`.
-pub fn write_stdout(text: &str) -> Result<(), OutputError> {
+pub fn write_stdout(text: &str) -> Result<(), DestinationError> {
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
     {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(OutputError {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(DestinationError::Io {
             file: PathBuf::from("<stdout>"),
             source: e,
         }),
@@ -261,6 +192,21 @@ pub fn rejection_summary(
                 resources,
             }
         }
+        RejectionReason::Setting(setting) => RejectionSummary {
+            provider_id,
+            reason: "setting",
+            details: vec![match setting {
+                SettingRejection::PinnedElsewhere => {
+                    "the node is pinned to another provider (--pin)"
+                }
+                SettingRejection::Forbidden => "forbidden at this node (--forbid)",
+                SettingRejection::Objective => {
+                    "the plan's objective ranks another choice higher (no storage conflict)"
+                }
+            }
+            .to_owned()],
+            resources: Vec::new(),
+        },
     }
 }
 
@@ -305,6 +251,8 @@ pub struct PoolSummary {
     pub profile: String,
     /// Usage.
     pub usage: BufferUsage,
+    /// What it holds in serving terms (weights, KV cache, activations, workspaces).
+    pub holds: &'static str,
     /// Member count.
     pub members: usize,
     /// Minimum resident bytes.
@@ -326,6 +274,11 @@ pub struct MemorySummary {
     pub headroom_bytes: i128,
     /// Pools.
     pub pools: Vec<PoolSummary>,
+    /// The report in serving terms (rules in `jointplan::study::report`).
+    pub report: ServingReport,
+    /// The ceilings the report was computed at (text only).
+    #[serde(skip)]
+    pub limits: ServingLimits,
 }
 
 /// One selection component of the plan summary.
@@ -418,6 +371,9 @@ pub struct PlanSummary {
     /// Components accepted without a proof of optimality (only with
     /// `--allow-uncertified`; empty otherwise).
     pub uncertified: Vec<UncertifiedComponent>,
+    /// The selection settings recorded in the plan (absent when all are default).
+    #[serde(skip_serializing_if = "SelectionSettings::is_default")]
+    pub selection_settings: SelectionSettings,
 }
 
 /// The node part of a summary (shared by `plan` and `explain`).
@@ -447,6 +403,7 @@ pub fn node_summary(
 /// Builds the summary of a plan.
 pub fn plan_summary(
     plan: &ExecutionPlan,
+    (report, limits): (ServingReport, ServingLimits),
     selection: &[ComponentSummary],
     written_to: Option<&Path>,
 ) -> PlanSummary {
@@ -489,14 +446,18 @@ pub fn plan_summary(
                     pool_id: p.pool_id.clone(),
                     profile: p.compatibility.profile.to_string(),
                     usage: p.compatibility.usage,
+                    holds: pool_holds(p.compatibility.usage),
                     members: p.resource_ids.len(),
                     minimum_resident_bytes: p.provisioning.minimum_resident_bytes,
                     maximum_resident_bytes: p.provisioning.maximum_resident_bytes,
                 })
                 .collect(),
+            report,
+            limits,
         },
         selection: selection.to_vec(),
         uncertified: uncertified_components(selection),
+        selection_settings: plan.payload.selection_settings.clone(),
     }
 }
 
@@ -536,42 +497,5 @@ mod tests {
         assert_eq!(human_bytes(512), "512 bytes");
         assert_eq!(human_bytes(65536), "64.00 KiB (65536 bytes)");
         assert_eq!(human_signed_bytes(-2048), "-2.00 KiB (2048 bytes)");
-    }
-
-    #[test]
-    fn streamed_json_is_the_pretty_text() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("value.json");
-        let value = serde_json::json!({"b": [1, 2], "a": {"c": null}});
-        write_json_atomically(&file, &value).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(&file).unwrap(),
-            pretty_json(&value).unwrap()
-        );
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn outputs_get_the_permissions_of_a_plain_create() {
-        let dir = tempfile::tempdir().unwrap();
-        let plain = dir.path().join("plain.json");
-        std::fs::File::create(&plain).unwrap();
-        let atomic = dir.path().join("atomic.json");
-        write_json_atomically(&atomic, &serde_json::json!([1])).unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions();
-        assert_eq!(mode(&atomic), mode(&plain));
-    }
-
-    #[test]
-    fn atomic_write_replaces_and_leaves_no_temporary() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("plan.json");
-        write_atomically(&file, b"one").unwrap();
-        write_atomically(&file, b"two").unwrap();
-        assert_eq!(std::fs::read(&file).unwrap(), b"two");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
-        let missing = dir.path().join("no-such-dir").join("plan.json");
-        assert!(write_atomically(&missing, b"x").is_err());
-        assert!(!missing.exists());
     }
 }

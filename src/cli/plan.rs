@@ -14,15 +14,21 @@ use std::time::Duration;
 use super::Error;
 use jointplan::builder::BuildOptions;
 use jointplan::plan::ExecutionPlan;
+use jointplan::plan::DEFAULT_OBJECTIVE;
 use jointplan::request::PlanRequest;
-use jointplan::selection::DEFAULT_DP_STATE_BUDGET;
+use jointplan::request::{NodeId, ProviderId};
+use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
+use jointplan::study::ServingReport;
+use std::sync::Arc;
 
-use super::output::{
-    plan_summary, pretty_json, summary_text, write_json_atomically, write_stdout, ComponentSummary,
-};
+use super::destination::Destination;
+use super::infeasible_text::infeasibility_text;
+use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, SynthFlags};
+use jointplan::builder::error::PlanError;
+use jointplan::study::infeasible::explain_failure;
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
@@ -30,9 +36,14 @@ pub struct Args {
     /// The plan request (JSON), or a model folder such as `models/llama-3.2-1b`.
     #[arg(value_name = "REQUEST.json|MODEL_FOLDER")]
     pub request: PathBuf,
-    /// Write the plan here (atomically; nothing is written on failure).
+    /// Write the plan here (a regular file, replaced atomically; symbolic links are
+    /// followed; nothing is written on failure).
     #[arg(short, long, value_name = "PLAN.json")]
     pub output: Option<PathBuf>,
+    /// Allow `-o` to name one of the inputs (the request file, or a file the model folder's
+    /// synthesis read), replacing it with the plan.
+    #[arg(long, requires = "output")]
+    pub overwrite_input: bool,
     /// Print the summary as JSON instead of text.
     #[arg(long)]
     pub json: bool,
@@ -65,9 +76,33 @@ pub struct SelectionFlags {
     #[arg(long, value_enum, default_value = "microlp")]
     pub backend: BackendArg,
     /// Accept components whose selection was not proved optimal; each is listed in the
-    /// summary with its first node, status and gap.
+    /// summary with its first node, status and gap, and recorded in the plan.
     #[arg(long)]
     pub allow_uncertified: bool,
+    /// Objective of the selection: seed-lex (default), max-preferred, min-penalty or
+    /// weighted (recorded in the plan unless seed-lex).
+    #[arg(long, default_value = DEFAULT_OBJECTIVE)]
+    pub objective: String,
+    /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) of the `weighted` objective.
+    #[arg(long, value_name = "FILE")]
+    pub weights: Option<PathBuf>,
+    /// Fix a node to one of its providers (repeatable; recorded in the plan).
+    #[arg(long, value_name = "NODE=PROVIDER")]
+    pub pin: Vec<String>,
+    /// Forbid a provider at a node (repeatable; recorded in the plan).
+    #[arg(long, value_name = "NODE=PROVIDER")]
+    pub forbid: Vec<String>,
+}
+
+/// Parses `NODE=PROVIDER` of `--{flag}`.
+pub fn node_provider(flag: &str, text: &str) -> Result<(NodeId, ProviderId), Error> {
+    let usage = |detail: String| Error::Usage(format!("--{flag} {text}: {detail}"));
+    let Some((node, provider)) = text.split_once('=') else {
+        return Err(usage("expected NODE=PROVIDER, e.g. node.layer.0.attention=provider.cuda.causal_paged_attention.paged".to_owned()));
+    };
+    let node = NodeId::new(node).map_err(|e| usage(format!("bad node id: {e}")))?;
+    let provider = ProviderId::new(provider).map_err(|e| usage(format!("bad provider id: {e}")))?;
+    Ok((node, provider))
 }
 
 impl SelectionFlags {
@@ -87,6 +122,33 @@ impl SelectionFlags {
         options.selection.dp_state_budget = self.dp_state_budget;
         options.selection.backend = self.backend.backend().map_err(Error::Usage)?;
         options.allow_uncertified = self.allow_uncertified;
+        let weights =
+            match &self.weights {
+                Some(file) => {
+                    let text = std::fs::read_to_string(file).map_err(|e| {
+                        Error::Usage(format!("cannot read weights file {}: {e}", file.display()))
+                    })?;
+                    Some(Weights::from_json_str(&text).map_err(|e| {
+                        Error::Usage(format!("weights file {}: {e}", file.display()))
+                    })?)
+                }
+                None => None,
+            };
+        let objective =
+            objective_by_name(&self.objective, weights).map_err(|e| Error::Usage(e.to_string()))?;
+        options.selection.objective = Arc::from(objective);
+        for text in &self.pin {
+            let (node, provider) = node_provider("pin", text)?;
+            if let Some(earlier) = options.pins.insert(node.clone(), provider) {
+                return Err(Error::Usage(format!(
+                    "--pin {text}: node {node} is already pinned to {earlier}"
+                )));
+            }
+        }
+        for text in &self.forbid {
+            let (node, provider) = node_provider("forbid", text)?;
+            options.forbids.entry(node).or_default().insert(provider);
+        }
         Ok(options)
     }
 }
@@ -96,14 +158,15 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
-/// The request to plan: the file as it is, or a model folder's synthesized request.
-fn load(args: &Args, progress: &Progress) -> Result<PlanRequest, Error> {
+/// The request to plan (the file as it is, or a model folder's synthesized request) and
+/// the files it was read from.
+fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>), Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
         let synthesized = synthesize_request(Some(input), &args.synth)
             .map_err(|e| Error::from(e).in_file(input))?;
-        return Ok(synthesized.request);
+        return Ok((synthesized.request, synthesized.inputs));
     }
     if let Some(flag) = args.synth.first_given() {
         return Err(Error::Usage(format!(
@@ -112,21 +175,91 @@ fn load(args: &Args, progress: &Progress) -> Result<PlanRequest, Error> {
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    read_request(input)
+    Ok((read_request(input)?, vec![input.clone()]))
+}
+
+/// The error of a failed build; when the request is infeasible, with why (the minimal
+/// conflicting facts and the relaxations, [`jointplan::study::infeasible`]), and with
+/// `--json` that answer printed as JSON on standard output.
+fn explain_infeasible(
+    args: &Args,
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: PlanError,
+) -> Error {
+    if error.kind() != jointplan::ErrorKind::Infeasible {
+        return Error::from(error).in_file(&args.request);
+    }
+    let mut quiet = options.clone();
+    quiet.observer = None;
+    let progress = Progress::start("plan");
+    progress.step("finding why the request has no plan");
+    let answer = explain_failure(request, &quiet, &error);
+    drop(progress);
+    let plain = Error::from(error).in_file(&args.request);
+    match answer {
+        Ok(Some(reason)) => {
+            if args.json {
+                match pretty_json(&reason) {
+                    Ok(text) => {
+                        if let Err(e) = write_stdout(&text) {
+                            return e.into();
+                        }
+                    }
+                    Err(e) => return Error::Usage(format!("cannot serialize the answer: {e}")),
+                }
+            }
+            Error::Explained {
+                error: Box::new(plain),
+                explanation: infeasibility_text(&reason),
+            }
+        }
+        Ok(None) => plain,
+        Err(analysis) => Error::Explained {
+            error: Box::new(plain),
+            explanation: format!("(why it is infeasible could not be found: {analysis})"),
+        },
+    }
 }
 
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
-    let request = load(args, &progress)?;
+    let (request, inputs) = load(args, &progress)?;
+    // The output is checked (and its temporary file created) before the plan is built, so
+    // a bad `-o` fails at once.
+    let destination = match &args.output {
+        Some(output) => {
+            let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+            Some(Destination::open(
+                output,
+                &inputs,
+                args.overwrite_input,
+                Some("--overwrite-input"),
+            )?)
+        }
+        None => None,
+    };
     options.observer = Some(progress.observer());
-    let outcome = ExecutionPlan::build_with_report(&request, &options)
-        .map_err(|e| Error::from(e).in_file(&args.request))?;
+    let outcome = match ExecutionPlan::build_with_report(&request, &options) {
+        Ok(outcome) => outcome,
+        Err(error) => {
+            drop(progress);
+            return Err(explain_infeasible(args, &request, &options, error));
+        }
+    };
     let plan = &outcome.plan;
-    if let Some(output) = &args.output {
-        progress.step(&format!("writing {}", output.display()));
-        write_json_atomically(output, plan)?;
+    let serving = ServingReport::with_limits(&request, plan)
+        .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
+    // A serving engine refuses to start when not even one sequence fits: so does `plan`,
+    // before anything is written.
+    if let Some(refusal) = serving.0.refusal(&serving.1) {
+        return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
+    }
+    if let Some(destination) = destination {
+        progress.step(&format!("writing {}", destination.path().display()));
+        destination.write_json(plan, true)?;
     }
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome
@@ -134,7 +267,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .iter()
         .map(ComponentSummary::from_report)
         .collect();
-    let summary = plan_summary(plan, &selection, args.output.as_deref());
+    let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
         let text = pretty_json(&summary)
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;

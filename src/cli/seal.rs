@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use super::Error;
 use jointplan::request::seal::seal;
 
-use super::output::{write_json_atomically, write_stdout};
+use super::destination::Destination;
+use super::output::write_stdout;
 use super::plan::read_request;
 
 /// Arguments of `jointplan seal`.
@@ -14,7 +15,8 @@ use super::plan::read_request;
 pub struct Args {
     /// The plan request (JSON).
     pub request: PathBuf,
-    /// Write the sealed request here (default: over REQUEST.json, atomically).
+    /// Write the sealed request here (default: over REQUEST.json, atomically; a symbolic
+    /// link is followed and kept).
     #[arg(short, long, value_name = "OUT")]
     pub output: Option<PathBuf>,
 }
@@ -24,7 +26,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let mut request = read_request(&args.request)?;
     let report = seal(&mut request).map_err(|e| Error::from(e).in_file(&args.request))?;
     let output = args.output.as_ref().unwrap_or(&args.request);
-    write_json_atomically(output, &request)?;
+    // Sealing rewrites its request by design, so the input may be the output.
+    Destination::open(output, &[&args.request], true, None)?.write_json(&request, true)?;
     let mut text = format!(
         "{}: checked {} derived fingerprints, {} changed; written to {}\n",
         args.request.display(),

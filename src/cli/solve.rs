@@ -127,19 +127,39 @@ fn generate(spec: &str, out: &Path) -> Result<String, SelectionError> {
         _ => return Err(bad()),
     };
     let text = serde_json::to_string(&p).map_err(|e| SelectionError::BadInput(e.to_string()))?;
-    crate::cli::output::write_atomically(out, text.as_bytes())
-        .map_err(|e| SelectionError::BadInput(format!("cannot write `{}`: {e}", out.display())))?;
+    crate::cli::destination::Destination::open(out, &[], false, None)
+        .and_then(|destination| destination.write_bytes(text.as_bytes()))
+        .map_err(|e| SelectionError::BadInput(e.to_string()))?;
     Ok(String::new())
 }
 
-fn read(path: &PathBuf, what: &str) -> Result<String, SelectionError> {
-    let r = if path.as_os_str() == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map(|_| s)
+fn read(path: &Path, what: &str) -> Result<String, SelectionError> {
+    use jointplan::json_input::{read_text, InputLimits};
+    let limits = InputLimits::current();
+    let text = if path.as_os_str() == "-" {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(std::io::stdin(), limits.file_bytes.saturating_add(1)),
+            &mut bytes,
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|_| {
+            if bytes.len() as u64 > limits.file_bytes {
+                Err(limits
+                    .breach(
+                        jointplan::json_input::Limit::FileBytes,
+                        ".",
+                        bytes.len() as u64,
+                    )
+                    .message)
+            } else {
+                String::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))
+            }
+        })
     } else {
-        std::fs::read_to_string(path)
+        read_text(path, &limits).map_err(|e| e.to_string())
     };
-    r.map_err(|e| SelectionError::BadInput(format!("cannot read {what} `{}`: {e}", path.display())))
+    text.map_err(|e| SelectionError::BadInput(format!("{what} `{}`: {e}", path.display())))
 }
 
 fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {

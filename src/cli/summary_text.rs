@@ -6,6 +6,7 @@ use jointplan::selection::Status;
 use super::output::{
     human_bytes, human_signed_bytes, NodeSummary, PlanSummary, UncertifiedComponent,
 };
+use super::serving_text::write_serving;
 
 fn short(id: &str) -> &str {
     // Pool and workspace ids end in a 64-hex digest; show its first 12 digits.
@@ -41,6 +42,17 @@ pub fn summary_text(summary: &PlanSummary) -> String {
     match &summary.written_to {
         Some(file) => out.push_str(&format!("  written to {file}\n")),
         None => out.push_str("  not written (give -o PLAN.json to write it)\n"),
+    }
+    let settings = &summary.selection_settings;
+    if !settings.is_default() {
+        let forbids: usize = settings.forbids.values().map(|set| set.len()).sum();
+        out.push_str(&format!(
+            "  selection settings (recorded in the plan): objective {}, {} pins, {} forbids, {} uncertified components\n",
+            settings.objective_name(),
+            settings.pins.len(),
+            forbids,
+            settings.uncertified_components.len()
+        ));
     }
     out.push_str("\nnodes (chosen provider, reason):\n");
     for node in &summary.nodes {
@@ -87,18 +99,7 @@ pub fn summary_text(summary: &PlanSummary) -> String {
         "  headroom                {}\n",
         human_signed_bytes(m.headroom_bytes)
     ));
-    out.push_str(&format!("  pools ({}):\n", m.pools.len()));
-    for p in &m.pools {
-        out.push_str(&format!(
-            "    {}  {}  {:?}  {} resources  resident {} .. {}\n",
-            short(&p.pool_id),
-            p.profile,
-            p.usage,
-            p.members,
-            human_bytes(p.minimum_resident_bytes),
-            human_bytes(p.maximum_resident_bytes)
-        ));
-    }
+    write_serving(&mut out, m);
     out.push_str("\nselection (per component: method, check):\n");
     for c in &summary.selection {
         out.push_str(&format!(

@@ -3,10 +3,14 @@
 //! The synthesis flags ([`SynthFlags`]) are shared with `jointplan plan MODEL_FOLDER`, which
 //! synthesizes the same request in memory and plans it.
 
-use std::io::Write;
+// `Error` carries the library error unboxed: errors are the cold path.
+#![allow(clippy::result_large_err)]
+
 use std::path::{Path, PathBuf};
 
 use jointplan::synth::{ModelSource, SynthError, Synthesized};
+
+use super::destination::Destination;
 
 /// The choices of a synthesis beside the model folder: config, device, policy, scaling
 /// overrides and weight format. Shared by `synth` and `plan MODEL_FOLDER`.
@@ -94,32 +98,18 @@ pub fn synthesize_request(
     Ok(synthesized)
 }
 
-/// Runs `jointplan synth`; returns the summary line printed on success.
-pub fn run(args: &Args) -> Result<String, SynthError> {
+/// Runs `jointplan synth` and prints its summary line.
+pub fn run(args: &Args) -> Result<(), super::Error> {
     let Synthesized {
         request,
         weight_format,
+        inputs,
         ..
     } = synthesize_request(args.model.as_deref(), &args.flags)?;
-    let dir = args
-        .output
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .map_or_else(|| PathBuf::from("."), PathBuf::from);
-    let io = |e: std::io::Error| SynthError::Option {
-        option: "output".to_owned(),
-        message: format!("{}: {e}", args.output.display()),
-    };
-    let mut file = super::output::output_temporary(&dir).map_err(io)?;
-    {
-        let mut writer = std::io::BufWriter::new(file.as_file_mut());
-        serde_json::to_writer(&mut writer, &request)
-            .map_err(|e| SynthError::Internal(format!("request does not serialize: {e}")))?;
-        writer.flush().map_err(io)?;
-    }
-    file.persist(&args.output).map_err(|e| io(e.error))?;
-    Ok(format!(
-        "{}: {} nodes, {} weights, device {}, policy {}, weight format {} -> {}",
+    let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
+    Destination::open(&args.output, &inputs, false, None)?.write_json(&request, false)?;
+    super::output::write_stdout(&format!(
+        "{}: {} nodes, {} weights, device {}, policy {}, weight format {} -> {}\n",
         request.family.family_id,
         request.node_resolutions.len(),
         request.family.program.weights.len(),
@@ -127,5 +117,6 @@ pub fn run(args: &Args) -> Result<String, SynthError> {
         request.policy.policy_id,
         weight_format.name(),
         args.output.display()
-    ))
+    ))?;
+    Ok(())
 }

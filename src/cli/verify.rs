@@ -6,8 +6,8 @@ use std::path::PathBuf;
 
 use super::Error;
 use jointplan::builder::BuildOptions;
-use jointplan::request::read_json;
-use jointplan::verify::verify;
+use jointplan::request::read_json_text;
+use jointplan::verify::{read_stored_plan, verify_stored};
 
 use super::plan::read_request;
 
@@ -26,13 +26,15 @@ pub fn run(args: &Args) -> Result<(), Error> {
     progress.step(&format!("reading {}", args.request.display()));
     let request = read_request(&args.request)?;
     progress.step(&format!("reading {}", args.plan.display()));
-    let stored: serde_json::Value = read_json(&args.plan)?;
+    let text = read_json_text(&args.plan)?;
+    let stored =
+        read_stored_plan(&args.plan, &text).map_err(|e| Error::from(e).in_file(&args.plan))?;
     let options = BuildOptions {
         observer: Some(progress.observer()),
         ..BuildOptions::default()
     };
-    let plan =
-        verify(&request, &stored, &options).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let plan = verify_stored(&request, stored, &options)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
     drop(progress);
     super::output::write_stdout(&format!(
         "{}: verified {} ({} nodes) against {}\n",

@@ -20,7 +20,9 @@ use crate::request::{
     ResourceId, Sha256Hex, WeightFormatId,
 };
 
-use super::{ExecutionPlanPayload, MemoryPlan, PlanNode, RetainedCompletionValue};
+use super::{
+    ExecutionPlanPayload, MemoryPlan, PlanNode, RetainedCompletionValue, SelectionSettings,
+};
 
 /// The plan id of a payload whose hash is not computed yet.
 pub const UNSET_PLAN_ID: &str = "plan/unset";
@@ -47,6 +49,8 @@ struct HashMaterial<'a> {
     terminal_output_resources: &'a [ResourceId],
     nodes: &'a [PlanNode],
     memory: &'a MemoryPlan,
+    #[serde(skip_serializing_if = "SelectionSettings::is_default")]
+    selection_settings: &'a SelectionSettings,
 }
 
 impl<'a> HashMaterial<'a> {
@@ -70,6 +74,7 @@ impl<'a> HashMaterial<'a> {
             terminal_output_resources,
             nodes,
             memory,
+            selection_settings,
         } = payload;
         HashMaterial {
             schema,
@@ -90,6 +95,7 @@ impl<'a> HashMaterial<'a> {
             terminal_output_resources,
             nodes,
             memory,
+            selection_settings,
         }
     }
 }

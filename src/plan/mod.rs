@@ -6,6 +6,8 @@
 pub mod hash;
 mod memory_plan;
 mod payload;
+mod settings;
 
 pub use memory_plan::*;
 pub use payload::*;
+pub use settings::*;

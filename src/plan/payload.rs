@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::memory_plan::{AllocationLifetime, MemoryPlan};
+use super::settings::SelectionSettings;
 use crate::request::{
     AttributeId, CapabilityId, ContractVersion, DeviceId, ExecutionSemantics, ExecutionWeightPlan,
     ModelFamilyId, NodeId, OperationId, ProgramValueId, ProviderId, ProviderResourcePlan,
@@ -153,6 +154,21 @@ pub enum RejectionReason {
         /// The resources (sorted, non-empty).
         resource_ids: Vec<ResourceId>,
     },
+    /// A recorded selection setting ruled the provider out (`payload.selection_settings`).
+    Setting(SettingRejection),
+}
+
+/// Which recorded selection setting made a node's preferred provider lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SettingRejection {
+    /// The node is pinned to another provider.
+    PinnedElsewhere,
+    /// The provider is forbidden at the node.
+    Forbidden,
+    /// The recorded (non-default) objective ranks another choice higher, and no storage
+    /// conflict rules the provider out.
+    Objective,
 }
 
 /// A provider that was not selected, with the reason.
@@ -281,6 +297,20 @@ pub struct ExecutionPlanPayload {
     pub nodes: Vec<PlanNode>,
     /// Memory plan.
     pub memory: MemoryPlan,
+    /// The selection settings, where they differ from the defaults (omitted when all are
+    /// default, so default plans keep their bytes).
+    #[serde(default, skip_serializing_if = "SelectionSettings::is_default")]
+    pub selection_settings: SelectionSettings,
+}
+
+impl ExecutionPlanPayload {
+    /// Every node's selected provider, by node id (what a replay of the plan fixes).
+    pub fn selected_providers(&self) -> std::collections::BTreeMap<NodeId, ProviderId> {
+        self.nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
+            .collect()
+    }
 }
 
 /// A built, hashed and internally validated plan.

@@ -13,18 +13,13 @@ use serde::{Deserialize, Serialize};
 pub use crate::canonical::Sha256Hex;
 
 /// Longest id, in bytes.
-pub const MAX_ID_BYTES: usize = 160;
+pub const MAX_ID_BYTES: usize = crate::json_input::MAX_NAME_BYTES;
 
-/// Why a string is not a portable id.
+/// Why a string is not a portable id: it must be an identifier at all
+/// ([`crate::json_input::name_problem`]) and use only ASCII letters, digits and `. _ - : /`.
 pub fn portable_id_problem(text: &str) -> Option<String> {
-    if text.is_empty() {
-        return Some("is empty".to_owned());
-    }
-    if text.len() > MAX_ID_BYTES {
-        return Some(format!(
-            "is {} bytes long (at most {MAX_ID_BYTES})",
-            text.len()
-        ));
+    if let Some(problem) = crate::json_input::name_problem(text) {
+        return Some(problem);
     }
     text.chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/')))

@@ -66,6 +66,18 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The input exceeds an input limit ([`crate::json_input::InputLimits`]).
+    #[error("{file}: at {json_path}: {message}")]
+    Limit {
+        /// The file.
+        file: PathBuf,
+        /// JSON path of the culprit (`.` for the document or the file's size).
+        json_path: String,
+        /// The limit and its value.
+        breach: crate::json_input::LimitBreach,
+        /// What is wrong, naming the limit and the flag that raises it.
+        message: String,
+    },
     /// The JSON is malformed or does not match the format.
     #[error("{file}: at {json_path}: {message}")]
     Json {
@@ -78,35 +90,76 @@ pub enum LoadError {
     },
 }
 
-/// Parses JSON text into `T`, naming the JSON path of the first problem.
+/// Parses JSON text into `T` strictly ([`crate::json_input::parse_strict`]: no duplicate
+/// keys, no trailing bytes), naming the JSON path of the first problem.
 pub fn parse_json<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> Result<T, LoadError> {
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value: T =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| LoadError::Json {
-            file: file.to_path_buf(),
-            json_path: err.path().to_string(),
-            message: err.inner().to_string(),
-        })?;
-    deserializer.end().map_err(|err| LoadError::Json {
-        file: file.to_path_buf(),
-        json_path: ".".to_owned(),
-        message: err.to_string(),
-    })?;
-    Ok(value)
+    crate::json_input::parse_strict(text).map_err(|err| LoadError::from_strict(file, err))
 }
 
-/// Reads and parses a JSON file into `T`.
+/// Reads and parses a JSON file into `T`, within the current input limits (the file's size
+/// is checked while it is read).
 pub fn read_json<T: serde::de::DeserializeOwned>(file: &Path) -> Result<T, LoadError> {
-    let text = std::fs::read_to_string(file).map_err(|source| LoadError::Io {
-        file: file.to_path_buf(),
-        source,
-    })?;
-    parse_json(file, &text)
+    parse_json(file, &read_json_text(file)?)
+}
+
+/// Reads the text of a JSON file within the current `file-bytes` limit (checked while
+/// reading), failing early on a file that cannot be JSON.
+pub fn read_json_text(file: &Path) -> Result<String, LoadError> {
+    use crate::json_input::{read_text, InputLimits, ReadError};
+    read_text(file, &InputLimits::current()).map_err(|error| match error {
+        ReadError::Io(source) => LoadError::Io {
+            file: file.to_path_buf(),
+            source,
+        },
+        ReadError::TooLarge(breach) => LoadError::Limit {
+            file: file.to_path_buf(),
+            json_path: ".".to_owned(),
+            message: format!("the file is {breach}"),
+            breach,
+        },
+        ReadError::NotJson(message) => LoadError::Json {
+            file: file.to_path_buf(),
+            json_path: ".".to_owned(),
+            message: format!("not a JSON document: {message}"),
+        },
+    })
+}
+
+impl LoadError {
+    /// The error of a strict parse of `file`.
+    pub fn from_strict(file: &Path, err: crate::json_input::StrictJsonError) -> LoadError {
+        match err.limit {
+            Some(breach) => LoadError::Limit {
+                file: file.to_path_buf(),
+                json_path: err.json_path,
+                breach,
+                message: err.message,
+            },
+            None => LoadError::Json {
+                file: file.to_path_buf(),
+                json_path: err.json_path,
+                message: err.message,
+            },
+        }
+    }
 }
 
 impl PlanRequest {
     /// Reads a request file (shape and ids only; call [`PlanRequest::validate`] next).
     pub fn read(file: &Path) -> Result<Self, LoadError> {
-        read_json(file)
+        Self::parse(file, &read_json_text(file)?)
+    }
+
+    /// Parses request text read from `file` (named in errors). Besides the strict reading
+    /// of every JSON input, the `nodes` limit is applied to `node_resolutions` (one per
+    /// program node) while the text is scanned, before any typed value is built.
+    pub fn parse(file: &Path, text: &str) -> Result<Self, LoadError> {
+        use crate::json_input::{parse_strict_counting, CountedArray, InputLimits, Limit};
+        let counted = CountedArray {
+            path: &["node_resolutions"],
+            limit: Limit::Nodes,
+        };
+        parse_strict_counting(text, &InputLimits::current(), Some(counted))
+            .map_err(|err| LoadError::from_strict(file, err))
     }
 }

@@ -85,8 +85,11 @@ request_errors! {
     InvalidStateCapacity => "a state's capacity demand does not fit its tensor",
     /// Zero initialization on a state that does not live for a sequence.
     InvalidStateInitialization => "zero initialization is only legal for sequence-lifetime states",
-    /// A block id is empty.
-    InvalidBlockId => "a block id is empty",
+    /// A block id breaks the identifier rule (1 to 160 bytes, no control or invisible
+    /// formatting characters).
+    InvalidBlockId => "a block id must be 1 to 160 bytes with no control or invisible formatting characters",
+    /// The request exceeds an input limit (`--limit NAME=N` raises it).
+    InputLimit => "the request exceeds an input limit",
     /// A node requires an operation version with major 0.
     UnstableNodeVersion => "a node requires an unstable (major 0) operation version",
     /// A node attribute value is malformed (empty text or list, unreduced rational).

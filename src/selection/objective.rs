@@ -58,12 +58,10 @@ pub struct Weights {
 impl Weights {
     /// Parses weights from JSON text (errors carry the JSON path).
     pub fn from_json_str(text: &str) -> Result<Self, SelectionError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| {
+        crate::json_input::parse_strict(text).map_err(|e| {
             SelectionError::BadInput(format!(
                 "invalid weights JSON at `{}`: {}",
-                e.path(),
-                e.inner()
+                e.json_path, e.message
             ))
         })
     }

@@ -107,10 +107,16 @@ impl SelectionProblem {
     /// Parses a problem from JSON text; the error names the JSON path of the
     /// first problem found.
     pub fn from_json_str(text: &str) -> Result<Self, SelectionError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            SelectionError::BadInput(format!("invalid problem JSON at `{path}`: {}", e.inner()))
+        use crate::json_input::{parse_strict_counting, CountedArray, InputLimits, Limit};
+        let counted = CountedArray {
+            path: &["nodes"],
+            limit: Limit::Nodes,
+        };
+        parse_strict_counting(text, &InputLimits::current(), Some(counted)).map_err(|e| {
+            SelectionError::BadInput(format!(
+                "invalid problem JSON at `{}`: {}",
+                e.json_path, e.message
+            ))
         })
     }
 }
@@ -128,20 +134,37 @@ impl Instance {
                 problem.profiles.len()
             ));
         }
+        let limits = crate::json_input::InputLimits::current();
+        let within = |limit, path: &str, found: usize| {
+            limits
+                .check(limit, path, found as u64)
+                .map_err(|e| SelectionError::BadInput(format!("`{}`: {}", e.json_path, e.message)))
+        };
+        use crate::json_input::Limit;
+        within(Limit::Nodes, "nodes", problem.nodes.len())?;
+        // Every name follows the identifier rule (1 to 160 bytes, no control or invisible
+        // formatting characters); the message names its JSON path.
+        let name = |path: String, text: &str| {
+            match crate::json_input::name_problem(text) {
+            None => Ok(()),
+            Some(problem) => Err(SelectionError::BadInput(format!(
+                "`{path}` {problem}: every name is 1 to 160 bytes with no control or invisible formatting characters"
+            ))),
+        }
+        };
         let mut rank_of: BTreeMap<&str, usize> = BTreeMap::new();
         for (k, p) in problem.profiles.iter().enumerate() {
-            if p.is_empty() {
-                return bad(format!("profile at rank {k} has an empty name"));
-            }
+            name(format!("profiles[{k}]"), p)?;
             if rank_of.insert(p.as_str(), k).is_some() {
                 return bad(format!("profile `{p}` is listed twice in `profiles`"));
             }
         }
         let mut seen_nodes = BTreeSet::new();
         let mut res_names = BTreeSet::new();
-        for node in &problem.nodes {
-            if node.id.is_empty() {
-                return bad("a node has an empty id".into());
+        for (index, node) in problem.nodes.iter().enumerate() {
+            name(format!("nodes[{index}].id"), &node.id)?;
+            if let Some(preferred) = &node.preferred {
+                name(format!("nodes[{index}].preferred"), preferred)?;
             }
             if !seen_nodes.insert(node.id.as_str()) {
                 return bad(format!(
@@ -149,8 +172,17 @@ impl Instance {
                     node.id
                 ));
             }
+            within(
+                Limit::CandidatesPerNode,
+                &format!("nodes[{index}].candidates"),
+                node.candidates.len(),
+            )?;
             let mut providers = BTreeSet::new();
-            for cand in &node.candidates {
+            for (c, cand) in node.candidates.iter().enumerate() {
+                name(
+                    format!("nodes[{index}].candidates[{c}].provider"),
+                    &cand.provider,
+                )?;
                 if !providers.insert(cand.provider.as_str()) {
                     return bad(format!(
                         "node `{}`: provider `{}` has more than one candidate",
@@ -158,13 +190,15 @@ impl Instance {
                     ));
                 }
                 for (res, accepted) in &cand.accepts {
-                    if res.is_empty() {
-                        return bad(format!(
-                            "node `{}`, candidate `{}`: a resource has an empty name",
-                            node.id, cand.provider
-                        ));
-                    }
+                    name(format!("nodes[{index}].candidates[{c}].accepts.{res}"), res)?;
+                    let mut listed = BTreeSet::new();
                     for p in accepted {
+                        if !listed.insert(p.as_str()) {
+                            return bad(format!(
+                                "node `{}`, candidate `{}`, resource `{res}`: profile `{p}` is listed twice",
+                                node.id, cand.provider
+                            ));
+                        }
                         if !rank_of.contains_key(p.as_str()) {
                             return bad(format!(
                                 "node `{}`, candidate `{}`, resource `{res}`: unknown profile `{p}` (not in `profiles`)",
@@ -185,6 +219,11 @@ impl Instance {
                 }
             }
         }
+        within(
+            Limit::Resources,
+            "nodes[*].candidates[*].accepts",
+            res_names.len(),
+        )?;
         let resources: Vec<String> = res_names.iter().map(|s| s.to_string()).collect();
         let res_index: BTreeMap<&str, u32> = res_names
             .iter()

@@ -52,6 +52,9 @@ pub struct Synthesized {
     /// Warning lines for the user (configuration keys the architecture registry does not
     /// model); never silently dropped.
     pub warnings: Vec<String>,
+    /// Every file the synthesis read (config, the folder's defaults, device, policy preset),
+    /// so that a command writing an output can refuse to overwrite one of them.
+    pub inputs: Vec<PathBuf>,
 }
 
 fn option(option: &str, message: impl Into<String>) -> SynthError {
@@ -73,10 +76,10 @@ impl ModelSource {
     /// Reads the folder, config, device and policy and synthesizes the request.
     pub fn synthesize(&self) -> Result<Synthesized, SynthError> {
         let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
-        let config = match (&self.config, &folder) {
-            (Some(file), _) => ModelConfig::read(file)?,
-            (None, Some(f)) => f.config.clone(),
-            (None, None) => return Err(option("model", "give a model folder or a config file")),
+        let (config, config_file) = match (&self.config, &folder, &self.folder) {
+            (Some(file), _, _) => (ModelConfig::read(file)?, file.clone()),
+            (None, Some(f), Some(dir)) => (f.config.clone(), dir.join("config.json")),
+            _ => return Err(option("model", "give a model folder or a config file")),
         };
         // The family id names the configuration actually used: `--config other/config.json`
         // gives `family.other` even beside a model folder.
@@ -103,6 +106,14 @@ impl ModelSource {
             .or_else(|| folder.as_ref().and_then(ModelFolder::default_policy))
             .unwrap_or_else(|| DEFAULT_POLICY.to_owned());
         let policy = PolicyPreset::resolve(&policy_name)?;
+        let mut inputs = vec![config_file];
+        if let Some(dir) = &self.folder {
+            inputs.push(dir.join("synth.json"));
+        }
+        inputs.push(device_file.clone());
+        if Path::new(&policy_name).is_file() {
+            inputs.push(PathBuf::from(&policy_name));
+        }
         let format_name = self
             .weight_format
             .clone()
@@ -135,6 +146,7 @@ impl ModelSource {
             request,
             weight_format,
             warnings,
+            inputs,
         })
     }
 }

@@ -3,20 +3,10 @@
 //! hash uses; bad JSON exits 2 naming the file, line and column.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn jointplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jointplan"))
-        .args(args)
-        .output()
-        .expect("the jointplan binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::process::{jointplan, text};
 
 fn tiny_request() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models/tiny/request.json")

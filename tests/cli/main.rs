@@ -4,8 +4,17 @@
 //! file of its own before.
 #![allow(clippy::result_large_err)]
 
+#[macro_use]
+#[path = "../common/mod.rs"]
+mod common;
+
 mod backend;
 mod commands;
+mod fuzz_exit_codes;
 mod hash;
+mod output_rules;
 mod plan_model;
+mod process;
+mod research;
 mod selection_cli;
+mod strict_input;

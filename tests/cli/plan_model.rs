@@ -5,20 +5,11 @@
 
 use jointplan::candidates::CandidateError;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use serde_json::Value;
 
-fn jointplan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_jointplan"))
-        .args(args)
-        .output()
-        .expect("the jointplan binary runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use crate::process::{jointplan, ok, s, text};
 
 fn models() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
@@ -26,20 +17,6 @@ fn models() -> PathBuf {
 
 fn folder(name: &str) -> String {
     models().join(name).display().to_string()
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn ok(result: &Output) {
-    assert_eq!(
-        result.status.code(),
-        Some(0),
-        "stderr: {}\nstdout: {}",
-        text(&result.stderr),
-        text(&result.stdout)
-    );
 }
 
 #[test]

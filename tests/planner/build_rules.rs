@@ -31,7 +31,7 @@ fn duplicate_resolution() {
         let copy = r.node_resolutions[0].clone();
         r.node_resolutions.push(copy);
     });
-    assert_variant!(err, PlanError::DuplicateResolution { ref node } if node.as_str() == "node/a");
+    assert_variant!(err, PlanError::DuplicateResolution { ref node, .. } if node.as_str() == "node/a");
 }
 
 #[test]
@@ -40,7 +40,7 @@ fn missing_resolution() {
         r.node_resolutions
             .retain(|n| n.node_id.as_str() != "node/c");
     });
-    assert_variant!(err, PlanError::MissingResolution { ref node } if node.as_str() == "node/c");
+    assert_variant!(err, PlanError::MissingResolution { ref node, .. } if node.as_str() == "node/c");
 }
 
 #[test]

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 /// Bottom to top. Data types and hashing at the bottom, the command line at the top.
 const LAYERS: &[(&str, u32)] = &[
     ("canonical", 0),
+    ("json_input", 0),
     ("request", 1),
     ("selection", 1),
     ("plan", 2),

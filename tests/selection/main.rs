@@ -9,6 +9,7 @@
 mod common;
 
 mod check_decision;
+mod conflict_core;
 mod objective_oracle;
 mod selection_highs;
 mod selection_props;

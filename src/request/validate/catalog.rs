@@ -5,9 +5,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::request::fingerprints::operation_fingerprint;
 use crate::request::{
-    AliasPolicy, CapabilityCatalog, CapabilityId, ContractVersion, DimensionConstraint,
-    ElementType, LayoutConstraint, OperationDescriptor, OperationId, OracleSpec,
-    ProviderDescriptor, Sha256Hex, StrideConstraint, TensorContract,
+    AliasPolicy, AttributeConstraint, CapabilityCatalog, CapabilityId, ContractVersion,
+    DimensionConstraint, ElementType, LayoutConstraint, OperationDescriptor, OperationId,
+    OracleSpec, ProviderDescriptor, Sha256Hex, StrideConstraint, TensorContract,
 };
 
 use super::{key, RequestError};
@@ -223,6 +223,14 @@ fn validate_operation(path: &str, operation: &OperationDescriptor) -> Result<(),
     }
     if operation.outputs.is_empty() {
         return Err(bad("outputs", "it has no outputs".to_owned()));
+    }
+    for (key, spec) in &operation.attributes {
+        if let Some(problem) = constraint_problem(&spec.constraint) {
+            return Err(bad(
+                &format!("attributes.{key}.constraint"),
+                format!("attribute {key:?}: {problem}"),
+            ));
+        }
     }
     for (i, contract) in operation.inputs.iter().enumerate() {
         let slot = format!("{path}.inputs[{i}]");
@@ -672,4 +680,35 @@ fn validate_provider(
         });
     }
     Ok(())
+}
+
+/// Why an attribute constraint can accept nothing or is malformed: a rational bound with a
+/// zero or negative denominator (the same rule as a rational value), or a range whose
+/// minimum exceeds its maximum, or an empty set of choices.
+fn constraint_problem(constraint: &AttributeConstraint) -> Option<String> {
+    match constraint {
+        AttributeConstraint::None | AttributeConstraint::BoolEquals(_) => None,
+        AttributeConstraint::IntegerRange { minimum, maximum } => (minimum > maximum)
+            .then(|| format!("integer_range minimum {minimum} exceeds maximum {maximum}")),
+        AttributeConstraint::UnsignedRange { minimum, maximum } => (minimum > maximum)
+            .then(|| format!("unsigned_range minimum {minimum} exceeds maximum {maximum}")),
+        AttributeConstraint::RationalRange { minimum, maximum } => {
+            for (bound, value) in [("minimum", minimum), ("maximum", maximum)] {
+                if let Some(problem) = value.problem() {
+                    return Some(format!("rational_range {bound}: {problem}"));
+                }
+            }
+            (minimum.cmp_value(maximum) == std::cmp::Ordering::Greater).then(|| {
+                format!(
+                    "rational_range minimum {}/{} exceeds maximum {}/{}",
+                    minimum.numerator, minimum.denominator, maximum.numerator, maximum.denominator
+                )
+            })
+        }
+        AttributeConstraint::TextChoices(choices) => choices
+            .is_empty()
+            .then(|| "text_choices lists no choice".to_owned()),
+        AttributeConstraint::IntegerListLength { minimum, maximum } => (minimum > maximum)
+            .then(|| format!("integer_list_length minimum {minimum} exceeds maximum {maximum}")),
+    }
 }

@@ -50,6 +50,17 @@ pub(super) fn validate_program(family: &ModelFamily) -> Result<ProgramIndex<'_>,
             ),
         });
     }
+    let node_count: usize = program.blocks.iter().map(|b| b.nodes.len()).sum();
+    crate::json_input::InputLimits::current()
+        .check(
+            crate::json_input::Limit::Nodes,
+            &format!("{PROGRAM}.blocks"),
+            node_count as u64,
+        )
+        .map_err(|e| RequestError::InputLimit {
+            path: e.json_path,
+            detail: format!("the program has {}", e.message),
+        })?;
     if program.blocks.is_empty() {
         return Err(empty(
             format!("{PROGRAM}.blocks"),
@@ -133,10 +144,10 @@ pub(super) fn validate_program(family: &ModelFamily) -> Result<ProgramIndex<'_>,
     let mut node_outputs = HashSet::new();
     for (b, block) in program.blocks.iter().enumerate() {
         let block_path = format!("{PROGRAM}.blocks[{b}]");
-        if block.id.is_empty() {
+        if let Some(problem) = crate::json_input::name_problem(&block.id) {
             return Err(RequestError::InvalidBlockId {
                 path: format!("{block_path}.id"),
-                detail: format!("block {b} has an empty id"),
+                detail: format!("block {b}'s id {problem}"),
             });
         }
         if let Some(first) = block_ids.insert(block.id.as_str(), b) {

@@ -1,0 +1,90 @@
+//! The memory lines of the plan summary in serving terms: every pool labelled by what it
+//! holds, the serving report (weights, KV cache, activations, workspaces, what fits), and
+//! one line when fewer sequences fit than the policy admits.
+
+use super::output::{human_bytes, human_signed_bytes, MemorySummary};
+
+fn short(id: &str) -> &str {
+    // Pool ids end in a 64-hex digest; show its first 12 digits.
+    match id.rfind('/') {
+        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
+        _ => id,
+    }
+}
+
+fn count(value: Option<u64>) -> String {
+    value.map_or_else(
+        || "any number (no per-sequence state)".to_owned(),
+        |v| v.to_string(),
+    )
+}
+
+/// Writes the pools and the serving report of `memory`.
+pub fn write_serving(out: &mut String, memory: &MemorySummary) {
+    out.push_str(&format!("  pools ({}):\n", memory.pools.len()));
+    let mut maxima = 0u128;
+    for p in &memory.pools {
+        maxima += u128::from(p.maximum_resident_bytes);
+        out.push_str(&format!(
+            "    {}  {}  {}  ({:?})  {} resources  resident {} .. {}\n",
+            short(&p.pool_id),
+            p.holds,
+            p.profile,
+            p.usage,
+            p.members,
+            human_bytes(p.minimum_resident_bytes),
+            human_bytes(p.maximum_resident_bytes)
+        ));
+    }
+    if maxima > u128::from(memory.usable_capacity_bytes) {
+        out.push_str(&format!(
+            "    (the pools share the usable capacity: each maximum is what that pool alone \
+             could grow to; together they would take {maxima} bytes, more than the usable {})\n",
+            memory.usable_capacity_bytes
+        ));
+    }
+    let r = &memory.report;
+    let l = &memory.limits;
+    out.push_str(&format!(
+        "  serving (at the policy's ceilings: {} sequences, {} tokens of context; rules in docs/research.md):\n",
+        l.maximum_active_sequences, l.context_tokens
+    ));
+    let lines = [
+        ("weights", human_bytes(r.weights_bytes)),
+        ("KV cache per token", human_bytes(r.kv_bytes_per_token)),
+        (
+            "KV cache per sequence",
+            format!(
+                "{} (at {} tokens, as provisioned)",
+                human_bytes(r.kv_bytes_per_sequence),
+                l.context_tokens
+            ),
+        ),
+        (
+            "activations",
+            format!("{} (at the token ceiling)", human_bytes(r.activation_bytes)),
+        ),
+        (
+            "workspaces",
+            format!("{} (at the ceilings)", human_bytes(r.workspace_bytes)),
+        ),
+        ("reserve", human_bytes(r.reserve_bytes)),
+        (
+            "headroom for sequences",
+            human_signed_bytes(r.headroom_bytes),
+        ),
+        ("tokens that fit", count(r.tokens_that_fit)),
+        ("sequences that fit", count(r.sequences_that_fit)),
+    ];
+    for (label, value) in lines {
+        out.push_str(&format!("    {label:<24}{value}\n"));
+    }
+    if let Some(fit) = r.sequences_that_fit {
+        if fit < u64::from(l.maximum_active_sequences) {
+            out.push_str(&format!(
+                "  only {fit} of the policy's {} sequences fit at the maximum context ({} tokens)\n",
+                l.maximum_active_sequences, l.context_tokens
+            ));
+        }
+    }
+}

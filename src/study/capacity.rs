@@ -1,0 +1,278 @@
+//! Capacity infeasibility: the plan does not fit the usable capacity. The core is the
+//! capacity check that failed, the largest allocations the planner names, and the policy
+//! fields that size them; the relaxations are the nearest value of each numeric policy field
+//! for which the request builds, the others unchanged, found by search with the planner as
+//! the oracle:
+//!
+//! - `policy.memory_capacity_bytes` up (the device's memory raised with it when needed),
+//!   starting from the shortfall the planner reports, then narrowed to the exact byte;
+//! - `policy.memory_reserve_bytes`, `policy.maximum_active_sequences` and
+//!   `policy.maximum_scheduled_tokens` down, by bisection between the smallest value and
+//!   the request's.
+//!
+//! A value whose request is not even valid (the planner reports bad input, e.g. a token
+//! ceiling below the program's token extents) counts as not building.
+
+use super::infeasible::{Fact, Infeasibility, Relaxation};
+use super::ResearchError;
+use crate::builder::error::PlanError;
+use crate::builder::BuildOptions;
+use crate::memory::{Contributor, MemoryError};
+use crate::plan::ExecutionPlan;
+use crate::request::PlanRequest;
+
+/// A numeric policy field the search may move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Field {
+    Capacity,
+    Reserve,
+    Sequences,
+    Tokens,
+}
+
+impl Field {
+    fn name(self) -> &'static str {
+        match self {
+            Field::Capacity => "policy.memory_capacity_bytes",
+            Field::Reserve => "policy.memory_reserve_bytes",
+            Field::Sequences => "policy.maximum_active_sequences",
+            Field::Tokens => "policy.maximum_scheduled_tokens",
+        }
+    }
+
+    fn value(self, request: &PlanRequest) -> u64 {
+        let p = &request.policy;
+        match self {
+            Field::Capacity => p.memory_capacity_bytes,
+            Field::Reserve => p.memory_reserve_bytes,
+            Field::Sequences => u64::from(p.maximum_active_sequences),
+            Field::Tokens => p.maximum_scheduled_tokens,
+        }
+    }
+
+    /// The request with this field at `value` (`None` if the value cannot be written).
+    fn with(self, request: &PlanRequest, value: u64) -> Option<PlanRequest> {
+        let mut r = request.clone();
+        let p = &mut r.policy;
+        match self {
+            Field::Capacity => {
+                p.memory_capacity_bytes = value;
+                let device = &mut r.catalog.device.total_memory_bytes;
+                *device = (*device).max(value);
+            }
+            Field::Reserve => p.memory_reserve_bytes = value,
+            Field::Sequences => p.maximum_active_sequences = u32::try_from(value).ok()?,
+            Field::Tokens => p.maximum_scheduled_tokens = value,
+        }
+        Some(r)
+    }
+}
+
+/// Whether `request` with `field` at `value` builds (the oracle).
+fn builds(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    field: Field,
+    value: u64,
+) -> Result<bool, ResearchError> {
+    let Some(changed) = field.with(request, value) else {
+        return Ok(false);
+    };
+    match ExecutionPlan::build(&changed, options) {
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == crate::ErrorKind::Infeasible
+                || e.kind() == crate::ErrorKind::BadInput =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The largest value in `[low, high)` that builds (`high` does not), or `None`.
+fn largest_building(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    field: Field,
+    low: u64,
+    high: u64,
+) -> Result<Option<u64>, ResearchError> {
+    if low >= high || !builds(request, options, field, low)? {
+        return Ok(None);
+    }
+    let (mut good, mut bad) = (low, high);
+    while bad - good > 1 {
+        let mid = good + (bad - good) / 2;
+        if builds(request, options, field, mid)? {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Ok(Some(good))
+}
+
+/// The smallest capacity above the request's that builds, starting from `current + shortfall`.
+fn smallest_capacity(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    shortfall: u64,
+) -> Result<Option<u64>, ResearchError> {
+    let current = Field::Capacity.value(request);
+    let mut step = shortfall.max(1);
+    let mut high = None;
+    for _ in 0..64 {
+        let Some(candidate) = current.checked_add(step) else {
+            break;
+        };
+        if builds(request, options, Field::Capacity, candidate)? {
+            high = Some(candidate);
+            break;
+        }
+        step = match step.checked_mul(2) {
+            Some(s) => s,
+            None => break,
+        };
+    }
+    let Some(mut good) = high else {
+        return Ok(None);
+    };
+    // Usually the shortfall is exact: one more build proves it.
+    if !builds(request, options, Field::Capacity, good - 1)? {
+        return Ok(Some(good));
+    }
+    let mut bad = current;
+    while good - bad > 1 {
+        let mid = bad + (good - bad) / 2;
+        if builds(request, options, Field::Capacity, mid)? {
+            good = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Ok(Some(good))
+}
+
+/// The largest allocations the planner names, as facts.
+fn allocation_facts(contributors: &[Contributor]) -> impl Iterator<Item = Fact> + '_ {
+    contributors.iter().map(|c| Fact::Allocation {
+        resource: c.resource_id.to_string(),
+        what: c.what.clone(),
+        bytes: c.bytes,
+    })
+}
+
+fn gib(bytes: u64) -> String {
+    format!(
+        "{:.2} GiB ({bytes} bytes)",
+        bytes as f64 / (1u64 << 30) as f64
+    )
+}
+
+/// The capacity explanation of `error` (a capacity failure of `request`).
+pub fn capacity_infeasibility(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: &PlanError,
+) -> Result<Option<Infeasibility>, ResearchError> {
+    let mut core = Vec::new();
+    let mut shortfall = 1u64;
+    match error {
+        PlanError::Memory(MemoryError::CapacityExceeded {
+            required,
+            usable,
+            contributors,
+            ..
+        }) => {
+            core.push(Fact::Capacity {
+                usable_bytes: *usable,
+                required_bytes: *required,
+                check: "static bytes + minimum runnable dynamic bytes <= usable capacity"
+                    .to_owned(),
+            });
+            shortfall =
+                u64::try_from(required.saturating_sub(u128::from(*usable))).unwrap_or(u64::MAX);
+            core.extend(allocation_facts(contributors));
+        }
+        PlanError::Memory(MemoryError::StaticExceedsUsable {
+            static_bytes,
+            usable,
+            contributors,
+        }) => {
+            core.push(Fact::Capacity {
+                usable_bytes: *usable,
+                required_bytes: u128::from(*static_bytes),
+                check: "static bytes <= usable capacity".to_owned(),
+            });
+            shortfall = static_bytes.saturating_sub(*usable);
+            core.extend(allocation_facts(contributors));
+        }
+        PlanError::Memory(MemoryError::PoolExceedsDynamicCapacity {
+            pool,
+            minimum_resident,
+            dynamic_capacity,
+            ..
+        }) => {
+            core.push(Fact::Capacity {
+                usable_bytes: *dynamic_capacity,
+                required_bytes: u128::from(*minimum_resident),
+                check: format!("pool {pool}: minimum resident bytes <= dynamic capacity"),
+            });
+            shortfall = minimum_resident.saturating_sub(*dynamic_capacity);
+        }
+        _ => {}
+    }
+    let mut relaxations = Vec::new();
+    for field in [
+        Field::Capacity,
+        Field::Reserve,
+        Field::Sequences,
+        Field::Tokens,
+    ] {
+        let from = field.value(request);
+        let to = match field {
+            Field::Capacity => smallest_capacity(request, options, shortfall)?,
+            Field::Reserve => largest_building(request, options, field, 0, from)?,
+            Field::Sequences | Field::Tokens => largest_building(request, options, field, 1, from)?,
+        };
+        // The capacity fields always size the check; the others only when moving them helps.
+        if to.is_some() || matches!(field, Field::Capacity | Field::Reserve) {
+            core.push(Fact::PolicyField {
+                field: field.name().to_owned(),
+                value: from,
+            });
+        }
+        let Some(to) = to else { continue };
+        let text = match field {
+            Field::Capacity => format!(
+                "needs {} more capacity: raise {} from {} to {}{}",
+                gib(to - from),
+                field.name(),
+                gib(from),
+                gib(to),
+                if to > request.catalog.device.total_memory_bytes {
+                    " (a device with at least that much memory)"
+                } else {
+                    ""
+                }
+            ),
+            Field::Reserve => format!("lower {} from {} to {}", field.name(), gib(from), gib(to)),
+            Field::Sequences => format!("cap {} at {to} (from {from})", field.name()),
+            Field::Tokens => format!("cap {} at {to} tokens (from {from})", field.name()),
+        };
+        relaxations.push(Relaxation {
+            field: field.name().to_owned(),
+            from,
+            to,
+            text,
+        });
+    }
+    Ok(Some(Infeasibility {
+        status: "infeasible",
+        kind: "capacity",
+        error: error.to_string(),
+        core,
+        relaxations,
+    }))
+}

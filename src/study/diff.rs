@@ -1,0 +1,310 @@
+//! A semantic comparison of two plans of one program (`jointplan diff`): the nodes whose
+//! provider changed, grouped by pattern; the resources whose storage profile changed; the
+//! objective keys of both sides; and the memory figures of both sides with their deltas.
+//!
+//! Two plans are comparable when their programs have the same nodes in the same order; a
+//! different node list is refused. `programs_equal` says whether the program fingerprints
+//! are equal too (they differ when only shapes differ, e.g. another context length).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::objective_keys::{objective_keys, resource_profiles, ObjectiveKeys};
+use super::report::ServingReport;
+use super::ResearchError;
+use crate::plan::ExecutionPlan;
+use crate::request::fingerprints::program_fingerprint;
+use crate::request::{NodeId, PlanRequest, ProviderId, ResourceId};
+
+/// One node whose provider differs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeChange {
+    /// The node.
+    pub node: NodeId,
+    /// Its provider in plan A.
+    pub a: ProviderId,
+    /// Its provider in plan B.
+    pub b: ProviderId,
+}
+
+/// A provider change shared by several nodes (`a -> b: count`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChangePattern {
+    /// The provider in plan A.
+    pub a: ProviderId,
+    /// The provider in plan B.
+    pub b: ProviderId,
+    /// How many nodes change this way.
+    pub count: usize,
+    /// The nodes, in node order (printed in the text form, not in the JSON).
+    #[serde(skip)]
+    pub nodes: Vec<NodeId>,
+}
+
+/// One resource whose storage profile differs (absent on a side that lacks the resource).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProfileChange {
+    /// The resource.
+    pub resource: ResourceId,
+    /// Its profile in plan A.
+    pub a: Option<String>,
+    /// Its profile in plan B.
+    pub b: Option<String>,
+}
+
+/// A value on both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Sides<T> {
+    /// Plan A's.
+    pub a: T,
+    /// Plan B's.
+    pub b: T,
+}
+
+/// A memory figure on both sides and `b - a`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct MemoryDelta {
+    /// Plan A's bytes.
+    pub a: i64,
+    /// Plan B's bytes.
+    pub b: i64,
+    /// `b - a`.
+    pub delta: i64,
+}
+
+/// The comparison of two plans.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PlanDiff {
+    /// Whether the two program fingerprints are equal.
+    pub programs_equal: bool,
+    /// Nodes whose provider differs, in node order.
+    pub nodes_changed: Vec<NodeChange>,
+    /// The changes grouped by (a, b), most frequent first, then by provider ids.
+    pub patterns: Vec<ChangePattern>,
+    /// Resources whose profile differs, by resource id.
+    pub profiles_changed: Vec<ProfileChange>,
+    /// The objective keys of both plans.
+    pub objective: Sides<ObjectiveKeys>,
+    /// Memory figures by name, with both values and the delta.
+    pub memory: BTreeMap<String, MemoryDelta>,
+}
+
+impl PlanDiff {
+    /// Whether the plans choose the same providers and profiles and have the same memory
+    /// figures.
+    pub fn is_empty(&self) -> bool {
+        self.nodes_changed.is_empty()
+            && self.profiles_changed.is_empty()
+            && self.memory.values().all(|m| m.delta == 0)
+    }
+}
+
+/// [`diff_plans`], with the memory report of each plan ([`ServingReport`]) among the memory
+/// figures, as `report.<item>`: the report needs the program of the plan's request (its
+/// states), so each plan comes with the request it was built from.
+pub fn diff_plans_with_reports(
+    (a, request_a): (&ExecutionPlan, &PlanRequest),
+    (b, request_b): (&ExecutionPlan, &PlanRequest),
+) -> Result<PlanDiff, ResearchError> {
+    let mut diff = diff_plans(a, b)?;
+    let (ra, rb) = (report_figures(a, request_a)?, report_figures(b, request_b)?);
+    merge_figures(&mut diff.memory, &ra, &rb)?;
+    Ok(diff)
+}
+
+/// The report items of a plan as figures (`worst_case_fits` as 1 or 0; an item without a
+/// bound, such as sequences that fit without per-sequence state, is left out).
+fn report_figures(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+) -> Result<BTreeMap<String, i64>, ResearchError> {
+    let program = program_fingerprint(&request.family.program).map_err(|e| {
+        ResearchError::PlanNotOfRequest {
+            detail: e.to_string(),
+        }
+    })?;
+    if program != plan.payload.program_fingerprint {
+        return Err(ResearchError::PlanNotOfRequest {
+            detail: format!(
+                "plan {} is of another program than the request",
+                plan.payload.plan_id
+            ),
+        });
+    }
+    let report = ServingReport::of(request, plan).map_err(|e| ResearchError::Report {
+        detail: e.to_string(),
+    })?;
+    let mut figures = BTreeMap::new();
+    let mut put = |name: &str, bytes: Option<u64>| -> Result<(), ResearchError> {
+        if let Some(bytes) = bytes {
+            figures.insert(format!("report.{name}"), signed(name, bytes)?);
+        }
+        Ok(())
+    };
+    put("weights_bytes", Some(report.weights_bytes))?;
+    put("kv_bytes_per_token", Some(report.kv_bytes_per_token))?;
+    put("kv_bytes_per_sequence", Some(report.kv_bytes_per_sequence))?;
+    put("activation_bytes", Some(report.activation_bytes))?;
+    put("workspace_bytes", Some(report.workspace_bytes))?;
+    put("reserve_bytes", Some(report.reserve_bytes))?;
+    put("tokens_that_fit", report.tokens_that_fit)?;
+    put("sequences_that_fit", report.sequences_that_fit)?;
+    put("worst_case_fits", Some(u64::from(report.worst_case_fits)))?;
+    let headroom = i64::try_from(report.headroom_bytes).map_err(|_| ResearchError::Overflow {
+        what: "report.headroom_bytes".to_owned(),
+    })?;
+    figures.insert("report.headroom_bytes".to_owned(), headroom);
+    Ok(figures)
+}
+
+/// Adds the figures of both sides to `memory`, with their deltas (0 for a side without one).
+fn merge_figures(
+    memory: &mut BTreeMap<String, MemoryDelta>,
+    ma: &BTreeMap<String, i64>,
+    mb: &BTreeMap<String, i64>,
+) -> Result<(), ResearchError> {
+    let names: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
+    for name in names {
+        let x = ma.get(name).copied().unwrap_or(0);
+        let y = mb.get(name).copied().unwrap_or(0);
+        let delta = y.checked_sub(x).ok_or_else(|| ResearchError::Overflow {
+            what: format!("the delta of {name}"),
+        })?;
+        memory.insert(name.clone(), MemoryDelta { a: x, b: y, delta });
+    }
+    Ok(())
+}
+
+/// Compares plan `a` with plan `b` (refused when their node lists differ).
+pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, ResearchError> {
+    let (na, nb) = (&a.payload.nodes, &b.payload.nodes);
+    if let Some(i) =
+        (0..na.len().max(nb.len())).find(|&i| na.get(i).map(|n| &n.id) != nb.get(i).map(|n| &n.id))
+    {
+        let id = |n: Option<&crate::plan::PlanNode>| {
+            n.map_or_else(|| "no node".to_owned(), |n| n.id.to_string())
+        };
+        return Err(ResearchError::DifferentPrograms {
+            detail: format!(
+                "node {i} is {} in A and {} in B; A has {} nodes, B {}",
+                id(na.get(i)),
+                id(nb.get(i)),
+                na.len(),
+                nb.len()
+            ),
+        });
+    }
+    let nodes_changed: Vec<NodeChange> = na
+        .iter()
+        .zip(nb)
+        .filter(|(x, y)| x.selection.selected_provider != y.selection.selected_provider)
+        .map(|(x, y)| NodeChange {
+            node: x.id.clone(),
+            a: x.selection.selected_provider.clone(),
+            b: y.selection.selected_provider.clone(),
+        })
+        .collect();
+    let mut grouped: BTreeMap<(&ProviderId, &ProviderId), Vec<NodeId>> = BTreeMap::new();
+    for change in &nodes_changed {
+        grouped
+            .entry((&change.a, &change.b))
+            .or_default()
+            .push(change.node.clone());
+    }
+    let mut patterns: Vec<ChangePattern> = grouped
+        .into_iter()
+        .map(|((pa, pb), nodes)| ChangePattern {
+            a: pa.clone(),
+            b: pb.clone(),
+            count: nodes.len(),
+            nodes,
+        })
+        .collect();
+    patterns.sort_by(|x, y| {
+        y.count
+            .cmp(&x.count)
+            .then_with(|| (&x.a, &x.b).cmp(&(&y.a, &y.b)))
+    });
+    let (pa, pb) = (resource_profiles(a), resource_profiles(b));
+    let resources: BTreeSet<&ResourceId> = pa.keys().chain(pb.keys()).copied().collect();
+    let profiles_changed = resources
+        .into_iter()
+        .filter(|r| pa.get(r) != pb.get(r))
+        .map(|r| ProfileChange {
+            resource: r.clone(),
+            a: pa.get(r).cloned(),
+            b: pb.get(r).cloned(),
+        })
+        .collect();
+    let mut memory = BTreeMap::new();
+    merge_figures(&mut memory, &memory_figures(a)?, &memory_figures(b)?)?;
+    Ok(PlanDiff {
+        programs_equal: a.payload.program_fingerprint == b.payload.program_fingerprint,
+        nodes_changed,
+        patterns,
+        profiles_changed,
+        objective: Sides {
+            a: objective_keys(a, None),
+            b: objective_keys(b, None),
+        },
+        memory,
+    })
+}
+
+fn signed(what: &str, bytes: u64) -> Result<i64, ResearchError> {
+    i64::try_from(bytes).map_err(|_| ResearchError::Overflow {
+        what: what.to_owned(),
+    })
+}
+
+/// The memory figures of a plan, in bytes: its totals (static, minimum runnable, usable
+/// capacity, reserve, headroom = usable − static − minimum runnable) and, per pool kind
+/// (what the pool holds: activations, state, scratch, binding, persistent), the sums of the
+/// pools' resident minima and maxima.
+pub fn memory_figures(plan: &ExecutionPlan) -> Result<BTreeMap<String, i64>, ResearchError> {
+    let m = &plan.payload.memory;
+    let mut figures = BTreeMap::new();
+    for (name, bytes) in [
+        ("static_bytes", m.static_bytes),
+        (
+            "minimum_runnable_request_bytes",
+            m.minimum_runnable_request_bytes,
+        ),
+        ("usable_capacity_bytes", m.usable_capacity_bytes),
+        ("reserve_bytes", m.reserve_bytes),
+    ] {
+        figures.insert(name.to_owned(), signed(name, bytes)?);
+    }
+    let headroom = figures["usable_capacity_bytes"]
+        .checked_sub(figures["static_bytes"])
+        .and_then(|h| h.checked_sub(figures["minimum_runnable_request_bytes"]))
+        .ok_or_else(|| ResearchError::Overflow {
+            what: "headroom_bytes".to_owned(),
+        })?;
+    figures.insert("headroom_bytes".to_owned(), headroom);
+    for pool in &m.dynamic_pools {
+        let kind = serde_json::to_value(pool.compatibility.usage)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_else(|| format!("{:?}", pool.compatibility.usage));
+        for (bound, bytes) in [
+            (
+                "minimum_resident_bytes",
+                pool.provisioning.minimum_resident_bytes,
+            ),
+            (
+                "maximum_resident_bytes",
+                pool.provisioning.maximum_resident_bytes,
+            ),
+        ] {
+            let name = format!("pools.{kind}.{bound}");
+            let bytes = signed(&name, bytes)?;
+            let slot = figures.entry(name.clone()).or_insert(0);
+            *slot = slot
+                .checked_add(bytes)
+                .ok_or(ResearchError::Overflow { what: name })?;
+        }
+    }
+    Ok(figures)
+}

@@ -1,0 +1,64 @@
+//! The error of the study layer: reports, fits and sweeps.
+
+/// What can go wrong in a study.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    /// The device cannot hold one sequence at the policy's maximum context: a serving
+    /// engine would refuse to start.
+    #[error(
+        "not even one sequence fits at the maximum context ({context_tokens} tokens): one \
+         sequence needs {kv_bytes_per_sequence} bytes of KV cache and sequence state, the \
+         device leaves {headroom_bytes} bytes (usable {usable_capacity_bytes} - weights \
+         {weights_bytes} - activations {activation_bytes} - workspaces {workspace_bytes}); \
+         lower the maximum context or the token ceiling, or use a larger device"
+    )]
+    NoSequenceFits {
+        /// The policy's maximum context (tokens a sequence's state holds).
+        context_tokens: u64,
+        /// Bytes one sequence needs at that context.
+        kv_bytes_per_sequence: u64,
+        /// Bytes left for sequences.
+        headroom_bytes: i128,
+        /// Usable capacity.
+        usable_capacity_bytes: u64,
+        /// Weights.
+        weights_bytes: u64,
+        /// Activations at the token ceiling.
+        activation_bytes: u64,
+        /// Workspaces at the ceilings.
+        workspace_bytes: u64,
+    },
+    /// A figure of the report overflows u64.
+    #[error("memory report: {what} overflows u64")]
+    Overflow {
+        /// The figure.
+        what: String,
+    },
+    /// A plan's demand could not be evaluated at its ceiling.
+    #[error("memory report: resource {resource}: {reason}")]
+    Demand {
+        /// The resource.
+        resource: String,
+        /// Why.
+        reason: String,
+    },
+    /// A study's settings are invalid (a knob, a grid, a value).
+    #[error("{path}: {message}")]
+    Settings {
+        /// Where in the settings (a JSON path or an option).
+        path: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+impl StudyError {
+    /// Whether the device is too small (a serving engine would refuse to start) or a figure
+    /// overflows: the input is infeasible rather than malformed.
+    pub fn is_infeasible(&self) -> bool {
+        matches!(
+            self,
+            StudyError::NoSequenceFits { .. } | StudyError::Overflow { .. }
+        )
+    }
+}

@@ -1,0 +1,36 @@
+//! Research on placement policies, on top of the planner: questions asked of plans and
+//! requests whose answers come from building plans (or from the solver), never from a formula.
+//!
+//! Plans in serving terms:
+//! - [`report`]: the memory report of a plan (weights, KV cache, activations, workspaces,
+//!   what fits);
+//!
+//! Comparing and questioning plans:
+//! - [`diff`]: a semantic comparison of two plans of one program (`jointplan diff`);
+//! - [`objective_keys`]: the objective's keys of a plan (preferences met, resources per
+//!   profile, provider ids), shared by `diff` and `why_not`;
+//! - [`alternatives`]: per node, the providers the request offers that the plan did not choose;
+//! - [`why_not`]: the exact consequence of forcing one provider on one node, re-solved;
+//! - [`infeasible`] and [`capacity`]: why a request has no plan: a minimal set of conflicting
+//!   facts (a deletion filter with the solver as oracle) and, for capacity, how far each
+//!   numeric policy field must move (a search with the planner as oracle).
+//!
+//! Every function takes JSON-shaped inputs (a [`PlanRequest`](crate::request::PlanRequest),
+//! plans, serde-deserializable settings), an explicit thread count (in
+//! [`BuildOptions`](crate::builder::BuildOptions)), and returns serde-serializable results,
+//! so a Python layer can wrap it unchanged. The report's errors are [`StudyError`], the
+//! queries' [`ResearchError`].
+
+pub mod alternatives;
+pub mod capacity;
+pub mod diff;
+pub mod error;
+pub mod infeasible;
+pub mod objective_keys;
+pub mod report;
+pub mod research_error;
+pub mod why_not;
+
+pub use error::StudyError;
+pub use report::{pool_holds, ServingReport};
+pub use research_error::ResearchError;
