@@ -261,6 +261,20 @@ pub fn solve(
             .filter_map(|(ci, a)| match a {
                 PhaseA::Pending(p) => {
                     let t = Instant::now();
+                    // Decide from the cut structure before running: the
+                    // bound is an upper bound on the states the closure
+                    // frontier creates, so a component within it is checked
+                    // to the end; one beyond it is not run at all (it would
+                    // only spend the budget) and is certified by what its
+                    // solve proved (phase C says which).
+                    let bound = closure_state_bound(&p.comp);
+                    let budget = ctx.opts.dp_state_budget;
+                    if bound > budget {
+                        let reason = format!(
+                            "not run: the closure state bound {bound} (from the cut structure) exceeds the budget of {budget} states"
+                        );
+                        return Some((ci, (DpOutcome::Skipped(reason), 0), t.elapsed()));
+                    }
                     let (dp, stats) = frontier(
                         &p.comp,
                         &ctx.levels,

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod check_decision;
 mod conflict_core;
 mod objective_oracle;
 mod selection_highs;
