@@ -88,7 +88,10 @@ fn fit_json_names_the_answer_and_the_next_value() {
     let largest = answer["largest"].as_u64().unwrap();
     assert_eq!(answer["next"]["value"].as_u64(), Some(largest + 1));
     assert!(answer["next"]["bytes_short"].as_u64().unwrap() > 0);
-    assert!(answer["plan_id"].as_str().unwrap().starts_with("plan/sha256/"));
+    assert!(answer["plan_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("plan/sha256/"));
 }
 
 #[test]
@@ -108,12 +111,24 @@ fn sweep_resume_plans_nothing_twice() {
     let out = dir.path().join("out");
     let first = jointplan(&["sweep", &s(&grid), "-o", &s(&out), "--jobs", "1"]);
     ok(&first);
-    assert!(text(&first.stdout).contains("2 planned"), "{}", text(&first.stdout));
+    assert!(
+        text(&first.stdout).contains("2 planned"),
+        "{}",
+        text(&first.stdout)
+    );
     let again = jointplan(&["sweep", &s(&grid), "-o", &s(&out)]);
-    assert_eq!(again.status.code(), Some(2), "a directory with results needs --resume");
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "a directory with results needs --resume"
+    );
     let resumed = jointplan(&["sweep", &s(&grid), "-o", &s(&out), "--resume"]);
     ok(&resumed);
-    assert!(text(&resumed.stdout).contains("0 planned"), "{}", text(&resumed.stdout));
+    assert!(
+        text(&resumed.stdout).contains("0 planned"),
+        "{}",
+        text(&resumed.stdout)
+    );
     let lines = std::fs::read_to_string(out.join("results.jsonl")).unwrap();
     assert_eq!(lines.lines().count(), 2);
     assert!(out.join("regions.svg").exists());
