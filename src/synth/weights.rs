@@ -142,7 +142,14 @@ fn component(
         role,
         external_names: external_names
             .iter()
-            .map(|n| format!("{n}{external_suffix}"))
+            // A bias tensor's checkpoint name is complete (`q_proj.bias`): no suffix.
+            .map(|n| {
+                if n.ends_with(".bias") {
+                    n.clone()
+                } else {
+                    format!("{n}{external_suffix}")
+                }
+            })
             .collect(),
         dimensions,
         encoding,

@@ -101,7 +101,7 @@ fn gemma_2_9b_weights_and_sliding_window_kv_by_hand() {
     let parameters = v * h + 42 * per_layer + h;
     assert_eq!(parameters, 9_241_705_984); // the published 9.24 B
     assert_eq!(weight_bytes(&request), parameters * 2);
-    assert!(!external_names(&request).contains(&"lm_head".to_owned()));
+    assert!(!external_names(&request).contains(&"lm_head.weight".to_owned()));
     // K and V: 2 x 8 heads x 256 x 2 bytes = 8192 bytes per token per layer.
     let layer_kv = 2 * 8 * 256 * 2;
     let demands = kv_demands(&request);
@@ -227,11 +227,11 @@ fn phi_3_mini_fused_tensors_and_window_by_hand() {
     assert_eq!(weight_bytes(&request), parameters * 2);
     // The checkpoint's fused tensors are named; the unfused names are not.
     let names = external_names(&request);
-    assert!(names.contains(&"model.layers.0.self_attn.qkv_proj".to_owned()));
-    assert!(names.contains(&"model.layers.0.mlp.gate_up_proj".to_owned()));
+    assert!(names.contains(&"model.layers.0.self_attn.qkv_proj.weight".to_owned()));
+    assert!(names.contains(&"model.layers.0.mlp.gate_up_proj.weight".to_owned()));
     assert!(!names
         .iter()
-        .any(|n| n.ends_with(".k_proj") || n.ends_with(".gate_proj")));
+        .any(|n| n.ends_with(".k_proj.weight") || n.ends_with(".gate_proj.weight")));
     // KV: 2 x 32 heads x 96 x 2 bytes = 12,288 per token per layer; the published window of
     // 2047 bounds every layer below the 4096-token context.
     let demands = kv_demands(&request);
