@@ -148,12 +148,14 @@ pub fn mutate(document: &Value, rng: &mut Rng) -> Case {
     for _ in 0..count {
         let all = paths(&value);
         let path = all[rng.below(all.len())].clone();
-        let strings: Vec<String> = all
+        let string_paths: Vec<Vec<Step>> = all
             .iter()
-            .filter_map(|p| match at(&value, p) {
-                Some(Value::String(s)) => Some(s.clone()),
-                _ => None,
-            })
+            .filter(|p| matches!(at(&value, p), Some(Value::String(_))))
+            .cloned()
+            .collect();
+        let strings: Vec<String> = string_paths
+            .iter()
+            .filter_map(|p| at(&value, p).and_then(Value::as_str).map(str::to_owned))
             .collect();
         let kind = rng.below(12);
         let label = match kind {
@@ -206,10 +208,6 @@ pub fn mutate(document: &Value, rng: &mut Rng) -> Case {
             }
             4 | 5 if !strings.is_empty() => {
                 // Copy an id-like string over another string: a duplicate or cross-wired id.
-                let string_paths: Vec<&Vec<Step>> = all
-                    .iter()
-                    .filter(|p| matches!(at(&value, p), Some(Value::String(_))))
-                    .collect();
                 let target = string_paths[rng.below(string_paths.len())].clone();
                 let source = strings[rng.below(strings.len())].clone();
                 if let Some(slot) = at_mut(&mut value, &target) {
@@ -218,11 +216,6 @@ pub fn mutate(document: &Value, rng: &mut Rng) -> Case {
                 format!("copy-id@{}", render(&target))
             }
             6 if strings.len() >= 2 => {
-                let string_paths: Vec<Vec<Step>> = all
-                    .iter()
-                    .filter(|p| matches!(at(&value, p), Some(Value::String(_))))
-                    .cloned()
-                    .collect();
                 let a = string_paths[rng.below(string_paths.len())].clone();
                 let b = string_paths[rng.below(string_paths.len())].clone();
                 let va = at_mut(&mut value, &a).cloned();
@@ -239,10 +232,6 @@ pub fn mutate(document: &Value, rng: &mut Rng) -> Case {
                     1 => "id\u{202E}evil".to_owned(),
                     _ => "line\nbreak\u{0}".to_owned(),
                 };
-                let string_paths: Vec<&Vec<Step>> = all
-                    .iter()
-                    .filter(|p| matches!(at(&value, p), Some(Value::String(_))))
-                    .collect();
                 let target = if string_paths.is_empty() {
                     path.clone()
                 } else {
