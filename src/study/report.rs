@@ -265,7 +265,7 @@ impl ServingReport {
     /// The refusal of a serving engine: an error when not even one sequence fits at the
     /// maximum context (also when the bytes outside sequences alone exceed the capacity).
     pub fn refusal(&self, limits: &ServingLimits) -> Option<StudyError> {
-        (self.sequences_that_fit == Some(0)).then(|| StudyError::NoSequenceFits {
+        (self.sequences_that_fit == Some(0)).then_some(StudyError::NoSequenceFits {
             context_tokens: limits.context_tokens,
             kv_bytes_per_sequence: self.kv_bytes_per_sequence,
             headroom_bytes: self.headroom_bytes,
