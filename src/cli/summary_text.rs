@@ -117,8 +117,7 @@ fn write_memory(out: &mut String, summary: &PlanSummary) {
 /// The node line's provider and reason (and the preferred provider of a fallback).
 fn choice_text(node: &NodeSummary) -> String {
     let mut text = format!("{}  {}", node.selected_provider, node.reason);
-    if let (Some(requested), "fallback_from_preferred") = (&node.requested_provider, node.reason)
-    {
+    if let (Some(requested), "fallback_from_preferred") = (&node.requested_provider, node.reason) {
         text.push_str(&format!(" (preferred {requested})"));
     }
     text
@@ -182,7 +181,11 @@ fn resource_text(r: &DynamicResourceSummary) -> String {
 fn write_resources_full(out: &mut String, resources: &[DynamicResourceSummary]) {
     out.push_str("\ndynamic resources (profile, usage, lifetime, minimum):\n");
     for r in resources {
-        out.push_str(&format!("  {}  {}\n", short(&r.resource_id), resource_text(r)));
+        out.push_str(&format!(
+            "  {}  {}\n",
+            short(&r.resource_id),
+            resource_text(r)
+        ));
     }
 }
 
@@ -228,7 +231,11 @@ fn write_selection_grouped(out: &mut String, selection: &[ComponentSummary]) {
     let mut kinds: BTreeMap<(&str, &str, &str), (usize, usize, usize, &ComponentSummary)> =
         BTreeMap::new();
     for c in selection {
-        let key = (c.method.as_str(), check_kind(&c.check), status_text(c.status));
+        let key = (
+            c.method.as_str(),
+            check_kind(&c.check),
+            status_text(c.status),
+        );
         let entry = kinds.entry(key).or_insert((0, 0, 0, c));
         entry.0 += 1;
         entry.1 += c.nodes;

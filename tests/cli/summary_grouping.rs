@@ -52,9 +52,11 @@ fn full_lists_every_node_and_json_stays_complete() {
     assert!(!full.contains("[0-3]"), "{full}");
     let json: Value = serde_json::from_str(&llama("4", &["--json"])).unwrap();
     let nodes = json["nodes"].as_array().unwrap();
-    assert!(nodes
-        .iter()
-        .any(|n| n["node_id"] == "node.layer.2.q_proj"));
+    assert!(nodes.iter().any(|n| n["node_id"] == "node.layer.2.q_proj"));
     let result = jointplan(&["plan", "x", "--json", "--full"]);
-    assert_eq!(result.status.code(), Some(2), "--full conflicts with --json");
+    assert_eq!(
+        result.status.code(),
+        Some(2),
+        "--full conflicts with --json"
+    );
 }
