@@ -479,7 +479,7 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        internal::validate_internal(&plan, request)?;
+        internal::validate_content(&plan, request)?;
         let report = crate::check::check_plan(&plan);
         if !report.is_valid() {
             return Err(PlanError::Check {

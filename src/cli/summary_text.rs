@@ -244,8 +244,9 @@ fn write_selection_grouped(out: &mut String, selection: &[ComponentSummary]) {
             entry.3 = c;
         }
     }
+    let plural = if selection.len() == 1 { "" } else { "s" };
     out.push_str(&format!(
-        "\nselection ({} components, grouped by method, check and status):\n",
+        "\nselection ({} component{plural}, grouped by method, check and status):\n",
         selection.len()
     ));
     for ((method, check, status), (count, nodes, resources, largest)) in &kinds {

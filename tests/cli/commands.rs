@@ -57,7 +57,7 @@ fn plan_prints_the_summary_and_writes_the_plan() {
         "usable capacity",
         "headroom",
         "pools (",
-        "selection (per component",
+        "selection (1 component, grouped by method, check and status)",
         " GiB (",
     ] {
         assert!(
