@@ -189,16 +189,7 @@ pub fn read_stored_plan_to_rebuild<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
-    crate::json_input::check_document(text)
-        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let plan: ExecutionPlan =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-            VerifyError::Malformed {
-                json_path: err.path().to_string(),
-                message: err.inner().to_string(),
-            }
-        })?;
+    let plan = read_plan_as_stored(file, text)?;
     let canonical = canonical_text_hash(text)?;
     Ok(StoredPlan {
         plan,
@@ -224,10 +215,21 @@ fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
     Ok(())
 }
 
-/// Parses a stored plan tree strictly (see [`read_stored_plan`]).
-pub fn parse_stored_plan(stored: &Value) -> Result<ExecutionPlan, VerifyError> {
-    let text = stored.to_string();
-    Ok(read_stored_plan(std::path::Path::new("stored plan"), &text)?.plan)
+/// Reads a plan as stored, for commands that only read it (`explain`, `diff`): the text
+/// must be one JSON value with each key once and within the input limits, and parse into a
+/// plan with no unknown field; it is not hashed (whether the plan is intact is what
+/// [`read_stored_plan`] with the checker, or `verify`, establish).
+pub fn read_plan_as_stored(
+    file: &std::path::Path,
+    text: &str,
+) -> Result<ExecutionPlan, VerifyError> {
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| VerifyError::Malformed {
+        json_path: err.path().to_string(),
+        message: err.inner().to_string(),
+    })
 }
 
 /// Verifies a stored plan tree against its request (see [`verify_text`]).

@@ -43,9 +43,8 @@ pub struct Args {
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
-    let plan = jointplan::verify::read_stored_plan(&args.plan, &text)
-        .map_err(|e| Error::from(e).in_file(&args.plan))?
-        .plan;
+    let plan = jointplan::verify::read_plan_as_stored(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
     let request = match &args.request {
         Some(file) => Some(read_request(file)?),
         None => None,
@@ -70,10 +69,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Some(id) => match plan.payload.nodes.iter().find(|n| n.id.as_str() == id) {
             Some(node) => vec![node],
             None => {
-                let known: Vec<&str> = plan.payload.nodes.iter().map(|n| n.id.as_str()).collect();
                 return Err(Error::Usage(format!(
-                    "--node {id}: the plan has no such node (nodes: {})",
-                    known.join(", ")
+                    "--node {id}: the plan has no such node ({}; `jointplan plan --full` lists every node)",
+                    nearest_nodes(&plan, id)
                 ))
                 .in_file(&args.plan));
             }
@@ -91,6 +89,31 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     super::output::write_stdout(&out)?;
     Ok(())
+}
+
+/// The node ids closest to a mistyped `id`, for the error message: those sharing the
+/// longest prefix with it (at most eight), and the node count.
+fn nearest_nodes(plan: &ExecutionPlan, id: &str) -> String {
+    const SHOWN: usize = 8;
+    let common = |other: &str| {
+        id.bytes()
+            .zip(other.bytes())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let nodes = &plan.payload.nodes;
+    let best = nodes
+        .iter()
+        .map(|n| common(n.id.as_str()))
+        .max()
+        .unwrap_or(0);
+    let near: Vec<&str> = nodes
+        .iter()
+        .map(|n| n.id.as_str())
+        .filter(|other| common(other) == best)
+        .take(SHOWN)
+        .collect();
+    format!("{} nodes; closest: {}", nodes.len(), near.join(", "))
 }
 
 /// The providers of a node the plan passed over.

@@ -27,8 +27,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let request = read_request(&args.request)?;
     progress.step(&format!("reading {}", args.plan.display()));
     let text = read_json_text(&args.plan)?;
-    let stored =
-        read_stored_plan_to_rebuild(&args.plan, &text).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let stored = read_stored_plan_to_rebuild(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
     let options = BuildOptions {
         observer: Some(progress.observer()),
         ..BuildOptions::default()
