@@ -349,41 +349,48 @@ fn static_rows(m: &MemoryPlan, found: &mut Findings) -> Option<u64> {
 
 /// 18.
 fn descriptors(m: &MemoryPlan, found: &mut Findings) {
-    let pools: BTreeMap<&String, &DynamicBackingPool> =
-        m.dynamic_pools.iter().map(|p| (&p.pool_id, p)).collect();
+    // (pool, member) pairs, so that membership is a lookup, not a scan of the pool's list.
+    let listed: BTreeSet<(&String, &ResourceId)> = m
+        .dynamic_pools
+        .iter()
+        .flat_map(|p| p.resource_ids.iter().map(move |r| (&p.pool_id, r)))
+        .collect();
     for (k, d) in m.dynamic_descriptors.iter().enumerate() {
-        let at = format!("payload.memory.dynamic_descriptors[{k}]");
+        let at = || format!("payload.memory.dynamic_descriptors[{k}]");
         if d.lifetime == AllocationLifetime::Plan {
             found.add(
                 18,
-                format!("{at}.lifetime"),
+                format!("{}.lifetime", at()),
                 "a dynamic resource never lives for the plan",
             );
         }
         if !d.alignment_bytes.is_power_of_two() {
-            found.add(18, format!("{at}.alignment_bytes"), "not a power of two");
+            found.add(
+                18,
+                format!("{}.alignment_bytes", at()),
+                "not a power of two",
+            );
         }
         if d.theoretical_maximum_instances != m.maximum_active_sequences {
             found.add(
                 18,
-                format!("{at}.theoretical_maximum_instances"),
+                format!("{}.theoretical_maximum_instances", at()),
                 "is not the sequence ceiling",
             );
         }
         if minimum_bytes(d).is_none() {
             found.add(
                 18,
-                format!("{at}.demand"),
+                format!("{}.demand", at()),
                 "has no positive size at the minimum shape",
             );
         }
-        match pools.get(&d.pool_id) {
-            Some(pool) if pool.resource_ids.contains(&d.base_resource_id) => {}
-            _ => found.add(
+        if !listed.contains(&(&d.pool_id, &d.base_resource_id)) {
+            found.add(
                 18,
-                format!("{at}.pool_id"),
+                format!("{}.pool_id", at()),
                 format!("pool {} does not list {}", d.pool_id, d.base_resource_id),
-            ),
+            );
         }
     }
 }
