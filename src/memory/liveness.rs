@@ -7,14 +7,25 @@ use crate::request::{NodeId, ResourceId};
 use super::error::MemoryError;
 use super::{DynamicBackingPool, InvocationLivenessMode, InvocationLivenessRow};
 
-/// Most resource references the global liveness may hold.
+/// Most resource references the global liveness may hold under the reference wire limits.
 pub const MAXIMUM_LIVENESS_REFERENCES: usize = 65_536;
+
+/// Most resource references the global liveness may hold under `limits`: 65,536, or the
+/// resource-row limit when a request raises it above that (a plan allowed more resource
+/// rows is allowed as many liveness references; a 100,000-node mixture of experts has one
+/// scratch reference per expert).
+pub fn liveness_reference_limit(limits: crate::request::WireLimits) -> usize {
+    usize::try_from(limits.maximum_resource_rows)
+        .unwrap_or(usize::MAX)
+        .max(MAXIMUM_LIVENESS_REFERENCES)
+}
 
 /// Merges the pools' rows by node (union of resource ids, sorted by node id); the mode is
 /// none without invocation members, total order if every pool with members is totally
 /// ordered, conservative otherwise.
 pub(crate) fn global_liveness(
     pools: &[DynamicBackingPool],
+    limit: usize,
 ) -> Result<(InvocationLivenessMode, Vec<InvocationLivenessRow>), MemoryError> {
     let mut merged: BTreeMap<&NodeId, BTreeSet<&ResourceId>> = BTreeMap::new();
     let mut any = false;
@@ -36,11 +47,8 @@ pub(crate) fn global_liveness(
         }
     }
     let count: usize = merged.values().map(BTreeSet::len).sum();
-    if count > MAXIMUM_LIVENESS_REFERENCES {
-        return Err(MemoryError::TooManyLivenessReferences {
-            count,
-            limit: MAXIMUM_LIVENESS_REFERENCES,
-        });
+    if count > limit {
+        return Err(MemoryError::TooManyLivenessReferences { count, limit });
     }
     let mode = if !any {
         InvocationLivenessMode::NoInvocationResources
