@@ -441,8 +441,13 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_malformed_with_their_path() {
-        let err =
-            parse_stored_plan(&json!({"payload": {}, "plan_hash": "0", "extra": 1})).unwrap_err();
-        assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
+        let text = json!({"payload": {}, "plan_hash": "0", "extra": 1}).to_string();
+        let file = std::path::Path::new("plan.json");
+        for err in [
+            read_plan_as_stored(file, &text).unwrap_err(),
+            read_stored_plan(file, &text).unwrap_err(),
+        ] {
+            assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
+        }
     }
 }

@@ -326,7 +326,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &request.policy,
         &execution_weights.schema,
         &family_fp,
-    );
+    )?;
     // Step 10: every node in order.
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
