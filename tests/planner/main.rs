@@ -16,6 +16,7 @@ mod checker_mutants;
 mod fuzz;
 mod golden_models;
 mod input_rules;
+mod invocation_phases;
 mod layering;
 mod memory_errors;
 mod memory_plan;
