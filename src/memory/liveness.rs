@@ -6,10 +6,51 @@ use std::ops::Range;
 
 use crate::request::{NodeId, ResourceId};
 
+use crate::plan::PlanNode;
+use crate::request::BufferUsage;
+
 use super::ancestry::Ancestry;
 use super::error::MemoryError;
 use super::pools::Row;
 use super::{DynamicBackingPool, InvocationLivenessMode, InvocationLivenessRow};
+
+/// The invocation phases of a stored pool (rules 4.5): for each phase, the resources of its
+/// rows, from the plan's nodes in execution order and the pool's liveness rows. Reports that
+/// size a pool's invocation need (the study's serving report) read it here, so they follow
+/// the memory plan's rule.
+pub fn pool_invocation_phases<'p>(
+    nodes: &'p [PlanNode],
+    pool: &DynamicBackingPool,
+) -> Result<Vec<Vec<&'p ResourceId>>, MemoryError> {
+    let members: BTreeSet<&ResourceId> = pool
+        .invocation_liveness
+        .iter()
+        .flat_map(|row| &row.resource_ids)
+        .collect();
+    let mut ids: Vec<&ResourceId> = Vec::new();
+    let mut rows: Vec<Row> = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let start = ids.len();
+        ids.extend(node.resources.iter().filter(|r| members.contains(r)));
+        if ids.len() > start {
+            rows.push(Row {
+                node: index,
+                members: (start..ids.len()).collect(),
+            });
+        }
+    }
+    let mut ancestry = Ancestry::new(nodes)?;
+    let binding = pool.compatibility.usage == BufferUsage::Binding;
+    Ok(invocation_phases(&rows, binding, &mut ancestry)
+        .into_iter()
+        .map(|phase| {
+            rows[phase]
+                .iter()
+                .flat_map(|row| row.members.iter().map(|&m| ids[m]))
+                .collect()
+        })
+        .collect())
+}
 
 /// Most resource references the global liveness may hold.
 pub const MAXIMUM_LIVENESS_REFERENCES: usize = 65_536;
