@@ -12,6 +12,7 @@ mod backend;
 mod commands;
 mod fuzz_exit_codes;
 mod hash;
+mod memory_fidelity;
 mod output_rules;
 mod plan_model;
 mod process;
