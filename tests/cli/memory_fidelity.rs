@@ -62,3 +62,138 @@ fn the_pools_share_line_names_the_reports_dynamic_capacity() {
         "{line}"
     );
 }
+
+/// The numbers of one `explain trade-off` detail line after each marker, each marker looked
+/// for after the previous one.
+fn numbers(line: &str, markers: &[&str]) -> Vec<u64> {
+    let mut rest = line;
+    let mut found = Vec::new();
+    for marker in markers {
+        found.push(number_after(rest, marker));
+        let at = rest.find(marker).unwrap_or(0) + marker.len();
+        rest = &rest[at..];
+    }
+    found
+}
+
+/// llama-3.1-8b on the A100 80 GB under the `interactive` preset (contiguous storage ranked
+/// first, 4 sequences of 131,072 tokens): the contiguous-cache kernel is preferred and
+/// chosen, the paged one fits more sequences, and both `plan` and `explain` say so with the
+/// figures computed here by hand (131,072 KV bytes per token, 32 layers, 64 KiB blocks).
+#[test]
+fn explain_shows_the_contiguous_versus_paged_trade_off_on_llama_3_1_8b() {
+    let dir = tempfile::tempdir().unwrap();
+    let request = dir.path().join("request.json");
+    let plan = dir.path().join("plan.json");
+    ok(&jointplan(&[
+        "synth",
+        "--model",
+        &folder("llama-3.1-8b"),
+        "-o",
+        &s(&request),
+    ]));
+    let planned = jointplan(&["plan", &s(&request), "-o", &s(&plan)]);
+    ok(&planned);
+    let plan_text = text(&planned.stdout);
+    assert!(
+        plan_text.contains("only 3 of the policy's 4 sequences fit at the maximum context"),
+        "{plan_text}"
+    );
+    let explained = jointplan(&[
+        "explain",
+        &s(&plan),
+        "--request",
+        &s(&request),
+        "--node",
+        "node.layer.0.attention",
+    ]);
+    ok(&explained);
+    let out = text(&explained.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    let head = lines
+        .iter()
+        .position(|l| l.starts_with("explain trade-off"))
+        .unwrap_or_else(|| panic!("no trade-off line:\n{out}"));
+    assert!(
+        lines[head].contains("Memory semantics of the KV cache"),
+        "{out}"
+    );
+    let (contiguous, paged, room) = (lines[head + 1], lines[head + 2], lines[head + 3]);
+    assert!(
+        contiguous.contains("provider.cuda.causal_paged_attention.contiguous (selected"),
+        "{out}"
+    );
+    assert!(
+        paged.contains("provider.cuda.causal_paged_attention.paged (compatible, not chosen)"),
+        "{out}"
+    );
+    let room = number_after(room, "room for sequences:");
+    let per_token = 131_072u64;
+    let context = 131_072u64;
+    let reserved = per_token * context;
+    assert_eq!(
+        numbers(contiguous, &["reserves", "the whole", "context,", "admits"]),
+        vec![reserved, context, 32, room / reserved]
+    );
+    let admission = 32 * 65_536;
+    assert_eq!(
+        numbers(
+            paged,
+            &["reserves", "one", "admits", "at most", "context", "->"]
+        ),
+        vec![
+            admission,
+            65_536,
+            room / admission,
+            4,
+            reserved,
+            room / reserved
+        ]
+    );
+    assert_eq!(room / reserved, 3);
+    assert!(
+        room / admission > 4,
+        "the paged kernel admits every sequence"
+    );
+
+    // The room is the serving report's headroom for sequences.
+    let stored: ExecutionPlan = serde_json::from_slice(&std::fs::read(&plan).unwrap()).unwrap();
+    let parsed: jointplan::request::PlanRequest =
+        serde_json::from_slice(&std::fs::read(&request).unwrap()).unwrap();
+    let report = jointplan::study::ServingReport::of(&parsed, &stored).unwrap();
+    assert_eq!(i128::from(room), report.headroom_bytes);
+}
+
+/// Under the `server` preset (paged storage ranked first) the paged kernel is chosen: no
+/// trade-off to show.
+#[test]
+fn no_trade_off_line_when_the_paged_kernel_is_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let request = dir.path().join("request.json");
+    let plan = dir.path().join("plan.json");
+    ok(&jointplan(&[
+        "synth",
+        "--model",
+        &folder("llama-3.2-1b"),
+        "--policy",
+        "server",
+        "-o",
+        &s(&request),
+    ]));
+    ok(&jointplan(&["plan", &s(&request), "-o", &s(&plan)]));
+    let explained = jointplan(&[
+        "explain",
+        &s(&plan),
+        "--request",
+        &s(&request),
+        "--node",
+        "node.layer.0.attention",
+    ]);
+    ok(&explained);
+    let out = text(&explained.stdout);
+    assert!(!out.contains("explain trade-off"), "{out}");
+    assert!(
+        out.contains("selected:  provider.cuda.causal_paged_attention.paged"),
+        "{out}"
+    );
+}
