@@ -127,7 +127,7 @@ pub(crate) fn invocation_phases(
         return Vec::new();
     }
     if binding {
-        return vec![0..rows.len()];
+        return std::iter::once(0..rows.len()).collect();
     }
     // Phase k is starts[k]..starts[k + 1] (the last one ends at the current row).
     let mut starts: Vec<usize> = vec![0];

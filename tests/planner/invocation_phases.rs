@@ -62,8 +62,8 @@ fn plan_of(graph: &Graph, binding: bool) -> (Fixture, MemoryPlan) {
 fn oracle(graph: &Graph) -> (u64, bool) {
     let n = graph.scratch.len();
     let mut reach = vec![vec![false; n]; n];
-    for b in 0..n {
-        for &a in &graph.dependencies[b] {
+    for (b, dependencies) in graph.dependencies.iter().enumerate() {
+        for &a in dependencies {
             reach[a][b] = true;
         }
     }
