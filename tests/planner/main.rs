@@ -33,4 +33,5 @@ mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
 mod synth_registry;
+mod synth_shipped;
 mod tamper;
