@@ -2,7 +2,7 @@
 //! line saying the pools share a capacity names the report's dynamic capacity (usable −
 //! static) and its sum of pool maxima, by the same rule.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use jointplan::memory::memory_report;
 use jointplan::plan::ExecutionPlan;
@@ -76,6 +76,43 @@ fn numbers(line: &str, markers: &[&str]) -> Vec<u64> {
     found
 }
 
+/// Synthesizes `model` under `policy` (none: the folder's), plans it and explains its layer-0
+/// attention node with the request: the plan's text and the explanation.
+fn plan_and_explain(
+    dir: &Path,
+    model: &str,
+    policy: Option<&str>,
+) -> (String, String, PathBuf, PathBuf) {
+    let request = dir.join("request.json");
+    let plan = dir.join("plan.json");
+    let mut synth = vec!["synth", "--model"];
+    let folder = folder(model);
+    synth.push(&folder);
+    if let Some(policy) = policy {
+        synth.extend(["--policy", policy]);
+    }
+    let request_arg = s(&request);
+    synth.extend(["-o", &request_arg]);
+    ok(&jointplan(&synth));
+    let planned = jointplan(&["plan", &request_arg, "-o", &s(&plan)]);
+    ok(&planned);
+    let explained = jointplan(&[
+        "explain",
+        &s(&plan),
+        "--request",
+        &request_arg,
+        "--node",
+        "node.layer.0.attention",
+    ]);
+    ok(&explained);
+    (
+        text(&planned.stdout),
+        text(&explained.stdout),
+        request,
+        plan,
+    )
+}
+
 /// llama-3.1-8b on the A100 80 GB under the `interactive` preset (contiguous storage ranked
 /// first, 4 sequences of 131,072 tokens): the contiguous-cache kernel is preferred and
 /// chosen, the paged one fits more sequences, and both `plan` and `explain` say so with the
@@ -83,32 +120,11 @@ fn numbers(line: &str, markers: &[&str]) -> Vec<u64> {
 #[test]
 fn explain_shows_the_contiguous_versus_paged_trade_off_on_llama_3_1_8b() {
     let dir = tempfile::tempdir().unwrap();
-    let request = dir.path().join("request.json");
-    let plan = dir.path().join("plan.json");
-    ok(&jointplan(&[
-        "synth",
-        "--model",
-        &folder("llama-3.1-8b"),
-        "-o",
-        &s(&request),
-    ]));
-    let planned = jointplan(&["plan", &s(&request), "-o", &s(&plan)]);
-    ok(&planned);
-    let plan_text = text(&planned.stdout);
+    let (plan_text, out, request, plan) = plan_and_explain(dir.path(), "llama-3.1-8b", None);
     assert!(
         plan_text.contains("only 3 of the policy's 4 sequences fit at the maximum context"),
         "{plan_text}"
     );
-    let explained = jointplan(&[
-        "explain",
-        &s(&plan),
-        "--request",
-        &s(&request),
-        "--node",
-        "node.layer.0.attention",
-    ]);
-    ok(&explained);
-    let out = text(&explained.stdout);
     let lines: Vec<&str> = out.lines().collect();
     let head = lines
         .iter()
@@ -169,28 +185,7 @@ fn explain_shows_the_contiguous_versus_paged_trade_off_on_llama_3_1_8b() {
 #[test]
 fn no_trade_off_line_when_the_paged_kernel_is_chosen() {
     let dir = tempfile::tempdir().unwrap();
-    let request = dir.path().join("request.json");
-    let plan = dir.path().join("plan.json");
-    ok(&jointplan(&[
-        "synth",
-        "--model",
-        &folder("llama-3.2-1b"),
-        "--policy",
-        "server",
-        "-o",
-        &s(&request),
-    ]));
-    ok(&jointplan(&["plan", &s(&request), "-o", &s(&plan)]));
-    let explained = jointplan(&[
-        "explain",
-        &s(&plan),
-        "--request",
-        &s(&request),
-        "--node",
-        "node.layer.0.attention",
-    ]);
-    ok(&explained);
-    let out = text(&explained.stdout);
+    let (_, out, _, _) = plan_and_explain(dir.path(), "llama-3.2-1b", Some("server"));
     assert!(!out.contains("explain trade-off"), "{out}");
     assert!(
         out.contains("selected:  provider.cuda.causal_paged_attention.paged"),

@@ -6,8 +6,10 @@
 
 use jointplan::builder::BuildOptions;
 use jointplan::plan::{AllocationLifetime, DynamicResourceDemand, ExecutionPlan};
-use jointplan::request::{BufferUsage, PlanRequest, StateCapacityDemand, StorageView};
+use jointplan::request::{BufferUsage, PlanRequest, StorageView};
 use jointplan::synth::ModelSource;
+
+use crate::synth_registry::{count_operation as operations, kv_demands, weight_bytes};
 
 /// The folder's own defaults (device, policy, weight format, wire limits), every layer.
 fn synthesized(model: &str) -> PlanRequest {
@@ -15,53 +17,6 @@ fn synthesized(model: &str) -> PlanRequest {
         .synthesize()
         .unwrap_or_else(|e| panic!("{model} synthesizes: {e}"))
         .request
-}
-
-fn weight_bytes(request: &PlanRequest) -> u64 {
-    request
-        .family
-        .weight_schema
-        .components
-        .iter()
-        .map(|c| c.physical_bytes().unwrap())
-        .sum()
-}
-
-/// (layer, bytes per token, maximum tokens) of every token-scaled KV state, by layer.
-fn kv_demands(request: &PlanRequest) -> Vec<(u64, u64, u64)> {
-    let mut demands: Vec<(u64, u64, u64)> = request
-        .family
-        .program
-        .states
-        .iter()
-        .filter_map(|s| {
-            let layer =
-                s.id.as_str()
-                    .strip_prefix("state.layer.")?
-                    .strip_suffix(".kv")?
-                    .parse()
-                    .ok()?;
-            match s.capacity_demand {
-                StateCapacityDemand::TokenScaled {
-                    bytes_per_token,
-                    maximum_tokens,
-                } => Some((layer, bytes_per_token, maximum_tokens)),
-                StateCapacityDemand::FixedPerScope => None,
-            }
-        })
-        .collect();
-    demands.sort();
-    demands
-}
-
-fn operations(request: &PlanRequest, operation: &str) -> usize {
-    let id = format!("operation.{operation}");
-    request
-        .family
-        .program
-        .nodes()
-        .filter(|n| n.operation_id.as_str() == id)
-        .count()
 }
 
 /// Σ of the plan's per-sequence KV reservations (contiguous caches reserve a fixed maximum).
@@ -99,7 +54,7 @@ fn gemma_3_1b_plans_with_its_sliding_layers_by_hand() {
     // 17, 23) is global over the 32,768-token context, the others slide over 512 tokens.
     let demands = kv_demands(&request);
     assert_eq!(demands.len(), 26);
-    for &(layer, bytes_per_token, maximum_tokens) in &demands {
+    for (layer, &(bytes_per_token, maximum_tokens)) in demands.iter().enumerate() {
         assert_eq!(bytes_per_token, 1024, "layer {layer}");
         let global = (layer + 1) % 6 == 0;
         assert_eq!(
@@ -108,7 +63,7 @@ fn gemma_3_1b_plans_with_its_sliding_layers_by_hand() {
             "layer {layer}"
         );
     }
-    assert_eq!(demands.iter().map(|d| d.1).sum::<u64>(), 26_624);
+    assert_eq!(demands.iter().map(|d| d.0).sum::<u64>(), 26_624);
     let plan = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
     assert_eq!(plan.payload.memory.static_bytes, 1_999_745_280);
     // Interactive: contiguous caches, 4 global x 1024 x 32,768 + 22 sliding x 1024 x 512.
@@ -136,11 +91,8 @@ fn qwen1_5_moe_a2_7b_plans_with_its_shared_expert_by_hand() {
     // context (use_sliding_window is false).
     let demands = kv_demands(&request);
     assert_eq!(demands.len(), 24);
-    assert!(
-        demands.iter().all(|&(_, b, t)| (b, t) == (8192, 8192)),
-        "{demands:?}"
-    );
-    assert_eq!(demands.iter().map(|d| d.1).sum::<u64>(), 196_608);
+    assert!(demands.iter().all(|&d| d == (8192, 8192)), "{demands:?}");
+    assert_eq!(demands.iter().map(|d| d.0).sum::<u64>(), 196_608);
     let plan = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
     assert_eq!(plan.payload.memory.static_bytes, 28_631_470_080);
     assert_eq!(contiguous_reservation(&plan), 196_608 * 8192);
