@@ -19,3 +19,4 @@ mod research;
 mod selection_cli;
 mod strict_input;
 mod study_cli;
+mod sweep_shard;
