@@ -161,3 +161,17 @@ def test_the_memory_report_equals_the_summary_of_the_command_line():
     assert plan.report.to_dict() == expected["memory"]["report"]
     table = plan.report.table()
     assert dict(zip(table["item"], table["value"])) == expected["memory"]["report"]
+
+
+def test_a_plan_the_command_line_refuses_is_returned_with_its_report():
+    # The 8B model on the 24 GB device under the server policy: not one sequence fits.
+    args = dict(model=ROOT / "models" / "llama-3.1-8b",
+                device=ROOT / "models" / "devices" / "rtx-4090-24gb.json", policy="server")
+    plan = jointplan.plan(**args, threads=1)
+    assert plan.report["sequences_that_fit"] == 0
+    assert not plan.report["worst_case_fits"]
+    result = cli("plan", "models/llama-3.1-8b", "--device", "models/devices/rtx-4090-24gb.json",
+                 "--policy", "server")
+    assert result.returncode == 1
+    assert "not even one sequence fits" in result.stderr
+    assert f"weights {plan.report['weights_bytes']}" in result.stderr

@@ -70,8 +70,11 @@ def test_a_local_dask_cluster_gives_the_same_rows(reference, tmp_path):
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
-            result = jointplan.sweep(GRID, tmp_path, executor=client, batch=3)
+            result = jointplan.sweep(GRID, tmp_path / "client", executor=client, batch=3)
     assert without_timing(result.rows) == without_timing(reference[1])
+    # executor="dask" starts (and closes) a cluster of its own.
+    owned = jointplan.sweep(GRID, tmp_path / "owned", executor="dask", workers=2, batch=5)
+    assert without_timing(owned.rows) == without_timing(reference[1])
 
 
 def test_local_ray_gives_the_same_rows(reference, tmp_path):
