@@ -20,3 +20,4 @@ mod research;
 mod selection_cli;
 mod strict_input;
 mod study_cli;
+mod sweep_shard;
