@@ -78,6 +78,17 @@ pub fn run(args: &Args) -> Result<(), Error> {
         },
     };
     let mut out = String::new();
+    if let Some(request) = &request {
+        let tradeoff = jointplan::study::kv_tradeoff::kv_tradeoff(request, &plan)
+            .map_err(|e| Error::Library(e.into()))?;
+        if let Some(t) = tradeoff.filter(|t| {
+            nodes
+                .iter()
+                .any(|n| n.selection.selected_provider == t.contiguous_provider)
+        }) {
+            tradeoff_lines(&mut out, &t);
+        }
+    }
     for node in nodes {
         explain_node(&mut out, &plan, node, request.as_ref());
         match &alternatives {
@@ -114,6 +125,40 @@ fn nearest_nodes(plan: &ExecutionPlan, id: &str) -> String {
         .take(SHOWN)
         .collect();
     format!("{} nodes; closest: {}", nodes.len(), near.join(", "))
+}
+
+/// The contiguous-versus-paged KV trade-off (`jointplan::study::kv_tradeoff`).
+fn tradeoff_lines(out: &mut String, t: &jointplan::study::kv_tradeoff::KvTradeoff) {
+    out.push_str(
+        "explain trade-off (KV cache: a contiguous cache reserves the whole context per sequence, \
+         a paged one grows by blocks; rule: docs/synth.md, \"Memory semantics of the KV cache\"):\n",
+    );
+    out.push_str(&format!(
+        "  {} (selected, preferred by the policy's storage order): reserves {} bytes per sequence \
+         from admission (the whole {}-token context, {} KV states) -> admits {} sequences\n",
+        t.contiguous_provider,
+        t.contiguous_bytes_per_sequence,
+        t.context_tokens,
+        t.kv_states,
+        t.contiguous_sequences
+    ));
+    out.push_str(&format!(
+        "  {} (compatible, not chosen): reserves {} bytes per sequence at admission (one {}-byte \
+         block per KV state) -> admits {} sequences (the policy admits at most {}); at the full \
+         context {} bytes -> {}\n",
+        t.paged_provider,
+        t.paged_bytes_at_admission,
+        t.paged_block_bytes,
+        t.paged_sequences_at_admission,
+        t.policy_sequences,
+        t.paged_bytes_at_context,
+        t.paged_sequences_at_context
+    ));
+    out.push_str(&format!(
+        "  room for sequences: {} bytes (usable - weights - activations - workspaces at the \
+         ceilings, this plan's)\n\n",
+        t.room_bytes
+    ));
 }
 
 /// The providers of a node the plan passed over.
