@@ -199,3 +199,31 @@ fn a_closed_stdout_pipe_ends_the_output_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
+
+/// Every model folder shipped in `models/` plans in full with its own defaults (device,
+/// policy, format): the README's main job. A serving refusal (not even one sequence fits)
+/// or any other error on a shipped model is a regression, whatever the golden plans (built
+/// at reduced layer counts) say.
+#[test]
+fn every_shipped_model_plans_in_full_with_its_defaults() {
+    let mut folders: Vec<PathBuf> = std::fs::read_dir(models())
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.join("config.json").is_file())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 10, "{folders:?}");
+    for folder in &folders {
+        let result = jointplan(&["plan", &s(folder)]);
+        assert_eq!(
+            result.status.code(),
+            Some(0),
+            "{}: {}",
+            folder.display(),
+            text(&result.stderr)
+        );
+        let stdout = text(&result.stdout);
+        assert!(stdout.starts_with("plan plan/sha256/"), "{stdout}");
+        assert!(stdout.contains("sequences that fit"), "{stdout}");
+    }
+}
