@@ -75,7 +75,9 @@ pub struct SolveArgs {
     /// Branch-and-bound node budget of each integer-program solve.
     #[arg(long)]
     pub node_limit: Option<u64>,
-    /// Time limit in seconds of each component part's integer program.
+    /// Time limit in seconds of the whole solve: on expiry the best solution
+    /// found is returned with status `feasible` and the gap of the level
+    /// that was being solved.
     #[arg(long, value_name = "SECONDS")]
     pub time_limit: Option<f64>,
     /// Worker threads (default: all cores).

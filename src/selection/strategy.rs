@@ -409,18 +409,24 @@ fn levels_then_ids(
         }
         _ => None,
     };
-    let (choice, solves) = if prefix.is_empty() {
-        // Only the provider ids: any solution is a target.
-        let first = warm.map(<[usize]>::to_vec).or_else(|| {
+    // A start: the warm solution, else a completion by propagation; with
+    // it a time limit always leaves a solution to report.
+    let start: Option<Vec<usize>> = warm
+        .map(<[usize]>::to_vec)
+        .or_else(|| {
             Domains::new(comp)
                 .ok()
                 .and_then(|mut d| d.complete(|_, _| {}))
-        });
-        match first {
-            Some(c) if comp.evaluate_local(&c).is_some() => (c, 0),
-            _ => return Ok(None),
+        })
+        .filter(|w| comp.evaluate_local(w).is_some());
+    let (choice, solves) = if prefix.is_empty() {
+        // Only the provider ids: any solution is a target.
+        match start {
+            Some(c) => (c, 0),
+            None => return Ok(None),
         }
     } else {
+        let warm = start.as_deref();
         let first = match &grouped {
             Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
             None => solve_ilp(comp, prefix, weights, limits, warm)?,
