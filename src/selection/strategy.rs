@@ -136,6 +136,13 @@ impl PartMethod {
     }
 }
 
+/// Sub-parts whose closure state bound is at most this many times the
+/// frontier threshold get a frontier try before the integer program.
+const FRONTIER_TRY_REACH: u64 = 10_000;
+
+/// The state budget of that try, in multiples of the threshold.
+const FRONTIER_TRY_BUDGET: u64 = 10;
+
 /// The exact result of one part, or where a limit stopped it.
 pub(crate) struct PartResult {
     /// The outcome (local indices of the part).
@@ -338,8 +345,22 @@ impl PartSolver<'_> {
         let (weights, limits) = (self.weights, &self.limits);
         let live = live_levels(comp, levels, weights);
         let levels = live.as_slice();
-        if closure_state_bound(comp) <= self.subpart_dp_states {
-            let (out, _) = frontier(comp, levels, weights, Mode::Closure, self.subpart_dp_states);
+        // Within the bound the frontier surely finishes; a little beyond it
+        // (the bound counts every intersection mask, reachable or not) it is
+        // tried with a budget of a few times the threshold, which bounds
+        // what a failed try costs; far beyond it (long-range sharing) it is
+        // not tried at all.
+        let bound = closure_state_bound(comp);
+        let threshold = self.subpart_dp_states;
+        let budget = if bound <= threshold {
+            Some(threshold)
+        } else if bound <= threshold.saturating_mul(FRONTIER_TRY_REACH) {
+            Some(threshold.saturating_mul(FRONTIER_TRY_BUDGET))
+        } else {
+            None
+        };
+        if let Some(budget) = budget {
+            let (out, _) = frontier(comp, levels, weights, Mode::Closure, budget);
             match out {
                 DpOutcome::Optimal(choice) => {
                     return Ok(PartResult {
@@ -364,8 +385,7 @@ impl PartSolver<'_> {
                         },
                     })
                 }
-                // The bound is an upper bound: this cannot happen, but the
-                // integer program is always a correct fallback.
+                // Over its budget: the integer program (always correct).
                 DpOutcome::Skipped(_) => {}
             }
         }
