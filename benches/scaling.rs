@@ -1,6 +1,6 @@
 //! Plan time against node count (DeepSeek-V3's configuration with layers and routed
-//! experts varied: about 1k and 5k nodes; the 20k and 50k points and peak memory are in
-//! `examples/scaling_memory.rs`, one child process per size), and the 70B-class request's
+//! experts varied: about 1k and 5k nodes; the 1k-100k table with peak memory and every
+//! command beside its floor is `benches/scale.rs`), and the 70B-class request's
 //! full plan against its floor (parse + canonical hash of the request).
 //!
 //! ```text

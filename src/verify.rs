@@ -128,8 +128,10 @@ impl VerifyError {
     }
 }
 
-/// A stored plan read from its text: the typed plan, and the canonical hash of the text
-/// (which equals the hash of the plan's own canonical form: [`read_stored_plan`] checks it).
+/// A stored plan read from its text: the typed plan, and the canonical hash of the text.
+/// Read by [`read_stored_plan`], that hash is checked to equal the hash of the plan's own
+/// canonical form; read by [`read_stored_plan_to_rebuild`], that check waits for the
+/// comparison with the rebuilt plan (which implies it when the two agree).
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
     /// The plan.
@@ -138,6 +140,8 @@ pub struct StoredPlan<'t> {
     text: &'t str,
     /// SHA-256 of the canonical JSON of the text.
     canonical: crate::canonical::Sha256Hex,
+    /// Whether the text is known to be the plan's canonical form.
+    form_checked: bool,
 }
 
 /// The canonical hash of JSON text, streamed through the canonical writer.
@@ -171,38 +175,61 @@ pub fn read_stored_plan<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
-    crate::json_input::check_document(text)
-        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let plan: ExecutionPlan =
-        serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-            VerifyError::Malformed {
-                json_path: err.path().to_string(),
-                message: err.inner().to_string(),
-            }
-        })?;
+    let mut stored = read_stored_plan_to_rebuild(file, text)?;
+    check_form(&stored)?;
+    stored.form_checked = true;
+    Ok(stored)
+}
+
+/// Reads a stored plan strictly, like [`read_stored_plan`], except that whether the text is
+/// the plan's canonical form is left to [`verify_stored`]: when the rebuilt plan's canonical
+/// hash equals the text's, the text is the canonical form of a plan the builder made, so
+/// the typed plan need not be serialized and hashed once more (150 MB for DeepSeek-V3).
+pub fn read_stored_plan_to_rebuild<'t>(
+    file: &std::path::Path,
+    text: &'t str,
+) -> Result<StoredPlan<'t>, VerifyError> {
+    let plan = read_plan_as_stored(file, text)?;
     let canonical = canonical_text_hash(text)?;
-    if crate::canonical::canonical_fingerprint("plan", &plan)? != canonical {
-        let stored = tree(text)?;
-        let reserialized = to_tree(&plan)?;
-        let difference = first_difference(&stored, &reserialized).unwrap_or(FieldDifference {
-            path: ".".to_owned(),
-            stored: "the stored document".to_owned(),
-            rebuilt: "its canonical form".to_owned(),
-        });
-        return Err(VerifyError::NonCanonical(difference));
-    }
     Ok(StoredPlan {
         plan,
         text,
         canonical,
+        form_checked: false,
     })
 }
 
-/// Parses a stored plan tree strictly (see [`read_stored_plan`]).
-pub fn parse_stored_plan(stored: &Value) -> Result<ExecutionPlan, VerifyError> {
-    let text = stored.to_string();
-    Ok(read_stored_plan(std::path::Path::new("stored plan"), &text)?.plan)
+/// Checks that the typed plan serializes back to the stored document (else the first
+/// differing path, as non-canonical).
+fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
+    if crate::canonical::canonical_fingerprint("plan", &stored.plan)? != stored.canonical {
+        let reserialized = to_tree(&stored.plan)?;
+        let difference =
+            first_difference(&tree(stored.text)?, &reserialized).unwrap_or(FieldDifference {
+                path: ".".to_owned(),
+                stored: "the stored document".to_owned(),
+                rebuilt: "its canonical form".to_owned(),
+            });
+        return Err(VerifyError::NonCanonical(difference));
+    }
+    Ok(())
+}
+
+/// Reads a plan as stored, for commands that only read it (`explain`, `diff`): the text
+/// must be one JSON value with each key once and within the input limits, and parse into a
+/// plan with no unknown field; it is not hashed (whether the plan is intact is what
+/// [`read_stored_plan`] with the checker, or `verify`, establish).
+pub fn read_plan_as_stored(
+    file: &std::path::Path,
+    text: &str,
+) -> Result<ExecutionPlan, VerifyError> {
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| VerifyError::Malformed {
+        json_path: err.path().to_string(),
+        message: err.inner().to_string(),
+    })
 }
 
 /// Verifies a stored plan tree against its request (see [`verify_text`]).
@@ -223,49 +250,51 @@ pub fn verify_text(
     text: &str,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
-    let stored = read_stored_plan(std::path::Path::new("stored plan"), text)?;
+    let stored = read_stored_plan_to_rebuild(std::path::Path::new("stored plan"), text)?;
     verify_stored(request, stored, options)
 }
 
-/// Verifies a plan already read by [`read_stored_plan`].
+/// Verifies a plan already read by [`read_stored_plan`] or
+/// [`read_stored_plan_to_rebuild`].
+///
+/// When the rebuilt plan's canonical hash equals the stored text's, the stored document
+/// is, field for field, the plan the builder has just made and checked (its internal
+/// checks and the independent checker run inside the build), so the plan returned is the
+/// rebuilt one and those checks do not run a second time on an identical plan. On a
+/// difference the stored plan's form is checked first (a non-canonical document is
+/// reported as such), then the first differing path is named with the stored plan's
+/// internal-check finding beside it.
 pub fn verify_stored(
     request: &PlanRequest,
     stored: StoredPlan<'_>,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
-    let StoredPlan {
-        plan,
-        text,
-        canonical,
-    } = stored;
     let options = options
-        .with_recorded_settings(&plan.payload.selection_settings, || {
-            plan.payload.selected_providers()
+        .with_recorded_settings(&stored.plan.payload.selection_settings, || {
+            stored.plan.payload.selected_providers()
         })
         .map_err(|e| VerifyError::Malformed {
             json_path: "payload.selection_settings".to_owned(),
             message: e.to_string(),
         })?;
     let rebuilt = ExecutionPlan::build(request, &options)?;
-    if crate::canonical::canonical_fingerprint("plan", &rebuilt)? != canonical {
-        let difference =
-            first_difference(&tree(text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
-                path: ".".to_owned(),
-                stored: "the stored plan".to_owned(),
-                rebuilt: "the rebuilt plan".to_owned(),
-            });
-        let internal = validate_internal(&plan, request).err().map(Box::new);
-        return Err(VerifyError::Differs {
-            difference,
-            internal,
+    if crate::canonical::canonical_fingerprint("plan", &rebuilt)? == stored.canonical {
+        return Ok(rebuilt);
+    }
+    if !stored.form_checked {
+        check_form(&stored)?;
+    }
+    let difference =
+        first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
+            path: ".".to_owned(),
+            stored: "the stored plan".to_owned(),
+            rebuilt: "the rebuilt plan".to_owned(),
         });
-    }
-    validate_internal(&plan, request)?;
-    let report = crate::check::check_plan(&plan);
-    if !report.is_valid() {
-        return Err(VerifyError::Check(report.violations));
-    }
-    Ok(plan)
+    let internal = validate_internal(&stored.plan, request).err().map(Box::new);
+    Err(VerifyError::Differs {
+        difference,
+        internal,
+    })
 }
 
 /// The first field at which two JSON trees differ: object keys are walked in sorted order
@@ -412,8 +441,13 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_malformed_with_their_path() {
-        let err =
-            parse_stored_plan(&json!({"payload": {}, "plan_hash": "0", "extra": 1})).unwrap_err();
-        assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
+        let text = json!({"payload": {}, "plan_hash": "0", "extra": 1}).to_string();
+        let file = std::path::Path::new("plan.json");
+        for err in [
+            read_plan_as_stored(file, &text).unwrap_err(),
+            read_stored_plan(file, &text).unwrap_err(),
+        ] {
+            assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
+        }
     }
 }

@@ -5,14 +5,24 @@
 //! Rust object needs to pickle. The GIL is released while Rust runs, and every call takes
 //! an explicit thread count, so that a worker running several calls side by side does not
 //! oversubscribe its machine. The typed layer (`jointplan/__init__.py`) wraps these.
+//!
+//! This file holds the planning calls and what every call shares (failures, options,
+//! model sources); [`research`] the questions asked of plans (check, explain, diff, fit)
+//! and [`sweep`] the pieces a distributed sweep is made of.
 #![forbid(unsafe_code)]
 
+mod research;
+mod sweep;
+
+use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights};
+use jointplan::study::ServingReport;
 use jointplan::synth::ModelSource;
 use jointplan::{BuildOptions, ErrorKind, PlanRequest, SelectionProblem, SolveOptions};
 use pyo3::create_exception;
@@ -29,7 +39,7 @@ create_exception!(
 
 /// A failure on its way to Python: kind (`bad_input`, `infeasible`, `rejected`), message,
 /// JSON path and file where known.
-struct Failure {
+pub(crate) struct Failure {
     kind: &'static str,
     message: String,
     json_path: Option<String>,
@@ -37,7 +47,7 @@ struct Failure {
 }
 
 impl Failure {
-    fn bad_input(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_input(message: impl Into<String>) -> Self {
         Failure {
             kind: "bad_input",
             message: message.into(),
@@ -46,7 +56,7 @@ impl Failure {
         }
     }
 
-    fn into_py(self) -> PyErr {
+    pub(crate) fn into_py(self) -> PyErr {
         NativeError::new_err((self.kind, self.message, self.json_path, self.file))
     }
 }
@@ -88,23 +98,34 @@ impl From<jointplan::selection::SelectionError> for Failure {
     }
 }
 
-fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Failure> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(what: &str, text: &str) -> Result<T, Failure> {
     jointplan::request::parse_json(Path::new(what), text)
         .map_err(|e| Failure::from(jointplan::Error::from(e)))
 }
 
-fn to_json(value: &impl serde::Serialize) -> Result<String, Failure> {
+pub(crate) fn to_json(value: &impl serde::Serialize) -> Result<String, Failure> {
     serde_json::to_string(value).map_err(|e| Failure::bad_input(format!("cannot serialize: {e}")))
 }
 
 /// Options shared by `plan`, `verify` and `solve`, as the typed layer sends them.
-struct CallOptions {
+pub(crate) struct CallOptions {
     threads: Option<NonZeroUsize>,
     solve: SolveOptions,
     allow_uncertified: bool,
+    pins: BTreeMap<NodeId, ProviderId>,
+    forbids: BTreeMap<NodeId, BTreeSet<ProviderId>>,
 }
 
-fn call_options(text: &str) -> Result<CallOptions, Failure> {
+/// A node id and a provider id of a pin or a forbid (`what` names the option).
+fn node_provider(what: &str, node: &str, provider: &str) -> Result<(NodeId, ProviderId), Failure> {
+    let bad = |detail: String| Failure::bad_input(format!("{what} {node}={provider}: {detail}"));
+    Ok((
+        NodeId::new(node).map_err(|e| bad(format!("bad node id: {e}")))?,
+        ProviderId::new(provider).map_err(|e| bad(format!("bad provider id: {e}")))?,
+    ))
+}
+
+pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
     let value: Value = parse("options", text)?;
     let field = |name: &str| value.get(name).filter(|v| !v.is_null());
     let threads = match field("threads") {
@@ -146,25 +167,54 @@ fn call_options(text: &str) -> Result<CallOptions, Failure> {
     if field("timings").and_then(Value::as_bool) == Some(false) {
         solve.timings = false;
     }
+    let mut pins = BTreeMap::new();
+    if let Some(map) = field("pins").and_then(Value::as_object) {
+        for (node, provider) in map {
+            let provider = provider.as_str().ok_or_else(|| {
+                Failure::bad_input(format!("pin {node}: the provider must be a string"))
+            })?;
+            let (node, provider) = node_provider("pin", node, provider)?;
+            pins.insert(node, provider);
+        }
+    }
+    let mut forbids: BTreeMap<NodeId, BTreeSet<ProviderId>> = BTreeMap::new();
+    if let Some(map) = field("forbids").and_then(Value::as_object) {
+        for (node, providers) in map {
+            let providers = providers.as_array().ok_or_else(|| {
+                Failure::bad_input(format!("forbid {node}: give a list of provider ids"))
+            })?;
+            for provider in providers {
+                let provider = provider.as_str().ok_or_else(|| {
+                    Failure::bad_input(format!("forbid {node}: a provider must be a string"))
+                })?;
+                let (node, provider) = node_provider("forbid", node, provider)?;
+                forbids.entry(node).or_default().insert(provider);
+            }
+        }
+    }
     Ok(CallOptions {
         threads,
         solve,
         allow_uncertified: field("allow_uncertified").and_then(Value::as_bool) == Some(true),
+        pins,
+        forbids,
     })
 }
 
 impl CallOptions {
-    fn build(&self) -> BuildOptions {
+    pub(crate) fn build(&self) -> BuildOptions {
         BuildOptions {
             selection: self.solve.clone(),
             allow_uncertified: self.allow_uncertified,
             threads: self.threads,
+            pins: self.pins.clone(),
+            forbids: self.forbids.clone(),
             ..BuildOptions::default()
         }
     }
 }
 
-fn model_source(text: &str) -> Result<ModelSource, Failure> {
+pub(crate) fn model_source(text: &str) -> Result<ModelSource, Failure> {
     let value: Value = parse("model source", text)?;
     let text_field = |name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
     let number = |name: &str| -> Result<Option<u64>, Failure> {
@@ -188,7 +238,10 @@ fn model_source(text: &str) -> Result<ModelSource, Failure> {
     })
 }
 
-fn request_from(request_json: Option<&str>, source_json: Option<&str>) -> Result<PlanRequest, Failure> {
+pub(crate) fn request_from(
+    request_json: Option<&str>,
+    source_json: Option<&str>,
+) -> Result<PlanRequest, Failure> {
     match (request_json, source_json) {
         (Some(text), _) => jointplan::request::PlanRequest::parse(Path::new("request"), text)
             .map_err(|e| Failure::from(jointplan::Error::from(e))),
@@ -212,7 +265,8 @@ fn synth(py: Python<'_>, source_json: String) -> PyResult<String> {
 }
 
 /// Builds a plan from a request (JSON) or a model source (JSON); returns
-/// `{"plan": PLAN, "components": [...]}`.
+/// `{"plan": PLAN, "components": [...], "report": REPORT, "limits": LIMITS}` (the memory
+/// report in serving terms, as `jointplan plan --json` gives it under `memory`).
 #[pyfunction]
 #[pyo3(signature = (request_json, source_json, options_json))]
 fn plan(
@@ -225,7 +279,14 @@ fn plan(
         let options = call_options(&options_json)?.build();
         let request = request_from(request_json.as_deref(), source_json.as_deref())?;
         let outcome = jointplan::build(&request, &options)?;
-        to_json(&json!({"plan": outcome.plan, "components": outcome.selection}))
+        let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
+            .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
+        to_json(&json!({
+            "plan": outcome.plan,
+            "components": outcome.selection,
+            "report": report,
+            "limits": limits,
+        }))
     })
     .map_err(Failure::into_py)
 }
@@ -292,5 +353,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify, m)?)?;
     m.add_function(wrap_pyfunction!(solve, m)?)?;
     m.add_function(wrap_pyfunction!(canonical_hash, m)?)?;
+    research::register(m)?;
+    sweep::register(m)?;
     Ok(())
 }

@@ -1,32 +1,15 @@
 """The Python API against the command line on the shipped models, and its errors."""
 
 import json
-import os
-import subprocess
 import threading
-from pathlib import Path
 
 import pytest
 
 import jointplan
+from conftest import ROOT, cli, cli_json
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ROOT / "models" / "tiny" / "request.json"
 SPEC = ROOT / "tests" / "data" / "spec-example.json"
-
-
-def cli(*args):
-    """Runs the `jointplan` binary (JOINTPLAN_BIN, else the release build, else cargo)."""
-    binary = os.environ.get("JOINTPLAN_BIN") or str(ROOT / "target" / "release" / "jointplan")
-    command = [binary, *args] if Path(binary).exists() else [
-        "cargo", "run", "--release", "--quiet", "--", *args]
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
-
-
-def cli_json(*args):
-    result = cli(*args)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 @pytest.mark.parametrize("request_file", sorted((ROOT / "models").glob("*/request.json")))

@@ -353,6 +353,12 @@ pub enum InternalError {
 /// The memory plan is checked by `memory::validate_memory_plan(memory, nodes, retained)`,
 /// where `retained` is the retained values' resources ∪ the terminal output resources.
 pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), InternalError> {
+    validate_identity(plan)?;
+    validate_content(plan, request)
+}
+
+/// Rules 6.1-6.2: the schema, and the plan hash and id recomputed from the payload.
+fn validate_identity(plan: &ExecutionPlan) -> Result<(), InternalError> {
     let payload = &plan.payload;
     // 1. Schema.
     if payload.schema != PLAN_SCHEMA {
@@ -376,6 +382,17 @@ pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
             expected: expected_id,
         });
     }
+    Ok(())
+}
+
+/// Rules 6.3 onwards: everything but the identity. The builder calls this on the plan it
+/// has just hashed (its identity holds by construction, and the independent checker
+/// recomputes the hash after it), so that a 150 MB payload is not hashed a third time.
+pub(crate) fn validate_content(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+) -> Result<(), InternalError> {
+    let payload = &plan.payload;
     // 3. Nodes, fingerprints, token ceiling.
     if payload.nodes.is_empty() {
         return Err(InternalError::NoNodes);

@@ -326,7 +326,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &request.policy,
         &execution_weights.schema,
         &family_fp,
-    );
+    )?;
     // Step 10: every node in order.
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
@@ -479,7 +479,7 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        internal::validate_internal(&plan, request)?;
+        internal::validate_content(&plan, request)?;
         let report = crate::check::check_plan(&plan);
         if !report.is_valid() {
             return Err(PlanError::Check {

@@ -6,13 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::canonical::canonical_fingerprint;
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicBackingPool, DynamicResourceDemand,
-    DynamicResourceDescriptor, ExecutionPlanPayload, InvocationLivenessMode, InvocationLivenessRow,
-    MemoryPlan, PoolCompatibilityKey, StepSlotKind,
+    DynamicResourceDescriptor, ExecutionPlanPayload, MemoryPlan, PoolCompatibilityKey,
+    StepSlotKind,
 };
 use crate::request::{
     BufferUsage, ContractVersion, NodeId, ResourceId, StorageAllocator, StorageProfile,
 };
 
+use super::liveness::{global_liveness, invocation, phase_peak};
 use super::Findings;
 
 /// A runtime shape: sequences, tokens, pages.
@@ -127,13 +128,13 @@ impl std::fmt::Display for Shown {
     }
 }
 
-fn sum(values: impl IntoIterator<Item = u64>) -> Option<u64> {
+pub(super) fn sum(values: impl IntoIterator<Item = u64>) -> Option<u64> {
     values.into_iter().try_fold(0u64, u64::checked_add)
 }
 
 /// Whether node `from` is `to` or reaches it through dependencies (a depth-first walk from
 /// `to` back to the nodes it depends on).
-fn ancestor(
+pub(super) fn ancestor(
     payload: &ExecutionPlanPayload,
     index: &BTreeMap<&NodeId, usize>,
     from: usize,
@@ -349,41 +350,48 @@ fn static_rows(m: &MemoryPlan, found: &mut Findings) -> Option<u64> {
 
 /// 18.
 fn descriptors(m: &MemoryPlan, found: &mut Findings) {
-    let pools: BTreeMap<&String, &DynamicBackingPool> =
-        m.dynamic_pools.iter().map(|p| (&p.pool_id, p)).collect();
+    // (pool, member) pairs, so that membership is a lookup, not a scan of the pool's list.
+    let listed: BTreeSet<(&String, &ResourceId)> = m
+        .dynamic_pools
+        .iter()
+        .flat_map(|p| p.resource_ids.iter().map(move |r| (&p.pool_id, r)))
+        .collect();
     for (k, d) in m.dynamic_descriptors.iter().enumerate() {
-        let at = format!("payload.memory.dynamic_descriptors[{k}]");
+        let at = || format!("payload.memory.dynamic_descriptors[{k}]");
         if d.lifetime == AllocationLifetime::Plan {
             found.add(
                 18,
-                format!("{at}.lifetime"),
+                format!("{}.lifetime", at()),
                 "a dynamic resource never lives for the plan",
             );
         }
         if !d.alignment_bytes.is_power_of_two() {
-            found.add(18, format!("{at}.alignment_bytes"), "not a power of two");
+            found.add(
+                18,
+                format!("{}.alignment_bytes", at()),
+                "not a power of two",
+            );
         }
         if d.theoretical_maximum_instances != m.maximum_active_sequences {
             found.add(
                 18,
-                format!("{at}.theoretical_maximum_instances"),
+                format!("{}.theoretical_maximum_instances", at()),
                 "is not the sequence ceiling",
             );
         }
         if minimum_bytes(d).is_none() {
             found.add(
                 18,
-                format!("{at}.demand"),
+                format!("{}.demand", at()),
                 "has no positive size at the minimum shape",
             );
         }
-        match pools.get(&d.pool_id) {
-            Some(pool) if pool.resource_ids.contains(&d.base_resource_id) => {}
-            _ => found.add(
+        if !listed.contains(&(&d.pool_id, &d.base_resource_id)) {
+            found.add(
                 18,
-                format!("{at}.pool_id"),
+                format!("{}.pool_id", at()),
                 format!("pool {} does not list {}", d.pool_id, d.base_resource_id),
-            ),
+            );
         }
     }
 }
@@ -477,7 +485,8 @@ fn pool_rules(
             format!("the slots' largest members sum to {step_shown}"),
         );
     }
-    let peak = invocation(payload, index, &at, pool, &members, &minimum, found);
+    let phases = invocation(payload, index, &at, pool, &members, found);
+    let peak = phase_peak(&phases, &minimum);
     if Some(pool.minimum_invocation_peak_bytes) != peak {
         let peak_shown = Shown(peak);
         found.add(
@@ -523,7 +532,7 @@ fn pool_rules(
         );
     }
     let ceiling = theoretical.saturating_add(u128::from(pool.reusable_workspace_ceiling_bytes));
-    let live = live_maximum(pool, &members)
+    let live = live_maximum(pool, &members, &phases)
         .map(|live| live.saturating_add(u128::from(pool.reusable_workspace_ceiling_bytes)));
     let maximum = match (live, dynamic_capacity) {
         (Some(live), Some(c)) => Some(u64::try_from(live.min(u128::from(c))).unwrap_or(c)),
@@ -542,12 +551,16 @@ fn pool_rules(
     Some(ceiling)
 }
 
-/// What a pool holds at once at the largest shapes, read from the pool's own slots and
-/// liveness rows (checked against the nodes by rules 21 and 22): request and sequence
-/// members at their largest size × instances, each step slot at its largest member, and the
-/// invocation rows at their largest sizes, the largest row when totally ordered, all rows
-/// summed otherwise. `None` when a member has no size at its largest shape.
-fn live_maximum(pool: &DynamicBackingPool, members: &[&DynamicResourceDescriptor]) -> Option<u128> {
+/// What a pool holds at once at the largest shapes, read from the pool's own slots and the
+/// invocation phases rule 22 derived from its rows: request and sequence members at their
+/// largest size × instances, each step slot at its largest member, and the largest
+/// invocation phase with members at their largest sizes. `None` when a member has no size at
+/// its largest shape.
+fn live_maximum(
+    pool: &DynamicBackingPool,
+    members: &[&DynamicResourceDescriptor],
+    phases: &[Vec<&ResourceId>],
+) -> Option<u128> {
     let largest: BTreeMap<&ResourceId, u64> = members
         .iter()
         .map(|d| Some((&d.base_resource_id, theoretical_bytes(d)?)))
@@ -572,21 +585,14 @@ fn live_maximum(pool: &DynamicBackingPool, members: &[&DynamicResourceDescriptor
             .unwrap_or(0);
         live = live.checked_add(u128::from(widest))?;
     }
-    let mut rows: Vec<u128> = Vec::with_capacity(pool.invocation_liveness.len());
-    for row in &pool.invocation_liveness {
+    let mut invocation: u128 = 0;
+    for phase in phases {
         let mut bytes: u128 = 0;
-        for id in &row.resource_ids {
+        for id in phase {
             bytes = bytes.checked_add(u128::from(largest.get(id).copied().unwrap_or(0)))?;
         }
-        rows.push(bytes);
+        invocation = invocation.max(bytes);
     }
-    let invocation = match pool.invocation_liveness_mode {
-        InvocationLivenessMode::NoInvocationResources => 0,
-        InvocationLivenessMode::TotalOrderReuse => rows.into_iter().max().unwrap_or(0),
-        InvocationLivenessMode::ConservativeConcurrent => rows
-            .into_iter()
-            .try_fold(0u128, |acc, r| acc.checked_add(r))?,
-    };
     live.checked_add(invocation)
 }
 
@@ -704,131 +710,6 @@ fn step_slots(
         );
     }
     total
-}
-
-/// 22; returns the pool's invocation peak as the rows give it.
-fn invocation(
-    payload: &ExecutionPlanPayload,
-    index: &BTreeMap<&NodeId, usize>,
-    at: &str,
-    pool: &DynamicBackingPool,
-    members: &[&DynamicResourceDescriptor],
-    minimum: &BTreeMap<&ResourceId, u64>,
-    found: &mut Findings,
-) -> Option<u64> {
-    let invocation_members: BTreeSet<&ResourceId> = members
-        .iter()
-        .filter(|d| d.lifetime == AllocationLifetime::Invocation)
-        .map(|d| &d.base_resource_id)
-        .collect();
-    // Rows in execution order.
-    let mut rows: Vec<(usize, Vec<ResourceId>)> = Vec::new();
-    for (i, node) in payload.nodes.iter().enumerate() {
-        let row: Vec<ResourceId> = node
-            .resources
-            .iter()
-            .filter(|r| invocation_members.contains(r))
-            .cloned()
-            .collect();
-        if !row.is_empty() {
-            rows.push((i, row));
-        }
-    }
-    let mut expected: Vec<InvocationLivenessRow> = rows
-        .iter()
-        .map(|(i, r)| InvocationLivenessRow {
-            node_id: payload.nodes[*i].id.clone(),
-            resource_ids: r.clone(),
-        })
-        .collect();
-    expected.sort();
-    if pool.invocation_liveness != expected {
-        found.add(
-            22,
-            format!("{at}.invocation_liveness"),
-            "are not the pool's invocation members per node, sorted by node",
-        );
-    }
-    let has_binding = members.iter().any(|d| {
-        d.lifetime == AllocationLifetime::Invocation
-            && matches!(d.kind, AllocationKind::Binding { .. })
-    });
-    let ordered = rows
-        .windows(2)
-        .all(|w| ancestor(payload, index, w[0].0, w[1].0));
-    let mode = if invocation_members.is_empty() {
-        InvocationLivenessMode::NoInvocationResources
-    } else if !has_binding && ordered {
-        InvocationLivenessMode::TotalOrderReuse
-    } else {
-        InvocationLivenessMode::ConservativeConcurrent
-    };
-    if pool.invocation_liveness_mode != mode {
-        found.add(
-            22,
-            format!("{at}.invocation_liveness_mode"),
-            format!("the rows give {mode:?}"),
-        );
-    }
-    let row_bytes: Vec<Option<u64>> = rows
-        .iter()
-        .map(|(_, r)| sum(r.iter().map(|id| minimum.get(id).copied().unwrap_or(0))))
-        .collect();
-    let row_bytes: Option<Vec<u64>> = row_bytes.into_iter().collect();
-    let row_bytes = row_bytes?;
-    match mode {
-        InvocationLivenessMode::NoInvocationResources => Some(0),
-        InvocationLivenessMode::TotalOrderReuse => row_bytes.into_iter().max(),
-        InvocationLivenessMode::ConservativeConcurrent => sum(row_bytes),
-    }
-}
-
-/// 23.
-fn global_liveness(m: &MemoryPlan, found: &mut Findings) {
-    let mut merged: BTreeMap<&NodeId, BTreeSet<&ResourceId>> = BTreeMap::new();
-    let (mut any, mut all_ordered) = (false, true);
-    for pool in &m.dynamic_pools {
-        match pool.invocation_liveness_mode {
-            InvocationLivenessMode::NoInvocationResources => continue,
-            InvocationLivenessMode::TotalOrderReuse => any = true,
-            InvocationLivenessMode::ConservativeConcurrent => {
-                any = true;
-                all_ordered = false;
-            }
-        }
-        for row in &pool.invocation_liveness {
-            merged
-                .entry(&row.node_id)
-                .or_default()
-                .extend(&row.resource_ids);
-        }
-    }
-    let rows: Vec<InvocationLivenessRow> = merged
-        .into_iter()
-        .map(|(node, ids)| InvocationLivenessRow {
-            node_id: node.clone(),
-            resource_ids: ids.into_iter().cloned().collect(),
-        })
-        .collect();
-    if m.invocation_liveness != rows {
-        found.add(
-            23,
-            "payload.memory.invocation_liveness",
-            "is not the pools' rows merged by node",
-        );
-    }
-    let mode = match (any, all_ordered) {
-        (false, _) => InvocationLivenessMode::NoInvocationResources,
-        (true, true) => InvocationLivenessMode::TotalOrderReuse,
-        (true, false) => InvocationLivenessMode::ConservativeConcurrent,
-    };
-    if m.invocation_liveness_mode != mode {
-        found.add(
-            23,
-            "payload.memory.invocation_liveness_mode",
-            format!("the pools give {mode:?}"),
-        );
-    }
 }
 
 /// 24.

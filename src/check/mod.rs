@@ -70,8 +70,8 @@
 //! 20. **Pool minima.** By summation over the members' minimum sizes (demand at the minimum
 //!     shape, rounded up to alignment and block): request and sequence bytes are the sums
 //!     over members of that lifetime; step bytes the sum over step slots of their largest
-//!     member; the invocation peak the largest row (total order) or the sum of rows
-//!     (concurrent); minimum resident bytes their total, positive, at most the maximum,
+//!     member; the invocation peak the largest invocation phase (rule 22); minimum
+//!     resident bytes their total, positive, at most the maximum,
 //!     which is the live maximum (the same sums at the members' largest sizes, request and
 //!     sequence members times their instances) plus the reusable ceiling, capped at the
 //!     dynamic capacity (usable − static).
@@ -83,7 +83,10 @@
 //!     invocation-lifetime members, sorted by node id; no members ⇒
 //!     `no_invocation_resources`; `total_order_reuse` only if no member is a binding
 //!     workspace and each row's node is an ancestor of the next row's node in execution
-//!     order.
+//!     order. The rows split into phases (in execution order, a row opens a phase when every
+//!     row of the last one is its ancestor, else joins it, and the last two phases merge
+//!     while some row of the phase before is not its ancestor; with a binding workspace, one
+//!     phase); a phase costs the sum of its members.
 //! 23. **Global liveness.** The plan's rows merge the pools' rows by node; its mode is none
 //!     without invocation members, total order if every pool with members is totally
 //!     ordered, concurrent otherwise.
@@ -101,6 +104,7 @@
 //! are the catalog's. `verify` decides those by rebuilding the plan from its request and
 //! comparing.
 
+mod liveness;
 mod memory;
 mod nodes;
 mod storage;

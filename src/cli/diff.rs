@@ -8,12 +8,12 @@ use std::path::PathBuf;
 
 use super::Error;
 use jointplan::plan::ExecutionPlan;
-use jointplan::request::read_json;
+use jointplan::request::read_json_text;
 use jointplan::study::diff::{diff_plans, diff_plans_with_reports, PlanDiff, ProfileChange};
 
 use super::plan::read_request;
 use jointplan::study::objective_keys::ObjectiveKeys;
-use jointplan::verify::parse_stored_plan;
+use jointplan::verify::read_plan_as_stored;
 
 use super::output::{pretty_json, write_stdout};
 
@@ -33,10 +33,10 @@ pub struct Args {
     pub request: Vec<PathBuf>,
 }
 
-/// Reads and strictly parses a stored plan.
+/// Reads and strictly parses a stored plan (one pass over its text, no tree).
 pub fn read_plan(file: &std::path::Path) -> Result<ExecutionPlan, Error> {
-    let stored: serde_json::Value = read_json(file)?;
-    parse_stored_plan(&stored).map_err(|e| Error::from(e).in_file(file))
+    let text = read_json_text(file)?;
+    read_plan_as_stored(file, &text).map_err(|e| Error::from(e).in_file(file))
 }
 
 /// Runs `jointplan diff`.

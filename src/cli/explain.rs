@@ -43,9 +43,8 @@ pub struct Args {
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
-    let plan = jointplan::verify::read_stored_plan(&args.plan, &text)
-        .map_err(|e| Error::from(e).in_file(&args.plan))?
-        .plan;
+    let plan = jointplan::verify::read_plan_as_stored(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
     let request = match &args.request {
         Some(file) => Some(read_request(file)?),
         None => None,
@@ -70,16 +69,26 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Some(id) => match plan.payload.nodes.iter().find(|n| n.id.as_str() == id) {
             Some(node) => vec![node],
             None => {
-                let known: Vec<&str> = plan.payload.nodes.iter().map(|n| n.id.as_str()).collect();
                 return Err(Error::Usage(format!(
-                    "--node {id}: the plan has no such node (nodes: {})",
-                    known.join(", ")
+                    "--node {id}: the plan has no such node ({}; `jointplan plan --full` lists every node)",
+                    nearest_nodes(&plan, id)
                 ))
                 .in_file(&args.plan));
             }
         },
     };
     let mut out = String::new();
+    if let Some(request) = &request {
+        let tradeoff = jointplan::study::kv_tradeoff::kv_tradeoff(request, &plan)
+            .map_err(|e| Error::Library(e.into()))?;
+        if let Some(t) = tradeoff.filter(|t| {
+            nodes
+                .iter()
+                .any(|n| n.selection.selected_provider == t.contiguous_provider)
+        }) {
+            tradeoff_lines(&mut out, &t);
+        }
+    }
     for node in nodes {
         explain_node(&mut out, &plan, node, request.as_ref());
         match &alternatives {
@@ -91,6 +100,65 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     super::output::write_stdout(&out)?;
     Ok(())
+}
+
+/// The node ids closest to a mistyped `id`, for the error message: those sharing the
+/// longest prefix with it (at most eight), and the node count.
+fn nearest_nodes(plan: &ExecutionPlan, id: &str) -> String {
+    const SHOWN: usize = 8;
+    let common = |other: &str| {
+        id.bytes()
+            .zip(other.bytes())
+            .take_while(|(a, b)| a == b)
+            .count()
+    };
+    let nodes = &plan.payload.nodes;
+    let best = nodes
+        .iter()
+        .map(|n| common(n.id.as_str()))
+        .max()
+        .unwrap_or(0);
+    let near: Vec<&str> = nodes
+        .iter()
+        .map(|n| n.id.as_str())
+        .filter(|other| common(other) == best)
+        .take(SHOWN)
+        .collect();
+    format!("{} nodes; closest: {}", nodes.len(), near.join(", "))
+}
+
+/// The contiguous-versus-paged KV trade-off (`jointplan::study::kv_tradeoff`).
+fn tradeoff_lines(out: &mut String, t: &jointplan::study::kv_tradeoff::KvTradeoff) {
+    out.push_str(
+        "explain trade-off (KV cache: a contiguous cache reserves the whole context per sequence, \
+         a paged one grows by blocks; rule: docs/synth.md, \"Memory semantics of the KV cache\"):\n",
+    );
+    out.push_str(&format!(
+        "  {} (selected, preferred by the policy's storage order): reserves {} bytes per sequence \
+         from admission (the whole {}-token context, {} KV states) -> admits {} sequences\n",
+        t.contiguous_provider,
+        t.contiguous_bytes_per_sequence,
+        t.context_tokens,
+        t.kv_states,
+        t.contiguous_sequences
+    ));
+    out.push_str(&format!(
+        "  {} (compatible, not chosen): reserves {} bytes per sequence at admission (one {}-byte \
+         block per KV state) -> admits {} sequences (the policy admits at most {}); at the full \
+         context {} bytes -> {}\n",
+        t.paged_provider,
+        t.paged_bytes_at_admission,
+        t.paged_block_bytes,
+        t.paged_sequences_at_admission,
+        t.policy_sequences,
+        t.paged_bytes_at_context,
+        t.paged_sequences_at_context
+    ));
+    out.push_str(&format!(
+        "  room for sequences: {} bytes (usable - weights - activations - workspaces at the \
+         ceilings, this plan's)\n\n",
+        t.room_bytes
+    ));
 }
 
 /// The providers of a node the plan passed over.

@@ -10,6 +10,7 @@ pub mod diff;
 pub mod explain;
 pub mod fit;
 pub mod hash;
+pub mod id_pattern;
 pub mod infeasible_text;
 pub mod output;
 pub mod plan;

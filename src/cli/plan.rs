@@ -26,6 +26,7 @@ use super::infeasible_text::infeasibility_text;
 use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
 use super::progress::Progress;
 use super::solve::BackendArg;
+use super::summary_text::Detail;
 use super::synth::{synthesize_request, SynthFlags};
 use jointplan::builder::error::PlanError;
 use jointplan::study::infeasible::explain_failure;
@@ -44,9 +45,13 @@ pub struct Args {
     /// synthesis read), replacing it with the plan.
     #[arg(long, requires = "output")]
     pub overwrite_input: bool,
-    /// Print the summary as JSON instead of text.
+    /// Print the summary as JSON instead of text (always complete).
     #[arg(long)]
     pub json: bool,
+    /// List every node, dynamic resource and selection component in the text summary
+    /// (by default ids that differ only in their numbers are grouped into one line).
+    #[arg(long, conflicts_with = "json")]
+    pub full: bool,
     /// Synthesis flags (model folders only).
     #[command(
         flatten,
@@ -273,7 +278,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
             .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
         write_stdout(&text)?;
     } else {
-        write_stdout(&summary_text(&summary))?;
+        let detail = if args.full {
+            Detail::Full
+        } else {
+            Detail::Grouped
+        };
+        write_stdout(&summary_text(&summary, detail))?;
     }
     Ok(())
 }

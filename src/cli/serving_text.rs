@@ -36,11 +36,16 @@ pub fn write_serving(out: &mut String, memory: &MemorySummary) {
             human_bytes(p.maximum_resident_bytes)
         ));
     }
-    if maxima > u128::from(memory.usable_capacity_bytes) {
+    // The rule of `memory::memory_report` (`pools_share_dynamic_capacity`, docs/rules.md
+    // 4.5): every pool's maximum is capped at the dynamic capacity, usable − static.
+    let dynamic_capacity = memory
+        .usable_capacity_bytes
+        .saturating_sub(memory.static_bytes);
+    if maxima > u128::from(dynamic_capacity) {
         out.push_str(&format!(
-            "    (the pools share the usable capacity: each maximum is what that pool alone \
-             could grow to; together they would take {maxima} bytes, more than the usable {})\n",
-            memory.usable_capacity_bytes
+            "    (the pools share the dynamic capacity, usable - static = {dynamic_capacity} bytes \
+             (docs/rules.md 4.5): each maximum is what that pool alone could grow to; together \
+             they would take {maxima} bytes)\n"
         ));
     }
     let r = &memory.report;

@@ -3,8 +3,12 @@
 
 use jointplan::selection::Status;
 
+use std::collections::BTreeMap;
+
+use super::id_pattern::group_by_pattern;
 use super::output::{
-    human_bytes, human_signed_bytes, NodeSummary, PlanSummary, UncertifiedComponent,
+    human_bytes, human_signed_bytes, ComponentSummary, DynamicResourceSummary, NodeSummary,
+    PlanSummary, UncertifiedComponent,
 };
 use super::serving_text::write_serving;
 
@@ -29,15 +33,27 @@ pub fn write_rejections(out: &mut String, node: &NodeSummary, indent: &str) {
     }
 }
 
-/// The readable text of a plan summary.
-pub fn summary_text(summary: &PlanSummary) -> String {
+/// How much of the plan the text summary lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// Totals first, then nodes, resources and components grouped by id pattern (ids that
+    /// differ only in their numbered segments), exceptions under their group.
+    Grouped,
+    /// Totals first, then every node, resource and component on its own line.
+    Full,
+}
+
+/// The readable text of a plan summary: the header and totals (memory, serving figures,
+/// selection), then the nodes and dynamic resources, grouped or in full.
+pub fn summary_text(summary: &PlanSummary, detail: Detail) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "plan {}\n  family {} on device {}, {} nodes\n",
+        "plan {}\n  family {} on device {}, {} nodes, {} dynamic resources\n",
         summary.plan_id,
         summary.family_id,
         summary.device_id,
-        summary.nodes.len()
+        summary.nodes.len(),
+        summary.dynamic_resources.len()
     ));
     match &summary.written_to {
         Some(file) => out.push_str(&format!("  written to {file}\n")),
@@ -54,33 +70,29 @@ pub fn summary_text(summary: &PlanSummary) -> String {
             settings.uncertified_components.len()
         ));
     }
-    out.push_str("\nnodes (chosen provider, reason):\n");
-    for node in &summary.nodes {
-        out.push_str(&format!(
-            "  {}  {}  {}",
-            node.node_id, node.selected_provider, node.reason
-        ));
-        if let (Some(requested), "fallback_from_preferred") =
-            (&node.requested_provider, node.reason)
-        {
-            out.push_str(&format!(" (preferred {requested})"));
+    write_memory(&mut out, summary);
+    match detail {
+        Detail::Grouped => {
+            write_selection_grouped(&mut out, &summary.selection);
+            write_uncertified(&mut out, &summary.uncertified);
+            write_nodes_grouped(&mut out, &summary.nodes);
+            write_resources_grouped(&mut out, &summary.dynamic_resources);
+            out.push_str(
+                "\n(grouped by id pattern: [a-b] stands for every number in the range; --full lists every node, resource and component; --json is complete)\n",
+            );
         }
-        out.push('\n');
-        if node.reason == "fallback_from_preferred" {
-            write_rejections(&mut out, node, "      ");
+        Detail::Full => {
+            write_selection_full(&mut out, &summary.selection);
+            write_uncertified(&mut out, &summary.uncertified);
+            write_nodes_full(&mut out, &summary.nodes);
+            write_resources_full(&mut out, &summary.dynamic_resources);
         }
     }
-    out.push_str("\ndynamic resources (profile, usage, lifetime, minimum):\n");
-    for r in &summary.dynamic_resources {
-        out.push_str(&format!(
-            "  {}  {}  {:?}  {:?}  {}\n",
-            short(&r.resource_id),
-            r.profile,
-            r.usage,
-            r.lifetime,
-            r.minimum_bytes.map_or_else(|| "-".to_owned(), human_bytes)
-        ));
-    }
+    out
+}
+
+/// The memory totals and the serving figures.
+fn write_memory(out: &mut String, summary: &PlanSummary) {
     let m = &summary.memory;
     out.push_str("\nmemory:\n");
     out.push_str(&format!(
@@ -99,16 +111,157 @@ pub fn summary_text(summary: &PlanSummary) -> String {
         "  headroom                {}\n",
         human_signed_bytes(m.headroom_bytes)
     ));
-    write_serving(&mut out, m);
+    write_serving(out, m);
+}
+
+/// The node line's provider and reason (and the preferred provider of a fallback).
+fn choice_text(node: &NodeSummary) -> String {
+    let mut text = format!("{}  {}", node.selected_provider, node.reason);
+    if let (Some(requested), "fallback_from_preferred") = (&node.requested_provider, node.reason) {
+        text.push_str(&format!(" (preferred {requested})"));
+    }
+    text
+}
+
+fn write_nodes_full(out: &mut String, nodes: &[NodeSummary]) {
+    out.push_str("\nnodes (chosen provider, reason):\n");
+    for node in nodes {
+        out.push_str(&format!("  {}  {}\n", node.node_id, choice_text(node)));
+        if node.reason == "fallback_from_preferred" {
+            write_rejections(out, node, "      ");
+        }
+    }
+}
+
+/// `  PATTERN  xN  TEXT` (the count only for more than one member).
+fn group_line(out: &mut String, indent: &str, shown: &str, count: usize, text: &str) {
+    if count > 1 {
+        out.push_str(&format!("{indent}{shown}  x{count}  {text}\n"));
+    } else {
+        out.push_str(&format!("{indent}{shown}  {text}\n"));
+    }
+}
+
+fn write_nodes_grouped(out: &mut String, nodes: &[NodeSummary]) {
+    let groups = group_by_pattern(nodes, |n| n.node_id.as_str());
+    out.push_str(&format!(
+        "\nnodes ({} in {} id patterns; chosen provider, reason):\n",
+        nodes.len(),
+        groups.len()
+    ));
+    for group in &groups {
+        let parts = group.parts(choice_text);
+        for (index, (shown, members)) in parts.iter().enumerate() {
+            let indent = if index == 0 { "  " } else { "    except " };
+            let first = members[0];
+            group_line(out, indent, shown, members.len(), &choice_text(first));
+            if first.reason == "fallback_from_preferred" {
+                if members.len() > 1 {
+                    out.push_str(&format!(
+                        "      (the rejections of {}; --full lists each node's)\n",
+                        first.node_id
+                    ));
+                }
+                write_rejections(out, first, "      ");
+            }
+        }
+    }
+}
+
+fn resource_text(r: &DynamicResourceSummary) -> String {
+    format!(
+        "{}  {:?}  {:?}  {}",
+        r.profile,
+        r.usage,
+        r.lifetime,
+        r.minimum_bytes.map_or_else(|| "-".to_owned(), human_bytes)
+    )
+}
+
+fn write_resources_full(out: &mut String, resources: &[DynamicResourceSummary]) {
+    out.push_str("\ndynamic resources (profile, usage, lifetime, minimum):\n");
+    for r in resources {
+        out.push_str(&format!(
+            "  {}  {}\n",
+            short(&r.resource_id),
+            resource_text(r)
+        ));
+    }
+}
+
+fn write_resources_grouped(out: &mut String, resources: &[DynamicResourceSummary]) {
+    let groups = group_by_pattern(resources, |r| r.resource_id.as_str());
+    out.push_str(&format!(
+        "\ndynamic resources ({} in {} id patterns; profile, usage, lifetime, minimum of each):\n",
+        resources.len(),
+        groups.len()
+    ));
+    for group in &groups {
+        for (index, (shown, members)) in group.parts(resource_text).iter().enumerate() {
+            let indent = if index == 0 { "  " } else { "    except " };
+            group_line(
+                out,
+                indent,
+                short(shown),
+                members.len(),
+                &resource_text(members[0]),
+            );
+        }
+    }
+}
+
+fn write_selection_full(out: &mut String, selection: &[ComponentSummary]) {
     out.push_str("\nselection (per component: method, check):\n");
-    for c in &summary.selection {
+    for c in selection {
         out.push_str(&format!(
             "  from {}: {} nodes, {} resources, {}, {}\n",
             c.first_node, c.nodes, c.resources, c.method, c.check
         ));
     }
-    write_uncertified(&mut out, &summary.uncertified);
-    out
+}
+
+/// The kind of a component's check: its text up to the first `:` (the rest names the
+/// component's own figures).
+fn check_kind(check: &str) -> &str {
+    check.split(':').next().unwrap_or(check)
+}
+
+fn write_selection_grouped(out: &mut String, selection: &[ComponentSummary]) {
+    // (method, check kind, status) -> (components, nodes, resources, largest component).
+    let mut kinds: BTreeMap<(&str, &str, &str), (usize, usize, usize, &ComponentSummary)> =
+        BTreeMap::new();
+    for c in selection {
+        let key = (
+            c.method.as_str(),
+            check_kind(&c.check),
+            status_text(c.status),
+        );
+        let entry = kinds.entry(key).or_insert((0, 0, 0, c));
+        entry.0 += 1;
+        entry.1 += c.nodes;
+        entry.2 += c.resources;
+        if c.nodes > entry.3.nodes {
+            entry.3 = c;
+        }
+    }
+    let plural = if selection.len() == 1 { "" } else { "s" };
+    out.push_str(&format!(
+        "\nselection ({} component{plural}, grouped by method, check and status):\n",
+        selection.len()
+    ));
+    for ((method, check, status), (count, nodes, resources, largest)) in &kinds {
+        if *count == 1 {
+            out.push_str(&format!(
+                "  from {}: {nodes} nodes, {resources} resources, {method}, {}, {status}\n",
+                largest.first_node, largest.check
+            ));
+        } else {
+            out.push_str(&format!(
+                "  {count} components: {nodes} nodes, {resources} resources, {method}, {check}, {status} (largest {} nodes, from {})\n",
+                largest.nodes, largest.first_node
+            ));
+        }
+    }
 }
 
 /// The status of a component in words.
@@ -145,7 +298,6 @@ fn write_uncertified(out: &mut String, uncertified: &[UncertifiedComponent]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::output::ComponentSummary;
 
     fn component(first_node: &str, status: Status, gap: Option<f64>) -> ComponentSummary {
         ComponentSummary {

@@ -1,6 +1,13 @@
 //! `jointplan sweep GRID.json -o DIR [--resume] [--jobs N]`: plan every point of a grid,
 //! append the rows to `DIR/results.csv` and `DIR/results.jsonl`, and draw the plots
 //! (SVG) from every row of the directory. A progress bar counts points on a terminal.
+//!
+//! `--shard I/N` plans only the I-th of N contiguous runs of the grid's points (a batch
+//! scheduler's array job runs one shard each); `--merge DIR...` plans nothing and gathers
+//! the rows of shard or partial-sweep directories into DIR, first row per key.
+
+// The command line's `Error` carries the library's error unboxed: errors are the cold path.
+#![allow(clippy::result_large_err)]
 
 use std::collections::BTreeSet;
 use std::io::IsTerminal;
@@ -11,8 +18,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use jointplan::builder::BuildOptions;
 use jointplan::study::plot::write_plots;
-use jointplan::study::results::{append_rows, read_rows, JSONL};
-use jointplan::study::sweep::{run_points, Grid};
+use jointplan::study::results::{append_rows, merge_rows, read_rows, JSONL};
+use jointplan::study::sweep::{run_points, Grid, Shard, SweepRow};
 use jointplan::study::StudyError;
 
 use super::output::write_stdout;
@@ -34,6 +41,16 @@ pub struct Args {
     /// Points planned at once (each plan on one thread) [default: all cores].
     #[arg(long)]
     pub jobs: Option<NonZeroUsize>,
+    /// Plan only shard I of N (0 <= I < N): the I-th of N contiguous runs of the grid's
+    /// points, so that the shards' results concatenated in shard order are the whole
+    /// sweep's.
+    #[arg(long, value_name = "I/N", conflicts_with = "merge")]
+    pub shard: Option<Shard>,
+    /// Plan nothing: gather the rows of these results directories (shards in shard order,
+    /// or partial sweeps of the grid) into DIR, keeping the first row of each key, and
+    /// draw the plots.
+    #[arg(long, value_name = "DIR", num_args = 1..)]
+    pub merge: Vec<PathBuf>,
 }
 
 fn study(error: StudyError) -> Error {
@@ -69,6 +86,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
         )));
     }
     let mut done: BTreeSet<String> = existing.iter().map(|r| r.key.clone()).collect();
+    if !args.merge.is_empty() {
+        return merge(args, &grid, &mut done);
+    }
+    let points = match args.shard {
+        Some(shard) => shard.select(&points),
+        None => &points[..],
+    };
     let jobs = args
         .jobs
         .or_else(|| std::thread::available_parallelism().ok())
@@ -85,25 +109,63 @@ pub fn run(args: &Args) -> Result<(), Error> {
     } else {
         ProgressBar::hidden()
     };
-    let ran = run_points(&points, &mut done, jobs, &BuildOptions::default(), |rows| {
+    // Both files exist from the start, so that a shard with no point (more shards than
+    // points) still leaves its (empty) part of the concatenation.
+    append_rows(&args.output, &[]).map_err(study)?;
+    let ran = run_points(points, &mut done, jobs, &BuildOptions::default(), |rows| {
         append_rows(&args.output, rows)?;
         bar.inc(rows.len() as u64);
         Ok(())
     })
     .map_err(study)?;
     bar.finish_and_clear();
-    let rows = read_rows(&args.output).map_err(study)?;
-    let axes = grid.plot_axes().map_err(study)?;
-    let plots = write_plots(&args.output, &rows, &axes).map_err(study)?;
-    let mut out = format!(
-        "sweep: {} points in the grid, {ran} planned, {} skipped (already in {} or equal to \
-         another point); {} rows in {}\n",
+    let shard = args
+        .shard
+        .map(|s| format!(" (shard {}/{})", s.index, s.count))
+        .unwrap_or_default();
+    let head = format!(
+        "sweep: {} points{shard}, {ran} planned, {} skipped (already in {} or equal to \
+         another point)",
         points.len(),
         points.len() - ran,
         args.output.display(),
-        rows.len(),
-        args.output.display()
     );
+    finish(args, &grid, &head)
+}
+
+/// `--merge DIR...`: the rows of the directories not yet in the output, appended to it.
+fn merge(args: &Args, grid: &Grid, done: &mut BTreeSet<String>) -> Result<(), Error> {
+    let output = std::fs::canonicalize(&args.output)
+        .map_err(|e| Error::Usage(format!("{}: {e}", args.output.display())))?;
+    for dir in &args.merge {
+        if std::fs::canonicalize(dir).is_ok_and(|d| d == output) {
+            return Err(Error::Usage(format!(
+                "--merge {}: this is the output directory; merge into another one",
+                dir.display()
+            )));
+        }
+    }
+    let dirs: Vec<&std::path::Path> = args.merge.iter().map(PathBuf::as_path).collect();
+    let rows: Vec<SweepRow> = merge_rows(&dirs)
+        .map_err(study)?
+        .into_iter()
+        .filter(|row| done.insert(row.key.clone()))
+        .collect();
+    append_rows(&args.output, &rows).map_err(study)?;
+    let head = format!(
+        "sweep: merged {} directories, {} new rows",
+        args.merge.len(),
+        rows.len()
+    );
+    finish(args, grid, &head)
+}
+
+/// Draws the plots from every row of the output and prints the summary.
+fn finish(args: &Args, grid: &Grid, head: &str) -> Result<(), Error> {
+    let rows = read_rows(&args.output).map_err(study)?;
+    let axes = grid.plot_axes().map_err(study)?;
+    let plots = write_plots(&args.output, &rows, &axes).map_err(study)?;
+    let mut out = format!("{head}; {} rows in {}\n", rows.len(), args.output.display());
     for plot in plots {
         out.push_str(&format!("  plot {}\n", args.output.join(plot).display()));
     }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::Error;
 use jointplan::builder::BuildOptions;
 use jointplan::request::read_json_text;
-use jointplan::verify::{read_stored_plan, verify_stored};
+use jointplan::verify::{read_stored_plan_to_rebuild, verify_stored};
 
 use super::plan::read_request;
 
@@ -27,8 +27,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let request = read_request(&args.request)?;
     progress.step(&format!("reading {}", args.plan.display()));
     let text = read_json_text(&args.plan)?;
-    let stored =
-        read_stored_plan(&args.plan, &text).map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let stored = read_stored_plan_to_rebuild(&args.plan, &text)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
     let options = BuildOptions {
         observer: Some(progress.observer()),
         ..BuildOptions::default()

@@ -100,6 +100,8 @@ pub(crate) struct CoreRows<'a> {
     pub retained: &'a BTreeSet<ResourceId>,
     pub usable: u64,
     pub maximum_sequences: u32,
+    /// Most invocation liveness references (4.7), from the wire limits.
+    pub liveness_limit: usize,
 }
 
 fn contributors(rows: &CoreRows<'_>) -> Vec<Contributor> {
@@ -231,7 +233,7 @@ pub(crate) fn derive_core(
         })
         .collect::<Result<Vec<_>, _>>()?;
     // 9. Global liveness.
-    let (mode, liveness) = global_liveness(&pools)?;
+    let (mode, liveness) = global_liveness(&pools, rows.liveness_limit)?;
     // 10. Aggregates.
     let total = |field: fn(&DynamicBackingPool) -> u64, what: &str| {
         pools
@@ -336,6 +338,7 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
             retained: input.retained_resources,
             usable,
             maximum_sequences: policy.maximum_active_sequences,
+            liveness_limit: super::liveness::liveness_reference_limit(limits),
         },
         reusable_source,
     )?;

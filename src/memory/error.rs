@@ -497,7 +497,7 @@ pub enum MemoryError {
 
     // ---- liveness (4.7) ----
     /// Too many invocation liveness references.
-    #[error("invocation liveness has {count} resource references (at most {limit})")]
+    #[error("invocation liveness has {count} resource references (at most {limit}, the larger of 65536 and the wire limit maximum_resource_rows: raise wire_limits.maximum_resource_rows)")]
     TooManyLivenessReferences {
         /// How many.
         count: usize,

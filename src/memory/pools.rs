@@ -9,6 +9,7 @@
 //! one index comparison plus one ancestry query per frontier node (one in a chain).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use crate::plan::PlanNode;
 use crate::request::fingerprints::prefixed_canonical_id;
@@ -17,6 +18,7 @@ use crate::request::{BufferUsage, ContractVersion, ResourceId};
 use super::ancestry::Ancestry;
 use super::emit::DescriptorBytes;
 use super::error::{overflow, MemoryError};
+use super::liveness::invocation_phases;
 use super::{
     AllocationKind, AllocationLifetime, DynamicBackingPool, DynamicResourceDemand,
     DynamicResourceDescriptor, InvocationLivenessMode, InvocationLivenessRow, PoolCompatibilityKey,
@@ -95,6 +97,8 @@ pub(crate) struct PoolLayout {
     pub mode: InvocationLivenessMode,
     /// Invocation rows in execution order.
     pub rows: Vec<Row>,
+    /// The rows' phases (ranges of `rows`): rows of different phases are never live at once.
+    pub phases: Vec<Range<usize>>,
     pub invocation_peak: u64,
 }
 
@@ -297,30 +301,26 @@ fn layout_pool(
             });
         }
     }
+    let has_binding = invocation_members
+        .iter()
+        .any(|&m| matches!(descriptors[m].kind, AllocationKind::Binding { .. }));
+    let phases = invocation_phases(&rows, has_binding, ancestry);
     let mode = if invocation_members.is_empty() {
         InvocationLivenessMode::NoInvocationResources
+    } else if !has_binding && phases.len() == rows.len() {
+        // Every phase is one row: consecutive rows are ordered by dependencies.
+        InvocationLivenessMode::TotalOrderReuse
     } else {
-        let has_binding = invocation_members
-            .iter()
-            .any(|&m| matches!(descriptors[m].kind, AllocationKind::Binding { .. }));
-        let ordered = !has_binding
-            && rows
-                .windows(2)
-                .all(|pair| ancestry.is_ancestor(pair[0].node, pair[1].node));
-        if ordered {
-            InvocationLivenessMode::TotalOrderReuse
-        } else {
-            InvocationLivenessMode::ConservativeConcurrent
-        }
+        InvocationLivenessMode::ConservativeConcurrent
     };
     let invocation_peak = invocation_bytes(
-        mode,
+        &phases,
         &rows,
         |m| Ok(bytes[m].minimum),
         || format!("pool {pool_id}: invocation peak"),
     )?;
     let invocation_maximum = invocation_bytes(
-        mode,
+        &phases,
         &rows,
         |m| Ok(bytes[m].theoretical),
         || format!("pool {pool_id}: live maximum of the invocation rows"),
@@ -341,33 +341,30 @@ fn layout_pool(
         live_maximum,
         mode,
         rows,
+        phases,
         invocation_peak,
     })
 }
 
-/// Invocation bytes of a pool per mode: 0, the largest row, or the sum of rows, with member
-/// bytes from `member_bytes`.
+/// Invocation bytes of a pool: the largest phase, a phase costing the Σ of its rows' members,
+/// with member bytes from `member_bytes` (0 without rows).
 pub(crate) fn invocation_bytes(
-    mode: InvocationLivenessMode,
+    phases: &[Range<usize>],
     rows: &[Row],
     mut member_bytes: impl FnMut(usize) -> Result<u64, MemoryError>,
     context: impl Fn() -> String,
 ) -> Result<u64, MemoryError> {
     let mut peak = 0u64;
-    for row in rows {
-        let mut row_bytes = 0u64;
-        for &m in &row.members {
-            row_bytes = row_bytes
-                .checked_add(member_bytes(m)?)
-                .ok_or_else(|| overflow(context()))?;
+    for phase in phases {
+        let mut phase_bytes = 0u64;
+        for row in &rows[phase.clone()] {
+            for &m in &row.members {
+                phase_bytes = phase_bytes
+                    .checked_add(member_bytes(m)?)
+                    .ok_or_else(|| overflow(context()))?;
+            }
         }
-        peak = match mode {
-            InvocationLivenessMode::NoInvocationResources => 0,
-            InvocationLivenessMode::TotalOrderReuse => peak.max(row_bytes),
-            InvocationLivenessMode::ConservativeConcurrent => peak
-                .checked_add(row_bytes)
-                .ok_or_else(|| overflow(context()))?,
-        };
+        peak = peak.max(phase_bytes);
     }
     Ok(peak)
 }

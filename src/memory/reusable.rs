@@ -167,7 +167,7 @@ pub(crate) fn derive_reusable(
                     ))
                 })?;
             }
-            let invocation = invocation_bytes(pool.mode, &pool.rows, at, || {
+            let invocation = invocation_bytes(&pool.phases, &pool.rows, at, || {
                 format!(
                     "bucket {} pool {}: invocation bytes",
                     bucket.bucket_id, pool.pool_id

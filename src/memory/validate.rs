@@ -200,6 +200,7 @@ pub fn validate_memory_plan_within(
             retained: retained_resources,
             usable,
             maximum_sequences: plan.maximum_active_sequences,
+            liveness_limit: super::liveness::liveness_reference_limit(limits),
         },
         reusable_source,
     )?;

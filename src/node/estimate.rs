@@ -212,6 +212,8 @@ pub struct EstimateContext<'a> {
     pub node: &'a ProgramNode,
     /// Its operation.
     pub operation: &'a OperationDescriptor,
+    /// The operation's fingerprint.
+    pub operation_fingerprint: &'a Sha256Hex,
     /// Its resolution.
     pub resolution: &'a NodeResolution,
 }
@@ -305,6 +307,7 @@ pub fn verify_estimate<'c>(
     let expected = node_estimator_input_fingerprint(
         ctx.family_fingerprint,
         ctx.operation,
+        ctx.operation_fingerprint,
         ctx.node,
         ctx.resolution,
         selected,

@@ -16,14 +16,15 @@ pub(crate) mod work;
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::canonical::CanonicalError;
 use crate::plan::{PlanNode, RejectedProvider};
 use crate::request::fingerprints::{
     node_weight_requirements, operation_fingerprint, workspace_base_id,
 };
 use crate::request::{
-    CapabilityCatalog, ModelProgram, NodeId, NodeResolution, ProgramNode, ProgramValueId,
-    ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole, WeightSchema,
-    WorkspaceKind,
+    CapabilityCatalog, ModelProgram, NodeId, NodeResolution, OperationId, ProgramNode,
+    ProgramValueId, ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole,
+    WeightSchema, WorkspaceKind,
 };
 pub(crate) use error::join;
 pub use error::NodeError;
@@ -56,17 +57,25 @@ pub(crate) struct NodePlanContext<'a> {
     pub last_consumers: BTreeMap<&'a ProgramValueId, usize>,
     /// Node ids by execution index.
     pub node_ids: Vec<&'a NodeId>,
+    /// Each catalog operation's fingerprint, computed once (every node of an operation
+    /// records it, and its estimator input hashes it).
+    pub operation_fingerprints: BTreeMap<&'a OperationId, Sha256Hex>,
 }
 
 impl<'a> NodePlanContext<'a> {
-    /// Indexes the program (rules 2.1 step 9).
+    /// Indexes the program (rules 2.1 step 9) and fingerprints the catalog's operations.
     pub fn new(
         catalog: &'a CapabilityCatalog,
         program: &'a ModelProgram,
         policy: &'a RuntimePolicy,
         execution_schema: &'a WeightSchema,
         family_fingerprint: &'a Sha256Hex,
-    ) -> Self {
+    ) -> Result<Self, CanonicalError> {
+        let operation_fingerprints = catalog
+            .operations
+            .iter()
+            .map(|(id, operation)| Ok((id, operation_fingerprint(operation)?)))
+            .collect::<Result<_, CanonicalError>>()?;
         let mut producers = BTreeMap::new();
         let mut last_consumers = BTreeMap::new();
         let mut node_ids = Vec::new();
@@ -81,7 +90,7 @@ impl<'a> NodePlanContext<'a> {
         }
         let classes = ValueClasses::new(program);
         let state_values = classes.state_values();
-        Self {
+        Ok(Self {
             catalog,
             program,
             policy,
@@ -92,7 +101,8 @@ impl<'a> NodePlanContext<'a> {
             producers,
             last_consumers,
             node_ids,
-        }
+            operation_fingerprints,
+        })
     }
 }
 
@@ -214,11 +224,16 @@ pub(crate) fn build_node(
         selected,
         choice.storage_rejection,
     )?;
+    let operation_fingerprint = match ctx.operation_fingerprints.get(&operation.id) {
+        Some(fingerprint) => fingerprint.clone(),
+        None => operation_fingerprint(operation)?,
+    };
     let descriptor = verify_estimate(
         &EstimateContext {
             family_fingerprint: ctx.family_fingerprint,
             node,
             operation,
+            operation_fingerprint: &operation_fingerprint,
             resolution,
         },
         ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
@@ -260,7 +275,7 @@ pub(crate) fn build_node(
         dependencies: dependencies.into_iter().collect(),
         operation_id: operation.id.clone(),
         operation_version: node.required_version,
-        operation_fingerprint: operation_fingerprint(operation)?,
+        operation_fingerprint,
         provider_implementation_fingerprint: descriptor.provider_implementation_fingerprint.clone(),
         provider_execution_semantics: descriptor.execution_semantics.clone(),
         required_capabilities: resolution.required_capabilities.clone(),

@@ -134,23 +134,24 @@ pub fn node_weight_requirements(
 }
 
 /// The estimator input fingerprint of `provider` for one node of the request: the family
-/// fingerprint, the operation and its fingerprint, the node, its attributes and bindings,
+/// fingerprint, the operation and its fingerprint (`operation_fingerprint(operation)`,
+/// passed in so that it is computed once per operation, not once per node), the node, its attributes and bindings,
 /// operation ∪ resolution capabilities and the node's weight requirements.
 pub fn node_estimator_input_fingerprint(
     family_fingerprint: &Sha256Hex,
     operation: &OperationDescriptor,
+    operation_fingerprint: &Sha256Hex,
     node: &super::ProgramNode,
     resolution: &super::NodeResolution,
     provider: &ProviderId,
 ) -> Result<Sha256Hex, CanonicalError> {
-    let operation_fingerprint = operation_fingerprint(operation)?;
     let mut required_capabilities = operation.provider.required_capabilities.clone();
     required_capabilities.extend(resolution.required_capabilities.iter().cloned());
     let (required_weight_formats, required_quantization_formats) =
         node_weight_requirements(&resolution.values);
     estimator_input_fingerprint(&EstimatorInput {
         prepared_family_fingerprint: family_fingerprint,
-        operation_fingerprint: &operation_fingerprint,
+        operation_fingerprint,
         node_id: &node.id,
         operation_id: &node.operation_id,
         operation_version: node.required_version,

@@ -191,11 +191,16 @@ pub fn seal(request: &mut PlanRequest) -> Result<SealReport, SealError> {
                 node: node.id.clone(),
                 operation: node.operation_id.to_string(),
             })?;
+        let fingerprint = match operation_fingerprints.get(&node.operation_id) {
+            Some(fingerprint) => fingerprint.clone(),
+            None => operation_fingerprint(operation)?,
+        };
         let mut inputs = Vec::with_capacity(resolution.provider_resource_candidates.len());
         for candidate in &resolution.provider_resource_candidates {
             inputs.push(node_estimator_input_fingerprint(
                 &family,
                 operation,
+                &fingerprint,
                 node,
                 resolution,
                 &candidate.provider_id,

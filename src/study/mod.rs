@@ -15,6 +15,8 @@
 //! - [`objective_keys`]: the objective's keys of a plan (preferences met, resources per
 //!   profile, provider ids), shared by `diff` and `why_not`;
 //! - [`alternatives`]: per node, the providers the request offers that the plan did not choose;
+//! - [`kv_tradeoff`]: a contiguous KV cache the plan chose against the paged one it passed
+//!   over: per-sequence reservation and sequences admitted by each;
 //! - [`why_not`]: the exact consequence of forcing one provider on one node, re-solved;
 //! - [`infeasible`] and [`capacity`]: why a request has no plan: a minimal set of conflicting
 //!   facts (a deletion filter with the solver as oracle) and, for capacity, how far each
@@ -32,6 +34,7 @@ pub mod diff;
 pub mod error;
 pub mod fit;
 pub mod infeasible;
+pub mod kv_tradeoff;
 pub mod objective_keys;
 pub mod plot;
 pub mod report;

@@ -15,8 +15,8 @@
 //!   ceiling shape (the scheduled-token ceiling, the sequence ceiling), step descriptors
 //!   counted once per step slot (the largest member of the slot);
 //! * **workspaces**: everything else (scratch, bindings, persistent workspaces, other static
-//!   bytes) at its ceiling, invocation descriptors per the pool's liveness mode (the largest
-//!   row, or the sum of rows when rows may run concurrently);
+//!   bytes) at its ceiling, invocation descriptors by the pool's largest invocation phase
+//!   (the rows the program's order lets run together, `memory::pool_invocation_phases`);
 //! * **headroom**: usable capacity − weights − activations − workspaces: the bytes left for
 //!   per-sequence state when everything else is at its ceiling;
 //! * **tokens that fit**: for a paged cache, headroom / KV bytes per token (block rounding
@@ -29,10 +29,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::memory::{quantized_bytes, theoretical_maximum_shape};
+use crate::memory::{pool_invocation_phases, quantized_bytes, theoretical_maximum_shape};
 use crate::plan::{
     AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
-    InvocationLivenessMode,
 };
 use crate::request::{
     BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
@@ -191,18 +190,20 @@ impl ServingReport {
                     .unwrap_or(0);
                 *slot = add(*slot, largest, what)?;
             }
-            let mut peak = 0u64;
-            for row in &pool.invocation_liveness {
-                let mut row_bytes = 0u64;
-                for id in &row.resource_ids {
-                    let bytes = bytes_of.get(id.as_str()).copied().unwrap_or(0);
-                    row_bytes = add(row_bytes, bytes, what)?;
+            let phases = pool_invocation_phases(&plan.payload.nodes, pool).map_err(|e| {
+                StudyError::Demand {
+                    resource: pool.pool_id.clone(),
+                    reason: format!("invocation phases: {e}"),
                 }
-                peak = match pool.invocation_liveness_mode {
-                    InvocationLivenessMode::NoInvocationResources => 0,
-                    InvocationLivenessMode::TotalOrderReuse => peak.max(row_bytes),
-                    InvocationLivenessMode::ConservativeConcurrent => add(peak, row_bytes, what)?,
-                };
+            })?;
+            let mut peak = 0u64;
+            for phase in phases {
+                let mut phase_bytes = 0u64;
+                for id in phase {
+                    let bytes = bytes_of.get(id.as_str()).copied().unwrap_or(0);
+                    phase_bytes = add(phase_bytes, bytes, what)?;
+                }
+                peak = peak.max(phase_bytes);
             }
             *slot = add(*slot, peak, what)?;
         }

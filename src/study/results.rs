@@ -2,7 +2,8 @@
 //! of truth a resume and the plots read) and `results.csv` (the same rows as a table, for
 //! spreadsheets). Both are appended batch by batch; two directories merge by
 //! concatenating their files (the CSV without its second header), and reading keeps the
-//! first row of each key.
+//! first row of each key. [`merge_rows`] does that merge for any number of directories
+//! (the shards of one grid, or partial sweeps), without duplicate keys.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -66,6 +67,28 @@ pub fn read_rows(dir: &Path) -> Result<Vec<SweepRow>, StudyError> {
         })?;
         if seen.insert(row.key.clone()) {
             rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+/// The rows of `dirs` in the order given, each directory's in file order, keeping the
+/// first row of each key: the merge of shards (in shard order, it is the unsharded sweep's
+/// rows) or of partial sweeps of one grid.
+pub fn merge_rows(dirs: &[&Path]) -> Result<Vec<SweepRow>, StudyError> {
+    let mut seen = BTreeSet::new();
+    let mut rows = Vec::new();
+    for dir in dirs {
+        if !dir.join(JSONL).is_file() {
+            return Err(StudyError::Settings {
+                path: dir.display().to_string(),
+                message: format!("no {JSONL} here: give the results directory of a sweep"),
+            });
+        }
+        for row in read_rows(dir)? {
+            if seen.insert(row.key.clone()) {
+                rows.push(row);
+            }
         }
     }
     Ok(rows)

@@ -7,10 +7,15 @@
 //! build settings. Equal points share a key (computed once), a sweep that finds a key
 //! already in its results skips it (resume), and two result files merge by concatenation
 //! (rows are de-duplicated by key when read).
+//!
+//! A grid also splits into [`Shard`]s, contiguous runs of its points by index, so that a
+//! batch scheduler's array of jobs plans one shard each; their result files, concatenated
+//! in shard order, are the unsharded sweep's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -303,11 +308,21 @@ struct Keyed<'a> {
     settings: KeyedSettings<'a>,
 }
 
-fn source_of(point: &SweepPoint) -> ModelSource {
+/// The model source of a point; relative files (model folder, device, policy preset file)
+/// are read from `base` when given (a worker whose current directory is not the sweep's).
+fn source_of(point: &SweepPoint, base: Option<&Path>) -> ModelSource {
+    let file = |text: &str| match base {
+        Some(base) => base.join(text),
+        None => PathBuf::from(text),
+    };
+    let policy = point.policy.as_ref().map(|p| match p.as_str() {
+        "interactive" | "server" => p.clone(),
+        preset_file => file(preset_file).display().to_string(),
+    });
     ModelSource {
-        folder: Some(PathBuf::from(&point.model)),
-        device: point.device.as_ref().map(PathBuf::from),
-        policy: point.policy.clone(),
+        folder: Some(file(&point.model)),
+        device: point.device.as_deref().map(file),
+        policy,
         layers: point.layers,
         experts: point.experts,
         weight_format: point.weight_format.clone(),
@@ -353,8 +368,18 @@ pub fn prepare_point(
     point: &SweepPoint,
     options: &BuildOptions,
 ) -> Result<PreparedPoint, StudyError> {
+    prepare_point_in(point, None, options)
+}
+
+/// [`prepare_point`] with the point's relative files read from `base` (the directory the
+/// grid's paths are relative to); the row keeps the point as given.
+pub fn prepare_point_in(
+    point: &SweepPoint,
+    base: Option<&Path>,
+    options: &BuildOptions,
+) -> Result<PreparedPoint, StudyError> {
     let started = Instant::now();
-    let source = source_of(point);
+    let source = source_of(point, base);
     let mut preset = source.policy_preset()?;
     if let Some(context) = point.context {
         preset.maximum_context_tokens = Some(context);
@@ -526,4 +551,108 @@ pub fn run_points(
         on_batch(&rows)?;
     }
     Ok(ran)
+}
+
+/// Plans a batch of points one after the other, each plan with `options.threads` (the
+/// unit of work a distributed sweep sends to a worker): the points whose key is in `done`,
+/// or equal to an earlier point's of the batch, are skipped. Returns the rows in the
+/// batch's order.
+pub fn plan_batch(
+    points: &[SweepPoint],
+    base: Option<&Path>,
+    done: &BTreeSet<String>,
+    options: &BuildOptions,
+) -> Result<Vec<SweepRow>, StudyError> {
+    let mut seen = BTreeSet::new();
+    let mut rows = Vec::new();
+    for point in points {
+        let prepared = prepare_point_in(point, base, options)?;
+        if done.contains(prepared.key()) || !seen.insert(prepared.key().to_owned()) {
+            continue;
+        }
+        rows.push(plan_point(prepared)?);
+    }
+    Ok(rows)
+}
+
+/// One of `count` parts of a grid (`index` from 0): the points from
+/// `index * len / count` up to `(index + 1) * len / count`, a contiguous run by point index,
+/// so that the shards in index order are the grid in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shard {
+    /// This shard, from 0.
+    pub index: usize,
+    /// How many shards the grid is split into.
+    pub count: usize,
+}
+
+impl Shard {
+    /// The points of this shard (an empty run when there are more shards than points).
+    pub fn select<'a>(&self, points: &'a [SweepPoint]) -> &'a [SweepPoint] {
+        let bound = |i: usize| {
+            // i <= count, so i * len / count <= len; the product is taken in u128 so that
+            // it cannot overflow.
+            let at = (i as u128 * points.len() as u128) / self.count as u128;
+            usize::try_from(at).unwrap_or(points.len())
+        };
+        &points[bound(self.index)..bound(self.index + 1)]
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    /// Parses `I/N` (`0/4` to `3/4`: four shards).
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let usage = |detail: &str| {
+            format!("{text:?}: {detail}; expected I/N with 0 <= I < N, e.g. 0/4 .. 3/4")
+        };
+        let (index, count) = text.split_once('/').ok_or_else(|| usage("no '/'"))?;
+        let index: usize = index
+            .trim()
+            .parse()
+            .map_err(|_| usage("I is not a number"))?;
+        let count: usize = count
+            .trim()
+            .parse()
+            .map_err(|_| usage("N is not a number"))?;
+        if count == 0 || index >= count {
+            return Err(usage("I must be below N"));
+        }
+        Ok(Shard { index, count })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Shard, SweepPoint};
+
+    #[test]
+    fn shards_cover_every_point_once_in_order_and_differ_by_at_most_one() {
+        for len in 0..23usize {
+            let points: Vec<SweepPoint> = (0..len)
+                .map(|i| SweepPoint {
+                    model: i.to_string(),
+                    ..SweepPoint::default()
+                })
+                .collect();
+            for count in 1..9usize {
+                let parts: Vec<&[SweepPoint]> = (0..count)
+                    .map(|index| Shard { index, count }.select(&points))
+                    .collect();
+                assert_eq!(parts.concat(), points, "{len} points, {count} shards");
+                let sizes: Vec<usize> = parts.iter().map(|p| p.len()).collect();
+                let (min, max) = (sizes.iter().min(), sizes.iter().max());
+                assert!(max.zip(min).is_some_and(|(a, b)| a - b <= 1), "{sizes:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_shard_parses_from_i_over_n() {
+        assert_eq!("2/5".parse(), Ok(Shard { index: 2, count: 5 }));
+        for bad in ["5/5", "0/0", "2", "x/3", "1/y", "-1/3"] {
+            assert!(bad.parse::<Shard>().is_err(), "{bad}");
+        }
+    }
 }

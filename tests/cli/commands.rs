@@ -57,7 +57,7 @@ fn plan_prints_the_summary_and_writes_the_plan() {
         "usable capacity",
         "headroom",
         "pools (",
-        "selection (per component",
+        "selection (1 component, grouped by method, check and status)",
         " GiB (",
     ] {
         assert!(
@@ -182,6 +182,20 @@ fn explain_names_the_evidence_and_chosen_profiles() {
     let unknown = jointplan(&["explain", &path_str(&out), "--node", "node.nope"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(text(&unknown.stderr).contains("node.nope"));
+    // A mistyped id is answered with the closest ids, not the whole node list.
+    let typo = jointplan(&[
+        "explain",
+        &path_str(&out),
+        "--node",
+        "node.layer.1.atention",
+    ]);
+    assert_eq!(typo.status.code(), Some(2));
+    let stderr = text(&typo.stderr);
+    assert!(
+        stderr.contains("11 nodes; closest: node.layer.1.attention"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("node.embedding"), "{stderr}");
 }
 
 #[test]

@@ -286,6 +286,7 @@ pub fn seal(request: &mut PlanRequest) {
             candidate.estimator_input_fingerprint = node_estimator_input_fingerprint(
                 &family,
                 op,
+                &jointplan::request::fingerprints::operation_fingerprint(op).unwrap(),
                 node,
                 &snapshot,
                 &candidate.provider_id,

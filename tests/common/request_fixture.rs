@@ -597,6 +597,7 @@ pub fn reseal(request: &mut PlanRequest) {
                 (Some(node), Some(operation)) => node_estimator_input_fingerprint(
                     &family,
                     operation,
+                    &operation_fingerprint(operation).unwrap(),
                     node,
                     resolution,
                     &c.provider_id,

@@ -594,8 +594,7 @@ fn reusable_bucket_beyond_a_page_bound() {
     rejects!(f, MemoryError::ReusableBucketShape { .. });
 }
 
-#[test]
-fn too_many_invocation_liveness_references() {
+fn many_liveness_references() -> Fixture {
     let mut f = Fixture::new();
     f.device_capacity_bytes = u64::MAX;
     f.policy.memory_capacity_bytes = u64::MAX;
@@ -610,13 +609,44 @@ fn too_many_invocation_liveness_references() {
     first.resources.extend(all);
     first.resources.sort();
     first.resources.dedup();
-    rejects!(
-        f,
+    f
+}
+
+#[test]
+fn too_many_invocation_liveness_references() {
+    let message = rejects!(
+        many_liveness_references(),
         MemoryError::TooManyLivenessReferences {
             count: 65_537,
             limit: 65_536
         }
     );
+    assert!(message.contains("maximum_resource_rows"), "{message}");
+}
+
+#[test]
+fn liveness_references_follow_a_raised_row_limit() {
+    // The same plan under a request that may hold 100,000 resource rows: the liveness
+    // bound rises with it (and never falls below 65,536 for a lower row limit).
+    let mut f = many_liveness_references();
+    f.policy.wire_limits = Some(jointplan::request::WireLimits {
+        maximum_resource_rows: 100_000,
+        ..jointplan::request::WireLimits::REFERENCE
+    });
+    let plan = f
+        .derive()
+        .expect("the raised row limit admits the references");
+    let references: usize = plan
+        .invocation_liveness
+        .iter()
+        .map(|row| row.resource_ids.len())
+        .sum();
+    assert_eq!(references, 65_537);
+    let low = jointplan::request::WireLimits {
+        maximum_resource_rows: 1_000,
+        ..jointplan::request::WireLimits::REFERENCE
+    };
+    assert_eq!(jointplan::memory::liveness_reference_limit(low), 65_536);
 }
 
 #[test]

@@ -109,6 +109,7 @@ fn fingerprints_and_bindings_are_the_planners() {
             let expected = fingerprints::node_estimator_input_fingerprint(
                 &family_fp,
                 op,
+                &fingerprints::operation_fingerprint(op).unwrap(),
                 node,
                 resolution,
                 &candidate.provider_id,

@@ -32,7 +32,7 @@ fn request(model: &str, layers: Option<u64>, context: u64) -> PlanRequest {
     synthesize(&config(model), &a100(), &policy, &options).unwrap()
 }
 
-fn weight_bytes(request: &PlanRequest) -> u64 {
+pub(crate) fn weight_bytes(request: &PlanRequest) -> u64 {
     request
         .family
         .weight_schema
@@ -43,7 +43,7 @@ fn weight_bytes(request: &PlanRequest) -> u64 {
 }
 
 /// (bytes per token, maximum tokens) of each KV state, in layer order.
-fn kv_demands(request: &PlanRequest) -> Vec<(u64, u64)> {
+pub(crate) fn kv_demands(request: &PlanRequest) -> Vec<(u64, u64)> {
     let mut states: Vec<(u64, u64, u64)> = request
         .family
         .program
@@ -69,7 +69,7 @@ fn kv_demands(request: &PlanRequest) -> Vec<(u64, u64)> {
     states.into_iter().map(|(_, b, t)| (b, t)).collect()
 }
 
-fn count_operation(request: &PlanRequest, operation: &str) -> usize {
+pub(crate) fn count_operation(request: &PlanRequest, operation: &str) -> usize {
     request
         .family
         .program

@@ -1,0 +1,101 @@
+"""What the Python layer sends to the extension: JSON text of documents, options and
+model sources (the extension takes and returns JSON only, so that nothing Rust-owned
+crosses a process boundary)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Optional, Tuple, Union
+
+from .errors import bad_input
+
+PathLike = Union[str, "os.PathLike[str]"]
+PathOrDict = Union[PathLike, Mapping[str, Any]]
+
+
+def json_text(value: PathOrDict, what: str) -> str:
+    """JSON text of a path (read as is: the Rust reader checks it) or of a dict."""
+    if isinstance(value, Mapping):
+        return json.dumps(value)
+    if isinstance(value, (str, os.PathLike)):
+        try:
+            return Path(value).read_text(encoding="utf-8")
+        except OSError as error:
+            raise bad_input(f"{value}: cannot read the {what}: {error}", None,
+                            str(value)) from None
+    raise TypeError(f"{what}: expected a path or a dict, not {type(value).__name__}")
+
+
+def check_threads(threads: Optional[int]) -> None:
+    """Refuses a thread count that is not a positive integer."""
+    if threads is not None and (not isinstance(threads, int) or isinstance(threads, bool)
+                                or threads < 1):
+        raise bad_input("threads must be a positive integer")
+
+
+def _pins(pins: Optional[Mapping[str, str]]) -> Optional[dict]:
+    return None if pins is None else {str(node): str(p) for node, p in pins.items()}
+
+
+def _forbids(forbids: Optional[Mapping[str, Union[str, Iterable[str]]]]) -> Optional[dict]:
+    if forbids is None:
+        return None
+    return {str(node): [providers] if isinstance(providers, str) else [str(p) for p in providers]
+            for node, providers in forbids.items()}
+
+
+def options(threads: Optional[int], objective: Optional[str] = None,
+            weights: Optional[Mapping[str, Any]] = None, node_limit: Optional[int] = None,
+            time_limit: Optional[float] = None, allow_uncertified: bool = False,
+            timings: bool = True, pins: Optional[Mapping[str, str]] = None,
+            forbids=None) -> str:
+    """The options of a call: thread count, objective, limits, pins and forbids (the
+    command line's ``--pin NODE=PROVIDER`` and ``--forbid NODE=PROVIDER``)."""
+    check_threads(threads)
+    return json.dumps({
+        "threads": threads,
+        "objective": objective,
+        "weights": dict(weights) if weights is not None else None,
+        "node_limit": node_limit,
+        "time_limit": time_limit,
+        "allow_uncertified": allow_uncertified,
+        "timings": timings,
+        "pins": _pins(pins),
+        "forbids": _forbids(forbids),
+    })
+
+
+def source(model=None, config=None, device=None, policy=None, layers=None, experts=None,
+           expert_group_size=None, weight_format=None) -> str:
+    """A model source: a folder (or ``config.json``) and the synthesis choices."""
+    def text(p):
+        return None if p is None else os.fspath(p)
+    return json.dumps({
+        "model": text(model),
+        "config": text(config),
+        "device": text(device),
+        "policy": None if policy is None else (
+            policy if policy in ("interactive", "server") else os.fspath(policy)),
+        "layers": layers,
+        "experts": experts,
+        "expert_group_size": expert_group_size,
+        "weight_format": weight_format,
+    })
+
+
+def request_or_source(request: Optional[PathOrDict], model, **choices
+                      ) -> Tuple[Optional[str], Optional[str]]:
+    """The request's JSON text, or else the model source's (exactly one is given)."""
+    if request is not None:
+        if model is not None:
+            raise bad_input("give a request or model=, not both")
+        given = sorted(name for name, value in choices.items() if value is not None)
+        if given:
+            raise bad_input(f"{', '.join(given)} apply to a model folder (model=); a request "
+                            "is planned as it is")
+        return json_text(request, "request"), None
+    if model is None:
+        raise bad_input("give a request (path or dict) or model= (a model folder)")
+    return None, source(model, **choices)

@@ -1,0 +1,226 @@
+"""Questions asked of plans: the independent checker, why each provider was chosen or
+passed over (and what forcing another would cost), the semantic diff of two plans, and
+fit (the largest value of a policy knob that fits, or which devices fit)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+from . import _native
+from .errors import bad_input, call
+from .inputs import PathOrDict, json_text, options, request_or_source, source
+from .planning import Plan, plan_text
+from .table import Table
+
+StoredPlan = Union[PathOrDict, Plan]
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """The independent checker's verdict on a plan (``jointplan check --json``)."""
+
+    plan_id: str
+    valid: bool
+    violations: List[Dict[str, Any]]
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The report as ``jointplan check --json`` prints it."""
+        return {"plan_id": self.plan_id, "valid": self.valid, "violations": self.violations}
+
+    def table(self) -> Table:
+        """One row per violation: rule, JSON path, message."""
+        return Table({name: [v.get(name) for v in self.violations]
+                      for name in ("rule", "json_path", "message")})
+
+
+def check(stored_plan: StoredPlan) -> CheckReport:
+    """Runs the independent checker on a stored plan alone (no request): every violation
+    of the rules of a valid plan, with its rule and JSON path."""
+    raw = json.loads(call(_native.check, plan_text(stored_plan)))
+    return CheckReport(plan_id=raw["plan_id"], valid=raw["valid"],
+                       violations=raw["violations"])
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why each node's provider was chosen (``jointplan explain``): per node, the plan's
+    selection record (requested, selected, reason, every rejected provider with its typed
+    evidence) and, when the request was given, the providers it offers that the plan passed
+    over (``dropped``: why one was removed before selection). ``why_not`` is the answer to
+    a ``why_not=(node, provider)`` question (``jointplan explain --why-not --json``)."""
+
+    plan_id: str
+    nodes: List[Dict[str, Any]]
+    why_not: Optional[Dict[str, Any]] = field(default=None)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The explanation as a dict."""
+        return {"plan_id": self.plan_id, "nodes": self.nodes, "why_not": self.why_not}
+
+    def table(self) -> Table:
+        """One row per node: node, selected provider, reason, rejected and passed-over
+        provider counts (``None`` without the request)."""
+        return Table({
+            "node": [n["node"] for n in self.nodes],
+            "selected": [n["selection"]["selected_provider"] for n in self.nodes],
+            "selection_reason": [n["selection"]["selection_reason"] for n in self.nodes],
+            "rejected": [len(n["selection"]["rejected_providers"]) for n in self.nodes],
+            "passed_over": [None if n["alternatives"] is None else len(n["alternatives"])
+                            for n in self.nodes],
+        })
+
+
+def explain(stored_plan: StoredPlan, request: Optional[PathOrDict] = None, *, model=None,
+            layers: Optional[int] = None, node: Optional[str] = None,
+            why_not: Optional[Union[str, tuple]] = None,
+            threads: Optional[int] = None) -> Explanation:
+    """Explains a plan's choices; with its request (or ``model=``), also the providers the
+    plan passed over, and ``why_not=(NODE, PROVIDER)`` (or ``"NODE=PROVIDER"``) re-solves
+    with the pin and says which objective key gets worse and what changes, or why there is
+    no plan."""
+    text = plan_text(stored_plan)
+    payload = json.loads(text)["payload"]
+    nodes = payload["nodes"]
+    if node is not None:
+        nodes = [n for n in nodes if n["id"] == node]
+        if not nodes:
+            known = ", ".join(n["id"] for n in payload["nodes"])
+            raise bad_input(f"node {node}: the plan has no such node (nodes: {known})")
+    have_request = request is not None or model is not None
+    alternatives: Dict[str, Any] = {}
+    request_json = source_json = None
+    if have_request:
+        request_json, source_json = request_or_source(request, model, layers=layers)
+        alternatives = json.loads(call(_native.alternatives, text, request_json, source_json))
+    answer = None
+    if why_not is not None:
+        if not have_request:
+            raise bad_input("why_not re-solves the plan's request: give the request or model=")
+        if isinstance(why_not, str):
+            node_id, _, provider = why_not.partition("=")
+        else:
+            node_id, provider = why_not
+        answer = json.loads(call(_native.why_not, text, request_json, source_json, node_id,
+                                 provider, options(threads)))
+    explained = [{
+        "node": n["id"],
+        "operation": n["operation_id"],
+        "selection": n["selection"],
+        "alternatives": alternatives.get(n["id"], []) if have_request else None,
+    } for n in nodes]
+    return Explanation(plan_id=payload["plan_id"], nodes=explained, why_not=answer)
+
+
+@dataclass(frozen=True)
+class PlanDiff:
+    """The semantic comparison of two plans of one program (``jointplan diff --json``)."""
+
+    raw: Dict[str, Any] = field(repr=False)
+
+    @property
+    def programs_equal(self) -> bool:
+        """Whether the two program fingerprints are equal."""
+        return self.raw["programs_equal"]
+
+    @property
+    def nodes_changed(self) -> List[Dict[str, str]]:
+        """The nodes whose provider differs: ``{node, a, b}``."""
+        return self.raw["nodes_changed"]
+
+    def is_empty(self) -> bool:
+        """Same providers, profiles and memory figures."""
+        return (not self.raw["nodes_changed"] and not self.raw["profiles_changed"]
+                and all(m["delta"] == 0 for m in self.raw["memory"].values()))
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The comparison as ``jointplan diff --json`` prints it."""
+        return self.raw
+
+    def nodes_table(self) -> Table:
+        """One row per node whose provider changed: node, provider in A, in B."""
+        rows = self.raw["nodes_changed"]
+        return Table({"node": [r["node"] for r in rows], "a": [r["a"] for r in rows],
+                      "b": [r["b"] for r in rows]})
+
+    def profiles_table(self) -> Table:
+        """One row per resource whose storage profile changed (``None``: absent)."""
+        rows = self.raw["profiles_changed"]
+        return Table({"resource": [r["resource"] for r in rows],
+                      "a": [r["a"] for r in rows], "b": [r["b"] for r in rows]})
+
+    def memory_table(self) -> Table:
+        """One row per memory figure (bytes): figure, A, B, B - A."""
+        memory = self.raw["memory"]
+        return Table({"figure": list(memory), "a": [m["a"] for m in memory.values()],
+                      "b": [m["b"] for m in memory.values()],
+                      "delta": [m["delta"] for m in memory.values()]})
+
+
+def diff(a: StoredPlan, b: StoredPlan, request: Optional[PathOrDict] = None,
+         request_b: Optional[PathOrDict] = None) -> PlanDiff:
+    """Compares two plans of one program: providers changed (by pattern), storage profiles
+    changed, objective keys, memory figures with deltas; with the request (one for both,
+    or A's and B's), the memory report's items too."""
+    texts = [None if r is None else json_text(r, "request") for r in (request, request_b)]
+    raw = json.loads(call(_native.diff, plan_text(a), plan_text(b), *texts))
+    return PlanDiff(raw)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """The largest value of a knob that fits (``jointplan fit --maximize KNOB --json``)."""
+
+    knob: str
+    largest: Optional[int]
+    plan_id: Optional[str]
+    raw: Dict[str, Any] = field(repr=False)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The answer as ``jointplan fit --json`` prints it."""
+        return self.raw
+
+
+@dataclass(frozen=True)
+class DeviceFits:
+    """Which devices of a directory fit (``jointplan fit MODEL --devices DIR --json``):
+    fitting first, smallest first."""
+
+    rows: List[Dict[str, Any]]
+
+    def to_dict(self) -> List[Dict[str, Any]]:
+        """The rows as ``jointplan fit --devices --json`` prints them."""
+        return self.rows
+
+    def table(self) -> Table:
+        """One row per device file."""
+        names = ("device_file", "device_memory_bytes", "fits", "plan_id", "headroom_bytes",
+                 "sequences_that_fit", "reason")
+        return Table({name: [r.get(name) for r in self.rows] for name in names})
+
+
+def fit(request: Optional[PathOrDict] = None, *, model=None, maximize: Optional[str] = None,
+        devices: Optional[Union[str, "os.PathLike[str]"]] = None, config=None, device=None,
+        policy: Optional[str] = None, layers: Optional[int] = None,
+        experts: Optional[int] = None, expert_group_size: Optional[int] = None,
+        weight_format: Optional[str] = None,
+        threads: Optional[int] = None) -> Union[FitResult, DeviceFits]:
+    """``maximize="context"|"sequences"|"scheduled-tokens"``: the largest value whose plan
+    builds and whose worst case fits, the planner as the oracle (a request or
+    ``model=``); ``devices=DIR``: which device files of DIR fit the model (``model=``)."""
+    choices = dict(config=config, device=device, policy=policy, layers=layers,
+                   experts=experts, expert_group_size=expert_group_size,
+                   weight_format=weight_format)
+    if (maximize is None) == (devices is None):
+        raise bad_input("give maximize= (a knob) or devices= (a directory), one of them")
+    if devices is not None:
+        if model is None:
+            raise bad_input("devices= needs model= (a model folder)")
+        rows = json.loads(call(_native.fit_devices, source(model, **choices),
+                               os.fspath(devices), options(threads)))
+        return DeviceFits(rows)
+    request_json, source_json = request_or_source(request, model, **choices)
+    raw = json.loads(call(_native.fit, request_json, source_json, maximize, options(threads)))
+    return FitResult(knob=raw["knob"], largest=raw["largest"], plan_id=raw["plan_id"], raw=raw)

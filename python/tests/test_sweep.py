@@ -1,0 +1,169 @@
+"""Sweeps from Python: the same rows and files as `jointplan sweep` on the local
+executor, on a local Dask cluster and on local Ray; resume after an interrupted sweep;
+merges; result tables as DataFrames; errors."""
+
+import json
+
+import pytest
+
+import jointplan
+from conftest import ROOT, cli, without_timing
+
+# 3 contexts x 2 view orders x 2 sequence counts of a one-layer model: 12 points.
+GRID = {
+    "model": ["models/llama-3.2-1b"],
+    "layers": [1],
+    "context": [512, 2048, 8192],
+    "sequences": [4, 8],
+    "storage_views": [["contiguous", "paged"], ["paged", "contiguous"]],
+}
+POINTS = 12
+
+
+@pytest.fixture(autouse=True)
+def in_the_repository(monkeypatch):
+    # The grid's paths are relative to the repository, as the command line reads them.
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The grid swept by the command line: its directory and rows."""
+    dir = tmp_path_factory.mktemp("cli")
+    grid = dir / "grid.json"
+    grid.write_text(json.dumps(GRID))
+    out = dir / "out"
+    result = cli("sweep", str(grid), "-o", str(out), "--jobs", "1")
+    assert result.returncode == 0, result.stderr
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == POINTS
+    return out, rows
+
+
+def csv_without_timing(path):
+    lines = path.read_text().splitlines()
+    column = lines[0].split(",").index("plan_seconds")
+    masked = []
+    for line in lines:
+        assert '"' not in line, line
+        fields = line.split(",")
+        if fields[column] != "plan_seconds":
+            fields[column] = ""
+        masked.append(fields)
+    return masked
+
+
+def test_the_local_executor_writes_the_command_lines_files(reference, tmp_path):
+    cli_out, cli_rows = reference
+    result = jointplan.sweep(GRID, tmp_path, executor="local", workers=2, batch=5)
+    assert (result.points, result.planned) == (POINTS, POINTS)
+    assert without_timing(result.rows) == without_timing(cli_rows)
+    assert csv_without_timing(tmp_path / "results.csv") == csv_without_timing(
+        cli_out / "results.csv")
+    assert sorted(result.plots) == sorted(p.name for p in cli_out.glob("*.svg"))
+    for plot in result.plots:
+        assert (tmp_path / plot).read_text().startswith("<svg")
+
+
+def test_a_local_dask_cluster_gives_the_same_rows(reference, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            result = jointplan.sweep(GRID, tmp_path / "client", executor=client, batch=3)
+    assert without_timing(result.rows) == without_timing(reference[1])
+    # executor="dask" starts (and closes) a cluster of its own.
+    owned = jointplan.sweep(GRID, tmp_path / "owned", executor="dask", workers=2, batch=5)
+    assert without_timing(owned.rows) == without_timing(reference[1])
+
+
+def test_local_ray_gives_the_same_rows(reference, tmp_path):
+    ray = pytest.importorskip("ray", reason="ray has no wheel for this Python or platform")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        result = jointplan.sweep(GRID, tmp_path, executor=ray, batch=3)
+    finally:
+        ray.shutdown()
+    assert without_timing(result.rows) == without_timing(reference[1])
+
+
+class Stop(Exception):
+    pass
+
+
+def test_an_interrupted_sweep_resumes_where_it_stopped(reference, tmp_path):
+    def stop_after_five(planned, points):
+        if planned >= 5:
+            raise Stop
+
+    with pytest.raises(Stop):
+        jointplan.sweep(GRID, tmp_path, workers=1, batch=1, progress=stop_after_five)
+    kept = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert len(kept) == 5
+    # Without resume a directory with results is refused; with it, only the rest is planned.
+    with pytest.raises(jointplan.BadInput, match="resume"):
+        jointplan.sweep(GRID, tmp_path, resume=False)
+    seen = []
+    result = jointplan.sweep(GRID, tmp_path, resume=True, batch=4,
+                             progress=lambda planned, points: seen.append(planned))
+    assert result.planned == POINTS - 5
+    assert seen[-1] == POINTS - 5
+    assert without_timing(result.rows) == without_timing(reference[1])
+    again = jointplan.sweep(GRID, tmp_path)
+    assert again.planned == 0 and len(again.rows) == POINTS
+
+
+def test_shards_and_partial_sweeps_merge_into_the_whole(reference, tmp_path):
+    grid = tmp_path / "grid.json"
+    grid.write_text(json.dumps(GRID))
+    shards = []
+    for index in range(3):
+        out = tmp_path / f"shard-{index}"
+        result = cli("sweep", str(grid), "-o", str(out), "--shard", f"{index}/3", "--jobs", "1")
+        assert result.returncode == 0, result.stderr
+        shards.append(out)
+    merged = jointplan.merge(shards, tmp_path / "merged", grid)
+    assert merged.planned == POINTS
+    assert without_timing(merged.rows) == without_timing(reference[1])
+    # A partial Python sweep (shard 0's rows) completed by a resume of the whole grid.
+    partial = jointplan.merge(shards[:1], tmp_path / "partial", GRID)
+    completed = jointplan.sweep(GRID, tmp_path / "partial")
+    assert completed.planned == POINTS - partial.planned
+    assert without_timing(completed.rows) == without_timing(reference[1])
+    with pytest.raises(jointplan.BadInput, match="output directory"):
+        jointplan.merge([tmp_path / "merged"], tmp_path / "merged", GRID, resume=True)
+    with pytest.raises(jointplan.BadInput, match="results.jsonl"):
+        jointplan.merge([tmp_path / "nothing"], tmp_path / "other", GRID)
+
+
+def test_rows_convert_to_pandas_and_polars(reference, tmp_path):
+    result = jointplan.sweep(GRID, tmp_path, workers=2)
+    table = result.table()
+    header = (reference[0] / "results.csv").read_text().splitlines()[0].split(",")
+    assert list(table.columns) == header
+    assert len(table) == POINTS
+    pandas = pytest.importorskip("pandas")
+    frame = result.to_pandas()
+    assert list(frame.columns) == header
+    assert frame["context"].tolist() == table["context"]
+    assert isinstance(pandas.DataFrame, type)
+    pytest.importorskip("polars")
+    polars_frame = result.to_polars()
+    assert polars_frame.columns == header
+    assert polars_frame["tokens_that_fit"].to_list() == table["tokens_that_fit"]
+
+
+def test_bad_sweeps_are_bad_input(tmp_path):
+    with pytest.raises(jointplan.BadInput, match="not a grid"):
+        jointplan.sweep({"model": ["models/llama-3.2-1b"], "speed": [1]}, tmp_path)
+    with pytest.raises(jointplan.BadInput, match="grid.model"):
+        jointplan.sweep({"model": []}, tmp_path)
+    with pytest.raises(jointplan.BadInput, match="executor"):
+        jointplan.sweep(GRID, tmp_path, executor="slurm")
+    with pytest.raises(jointplan.BadInput, match="threads"):
+        jointplan.sweep(GRID, tmp_path, threads=0)
+    with pytest.raises(jointplan.BadInput, match="batch"):
+        jointplan.sweep(GRID, tmp_path, batch=0)
+    # A point that cannot be synthesized is an error naming the model folder.
+    with pytest.raises(jointplan.BadInput, match="models/missing"):
+        jointplan.sweep({"model": ["models/missing"]}, tmp_path / "missing")
