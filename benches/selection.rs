@@ -6,7 +6,13 @@
 //! cargo bench --bench selection                 # everything
 //! cargo bench --bench selection -- long-range   # one family
 //! cargo bench --features highs --bench selection -- highs  # the HiGHS rows
+//! cargo bench --bench selection -- objectives   # every objective, no preferences
 //! ```
+//!
+//! The `objectives` group solves random long-range sharing (1,000 nodes,
+//! four profiles, no preferred node) with every objective, `seed-lex` being
+//! the peer of the others in the same run; the full objective x preferred
+//! share x shape table is `examples/selection_table_objectives.rs`.
 //!
 //! With the `highs` feature, each family also gets `ilp-unchecked-highs` and
 //! `solve-highs`: the same two integer-program rows with `--backend highs`.
@@ -18,8 +24,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use jointplan::selection::instances::Params;
 use jointplan::selection::{
-    frontier_solve, instances, solve, FrontierKind, Method, SeedLex, SolveOptions,
+    frontier_solve, instances, solve, FrontierKind, MaxPreferred, Method, MinPenalty, Objective,
+    SeedLex, SolveOptions, Weighted, Weights,
 };
 
 const FRONTIER_BUDGET: u64 = 2_000_000;
@@ -80,5 +88,40 @@ fn selection(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, selection);
+fn objectives(c: &mut Criterion) {
+    let params = Params {
+        profiles: 4,
+        preferred_prob: 0.0,
+        ..Params::default()
+    };
+    let problem = instances::long_range(1_000, 0.5, &params, 1);
+    let objectives: Vec<Arc<dyn Objective>> = vec![
+        Arc::new(SeedLex),
+        Arc::new(MaxPreferred),
+        Arc::new(MinPenalty),
+        Arc::new(Weighted(Weights {
+            preferred: 3,
+            ranks: vec![0, 2, 4, 6],
+        })),
+    ];
+    let mut g = c.benchmark_group("objectives");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(200))
+        .measurement_time(Duration::from_secs(5));
+    for objective in objectives {
+        let opts = SolveOptions {
+            objective: objective.clone(),
+            timings: false,
+            ..SolveOptions::default()
+        };
+        g.bench_with_input(
+            BenchmarkId::new(objective.name(), "long-range-1000-no-preferences"),
+            &problem,
+            |b, p| b.iter(|| solve(p, &opts)),
+        );
+    }
+    g.finish();
+}
+
+criterion_group!(benches, selection, objectives);
 criterion_main!(benches);

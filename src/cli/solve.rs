@@ -75,7 +75,9 @@ pub struct SolveArgs {
     /// Branch-and-bound node budget of each integer-program solve.
     #[arg(long)]
     pub node_limit: Option<u64>,
-    /// Time limit in seconds of each component part's integer program.
+    /// Time limit in seconds of the whole solve: on expiry the best solution
+    /// found is returned with status `feasible` and the gap of the level
+    /// that was being solved.
     #[arg(long, value_name = "SECONDS")]
     pub time_limit: Option<f64>,
     /// Worker threads (default: all cores).
@@ -84,11 +86,12 @@ pub struct SolveArgs {
     /// Report every `seconds` as 0.0 (byte-identical output across runs).
     #[arg(long)]
     pub no_timings: bool,
-    /// Write a generated instance `KIND:N[:SEED[:PROFILES]]` (chain, residual,
-    /// long-range, layers; seed 1 and 3 profiles by default, as in
-    /// `instances::benchmark_families`) to PROBLEM instead of solving (for
-    /// timing runs).
-    #[arg(long, hide = true, value_name = "KIND:N[:SEED[:PROFILES]]")]
+    /// Write a generated instance `KIND:N[:SEED[:PROFILES[:PREFERRED]]]`
+    /// (chain, residual, long-range, layers; seed 1, 3 profiles and 70%
+    /// preferred nodes by default, as in `instances::benchmark_families`;
+    /// PREFERRED is the percentage of nodes with a preferred provider) to
+    /// PROBLEM instead of solving (for timing runs).
+    #[arg(long, hide = true, value_name = "KIND:N[:SEED[:PROFILES[:PREFERRED]]]")]
     pub generate: Option<String>,
 }
 
@@ -96,7 +99,7 @@ fn generate(spec: &str, out: &Path) -> Result<String, SelectionError> {
     use jointplan::selection::instances;
     let bad = || {
         SelectionError::BadInput(format!(
-            "--generate `{spec}`: expected KIND:N[:SEED[:PROFILES]] with PROFILES in 1..=64"
+            "--generate `{spec}`: expected KIND:N[:SEED[:PROFILES[:PREFERRED]]] with PROFILES in 1..=64 and PREFERRED a percentage in 0..=100"
         ))
     };
     let parts: Vec<&str> = spec.split(':').collect();
@@ -105,18 +108,19 @@ fn generate(spec: &str, out: &Path) -> Result<String, SelectionError> {
         Some(s) => s.parse().map_err(|_| bad())?,
         None => 1,
     };
-    let params = match parts.get(3) {
-        Some(s) => instances::Params {
-            profiles: s
-                .parse()
-                .ok()
-                .filter(|p| (1..=64).contains(p))
-                .ok_or_else(bad)?,
-            ..instances::Params::default()
-        },
-        None => instances::Params::default(),
-    };
-    if parts.len() > 4 {
+    let mut params = instances::Params::default();
+    if let Some(s) = parts.get(3) {
+        params.profiles = s
+            .parse()
+            .ok()
+            .filter(|p| (1..=64).contains(p))
+            .ok_or_else(bad)?;
+    }
+    if let Some(s) = parts.get(4) {
+        let percent: u32 = s.parse().ok().filter(|p| *p <= 100).ok_or_else(bad)?;
+        params.preferred_prob = f64::from(percent) / 100.0;
+    }
+    if parts.len() > 5 {
         return Err(bad());
     }
     let p = match parts[0] {

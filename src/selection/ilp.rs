@@ -167,6 +167,31 @@ impl<'a> Builder<'a> {
         Ok(out)
     }
 
+    /// The value of `obj` at the variable values `values`.
+    fn value_of(&self, obj: &[(usize, f64)], values: &[f64]) -> f64 {
+        obj.iter().map(|&(v, c)| c * values[v]).sum()
+    }
+
+    /// The relative gap of a solution worth `value` on `obj`: against the
+    /// backend's bound where it has one, and never weaker than the bound
+    /// every binary model has (fixed variables at their value, each free
+    /// one at its cheaper end). Objective values are integers, so the
+    /// distance is measured in whole units over `max(|value|, 1)`.
+    fn gap(&self, obj: &[(usize, f64)], value: f64, bound: Option<f64>) -> f64 {
+        let trivial: f64 = obj
+            .iter()
+            .map(|&(v, c)| match self.fixed(v) {
+                Some(true) => c,
+                Some(false) => 0.0,
+                None => c.min(0.0),
+            })
+            .sum();
+        // Integer objective values: a fractional bound rounds up.
+        let lower = bound.map_or(trivial, |b| b.max(trivial));
+        let lower = (lower - 1e-6).ceil();
+        (value - lower).max(0.0) / value.abs().max(1.0)
+    }
+
     fn fixed(&self, var: usize) -> Option<bool> {
         match self.model.bounds[var] {
             (lo, _) if lo > 0.5 => Some(true),
@@ -209,8 +234,8 @@ pub(crate) fn solve_ilp(
         .collect();
 
     // One solve; validates the answer against the model's fixings and the
-    // exact evaluation. `Ok(None)` means a limit stopped it without anything
-    // new; the hierarchy then stops.
+    // exact evaluation. `Ok(None)` means infeasible; a limit comes back with
+    // the gap of the best solution known against the best bound known.
     enum Step {
         Solved(Incumbent, bool, Option<f64>),
         Limit(Option<f64>),
@@ -224,6 +249,7 @@ pub(crate) fn solve_ilp(
             ));
             }
             let warm_values = inc.as_ref().map(|i| b.values_of(&i.choice, &i.score));
+            let warm_value = warm_values.as_deref().map(|w| b.value_of(obj, w));
             *solves += 1;
             match solve_model(&b.model, obj, warm_values.as_deref(), limits) {
                 Ok(raw) => {
@@ -243,14 +269,18 @@ pub(crate) fn solve_ilp(
                     "the MILP solution is infeasible on re-check (a resource has no common profile)"
                         .to_string()
                 })?;
-                    Ok(Some(Step::Solved(
-                        Incumbent { choice, score },
-                        raw.optimal,
-                        raw.gap,
-                    )))
+                    let new = Incumbent { choice, score };
+                    let gap = (!raw.optimal).then(|| {
+                        let v = b.value_of(obj, &b.values_of(&new.choice, &new.score));
+                        let best = warm_value.map_or(v, |w| w.min(v));
+                        b.gap(obj, best, raw.bound)
+                    });
+                    Ok(Some(Step::Solved(new, raw.optimal, gap)))
                 }
                 Err(RawError::Infeasible) => Ok(None),
-                Err(RawError::Limit) => Ok(Some(Step::Limit(None))),
+                Err(RawError::Limit(bound)) => {
+                    Ok(Some(Step::Limit(warm_value.map(|w| b.gap(obj, w, bound)))))
+                }
                 Err(RawError::Other(m)) => Err(m),
             }
         };

@@ -32,6 +32,7 @@
 pub(crate) mod backend;
 pub(crate) mod certificate;
 pub(crate) mod components;
+mod count_levels;
 mod error;
 pub(crate) mod frontier;
 pub(crate) mod ilp;

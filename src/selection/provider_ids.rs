@@ -1,48 +1,119 @@
-//! The provider-id level after the penalty levels, by depth-first search.
+//! The provider-id level after the other levels, by depth-first search.
 //!
-//! Given the optimal rank counts `opt` of the penalty levels (proved by the
-//! integer program), the answer is the solution whose provider sequence in
-//! node order is smallest among those whose rank counts equal `opt`.
+//! Given a solution proved optimal on every level before the provider ids
+//! (by the integer program), the answer is the solution whose provider
+//! sequence in node order is smallest among those that equal it on every
+//! one of those levels: the same preferred flags where a level compares
+//! them in node order, the same value on every count level (preference
+//! count, rank counts, weighted score).
 //!
-//! **Claim.** A depth-first search that visits the nodes in order, tries
-//! each node's live candidates in provider order, propagates after every
-//! choice ([`Domains`]) and backtracks on a wipe-out or when the penalty
-//! lower bound is worse than `opt`, returns that solution first.
+//! **Claim.** A depth-first search that fixes the preferred flags, visits
+//! the nodes in order, tries each node's live candidates in provider order,
+//! propagates after every choice ([`Domains`]) and backtracks on a wipe-out
+//! or when an optimistic bound of the count levels is worse than the target,
+//! returns that solution first.
 //!
 //! *Proof.* Without pruning, the search enumerates complete choices in
 //! lexicographic order of their provider sequences. Propagation removes only
-//! candidates that no solution consistent with the choices so far can use,
-//! and a branch whose lower bound is worse than `opt` holds no solution with
-//! counts `opt`; so pruning skips no solution with counts `opt`, and the
-//! first complete choice reached with counts not worse than `opt` (hence
-//! equal, `opt` being optimal) is the smallest one. ∎
+//! candidates that no solution consistent with the choices so far can use.
+//! The bound is optimistic level by level: no completion meets more
+//! preferences than the nodes whose preferred candidate is still live; every
+//! completion's rank counts are, worst rank first, at least the propagation
+//! lower bound (each surely used resource ends at its domain's best rank or
+//! worse, other resources only add); and with non-decreasing non-negative
+//! rank weights its weighted score is at least the weighted lower bound
+//! minus the preference weight times the optimistic count. A branch is cut
+//! only when, at the first level where the bound differs from the target,
+//! the bound is worse: then every completion is worse than the target at
+//! that level or earlier, so it holds no solution equal to the target. The
+//! first complete choice reached that equals the target on every level is
+//! therefore the smallest one. ∎
 //!
-//! The search is bounded by a number of steps; when the bound is reached the
-//! caller falls back to the integer program.
+//! The search is bounded by a number of steps and a deadline; when the
+//! bound is reached the caller falls back to the integer program.
 
-use super::components::Comp;
+use std::cmp::Ordering;
+use std::time::Instant;
+
+use super::components::{Comp, Score};
+use super::objective::{compare_scores, Level, Weights};
 use super::propagation::Domains;
 
 /// The outcome of [`smallest_optimal`].
 pub(crate) enum Search {
-    /// The smallest provider sequence with counts `opt` (local indices).
+    /// The smallest provider sequence equal to the target (local indices).
     Found(Vec<usize>),
     /// The step bound was reached first.
     OutOfSteps,
-    /// No solution has counts `opt` (impossible when `opt` is the proved
-    /// optimum; reported as an internal error by the caller).
+    /// The deadline passed first.
+    OutOfTime,
+    /// No solution equals the target (impossible when the target is a
+    /// proved optimum; reported as an internal error by the caller).
     Exhausted,
 }
 
-/// Whether `lb` is worse than `opt` on the penalty comparison (worst rank
-/// first; rank 0 is free).
-fn worse(lb: &[u64], opt: &[u64]) -> bool {
-    for k in (1..opt.len()).rev() {
-        if lb[k] != opt[k] {
-            return lb[k] > opt[k];
+/// What the search must match: the values of a proved optimum on `levels`
+/// (the objective's levels before the provider ids).
+pub(crate) struct Target<'a> {
+    /// The levels to match, most significant first.
+    pub levels: &'a [Level],
+    /// The weights of a weighted level.
+    pub weights: Option<&'a Weights>,
+    /// The proved optimum's exact evaluation.
+    pub opt: &'a Score,
+}
+
+impl Target<'_> {
+    /// Whether every completion of the state `d` is worse than the target
+    /// (see the module's proof).
+    fn cut(&self, d: &Domains, pref_cand: &[Option<usize>]) -> bool {
+        let met_bound = || {
+            pref_cand
+                .iter()
+                .enumerate()
+                .filter(|&(u, p)| p.is_some_and(|p| d.is_live(u, p)))
+                .count() as u64
+        };
+        let opt_met = self.opt.pref.iter().filter(|&&p| p).count() as u64;
+        let mut penalty_seen = false;
+        for level in self.levels {
+            let o = match *level {
+                // Fixed before the search starts.
+                Level::PreferredLex | Level::ProviderLex => Ordering::Equal,
+                Level::PreferredCount => opt_met.cmp(&met_bound()),
+                Level::RankCount(_) if penalty_seen => Ordering::Equal,
+                Level::RankCount(_) => {
+                    penalty_seen = true;
+                    penalty_order(d.penalty_lower_bound(), &self.opt.counts)
+                }
+                Level::Weighted => match self.weights {
+                    Some(w) => {
+                        let met = if w.preferred == 0 { 0 } else { met_bound() };
+                        w.score(met, d.penalty_lower_bound())
+                            .cmp(&w.score(opt_met, &self.opt.counts))
+                    }
+                    None => Ordering::Equal,
+                },
+            };
+            match o {
+                Ordering::Greater => return true,
+                Ordering::Less => return false,
+                Ordering::Equal => {}
+            }
+        }
+        false
+    }
+}
+
+/// The penalty comparison (worst rank first; rank 0 is free): `Greater`
+/// when `a` is worse than `b`.
+fn penalty_order(a: &[u64], b: &[u64]) -> Ordering {
+    for k in (1..b.len()).rev() {
+        if a[k] != b[k] {
+            return a[k].cmp(&b[k]);
         }
     }
-    false
+    Ordering::Equal
 }
 
 struct Frame {
@@ -52,13 +123,39 @@ struct Frame {
     checkpoint: usize,
 }
 
-/// Depth-first search for the smallest provider sequence with rank counts
-/// `opt`, within `max_steps` candidate trials.
-pub(crate) fn smallest_optimal(comp: &Comp, opt: &[u64], max_steps: u64) -> Search {
+/// Steps between two looks at the clock.
+const CLOCK_EVERY: u64 = 256;
+
+/// Depth-first search for the smallest provider sequence equal to `target`,
+/// within `max_steps` candidate trials and before `deadline`.
+pub(crate) fn smallest_optimal(
+    comp: &Comp,
+    target: &Target,
+    max_steps: u64,
+    deadline: Option<Instant>,
+) -> Search {
     let Ok(mut d) = Domains::new(comp) else {
         return Search::Exhausted;
     };
-    if worse(d.penalty_lower_bound(), opt) {
+    let pref_cand: Vec<Option<usize>> = comp
+        .nodes
+        .iter()
+        .map(|n| n.cands.iter().position(|c| c.preferred))
+        .collect();
+    if target.levels.contains(&Level::PreferredLex) {
+        for (u, p) in pref_cand.iter().enumerate() {
+            let Some(p) = *p else { continue };
+            let fixed = if target.opt.pref[u] {
+                d.fix(u, p)
+            } else {
+                d.forbid(u, p)
+            };
+            if fixed.is_err() {
+                return Search::Exhausted;
+            }
+        }
+    }
+    if target.cut(&d, &pref_cand) {
         return Search::Exhausted;
     }
     let n = comp.nodes.len();
@@ -70,12 +167,14 @@ pub(crate) fn smallest_optimal(comp: &Comp, opt: &[u64], max_steps: u64) -> Sear
     loop {
         if at == n {
             let choice: Vec<usize> = (0..n).map(|v| d.live(v).next().unwrap_or(0)).collect();
-            match comp.evaluate_local(&choice) {
-                Some(score) if !worse(&score.counts, opt) => return Search::Found(choice),
-                // Cannot happen (all nodes decided: the bound is exact);
-                // treat as a dead end.
-                _ => {}
+            if let Some(score) = comp.evaluate_local(&choice) {
+                if compare_scores(target.levels, target.weights, &score, target.opt)
+                    == Ordering::Equal
+                {
+                    return Search::Found(choice);
+                }
             }
+            // Otherwise a dead end (all nodes decided but not the target).
         } else {
             stack.push(Frame {
                 node: at,
@@ -100,7 +199,10 @@ pub(crate) fn smallest_optimal(comp: &Comp, opt: &[u64], max_steps: u64) -> Sear
             if steps > max_steps {
                 return Search::OutOfSteps;
             }
-            if d.fix(u, c).is_ok() && !worse(d.penalty_lower_bound(), opt) {
+            if steps % CLOCK_EVERY == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
+                return Search::OutOfTime;
+            }
+            if d.fix(u, c).is_ok() && !target.cut(&d, &pref_cand) {
                 at = next_open(&d, u + 1);
                 break;
             }
@@ -140,18 +242,30 @@ mod tests {
             res_global: vec![0],
             profiles: 2,
         };
-        match smallest_optimal(&comp, &[1, 0], 100) {
+        let levels = [Level::RankCount(1)];
+        let at = |counts: Vec<u64>| Score {
+            pref: vec![false; 2],
+            counts,
+            ids: Vec::new(),
+            ranks: Vec::new(),
+        };
+        let search = |opt: &Score, steps| {
+            let target = Target {
+                levels: &levels,
+                weights: None,
+                opt,
+            };
+            smallest_optimal(&comp, &target, steps, None)
+        };
+        match search(&at(vec![1, 0]), 100) {
             Search::Found(c) => assert_eq!(c, vec![1, 0]),
             _ => panic!("expected a solution"),
         }
         // With one resource allowed at rank 1, the smallest sequence is (a, b).
-        match smallest_optimal(&comp, &[0, 1], 100) {
+        match search(&at(vec![0, 1]), 100) {
             Search::Found(c) => assert_eq!(c, vec![0, 1]),
             _ => panic!("expected a solution"),
         }
-        assert!(matches!(
-            smallest_optimal(&comp, &[1, 0], 0),
-            Search::OutOfSteps
-        ));
+        assert!(matches!(search(&at(vec![1, 0]), 0), Search::OutOfSteps));
     }
 }

@@ -47,7 +47,9 @@ pub struct SolveOptions {
     pub dp_state_budget: u64,
     /// Branch-and-bound node budget of each integer-program solve.
     pub node_limit: Option<u64>,
-    /// Wall-clock limit of each part's integer program.
+    /// Wall-clock limit of the whole solve, counted from its start: every
+    /// integer-program solve and provider-id search stops at it and the best
+    /// solution found is returned with status `feasible` and a gap.
     pub time_limit: Option<Duration>,
     /// Report real seconds (`false`: every `seconds` is 0.0, so the output is
     /// byte-identical across runs).
@@ -194,6 +196,8 @@ struct Ctx<'a> {
     weights: Option<&'a Weights>,
     free_rank: Vec<bool>,
     opts: &'a SolveOptions,
+    /// When `--time-limit` runs out, counted from the start of the solve.
+    deadline: Option<Instant>,
 }
 
 /// Solves a selection problem.
@@ -204,6 +208,7 @@ pub fn solve(
     problem: &SelectionProblem,
     options: &SolveOptions,
 ) -> Result<Solution, SelectionError> {
+    let deadline = options.time_limit.map(|d| Instant::now() + d);
     let inst = Instance::new(problem)?;
     if let Some(w) = options.objective.weights() {
         w.validate(inst.profiles.len())?;
@@ -227,6 +232,7 @@ pub fn solve(
         weights: options.objective.weights(),
         free_rank,
         opts: options,
+        deadline,
     };
     let comps = instance_components(&inst);
     let first_node = |ci: usize| inst.nodes[comps[ci][0] as usize].id.clone();
@@ -305,7 +311,7 @@ pub fn solve(
                     weights: ctx.weights,
                     free_rank: &ctx.free_rank,
                     limits: IlpLimits {
-                        deadline: ctx.opts.time_limit.map(|d| Instant::now() + d),
+                        deadline: ctx.deadline,
                         node_limit: ctx.opts.node_limit,
                         backend: ctx.opts.backend,
                     },

@@ -19,14 +19,15 @@
 use std::collections::BTreeMap;
 
 use super::components::Comp;
+use super::count_levels::{grouped_counts, live_levels};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{self, solve_ilp, IlpLimits, IlpOutcome};
+use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
 use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
 use super::propagation::Domains;
-use super::provider_ids::{smallest_optimal, Search};
+use super::provider_ids::{smallest_optimal, Search, Target};
 
 /// By default a sub-part goes to the frontier when its closure state bound
 /// is at most this many states (the frontier then costs well under a
@@ -135,6 +136,13 @@ impl PartMethod {
     }
 }
 
+/// Sub-parts whose closure state bound is at most this many times the
+/// frontier threshold get a frontier try before the integer program.
+const FRONTIER_TRY_REACH: u64 = 10_000;
+
+/// The state budget of that try, in multiples of the threshold.
+const FRONTIER_TRY_BUDGET: u64 = 10;
+
 /// The exact result of one part, or where a limit stopped it.
 pub(crate) struct PartResult {
     /// The outcome (local indices of the part).
@@ -168,7 +176,9 @@ impl PartSolver<'_> {
         comp: &Comp,
         warm: Option<&[usize]>,
     ) -> Result<PartResult, String> {
-        let (levels, weights) = (self.levels, self.weights);
+        let weights = self.weights;
+        let live = live_levels(comp, self.levels, weights);
+        let levels = live.as_slice();
         if levels.first() != Some(&Level::PreferredLex) {
             return self.frontier_or_ilp(comp, levels, warm);
         }
@@ -183,12 +193,26 @@ impl PartSolver<'_> {
                 stats,
             } => {
                 let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
-                let mut r = solve_ilp(&reduced, levels, weights, &self.limits, warm.as_deref())?;
-                if let IlpOutcome::Solved { choice, .. } = &mut r {
+                let mut res = match levels_then_ids(
+                    &reduced,
+                    levels,
+                    weights,
+                    &self.limits,
+                    warm.as_deref(),
+                )? {
+                    Some(res) => res,
+                    None => PartResult::from_ilp(solve_ilp(
+                        &reduced,
+                        levels,
+                        weights,
+                        &self.limits,
+                        warm.as_deref(),
+                    )?),
+                };
+                if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
                     *choice = widen(comp, &reduced, choice)
                         .ok_or("internal: the integer program chose an unknown candidate")?;
                 }
-                let mut res = PartResult::from_ilp(r);
                 res.method.preferences = Some((stats.met, stats.refuted));
                 Ok(res)
             }
@@ -319,8 +343,24 @@ impl PartSolver<'_> {
         warm: Option<&[usize]>,
     ) -> Result<PartResult, String> {
         let (weights, limits) = (self.weights, &self.limits);
-        if closure_state_bound(comp) <= self.subpart_dp_states {
-            let (out, _) = frontier(comp, levels, weights, Mode::Closure, self.subpart_dp_states);
+        let live = live_levels(comp, levels, weights);
+        let levels = live.as_slice();
+        // Within the bound the frontier surely finishes; a little beyond it
+        // (the bound counts every intersection mask, reachable or not) it is
+        // tried with a budget of a few times the threshold, which bounds
+        // what a failed try costs; far beyond it (long-range sharing) it is
+        // not tried at all.
+        let bound = closure_state_bound(comp);
+        let threshold = self.subpart_dp_states;
+        let budget = if bound <= threshold {
+            Some(threshold)
+        } else if bound <= threshold.saturating_mul(FRONTIER_TRY_REACH) {
+            Some(threshold.saturating_mul(FRONTIER_TRY_BUDGET))
+        } else {
+            None
+        };
+        if let Some(budget) = budget {
+            let (out, _) = frontier(comp, levels, weights, Mode::Closure, budget);
             match out {
                 DpOutcome::Optimal(choice) => {
                     return Ok(PartResult {
@@ -345,12 +385,11 @@ impl PartSolver<'_> {
                         },
                     })
                 }
-                // The bound is an upper bound: this cannot happen, but the
-                // integer program is always a correct fallback.
+                // Over its budget: the integer program (always correct).
                 DpOutcome::Skipped(_) => {}
             }
         }
-        if let Some(r) = penalty_then_ids(comp, levels, weights, limits, warm)? {
+        if let Some(r) = levels_then_ids(comp, levels, weights, limits, warm)? {
             return Ok(r);
         }
         Ok(PartResult::from_ilp(solve_ilp(
@@ -362,41 +401,82 @@ impl PartSolver<'_> {
 /// Steps of the provider-id search before the integer program takes over.
 const PROVIDER_SEARCH_STEPS: u64 = 200_000;
 
-/// For objectives ending `penalty levels, provider ids` (`seed-lex` after
-/// its preference level): the penalty levels by the integer program, then
-/// the provider-id level by [`smallest_optimal`]. `None` when the levels do
-/// not have that shape or the search ran out of steps.
-fn penalty_then_ids(
+/// For objectives ending with the provider ids: every level before them by
+/// the integer program (a leading run of count levels grouped into one
+/// weighted solve by [`grouped_counts`] where exact), then the provider-id
+/// level by [`smallest_optimal`] among the solutions equal to that optimum
+/// on every earlier level. `None` when the levels do not end with the
+/// provider ids or the search ran out of steps (the caller then runs the
+/// whole hierarchy).
+fn levels_then_ids(
     comp: &Comp,
     levels: &[Level],
     weights: Option<&Weights>,
     limits: &IlpLimits,
     warm: Option<&[usize]>,
 ) -> Result<Option<PartResult>, String> {
-    let Some((Level::ProviderLex, penalty)) = levels.split_last() else {
+    let Some((Level::ProviderLex, prefix)) = levels.split_last() else {
         return Ok(None);
     };
-    if !penalty.iter().all(|l| matches!(l, Level::RankCount(_))) {
-        return Ok(None);
-    }
-    let (grouped, rank_weights) = grouped_penalty(comp);
-    let first = match &rank_weights {
-        Some(w) => solve_ilp(comp, &grouped, Some(w), limits, warm)?,
-        None => solve_ilp(comp, penalty, weights, limits, warm)?,
+    let run = prefix
+        .iter()
+        .take_while(|l| matches!(l, Level::PreferredCount | Level::RankCount(_)))
+        .count();
+    let grouped = match grouped_counts(comp, &prefix[..run]) {
+        Some((mut g, w)) if !prefix[run..].contains(&Level::Weighted) => {
+            g.extend_from_slice(&prefix[run..]);
+            Some((g, w))
+        }
+        _ => None,
     };
-    let (choice, solves) = match first {
-        IlpOutcome::Infeasible => return Ok(Some(PartResult::from_ilp(IlpOutcome::Infeasible))),
-        IlpOutcome::Solved {
-            stopped: Some(_), ..
-        } => return Ok(None),
-        IlpOutcome::Solved { choice, solves, .. } => (choice, solves),
+    // A start: the warm solution, else a completion by propagation; with
+    // it a time limit always leaves a solution to report.
+    let start: Option<Vec<usize>> = warm
+        .map(<[usize]>::to_vec)
+        .or_else(|| {
+            Domains::new(comp)
+                .ok()
+                .and_then(|mut d| d.complete(|_, _| {}))
+        })
+        .filter(|w| comp.evaluate_local(w).is_some());
+    let (choice, solves) = if prefix.is_empty() {
+        // Only the provider ids: any solution is a target.
+        match start {
+            Some(c) => (c, 0),
+            None => return Ok(None),
+        }
+    } else {
+        let warm = start.as_deref();
+        let first = match &grouped {
+            Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
+            None => solve_ilp(comp, prefix, weights, limits, warm)?,
+        };
+        match first {
+            IlpOutcome::Solved {
+                stopped: None,
+                choice,
+                solves,
+                ..
+            } => (choice, solves),
+            // Infeasible, or a limit stopped it: that is the part's answer.
+            other => return Ok(Some(PartResult::from_ilp(other))),
+        }
     };
     let opt = comp
         .evaluate_local(&choice)
-        .ok_or("internal: the penalty solution fails its re-check")?
-        .counts;
-    let found = smallest_optimal(comp, &opt, PROVIDER_SEARCH_STEPS);
-    match found {
+        .ok_or("internal: the solution of the earlier levels fails its re-check")?;
+    let target = Target {
+        levels: prefix,
+        weights,
+        opt: &opt,
+    };
+    let method = PartMethod {
+        ilp_parts: usize::from(solves > 0),
+        solves,
+        searched_parts: 1,
+        ..PartMethod::default()
+    };
+    match smallest_optimal(comp, &target, PROVIDER_SEARCH_STEPS, limits.deadline) {
         Search::Found(best) => Ok(Some(PartResult {
             outcome: IlpOutcome::Solved {
                 choice: best,
@@ -404,74 +484,22 @@ fn penalty_then_ids(
                 stopped: None,
                 gap: None,
             },
-            method: PartMethod {
-                ilp_parts: 1,
+            method,
+        })),
+        // The deadline: the earlier levels are optimal, the provider ids
+        // are not proved (no numeric bound exists for a sequence level).
+        Search::OutOfTime => Ok(Some(PartResult {
+            outcome: IlpOutcome::Solved {
+                choice,
                 solves,
-                searched_parts: 1,
-                ..PartMethod::default()
+                stopped: Some("the provider-id search".into()),
+                gap: None,
             },
+            method,
         })),
         Search::OutOfSteps => Ok(None),
-        Search::Exhausted => Err(
-            "internal: no solution reaches the proved optimal penalty in the provider-id search"
-                .into(),
-        ),
-    }
-}
-
-/// The penalty levels as few solves as exactness allows: rank counts from
-/// the worst rank down to `g + 1`, then ranks `g … 1` in one weighted solve.
-/// With `R_k` the number of resources that can be at rank `k`, the weights
-/// `W_1 = 1`, `W_{k+1} = 1 + Σ_{j≤k} R_j W_j` make one resource at rank
-/// `k + 1` outweigh every possible count below it, so the weighted sum orders
-/// solutions exactly like the rank-count levels `g … 1`; `g` is the largest
-/// rank whose total weight stays within the exact range of one level solve
-/// ([`ilp::MAX_MAGNITUDE`]).
-fn grouped_penalty(comp: &Comp) -> (Vec<Level>, Option<Weights>) {
-    let mut can = vec![0u64; comp.profiles];
-    let mut union = vec![0u64; comp.nres()];
-    for n in &comp.nodes {
-        for c in &n.cands {
-            for &(r, m) in &c.res {
-                union[r as usize] |= m;
-            }
+        Search::Exhausted => {
+            Err("internal: no solution reaches the proved optimum in the provider-id search".into())
         }
     }
-    for m in union {
-        for (k, slot) in can.iter_mut().enumerate() {
-            *slot += m >> k & 1;
-        }
-    }
-    let mut ranks = vec![0u32; comp.profiles];
-    let mut total = 0u64;
-    let mut top = 0usize;
-    for k in 1..comp.profiles {
-        let next = total.checked_add(1).and_then(|w| {
-            let t = total.checked_add(w.checked_mul(can[k])?)?;
-            Some((u32::try_from(w).ok()?, t))
-        });
-        match next {
-            Some((w, t)) if t as f64 <= ilp::MAX_MAGNITUDE => {
-                ranks[k] = w;
-                total = t;
-                top = k;
-            }
-            _ => break,
-        }
-    }
-    let mut levels: Vec<Level> = (top + 1..comp.profiles)
-        .rev()
-        .map(Level::RankCount)
-        .collect();
-    if top == 0 {
-        return (levels, None);
-    }
-    levels.push(Level::Weighted);
-    (
-        levels,
-        Some(Weights {
-            preferred: 0,
-            ranks,
-        }),
-    )
 }

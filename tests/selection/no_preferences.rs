@@ -107,3 +107,48 @@ fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {
         "only {without_preferences} instances without preferences"
     );
 }
+
+/// Without preferences, `max-preferred` and `min-penalty` order solutions
+/// exactly like `seed-lex` (their preference levels are constant and
+/// dropped), so on a long-range instance the integer program cannot finish
+/// level by level they reach the same optimum through the penalty solve and
+/// the provider-id search.
+#[test]
+fn without_preferences_every_lexicographic_objective_takes_the_search_path() {
+    let params = Params {
+        profiles: 4,
+        preferred_prob: 0.0,
+        ..Params::default()
+    };
+    let p = jointplan::selection::instances::long_range(300, 0.5, &params, 3);
+    assert!(p.nodes.iter().all(|n| n.preferred.is_none()));
+    let run = |obj: Arc<dyn Objective>| {
+        let opts = SolveOptions {
+            objective: obj,
+            timings: false,
+            ..SolveOptions::default()
+        };
+        let s = solve(&p, &opts).unwrap();
+        assert_eq!(s.status, Status::Optimal);
+        s
+    };
+    let seed = run(Arc::new(SeedLex));
+    assert!(
+        seed.components
+            .iter()
+            .any(|c| c.certificate.contains("depth-first search")),
+        "no component went through the provider-id search"
+    );
+    for obj in [
+        Arc::new(MaxPreferred) as Arc<dyn Objective>,
+        Arc::new(MinPenalty),
+    ] {
+        let s = run(obj.clone());
+        assert_eq!(s.choices, seed.choices, "{}", obj.name());
+        assert_eq!(s.summary.penalty_by_rank, seed.summary.penalty_by_rank);
+        assert!(s
+            .components
+            .iter()
+            .any(|c| c.certificate.contains("depth-first search")));
+    }
+}

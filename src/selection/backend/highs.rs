@@ -167,8 +167,8 @@ fn solve_once(
                 Ok(Attempt::Answer(RawSolution {
                     values,
                     optimal: true,
-                    // Proved exact (module docs): the true gap is 0.
-                    gap: Some(0.0),
+                    // Proved exact (module docs): the value is the bound.
+                    bound: Some(value),
                 }))
             } else {
                 Ok(Attempt::Unproved { value, bound })
@@ -193,16 +193,14 @@ fn solve_once(
         | HighsModelStatus::ReachedMemoryLimit
         | HighsModelStatus::ReachedInterrupt => {
             if !has_solution {
-                return Err(RawError::Limit);
+                return Err(RawError::Limit(None));
             }
-            let (values, value, bound) = answer();
-            // The relative gap of the values returned (not of HiGHS's own
-            // incumbent, which the warm-start case above can tell apart).
-            let gap = (value - bound) / value.abs().max(1.0);
+            let (values, _, bound) = answer();
+            // The caller measures the gap of its best solution against it.
             Ok(Attempt::Answer(RawSolution {
                 values,
                 optimal: false,
-                gap: (gap.is_finite() && gap >= 0.0).then_some(gap),
+                bound: bound.is_finite().then_some(bound),
             }))
         }
         other => Err(RawError::Other(format!(
@@ -224,7 +222,7 @@ fn empty(model: &Model) -> Result<RawSolution, RawError> {
         Ok(RawSolution {
             values: Vec::new(),
             optimal: true,
-            gap: Some(0.0),
+            bound: Some(0.0),
         })
     } else {
         Err(RawError::Infeasible)

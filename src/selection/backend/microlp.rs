@@ -1,12 +1,12 @@
-//! The microlp backend, through good_lp (the default build).
+//! The microlp backend (the default build), driven directly.
 //!
-//! good_lp builds the model; a solve with a node budget drives microlp
-//! directly on the model good_lp built (good_lp exposes no node budget).
+//! The model is handed to microlp as it is (integer variables in model
+//! order, one constraint per row), so that every solve can use what
+//! good_lp's wrapper does not expose together: the incumbent as a warm
+//! start, the node budget, the time limit and, when a limit stops the
+//! search, the best proven bound.
 
-use good_lp::{ResolutionError, Solution, SolverModel};
-use good_lp::{WithInitialSolution, WithTimeLimit};
-
-use super::{good_lp_model, guarded, seconds_left, Model, RawError, RawSolution};
+use super::{guarded, seconds_left, Model, RawError, RawSolution, Sense};
 use crate::selection::ilp::IlpLimits;
 
 /// One solve of `objective` over `model` with microlp.
@@ -18,58 +18,46 @@ pub(super) fn solve(
 ) -> Result<RawSolution, RawError> {
     let seconds = seconds_left(limits.deadline)?;
     guarded("microlp", || {
-        let (pv, vars, obj, rows) = good_lp_model(model, objective);
-        let mut m = pv.minimise(obj).using(good_lp::microlp);
-        for con in rows {
-            m.add_constraint(con);
+        let mut coeff = vec![0.0; model.bounds.len()];
+        for &(v, c) in objective {
+            coeff[v] += c;
         }
-        if let Some(node_limit) = limits.node_limit {
-            // good_lp exposes no node budget: drive microlp directly on the
-            // model good_lp built (same variables, same order).
-            let mut opts = microlp::SolveOptions::default();
-            opts.node_limit = Some(node_limit);
-            opts.time_limit = seconds.map(std::time::Duration::from_secs_f64);
-            return match m.as_inner().solve_with(opts) {
-                Ok(microlp::SolveOutcome::Solution(s)) => {
-                    let optimal = s.status() == microlp::SolutionStatus::Optimal;
-                    let gap = s.gap();
-                    let values: Vec<f64> = s.iter().map(|(_, v)| v).collect();
-                    Ok(RawSolution {
-                        values,
-                        optimal,
-                        gap: if optimal { Some(0.0) } else { gap },
-                    })
-                }
-                Ok(microlp::SolveOutcome::Interrupted(_)) => Err(RawError::Limit),
-                Err(microlp::Error::Infeasible) => Err(RawError::Infeasible),
-                Err(e) => Err(RawError::Other(e.to_string())),
+        let mut p = microlp::Problem::new(microlp::OptimizationDirection::Minimize);
+        let vars: Vec<microlp::Variable> = model
+            .bounds
+            .iter()
+            .zip(&coeff)
+            .map(|(&(lo, hi), &c)| p.add_integer_var(c, (lo.round() as i32, hi.round() as i32)))
+            .collect();
+        for (terms, sense, rhs) in &model.rows {
+            let expr: microlp::LinearExpr = terms.iter().map(|&(v, c)| (vars[v], c)).collect();
+            let op = match sense {
+                Sense::Le => microlp::ComparisonOp::Le,
+                Sense::Ge => microlp::ComparisonOp::Ge,
+                Sense::Eq => microlp::ComparisonOp::Eq,
             };
+            p.add_constraint(expr, op, *rhs);
         }
-        if let Some(s) = seconds {
-            m = m.with_time_limit(s);
-        }
-        if let Some(w) = warm {
-            m = m.with_initial_solution(vars.iter().copied().zip(w.iter().copied()));
-        }
-        match m.solve() {
-            Ok(sol) => {
-                let optimal = matches!(sol.status(), good_lp::SolutionStatus::Optimal);
-                let values = vars.iter().map(|&v| sol.value(v)).collect();
+        let mut opts = microlp::SolveOptions::default();
+        opts.node_limit = limits.node_limit;
+        opts.time_limit = seconds.map(std::time::Duration::from_secs_f64);
+        opts.warm_start = warm.map(|w| vars.iter().copied().zip(w.iter().copied()).collect());
+        match p.solve_with(opts) {
+            Ok(microlp::SolveOutcome::Solution(s)) => {
+                let optimal = s.status() == microlp::SolutionStatus::Optimal;
+                let values: Vec<f64> = s.iter().map(|(_, v)| v).collect();
                 Ok(RawSolution {
                     values,
                     optimal,
-                    // good_lp's microlp solution carries no bound.
-                    gap: if optimal { Some(0.0) } else { None },
+                    bound: if optimal {
+                        Some(s.objective())
+                    } else {
+                        s.stats().best_bound
+                    },
                 })
             }
-            Err(ResolutionError::Infeasible) => Err(RawError::Infeasible),
-            // A time-limited microlp solve that found nothing comes back as
-            // `Other`, and so may a time-limited infeasible one: never read it
-            // as infeasibility.
-            Err(ResolutionError::Other(msg)) if seconds.is_some() => {
-                let _ = msg;
-                Err(RawError::Limit)
-            }
+            Ok(microlp::SolveOutcome::Interrupted(i)) => Err(RawError::Limit(i.stats().best_bound)),
+            Err(microlp::Error::Infeasible) => Err(RawError::Infeasible),
             Err(e) => Err(RawError::Other(e.to_string())),
         }
     })

@@ -11,6 +11,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Instant;
 
+#[cfg(feature = "highs")]
 use good_lp::{variable, Constraint, Expression, ProblemVariables};
 
 use super::ilp::IlpLimits;
@@ -70,16 +71,18 @@ pub(crate) struct RawSolution {
     pub values: Vec<f64>,
     /// Whether the backend proved the objective optimal.
     pub optimal: bool,
-    /// Relative gap of an interrupted solve, where the backend knows it.
-    pub gap: Option<f64>,
+    /// The best proven lower bound on the objective, where the backend has
+    /// one (the objective value itself when optimal).
+    pub bound: Option<f64>,
 }
 
 /// Why a backend returned no solution.
 pub(crate) enum RawError {
     /// The model has no integer solution.
     Infeasible,
-    /// A limit was hit before any solution was found.
-    Limit,
+    /// A limit was hit before any solution was found (with the best proven
+    /// lower bound, where the backend has one).
+    Limit(Option<f64>),
     /// Anything else (a backend error or panic), in words.
     Other(String),
 }
@@ -99,6 +102,7 @@ pub(crate) fn solve_model(
     }
 }
 
+#[cfg(feature = "highs")]
 /// `model` and `objective` in good_lp's terms, for any good_lp solver: the
 /// variables (in model order, integer, with the model's bounds), the
 /// objective expression and one constraint per row.
@@ -147,7 +151,7 @@ fn seconds_left(deadline: Option<Instant>) -> Result<Option<f64>, RawError> {
         Some(d) => {
             let left = d.saturating_duration_since(Instant::now()).as_secs_f64();
             if left <= 0.0 {
-                return Err(RawError::Limit);
+                return Err(RawError::Limit(None));
             }
             Ok(Some(left))
         }
