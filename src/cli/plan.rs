@@ -70,7 +70,8 @@ pub struct SelectionFlags {
     /// Branch-and-bound node budget of each integer-program solve.
     #[arg(long)]
     pub node_limit: Option<u64>,
-    /// Time limit in seconds of each component part's integer program.
+    /// Time limit in seconds of the whole selection (every component and part); a solve
+    /// it stops returns its best solution as `feasible` with its gap.
     #[arg(long, value_name = "SECONDS")]
     pub time_limit: Option<f64>,
     /// Maximum number of states the frontier search may create per component.
