@@ -70,9 +70,10 @@ pub enum VerifyError {
     /// form jointplan never writes).
     #[error("stored plan is not canonical at {0}")]
     NonCanonical(FieldDifference),
-    /// The plan cannot be rebuilt from the request.
+    /// The plan cannot be rebuilt from the request (boxed: the build's errors are large and
+    /// this is the cold path).
     #[error("the request does not build: {0}")]
-    Rebuild(PlanError),
+    Rebuild(Box<PlanError>),
     /// The stored plan differs from the rebuilt one.
     #[error("stored plan differs from the plan rebuilt from the request at {difference}{}", context_text(.internal))]
     Differs {
@@ -81,14 +82,6 @@ pub enum VerifyError {
         /// What the internal checks say about the stored plan, if they reject it.
         internal: Option<Box<InternalError>>,
     },
-    /// The stored plan equals the rebuilt one but fails an internal check (cannot happen
-    /// for a plan jointplan built; kept so that verification never trusts the build alone).
-    #[error("stored plan fails an internal check: {0}")]
-    Internal(InternalError),
-    /// The stored plan equals the rebuilt one but breaks rules of a valid plan (the
-    /// independent checker's): the builder made an invalid plan.
-    #[error("stored plan fails the independent checker ({} violations): {}", .0.len(), crate::node::join(.0))]
-    Check(Vec<crate::check::Violation>),
     /// A plan could not be serialized canonically.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -398,13 +391,7 @@ fn difference(path: &str, stored: Option<&Value>, rebuilt: Option<&Value>) -> Fi
 
 impl From<PlanError> for VerifyError {
     fn from(error: PlanError) -> Self {
-        VerifyError::Rebuild(error)
-    }
-}
-
-impl From<InternalError> for VerifyError {
-    fn from(error: InternalError) -> Self {
-        VerifyError::Internal(error)
+        VerifyError::Rebuild(Box::new(error))
     }
 }
 

@@ -226,22 +226,33 @@ fn check_kind(check: &str) -> &str {
     check.split(':').next().unwrap_or(check)
 }
 
+/// The components of one (method, check kind, status).
+struct ComponentKind<'s> {
+    count: usize,
+    nodes: usize,
+    resources: usize,
+    largest: &'s ComponentSummary,
+}
+
 fn write_selection_grouped(out: &mut String, selection: &[ComponentSummary]) {
-    // (method, check kind, status) -> (components, nodes, resources, largest component).
-    let mut kinds: BTreeMap<(&str, &str, &str), (usize, usize, usize, &ComponentSummary)> =
-        BTreeMap::new();
+    let mut kinds: BTreeMap<(&str, &str, &str), ComponentKind<'_>> = BTreeMap::new();
     for c in selection {
         let key = (
             c.method.as_str(),
             check_kind(&c.check),
             status_text(c.status),
         );
-        let entry = kinds.entry(key).or_insert((0, 0, 0, c));
-        entry.0 += 1;
-        entry.1 += c.nodes;
-        entry.2 += c.resources;
-        if c.nodes > entry.3.nodes {
-            entry.3 = c;
+        let kind = kinds.entry(key).or_insert(ComponentKind {
+            count: 0,
+            nodes: 0,
+            resources: 0,
+            largest: c,
+        });
+        kind.count += 1;
+        kind.nodes += c.nodes;
+        kind.resources += c.resources;
+        if c.nodes > kind.largest.nodes {
+            kind.largest = c;
         }
     }
     let plural = if selection.len() == 1 { "" } else { "s" };
@@ -249,7 +260,13 @@ fn write_selection_grouped(out: &mut String, selection: &[ComponentSummary]) {
         "\nselection ({} component{plural}, grouped by method, check and status):\n",
         selection.len()
     ));
-    for ((method, check, status), (count, nodes, resources, largest)) in &kinds {
+    for ((method, check, status), kind) in &kinds {
+        let ComponentKind {
+            count,
+            nodes,
+            resources,
+            largest,
+        } = kind;
         if *count == 1 {
             out.push_str(&format!(
                 "  from {}: {nodes} nodes, {resources} resources, {method}, {}, {status}\n",

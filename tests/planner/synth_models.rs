@@ -191,8 +191,8 @@ fn a_plan_over_a_lowered_wire_limit_fails_naming_limit_and_value() {
     let error = verify(&request, &stored, &BuildOptions::default()).unwrap_err();
     assert!(
         matches!(
-            error,
-            VerifyError::Rebuild(PlanError::PlanJsonTooLarge { .. })
+            &error,
+            VerifyError::Rebuild(inner) if matches!(**inner, PlanError::PlanJsonTooLarge { .. })
         ),
         "{error}"
     );
