@@ -16,3 +16,4 @@ pub mod operations;
 pub mod request_fixture;
 pub mod request_generator;
 pub mod selection_instances;
+pub mod shipped;

@@ -3,6 +3,7 @@
 //! word (capabilities, kernel weight formats). Figures are computed by hand from the
 //! published configurations.
 
+use crate::common::shipped::{a100, config};
 use std::path::Path;
 
 use jointplan::builder::BuildOptions;
@@ -12,17 +13,8 @@ use jointplan::plan::DynamicResourceDemand;
 use jointplan::plan::{AllocationLifetime, ExecutionPlan};
 use jointplan::request::{BufferUsage, CapabilityId, StorageView};
 use jointplan::synth::{
-    synthesize, DeviceDescription, ModelConfig, PolicyPreset, SynthError, SynthOptions,
-    WeightFormat,
+    synthesize, DeviceDescription, PolicyPreset, SynthError, SynthOptions, WeightFormat,
 };
-
-fn config(model: &str) -> ModelConfig {
-    ModelConfig::read(&Path::new("models").join(model).join("config.json")).unwrap()
-}
-
-fn a100() -> DeviceDescription {
-    DeviceDescription::read(Path::new("models/devices/a100-80gb.json")).unwrap()
-}
 
 /// llama-3.1-8b, 2 layers, `context` tokens, under the interactive preset (contiguous view
 /// first) or the server preset (paged first).

@@ -1,20 +1,9 @@
 //! Memory arithmetic of synthesized requests, checked against hand-computed figures.
 
-use std::path::Path;
+use crate::common::shipped::{a100, config};
 
 use jointplan::request::{fingerprints, PlanRequest, StateCapacityDemand};
-use jointplan::synth::{
-    synthesize, DeviceDescription, ModelConfig, PolicyPreset, SynthError, SynthOptions,
-    WeightFormat,
-};
-
-fn load(model: &str) -> ModelConfig {
-    ModelConfig::read(&Path::new("models").join(model).join("config.json")).unwrap()
-}
-
-fn device() -> DeviceDescription {
-    DeviceDescription::read(Path::new("models/devices/a100-80gb.json")).unwrap()
-}
+use jointplan::synth::{synthesize, PolicyPreset, SynthError, SynthOptions, WeightFormat};
 
 fn kv_bytes_per_token(request: &PlanRequest) -> u64 {
     request
@@ -44,8 +33,8 @@ fn weight_bytes(request: &PlanRequest) -> u64 {
 #[test]
 fn llama_8b_f16_kv_and_weights() {
     let request = synthesize(
-        &load("llama-3.1-8b"),
-        &device(),
+        &config("llama-3.1-8b"),
+        &a100(),
         &PolicyPreset::interactive(),
         &SynthOptions::new("llama-3.1-8b"),
     )
@@ -67,8 +56,8 @@ fn deepseek_v3_latent_kv_per_token() {
     options.layers = Some(4);
     options.experts = Some(16);
     let request = synthesize(
-        &load("deepseek-v3"),
-        &device(),
+        &config("deepseek-v3"),
+        &a100(),
         &PolicyPreset::server(),
         &options,
     )
@@ -79,24 +68,24 @@ fn deepseek_v3_latent_kv_per_token() {
 
 #[test]
 fn gptq_and_gguf_formats_shrink_weights() {
-    let config = load("llama-3.2-1b");
+    let config = config("llama-3.2-1b");
     let mut options = SynthOptions::new("llama-3.2-1b");
-    let dense = synthesize(&config, &device(), &PolicyPreset::server(), &options).unwrap();
+    let dense = synthesize(&config, &a100(), &PolicyPreset::server(), &options).unwrap();
     options.weight_format = WeightFormat::GptqInt4;
-    let gptq = synthesize(&config, &device(), &PolicyPreset::server(), &options).unwrap();
+    let gptq = synthesize(&config, &a100(), &PolicyPreset::server(), &options).unwrap();
     options.weight_format = WeightFormat::GgufQ4k;
-    let gguf = synthesize(&config, &device(), &PolicyPreset::server(), &options).unwrap();
+    let gguf = synthesize(&config, &a100(), &PolicyPreset::server(), &options).unwrap();
     assert!(weight_bytes(&gptq) < weight_bytes(&dense) / 2);
     assert!(weight_bytes(&gguf) < weight_bytes(&dense) / 2);
 }
 
 #[test]
 fn fingerprints_and_bindings_are_the_planners() {
-    let config = load("llama-3.2-1b");
+    let config = config("llama-3.2-1b");
     let mut options = SynthOptions::new("llama-3.2-1b");
     options.layers = Some(2);
     options.weight_format = WeightFormat::GptqInt4;
-    let request = synthesize(&config, &device(), &PolicyPreset::interactive(), &options).unwrap();
+    let request = synthesize(&config, &a100(), &PolicyPreset::interactive(), &options).unwrap();
     let family_fp = fingerprints::family_fingerprint(&request.family).unwrap();
     for (node, resolution) in request
         .family
@@ -154,10 +143,10 @@ fn synthesis_is_deterministic() {
     let mut options = SynthOptions::new("qwen3-next-80b-a3b");
     options.layers = Some(4);
     options.experts = Some(8);
-    let config = load("qwen3-next-80b-a3b");
+    let config = config("qwen3-next-80b-a3b");
     let run = || {
         serde_json::to_vec(
-            &synthesize(&config, &device(), &PolicyPreset::interactive(), &options).unwrap(),
+            &synthesize(&config, &a100(), &PolicyPreset::interactive(), &options).unwrap(),
         )
         .unwrap()
     };
@@ -169,8 +158,8 @@ fn a_bad_layer_override_names_the_option() {
     let mut options = SynthOptions::new("llama-3.2-1b");
     options.layers = Some(99);
     let err = synthesize(
-        &load("llama-3.2-1b"),
-        &device(),
+        &config("llama-3.2-1b"),
+        &a100(),
         &PolicyPreset::server(),
         &options,
     )

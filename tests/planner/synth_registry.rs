@@ -4,23 +4,12 @@
 //! Every figure is computed by hand from the published `config.json`, not read back from the
 //! synthesizer.
 
-use std::path::Path;
+use crate::common::shipped::{a100, config};
 
 use jointplan::builder::BuildOptions;
 use jointplan::plan::{DynamicResourceDemand, ExecutionPlan};
 use jointplan::request::{PlanRequest, SemanticValue, StateCapacityDemand, StorageView};
-use jointplan::synth::{
-    synthesize, DeviceDescription, ModelConfig, ModelSource, PolicyPreset, SynthOptions,
-    WeightFormat,
-};
-
-fn config(model: &str) -> ModelConfig {
-    ModelConfig::read(&Path::new("models").join(model).join("config.json")).unwrap()
-}
-
-fn a100() -> DeviceDescription {
-    DeviceDescription::read(Path::new("models/devices/a100-80gb.json")).unwrap()
-}
+use jointplan::synth::{synthesize, ModelSource, PolicyPreset, SynthOptions, WeightFormat};
 
 /// `model` in bf16 under the interactive preset (contiguous KV first) at `context` tokens.
 fn request(model: &str, layers: Option<u64>, context: u64) -> PlanRequest {
