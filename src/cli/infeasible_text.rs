@@ -34,7 +34,7 @@ pub fn infeasibility_text(reason: &Infeasibility) -> String {
         );
     }
     if reason.relaxations.is_empty() {
-        if reason.kind == "capacity" {
+        if reason.kind == "capacity" && reason.unsearched.is_empty() {
             out.push_str("no single policy field makes it fit on its own\n");
         }
     } else {
@@ -42,6 +42,13 @@ pub fn infeasibility_text(reason: &Infeasibility) -> String {
         for r in &reason.relaxations {
             out.push_str(&format!("  - {}\n", r.text));
         }
+    }
+    if !reason.unsearched.is_empty() {
+        out.push_str(&format!(
+            "not searched (the {}-second budget of the search, one whole build per probe, was spent): {}\n",
+            jointplan::study::capacity::SEARCH_BUDGET.as_secs(),
+            reason.unsearched.join(", ")
+        ));
     }
     out
 }

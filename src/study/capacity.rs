@@ -12,6 +12,13 @@
 //!
 //! A value whose request is not even valid (the planner reports bad input, e.g. a token
 //! ceiling below the program's token extents) counts as not building.
+//!
+//! Every probe is a whole build, which takes seconds for a model of tens of thousands of
+//! nodes, so the search has a time budget ([`SEARCH_BUDGET`]): a field whose search the
+//! budget cuts short is listed as unsearched rather than reported with a wrong value, and
+//! the refusal itself (the core) never waits on it.
+
+use std::time::{Duration, Instant};
 
 use super::infeasible::{Fact, Infeasibility, Relaxation};
 use super::ResearchError;
@@ -68,57 +75,82 @@ impl Field {
     }
 }
 
+/// How long the relaxation search may take in all (probes already running finish).
+pub const SEARCH_BUDGET: Duration = Duration::from_secs(20);
+
+/// The search's time budget ran out before a field's answer was found.
+struct OutOfBudget;
+
+/// A probe's answer: builds or not, or the budget is spent.
+type Probe<T> = Result<Result<T, OutOfBudget>, ResearchError>;
+
 /// Whether `request` with `field` at `value` builds (the oracle).
 fn builds(
     request: &PlanRequest,
     options: &BuildOptions,
+    deadline: Instant,
     field: Field,
     value: u64,
-) -> Result<bool, ResearchError> {
+) -> Probe<bool> {
+    if Instant::now() >= deadline {
+        return Ok(Err(OutOfBudget));
+    }
     let Some(changed) = field.with(request, value) else {
-        return Ok(false);
+        return Ok(Ok(false));
     };
     match ExecutionPlan::build(&changed, options) {
-        Ok(_) => Ok(true),
+        Ok(_) => Ok(Ok(true)),
         Err(e)
             if e.kind() == crate::ErrorKind::Infeasible
                 || e.kind() == crate::ErrorKind::BadInput =>
         {
-            Ok(false)
+            Ok(Ok(false))
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// `builds`, with the budget's end passed up by `?` on the outer result.
+macro_rules! probe {
+    ($request:expr, $options:expr, $deadline:expr, $field:expr, $value:expr) => {
+        match builds($request, $options, $deadline, $field, $value)? {
+            Ok(answer) => answer,
+            Err(out) => return Ok(Err(out)),
+        }
+    };
 }
 
 /// The largest value in `[low, high)` that builds (`high` does not), or `None`.
 fn largest_building(
     request: &PlanRequest,
     options: &BuildOptions,
+    deadline: Instant,
     field: Field,
     low: u64,
     high: u64,
-) -> Result<Option<u64>, ResearchError> {
-    if low >= high || !builds(request, options, field, low)? {
-        return Ok(None);
+) -> Probe<Option<u64>> {
+    if low >= high || !probe!(request, options, deadline, field, low) {
+        return Ok(Ok(None));
     }
     let (mut good, mut bad) = (low, high);
     while bad - good > 1 {
         let mid = good + (bad - good) / 2;
-        if builds(request, options, field, mid)? {
+        if probe!(request, options, deadline, field, mid) {
             good = mid;
         } else {
             bad = mid;
         }
     }
-    Ok(Some(good))
+    Ok(Ok(Some(good)))
 }
 
 /// The smallest capacity above the request's that builds, starting from `current + shortfall`.
 fn smallest_capacity(
     request: &PlanRequest,
     options: &BuildOptions,
+    deadline: Instant,
     shortfall: u64,
-) -> Result<Option<u64>, ResearchError> {
+) -> Probe<Option<u64>> {
     let current = Field::Capacity.value(request);
     let mut step = shortfall.max(1);
     let mut high = None;
@@ -126,7 +158,7 @@ fn smallest_capacity(
         let Some(candidate) = current.checked_add(step) else {
             break;
         };
-        if builds(request, options, Field::Capacity, candidate)? {
+        if probe!(request, options, deadline, Field::Capacity, candidate) {
             high = Some(candidate);
             break;
         }
@@ -136,22 +168,22 @@ fn smallest_capacity(
         };
     }
     let Some(mut good) = high else {
-        return Ok(None);
+        return Ok(Ok(None));
     };
     // Usually the shortfall is exact: one more build proves it.
-    if !builds(request, options, Field::Capacity, good - 1)? {
-        return Ok(Some(good));
+    if !probe!(request, options, deadline, Field::Capacity, good - 1) {
+        return Ok(Ok(Some(good)));
     }
     let mut bad = current;
     while good - bad > 1 {
         let mid = bad + (good - bad) / 2;
-        if builds(request, options, Field::Capacity, mid)? {
+        if probe!(request, options, deadline, Field::Capacity, mid) {
             good = mid;
         } else {
             bad = mid;
         }
     }
-    Ok(Some(good))
+    Ok(Ok(Some(good)))
 }
 
 /// The largest allocations the planner names, as facts.
@@ -175,6 +207,16 @@ pub fn capacity_infeasibility(
     request: &PlanRequest,
     options: &BuildOptions,
     error: &PlanError,
+) -> Result<Option<Infeasibility>, ResearchError> {
+    capacity_infeasibility_within(request, options, error, SEARCH_BUDGET)
+}
+
+/// [`capacity_infeasibility`] with the search's time budget given.
+pub fn capacity_infeasibility_within(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: &PlanError,
+    budget: Duration,
 ) -> Result<Option<Infeasibility>, ResearchError> {
     let mut core = Vec::new();
     let mut shortfall = 1u64;
@@ -224,6 +266,8 @@ pub fn capacity_infeasibility(
         _ => {}
     }
     let mut relaxations = Vec::new();
+    let mut unsearched = Vec::new();
+    let deadline = Instant::now() + budget;
     for field in [
         Field::Capacity,
         Field::Reserve,
@@ -231,10 +275,20 @@ pub fn capacity_infeasibility(
         Field::Tokens,
     ] {
         let from = field.value(request);
-        let to = match field {
-            Field::Capacity => smallest_capacity(request, options, shortfall)?,
-            Field::Reserve => largest_building(request, options, field, 0, from)?,
-            Field::Sequences | Field::Tokens => largest_building(request, options, field, 1, from)?,
+        let searched = match field {
+            Field::Capacity => smallest_capacity(request, options, deadline, shortfall)?,
+            Field::Reserve => largest_building(request, options, deadline, field, 0, from)?,
+            Field::Sequences | Field::Tokens => {
+                largest_building(request, options, deadline, field, 1, from)?
+            }
+        };
+        let Ok(to) = searched else {
+            unsearched.push(field.name().to_owned());
+            core.push(Fact::PolicyField {
+                field: field.name().to_owned(),
+                value: from,
+            });
+            continue;
         };
         // The capacity fields always size the check; the others only when moving them helps.
         if to.is_some() || matches!(field, Field::Capacity | Field::Reserve) {
@@ -269,6 +323,7 @@ pub fn capacity_infeasibility(
         });
     }
     Ok(Some(Infeasibility {
+        unsearched,
         status: "infeasible",
         kind: "capacity",
         error: error.to_string(),

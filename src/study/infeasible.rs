@@ -211,6 +211,10 @@ pub struct Infeasibility {
     pub core: Vec<Fact>,
     /// How far each field involved must move to make it feasible.
     pub relaxations: Vec<Relaxation>,
+    /// Fields whose relaxation was not searched because the search's time budget was spent
+    /// (each probe of a capacity search is a whole build); empty when every field was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unsearched: Vec<String>,
 }
 
 /// Builds `request` under `options`; if it has no plan, says why. `Ok(None)`: it builds.
@@ -255,6 +259,7 @@ pub fn explain_failure(
         ) => super::capacity::capacity_infeasibility(request, options, error),
         PlanError::Candidates(CandidateError::Uncertified { .. }) => Ok(None),
         _ => Ok(Some(Infeasibility {
+            unsearched: Vec::new(),
             status: "infeasible",
             kind: "limit",
             error: error.to_string(),
@@ -484,6 +489,7 @@ fn selection_infeasibility(
         }
     }
     Ok(Some(Infeasibility {
+        unsearched: Vec::new(),
         status: "infeasible",
         kind: "selection",
         error: error.to_string(),

@@ -399,3 +399,42 @@ fn the_diff_with_requests_carries_the_memory_report_of_each_side() {
         "{error}"
     );
 }
+
+#[test]
+fn a_spent_search_budget_lists_the_fields_unsearched_and_keeps_the_core() {
+    let mut request = decoder().clone();
+    let plan = build(&request, &options("seed-lex"));
+    let needed =
+        plan.payload.memory.static_bytes + plan.payload.memory.minimum_runnable_request_bytes;
+    request.policy.memory_capacity_bytes =
+        needed + request.policy.memory_reserve_bytes - (64 << 20);
+    let o = options("seed-lex");
+    let error = ExecutionPlan::build(&request, &o).unwrap_err();
+    let reason = jointplan::study::capacity::capacity_infeasibility_within(
+        &request,
+        &o,
+        &error,
+        std::time::Duration::ZERO,
+    )
+    .unwrap()
+    .expect("a capacity failure has a reason");
+    assert_eq!(reason.kind, "capacity");
+    assert!(reason.relaxations.is_empty());
+    assert_eq!(
+        reason.unsearched,
+        [
+            "policy.memory_capacity_bytes",
+            "policy.memory_reserve_bytes",
+            "policy.maximum_active_sequences",
+            "policy.maximum_scheduled_tokens"
+        ]
+    );
+    assert!(reason
+        .core
+        .iter()
+        .any(|f| matches!(f, Fact::Capacity { .. })));
+    // With the default budget the same request is searched in full.
+    let full = analyze(&request, &o).unwrap().unwrap();
+    assert!(full.unsearched.is_empty());
+    assert!(!full.relaxations.is_empty());
+}
