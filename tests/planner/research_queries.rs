@@ -298,15 +298,21 @@ fn a_selection_core_is_rechecked_by_building_without_each_pin() {
     assert!(analyze(decoder(), &options("seed-lex")).unwrap().is_none());
 }
 
-#[test]
-fn capacity_relaxations_are_exact_by_building_at_the_answer_and_next_to_it() {
+/// The decoder with a policy capacity 64 MiB short of what its plan needs (reserve
+/// included).
+fn short_of_capacity() -> jointplan::request::PlanRequest {
     let mut request = decoder().clone();
     let plan = build(&request, &options("seed-lex"));
     let needed =
         plan.payload.memory.static_bytes + plan.payload.memory.minimum_runnable_request_bytes;
-    // A policy capacity 64 MiB short of what the plan needs (reserve included).
     request.policy.memory_capacity_bytes =
         needed + request.policy.memory_reserve_bytes - (64 << 20);
+    request
+}
+
+#[test]
+fn capacity_relaxations_are_exact_by_building_at_the_answer_and_next_to_it() {
+    let request = short_of_capacity();
     let o = options("seed-lex");
     let reason = analyze(&request, &o)
         .unwrap()
@@ -402,12 +408,7 @@ fn the_diff_with_requests_carries_the_memory_report_of_each_side() {
 
 #[test]
 fn a_spent_search_budget_lists_the_fields_unsearched_and_keeps_the_core() {
-    let mut request = decoder().clone();
-    let plan = build(&request, &options("seed-lex"));
-    let needed =
-        plan.payload.memory.static_bytes + plan.payload.memory.minimum_runnable_request_bytes;
-    request.policy.memory_capacity_bytes =
-        needed + request.policy.memory_reserve_bytes - (64 << 20);
+    let request = short_of_capacity();
     let o = options("seed-lex");
     let error = ExecutionPlan::build(&request, &o).unwrap_err();
     let reason = jointplan::study::capacity::capacity_infeasibility_within(
