@@ -198,6 +198,7 @@ fn explain_infeasible(
     }
     let mut quiet = options.clone();
     quiet.observer = None;
+    quiet.selection.observer = None;
     let progress = Progress::start("plan");
     progress.step("finding why the request has no plan");
     let answer = explain_failure(request, &quiet, &error);
@@ -248,6 +249,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         None => None,
     };
     options.observer = Some(progress.observer());
+    options.selection.observer = progress.solve_observer();
     let outcome = match ExecutionPlan::build_with_report(&request, &options) {
         Ok(outcome) => outcome,
         Err(error) => {

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::progress::Progress;
+
 use jointplan::selection::{
     objective_by_name, solve, Backend, Method, SelectionError, SelectionProblem, SolveOptions,
     Weights, DEFAULT_DP_STATE_BUDGET,
@@ -203,8 +205,14 @@ fn run_inner(args: &SolveArgs) -> Result<String, SelectionError> {
     if let Some(spec) = &args.generate {
         return generate(spec, &args.problem);
     }
-    let opts = options(args)?;
+    let mut opts = options(args)?;
+    // On a terminal, a solve that runs over a second shows what it is doing on standard
+    // error; the line is cleared when `progress` is dropped, before the answer is printed.
+    let progress = Progress::start_quiet_for("solve", Duration::from_secs(1));
+    opts.observer = progress.solve_observer();
+    progress.step(&format!("reading {}", args.problem.display()));
     let problem = SelectionProblem::from_json_str(&read(&args.problem, "problem file")?)?;
+    progress.step("selection");
     let work = || solve(&problem, &opts);
     let solution = match args.threads {
         Some(0) => {

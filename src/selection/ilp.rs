@@ -22,12 +22,14 @@ use std::time::Instant;
 use super::backend::{solve_model, Backend, Model, RawError, Sense};
 use super::components::{Comp, Score};
 use super::objective::{compare_scores, Level, Weights};
+use super::progress::PartReporter;
 
 /// The largest total absolute objective coefficient of one level solve.
 pub(crate) const MAX_MAGNITUDE: f64 = (1u64 << 24) as f64;
 
-/// Limits of one component's integer program, and the backend that solves it.
-#[derive(Debug, Clone, Copy, Default)]
+/// Limits of one component's integer program, the backend that solves it,
+/// and the observer of its progress.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct IlpLimits {
     /// Wall-clock deadline for the whole hierarchy.
     pub deadline: Option<Instant>,
@@ -35,6 +37,8 @@ pub(crate) struct IlpLimits {
     pub node_limit: Option<u64>,
     /// The MILP backend of every level solve.
     pub backend: Backend,
+    /// Told when each level solve begins and ends (a progress display).
+    pub progress: Option<PartReporter>,
 }
 
 /// The result of the hierarchical integer program.
@@ -178,18 +182,23 @@ impl<'a> Builder<'a> {
     /// one at its cheaper end). Objective values are integers, so the
     /// distance is measured in whole units over `max(|value|, 1)`.
     fn gap(&self, obj: &[(usize, f64)], value: f64, bound: Option<f64>) -> f64 {
-        let trivial: f64 = obj
-            .iter()
+        let trivial = self.trivial_bound(obj);
+        // Integer objective values: a fractional bound rounds up.
+        let lower = bound.map_or(trivial, |b| b.max(trivial));
+        let lower = (lower - 1e-6).ceil();
+        (value - lower).max(0.0) / value.abs().max(1.0)
+    }
+
+    /// The lower bound of `obj` every binary model has: fixed variables at
+    /// their value, each free one at its cheaper end.
+    fn trivial_bound(&self, obj: &[(usize, f64)]) -> f64 {
+        obj.iter()
             .map(|&(v, c)| match self.fixed(v) {
                 Some(true) => c,
                 Some(false) => 0.0,
                 None => c.min(0.0),
             })
-            .sum();
-        // Integer objective values: a fractional bound rounds up.
-        let lower = bound.map_or(trivial, |b| b.max(trivial));
-        let lower = (lower - 1e-6).ceil();
-        (value - lower).max(0.0) / value.abs().max(1.0)
+            .sum()
     }
 
     fn fixed(&self, var: usize) -> Option<bool> {
@@ -240,6 +249,8 @@ pub(crate) fn solve_ilp(
         Solved(Incumbent, bool, Option<f64>),
         Limit(Option<f64>),
     }
+    // The level being solved, for the progress observer only.
+    let current = std::cell::Cell::new(None::<Level>);
     let do_solve =
         |b: &Builder, obj: &[(usize, f64)], inc: &Option<Incumbent>, solves: &mut usize| {
             let mag: f64 = obj.iter().map(|(_, c)| c.abs()).sum();
@@ -251,7 +262,20 @@ pub(crate) fn solve_ilp(
             let warm_values = inc.as_ref().map(|i| b.values_of(&i.choice, &i.score));
             let warm_value = warm_values.as_deref().map(|w| b.value_of(obj, w));
             *solves += 1;
-            match solve_model(&b.model, obj, warm_values.as_deref(), limits) {
+            if let Some(p) = &limits.progress {
+                p.level_started(current.get(), *solves, warm_value, b.trivial_bound(obj));
+            }
+            let result = solve_model(&b.model, obj, warm_values.as_deref(), limits);
+            if let Some(p) = &limits.progress {
+                p.level_solved(
+                    current.get(),
+                    *solves,
+                    &result,
+                    |v| b.value_of(obj, v),
+                    warm_value,
+                );
+            }
+            match result {
                 Ok(raw) => {
                     let choice = b.choice_of(&raw.values)?;
                     for (i, &c) in choice.iter().enumerate() {
@@ -322,6 +346,7 @@ pub(crate) fn solve_ilp(
     }
 
     for (li, level) in levels.iter().enumerate() {
+        current.set(Some(*level));
         match *level {
             Level::PreferredLex => {
                 let positions: Vec<usize> = (0..comp.nodes.len())
@@ -537,6 +562,7 @@ pub(crate) fn solve_ilp(
         }
     }
     if inc.is_none() {
+        current.set(None);
         let step = do_solve(&b, &[], &inc, &mut solves)?;
         let new = take!(step, "the feasibility solve");
         inc = Some(new);

@@ -41,6 +41,7 @@ mod objective;
 mod preference;
 pub(crate) mod presolve;
 mod problem;
+mod progress;
 mod propagation;
 mod provider_ids;
 mod reference;
@@ -53,6 +54,7 @@ pub use objective::{
     objective_by_name, Level, MaxPreferred, MinPenalty, Objective, SeedLex, Weighted, Weights,
 };
 pub use problem::{Candidate, SelectionNode, SelectionProblem, UnusableCandidate};
+pub use progress::{SolveObserver, SolveProgress};
 pub use reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
 pub use solve::{
     solve, ComponentReport, Method, PresolveReport, Solution, SolveOptions, Status, Summary,

@@ -17,6 +17,7 @@ use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
+use super::progress::{PartReporter, SolveObserver, SolveProgress};
 use super::strategy::{PartMethod, PartResult, PartSolver, SUBPART_FRONTIER_STATES};
 
 /// The default state budget of the frontier check.
@@ -64,6 +65,9 @@ pub struct SolveOptions {
     /// integer program (default 20,000; 0 sends every sub-part to the
     /// integer program, to study or test that path).
     pub subpart_dp_states: u64,
+    /// Told what the solve is doing (a progress display; none by default).
+    /// It only watches: the solution does not depend on it.
+    pub observer: Option<SolveObserver>,
 }
 
 impl Default for SolveOptions {
@@ -78,6 +82,7 @@ impl Default for SolveOptions {
             presolve: true,
             backend: Backend::Microlp,
             subpart_dp_states: SUBPART_FRONTIER_STATES,
+            observer: None,
         }
     }
 }
@@ -257,6 +262,15 @@ pub fn solve(
             }
         }
     }
+    let report = |event: SolveProgress| {
+        if let Some(o) = &ctx.opts.observer {
+            o.report(&event);
+        }
+    };
+    report(SolveProgress::Queued {
+        components: comps.len(),
+        parts: jobs.len(),
+    });
     // The parts and the frontier checks of pending components run side by
     // side on the pool; neither reads the other, so the joined result is the
     // same as if they ran one after the other.
@@ -296,7 +310,8 @@ pub fn solve(
     };
     let parts = || -> Vec<(Result<PartResult, String>, Duration)> {
         jobs.par_iter()
-            .map(|&(ci, pi)| {
+            .enumerate()
+            .map(|(job, &(ci, pi))| {
                 let PhaseA::Pending(p) = &phase_a[ci] else {
                     return (
                         Err("internal: job of a finished component".into()),
@@ -304,6 +319,10 @@ pub fn solve(
                     );
                 };
                 let part = &p.parts[pi];
+                report(SolveProgress::PartStarted {
+                    part: job,
+                    nodes: part.comp.nodes.len(),
+                });
                 let t = Instant::now();
                 let solver = PartSolver {
                     inst: ctx.inst,
@@ -314,11 +333,17 @@ pub fn solve(
                         deadline: ctx.deadline,
                         node_limit: ctx.opts.node_limit,
                         backend: ctx.opts.backend,
+                        progress: ctx.opts.observer.as_ref().map(|o| PartReporter {
+                            observer: o.clone(),
+                            part: job,
+                        }),
                     },
                     subpart_dp_states: ctx.opts.subpart_dp_states,
                 };
                 let r = solver.solve_part(&part.comp, None);
-                (r, t.elapsed())
+                let spent = t.elapsed();
+                report(SolveProgress::PartFinished { part: job });
+                (r, spent)
             })
             .collect()
     };
@@ -335,10 +360,22 @@ pub fn solve(
     let finished: Vec<Result<Done, SelectionError>> = phase_a
         .into_par_iter()
         .enumerate()
-        .map(|(ci, a)| match a {
-            PhaseA::Done(d) => Ok(*d),
-            PhaseA::Failed(e) => Err(e),
-            PhaseA::Pending(p) => phase_c(&ctx, ci, &first_node(ci), *p, &unique, &jobs, &results),
+        .map(|(ci, a)| {
+            let done = match a {
+                PhaseA::Done(d) => Ok(*d),
+                PhaseA::Failed(e) => Err(e),
+                PhaseA::Pending(p) => {
+                    phase_c(&ctx, ci, &first_node(ci), *p, &unique, &jobs, &results)
+                }
+            };
+            if let Ok(d) = &done {
+                report(SolveProgress::ComponentFinished {
+                    component: ci,
+                    nodes: d.report.nodes,
+                    status: d.report.status,
+                });
+            }
+            done
         })
         .collect();
 

@@ -476,6 +476,9 @@ fn levels_then_ids(
         searched_parts: 1,
         ..PartMethod::default()
     };
+    if let Some(p) = &limits.progress {
+        p.provider_search();
+    }
     match smallest_optimal(comp, &target, PROVIDER_SEARCH_STEPS, limits.deadline) {
         Search::Found(best) => Ok(Some(PartResult {
             outcome: IlpOutcome::Solved {
