@@ -18,6 +18,7 @@ mod plan_model;
 mod process;
 mod research;
 mod selection_cli;
+mod solve_progress;
 mod strict_input;
 mod study_cli;
 mod summary_grouping;

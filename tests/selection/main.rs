@@ -13,5 +13,6 @@ mod conflict_core;
 mod limits;
 mod no_preferences;
 mod objective_oracle;
+mod progress_events;
 mod selection_highs;
 mod selection_props;
