@@ -45,6 +45,7 @@ mod progress;
 mod propagation;
 mod provider_ids;
 mod reference;
+mod settled_levels;
 mod solve;
 mod strategy;
 

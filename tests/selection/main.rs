@@ -16,3 +16,4 @@ mod objective_oracle;
 mod progress_events;
 mod selection_highs;
 mod selection_props;
+mod settled_levels;
