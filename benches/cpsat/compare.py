@@ -51,13 +51,23 @@ level's optimum fixed before the next):
   levels (weights `{"preferred": 3, "ranks": [0, 2, 4, 6]}` for four profiles unless
   `--weights` is given).
 
-Node-order levels are solved in chunks: a chunk of positions becomes one integer objective
-with digit weights (`2^(K-1-j)` for preferred flags, `B^(K-1-j)` for provider digits of base
-`B`) whose total stays below 2^40, and the chunk's values are fixed after its solve; a
-position the incumbent already settles at its best possible value (its preference met, or
-its first candidate) is fixed without a solve. Every solve gets the previous solution as a
-hint and the time left of the instance's limit; CP-SAT runs in-process with `--workers`
-search workers (2 by default, the machine's cores) and its time includes building the model.
+The two node-order levels are solved exactly in two ways. Preferred flags, in chunks: a
+chunk of up to 40 positions becomes one objective with digit weights `2^(K-1-j)`, and the
+chunk's flags are fixed after its solve; a position whose preference the incumbent already
+meets is fixed without a solve (the incumbent satisfies every fixing of the earlier
+positions). Provider ids, by descent: one solve finds the earliest position `j` at which some
+solution equal to the incumbent before `j` has a smaller digit (one Boolean per position for
+"equal so far", one for "first smaller here", switched on by an assumption literal for that
+solve only). If there is none, the incumbent is the optimum (the optimum's first difference
+from it would be such a position). Otherwise the optimum equals the incumbent before `j`
+(an earlier first difference would be an earlier such position) and is smaller at `j`: the
+positions before `j` are fixed, position `j` is restricted to smaller digits, and the step
+repeats (each step moves on or lowers the digit at `j`, so it ends). Short solves for a
+good start (most preferences met before the first level; the smallest sum of provider
+digits before and during the descent) cap themselves at a second or a tenth of the time
+left, and their optimality is never used. Every solve gets the previous solution as a hint
+and the time left of the instance's limit; CP-SAT runs in-process with `--workers` search
+workers (2 by default, the machine's cores) and its time includes building the model.
 jointplan runs as a whole process (`jointplan solve FILE --objective O --time-limit L`), so
 its time includes start-up and reading the file.
 """
@@ -81,7 +91,8 @@ except ImportError:  # pragma: no cover - a usage error, said plainly
     sys.exit(2)
 
 OBJECTIVES = ["seed-lex", "max-preferred", "min-penalty", "weighted"]
-MAX_MAGNITUDE = 1 << 40
+# Positions of the preferred level per chunk solve (digit weights up to 2^39).
+CHUNK_BITS = 40
 
 
 # --------------------------------------------------------------------------- the problem
@@ -205,6 +216,7 @@ class Cpsat:
     def __init__(self, problem, workers):
         self.problem = problem
         self.workers = workers
+        self.last = None
         m = cp_model.CpModel()
         self.model = m
         self.x = []
@@ -243,9 +255,19 @@ class Cpsat:
         self.choice = None
         self.solves = 0
 
-    def _solve(self, objective, sense, deadline):
-        """One solve; returns True when optimal, False at the time limit; raises on
-        infeasibility."""
+    def _start(self, objective, sense, deadline):
+        """A solve for a better starting point only (its optimality is never used): at
+        most a second or a tenth of the time left, then any solution; True when it found
+        one."""
+        left = deadline - time.perf_counter()
+        cap = time.perf_counter() + min(1.0, left / 10)
+        if objective is not None and self._solve(objective, sense, cap, start=True):
+            return True
+        return self._solve(None, "min", deadline, start=True)
+
+    def _solve(self, objective, sense, deadline, start=False, absent_ok=False):
+        """One solve; returns True when optimal (with `start`: when a solution was found),
+        False at the time limit; on infeasibility None with `absent_ok`, else raises."""
         m = self.model
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -266,21 +288,32 @@ class Cpsat:
         solver.parameters.num_workers = self.workers
         self.solves += 1
         status = solver.solve(m)
+        self.last = solver
         if status == cp_model.INFEASIBLE:
+            if absent_ok:
+                return None
             raise RuntimeError("infeasible")
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return False
         self.choice = [
             next(j for j, xv in enumerate(xs) if solver.boolean_value(xv)) for xs in self.x
         ]
-        return status == cp_model.OPTIMAL
+        return start or status == cp_model.OPTIMAL
 
     def solve(self, levels, weights, limit):
         """The lexicographic optimum: ('optimal' | 'limit' | 'infeasible', choice)."""
         deadline = time.perf_counter() + limit
         m = self.model
         try:
-            if not self._solve(None, "min", deadline):
+            # A first solution; when a preference level comes, one meeting many
+            # preferences, so that the node-order level settles most positions without a
+            # solve (any solution is a valid start: exactness never depends on it).
+            wants_preferences = any(l[0] in ("pref-lex", "pref-count") for l in levels)
+            if self.pref and wants_preferences:
+                found = self._start(sum(self.pref), "max", deadline)
+            else:
+                found = self._start(None, "min", deadline)
+            if not found:
                 return "limit", self.choice
             for level in levels:
                 if not self._level(level, weights, deadline):
@@ -328,59 +361,97 @@ class Cpsat:
             m.add(expr <= level_value(level, ev, weights))
             return True
         if kind == "pref-lex":
-            return self._sequence(
-                [(i, [pi]) for i, pi in ((i, self.problem.nodes[i][1]) for i in self.pref_pos)],
-                lambda i: self.choice[i] == self.problem.nodes[i][1],
-                deadline,
-                preferred=True,
-            )
+            return self._preferred_chunks(deadline)
         if kind == "ids":
-            return self._sequence(
-                [(i, None) for i, (_, _, c) in enumerate(self.problem.nodes) if len(c) > 1],
-                lambda i: self.choice[i] == 0,
-                deadline,
-                preferred=False,
-            )
+            # A start with small provider digits under every fixing so far, so that most
+            # positions are settled at their first candidate without a solve.
+            digits = [sum(c * xv for c, xv in enumerate(xs)) for xs in self.x if len(xs) > 1]
+            if digits and not self._start(sum(digits), "min", deadline):
+                return False
+            positions = [i for i, xs in enumerate(self.x) if len(xs) > 1]
+            return self._descent(positions, deadline, sum(digits))
         raise ValueError(level)
 
-    def _sequence(self, positions, settled, deadline, preferred):
-        """A node-order level over `positions`, chunk by chunk (see the header)."""
+    def _id_literals(self, i):
+        """Node `i`'s provider digit against the incumbent: (the literal "equal to the
+        incumbent", the literals whose disjunction is "smaller than the incumbent")."""
+        c = self.choice[i]
+        return self.x[i][c], self.x[i][:c]
+
+    def _descent(self, positions, deadline, tie_break):
+        """The provider-id level over `positions` by descent (see the header): find the
+        earliest position where some solution equal to the incumbent before it has a
+        smaller digit; none means the incumbent is the level's optimum. After each step
+        a short solve for the smallest `tie_break` (the sum of the digits) gives the next
+        incumbent. Returns False at the limit."""
+        literals = self._id_literals
         m = self.model
         at = 0
-        while at < len(positions):
-            i = positions[at][0]
-            if settled(i):
-                # The best value a position can have, already reached under every fixing:
-                # fix it without a solve.
-                m.add(self.x[i][self.problem.nodes[i][1] if preferred else 0] == 1)
+        while True:
+            lits = [literals(i) for i in positions[at:]]
+            if not any(better for _, better in lits):
+                break
+            on = m.new_bool_var(f"descent_{self.solves}")
+            # q[j]: every position before j equals the incumbent; z[j]: j is the first
+            # position that differs, and it is better there.
+            q = [on] + [m.new_bool_var("") for _ in lits]
+            z = []
+            for j, (equal, better) in enumerate(lits):
+                m.add_implication(q[j + 1], q[j])
+                m.add_implication(q[j + 1], equal)
+                if better:
+                    zj = m.new_bool_var("")
+                    m.add_implication(zj, q[j])
+                    m.add_bool_or(better).only_enforce_if(zj)
+                    z.append((j, zj))
+            m.add(sum(zj for _, zj in z) == 1).only_enforce_if(on)
+            m.add_assumption(on)
+            found = self._solve(sum(j * zj for j, zj in z), "min", deadline, absent_ok=True)
+            m.clear_assumptions()
+            m.add(on == 0)  # the search constraints are switched off for later solves
+            if found is None:
+                break  # nothing better: the incumbent is the optimum of the level
+            if not found:
+                return False
+            first = next(j for j, zj in z if self.last.boolean_value(zj))
+            # The optimum equals the old incumbent before `first` (the earliest position
+            # where anything is better): fix those positions and go on from `first`.
+            for i in positions[at:at + first]:
+                m.add(literals(i)[0] == 1)
+            # ...and it is better than the old incumbent at `first` (so every step makes
+            # progress: it moves on, or lowers the value at `first`).
+            m.add_bool_or(lits[first][1])
+            at += first
+            # A better start for the next step: the smallest `tie_break` under the fixings
+            # (a short solve whose optimality is never used).
+            if not self._start(tie_break, "min", deadline):
+                return False
+        for i in positions:
+            m.add(literals(i)[0] == 1)
+        return True
+
+    def _preferred_chunks(self, deadline):
+        """The preferred level in node order, chunk by chunk (see the header)."""
+        m = self.model
+        nodes = self.problem.nodes
+        at = 0
+        while at < len(self.pref_pos):
+            i = self.pref_pos[at]
+            if self.choice[i] == nodes[i][1]:
+                # Met by the incumbent, which satisfies every fixing of the earlier
+                # positions: the best value this position can have.
+                m.add(self.x[i][nodes[i][1]] == 1)
                 at += 1
                 continue
-            chunk = []
-            base = 2 if preferred else 1
-            for j, _ in positions[at:]:
-                b = 2 if preferred else max(base, len(self.x[j]))
-                if chunk and b ** (len(chunk) + 1) >= MAX_MAGNITUDE:
-                    break
-                base = b
-                chunk.append(j)
+            chunk = self.pref_pos[at:at + CHUNK_BITS]
             k = len(chunk)
-            if preferred:
-                digits = [self.x[j][self.problem.nodes[j][1]] for j in chunk]
-                expr = sum((1 << (k - 1 - d)) * v for d, v in enumerate(digits))
-                ok = self._solve(expr, "max", deadline)
-            else:
-                digits = [sum(c * xv for c, xv in enumerate(self.x[j])) for j in chunk]
-                expr = sum((base ** (k - 1 - d)) * v for d, v in enumerate(digits))
-                ok = self._solve(expr, "min", deadline)
-            if not ok:
+            flags = [self.x[j][nodes[j][1]] for j in chunk]
+            if not self._solve(sum((1 << (k - 1 - d)) * f for d, f in enumerate(flags)),
+                               "max", deadline):
                 return False
-            for j in chunk:
-                if preferred:
-                    pv = self.x[j][self.problem.nodes[j][1]]
-                    m.add(pv == int(self.choice[j] == self.problem.nodes[j][1]))
-                else:
-                    m.add(self.x[j][self.choice[j]] == 1)
-            at += len(chunk)
+            for j, f in zip(chunk, flags):
+                m.add(f == int(self.choice[j] == nodes[j][1]))
+            at += k
         return True
 
 
