@@ -51,21 +51,15 @@ level's optimum fixed before the next):
   levels (weights `{"preferred": 3, "ranks": [0, 2, 4, 6]}` for four profiles unless
   `--weights` is given).
 
-The two node-order levels are solved exactly in two ways. Preferred flags, in chunks: a
-chunk of up to 40 positions becomes one objective with digit weights `2^(K-1-j)`, and the
-chunk's flags are fixed after its solve; a position whose preference the incumbent already
-meets is fixed without a solve (the incumbent satisfies every fixing of the earlier
-positions). Provider ids, by descent: one solve finds the earliest position `j` at which some
-solution equal to the incumbent before `j` has a smaller digit (one Boolean per position for
-"equal so far", one for "first smaller here", switched on by an assumption literal for that
-solve only). If there is none, the incumbent is the optimum (the optimum's first difference
-from it would be such a position). Otherwise the optimum equals the incumbent before `j`
-(an earlier first difference would be an earlier such position) and is smaller at `j`: the
-positions before `j` are fixed, position `j` is restricted to smaller digits, and the step
-repeats (each step moves on or lowers the digit at `j`, so it ends). Short solves for a
-good start (most preferences met before the first level; the smallest sum of provider
-digits before and during the descent) cap themselves at a second or a tenth of the time
-left, and their optimality is never used. Every solve gets the previous solution as a hint
+The node-order levels are solved in chunks: a chunk of positions becomes one objective with
+digit weights (`2^(K-1-j)` for preferred flags, `B^(K-1-j)` for provider digits of base
+`B`, the largest number of candidates in the chunk) whose total stays below 2^40, and the
+chunk's values are fixed after its solve. A position the incumbent already settles at its
+best possible value (its preference met, or its first candidate) is fixed without a solve:
+the incumbent satisfies every fixing of the earlier positions. To make that frequent, a
+short solve for a good start (most preferences met, before the first level; the smallest sum
+of provider digits, before the provider-id level) runs first, capped at a second or a tenth
+of the time left; its optimality is never used. Every solve gets the previous solution as a hint
 and the time left of the instance's limit; CP-SAT runs in-process with `--workers` search
 workers (2 by default, the machine's cores) and its time includes building the model.
 jointplan runs as a whole process (`jointplan solve FILE --objective O --time-limit L`), so
@@ -91,7 +85,7 @@ except ImportError:  # pragma: no cover - a usage error, said plainly
     sys.exit(2)
 
 OBJECTIVES = ["seed-lex", "max-preferred", "min-penalty", "weighted"]
-# Positions of the preferred level per chunk solve (digit weights up to 2^39).
+# Digit weights of one chunk solve of a node-order level stay below 2^CHUNK_BITS.
 CHUNK_BITS = 40
 
 
@@ -216,7 +210,6 @@ class Cpsat:
     def __init__(self, problem, workers):
         self.problem = problem
         self.workers = workers
-        self.last = None
         m = cp_model.CpModel()
         self.model = m
         self.x = []
@@ -265,9 +258,9 @@ class Cpsat:
             return True
         return self._solve(None, "min", deadline, start=True)
 
-    def _solve(self, objective, sense, deadline, start=False, absent_ok=False):
+    def _solve(self, objective, sense, deadline, start=False):
         """One solve; returns True when optimal (with `start`: when a solution was found),
-        False at the time limit; on infeasibility None with `absent_ok`, else raises."""
+        False at the time limit; raises on infeasibility."""
         m = self.model
         left = deadline - time.perf_counter()
         if left <= 0:
@@ -288,10 +281,7 @@ class Cpsat:
         solver.parameters.num_workers = self.workers
         self.solves += 1
         status = solver.solve(m)
-        self.last = solver
         if status == cp_model.INFEASIBLE:
-            if absent_ok:
-                return None
             raise RuntimeError("infeasible")
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             return False
@@ -369,65 +359,36 @@ class Cpsat:
             if digits and not self._start(sum(digits), "min", deadline):
                 return False
             positions = [i for i, xs in enumerate(self.x) if len(xs) > 1]
-            return self._descent(positions, deadline, sum(digits))
+            return self._id_chunks(positions, deadline)
         raise ValueError(level)
 
-    def _id_literals(self, i):
-        """Node `i`'s provider digit against the incumbent: (the literal "equal to the
-        incumbent", the literals whose disjunction is "smaller than the incumbent")."""
-        c = self.choice[i]
-        return self.x[i][c], self.x[i][:c]
-
-    def _descent(self, positions, deadline, tie_break):
-        """The provider-id level over `positions` by descent (see the header): find the
-        earliest position where some solution equal to the incumbent before it has a
-        smaller digit; none means the incumbent is the level's optimum. After each step
-        a short solve for the smallest `tie_break` (the sum of the digits) gives the next
-        incumbent. Returns False at the limit."""
-        literals = self._id_literals
+    def _id_chunks(self, positions, deadline):
+        """The provider-id level in node order, chunk by chunk (see the header)."""
         m = self.model
         at = 0
-        while True:
-            lits = [literals(i) for i in positions[at:]]
-            if not any(better for _, better in lits):
-                break
-            on = m.new_bool_var(f"descent_{self.solves}")
-            # q[j]: every position before j equals the incumbent; z[j]: j is the first
-            # position that differs, and it is better there.
-            q = [on] + [m.new_bool_var("") for _ in lits]
-            z = []
-            for j, (equal, better) in enumerate(lits):
-                m.add_implication(q[j + 1], q[j])
-                m.add_implication(q[j + 1], equal)
-                if better:
-                    zj = m.new_bool_var("")
-                    m.add_implication(zj, q[j])
-                    m.add_bool_or(better).only_enforce_if(zj)
-                    z.append((j, zj))
-            m.add(sum(zj for _, zj in z) == 1).only_enforce_if(on)
-            m.add_assumption(on)
-            found = self._solve(sum(j * zj for j, zj in z), "min", deadline, absent_ok=True)
-            m.clear_assumptions()
-            m.add(on == 0)  # the search constraints are switched off for later solves
-            if found is None:
-                break  # nothing better: the incumbent is the optimum of the level
-            if not found:
+        while at < len(positions):
+            i = positions[at]
+            if self.choice[i] == 0:
+                # The incumbent, which satisfies every fixing of the earlier positions,
+                # has the first candidate here: the best value this position can have.
+                m.add(self.x[i][0] == 1)
+                at += 1
+                continue
+            chunk, base = [], 1
+            for j in positions[at:]:
+                b = max(base, len(self.x[j]))
+                if chunk and b ** (len(chunk) + 1) >= 1 << CHUNK_BITS:
+                    break
+                base = b
+                chunk.append(j)
+            k = len(chunk)
+            digits = [sum(c * xv for c, xv in enumerate(self.x[j])) for j in chunk]
+            if not self._solve(sum(base ** (k - 1 - d) * v for d, v in enumerate(digits)),
+                               "min", deadline):
                 return False
-            first = next(j for j, zj in z if self.last.boolean_value(zj))
-            # The optimum equals the old incumbent before `first` (the earliest position
-            # where anything is better): fix those positions and go on from `first`.
-            for i in positions[at:at + first]:
-                m.add(literals(i)[0] == 1)
-            # ...and it is better than the old incumbent at `first` (so every step makes
-            # progress: it moves on, or lowers the value at `first`).
-            m.add_bool_or(lits[first][1])
-            at += first
-            # A better start for the next step: the smallest `tie_break` under the fixings
-            # (a short solve whose optimality is never used).
-            if not self._start(tie_break, "min", deadline):
-                return False
-        for i in positions:
-            m.add(literals(i)[0] == 1)
+            for j in chunk:
+                m.add(self.x[j][self.choice[j]] == 1)
+            at += k
         return True
 
     def _preferred_chunks(self, deadline):
