@@ -20,6 +20,10 @@
 //!   later level takes the same value on both. A solution of the narrowed
 //!   part (a *witness*, found by propagation and re-checked exactly) proves
 //!   the count's optimum is zero, its best possible value.
+//! * **The weighted score at its best.** With rank weights starting at
+//!   zero, the score is at its best possible value iff every used resource
+//!   is at a free rank (narrowing as above, to the free ranks) and every
+//!   live preference is met (keeping the preferred candidates, below).
 //! * **Every preference met.** A leading preferred-count level is at its
 //!   best possible value when every node whose preferred candidate is live
 //!   meets it. Keeping only the preferred candidate at those nodes gives a
@@ -35,7 +39,7 @@
 //! with the node-order preference level, decided greedily.
 
 use super::components::Comp;
-use super::objective::Level;
+use super::objective::{Level, Weights};
 use super::preference::narrow;
 use super::propagation::Domains;
 
@@ -84,6 +88,35 @@ fn only_preferred(comp: &Comp) -> Option<Comp> {
     Some(out)
 }
 
+/// The part restricted to the solutions at the weighted level's best
+/// possible value, when the rank weights start at zero: with `Z = {k :
+/// ranks[k] = 0}` (a prefix, as weights do not decrease), every used
+/// resource costs nothing iff its rank is in `Z`, iff the masks narrowed to
+/// `Z` intersect (the rank is kept, as for rank counts at zero); and every
+/// live preference met earns the whole reward. `None` when the first rank
+/// costs something (the best value then depends on how many resources are
+/// used, which no restriction states).
+fn weighted_best(comp: &Comp, weights: &Weights) -> Option<Comp> {
+    if weights.ranks.first() != Some(&0) {
+        return None;
+    }
+    let free = weights.ranks.iter().take_while(|&&w| w == 0).count();
+    let keep = if free >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << free) - 1
+    };
+    // Preferences first, on the part as given: the reward counts every
+    // preference live there, and a preferred candidate with no free rank
+    // leaves its node empty below, so the best value is not reachable.
+    let kept = if weights.preferred == 0 {
+        comp.clone()
+    } else {
+        only_preferred(comp)?
+    };
+    narrow_masks(&kept, keep)
+}
+
 /// Whether no candidate of `comp` accepts a rank above `k`.
 fn nothing_above(comp: &Comp, k: usize) -> bool {
     let below_or_at = if k + 1 >= 64 {
@@ -122,6 +155,7 @@ fn witness(comp: &Comp, hint: Option<&[usize]>) -> Option<Vec<usize>> {
 pub(crate) fn settle_leading_counts(
     comp: &Comp,
     levels: &[Level],
+    weights: Option<&Weights>,
     warm: Option<&[usize]>,
 ) -> Option<Settled> {
     let mut best: Option<Settled> = None;
@@ -134,6 +168,7 @@ pub(crate) fn settle_leading_counts(
                 narrow_masks(&current, (1u64 << k) - 1)
             }
             Level::PreferredCount if i == 0 => only_preferred(&current),
+            Level::Weighted if i == 0 => weighted_best(&current, weights?),
             _ => None,
         };
         let Some(candidate) = candidate else { break };

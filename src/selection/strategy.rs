@@ -206,7 +206,7 @@ impl PartSolver<'_> {
         let live = live_levels(comp, levels, weights);
         let levels = live.as_slice();
         let settled = if self.settle_counts {
-            settle_leading_counts(comp, levels, warm)
+            settle_leading_counts(comp, levels, weights, warm)
         } else {
             None
         };

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use jointplan::selection::instances::{long_range, Params};
 use jointplan::selection::{
     brute_force, solve, FrontierResult, MaxPreferred, MinPenalty, Objective, SolveOptions, Status,
+    Weighted, Weights,
 };
 
 fn run(
@@ -30,6 +31,33 @@ fn settled(s: &jointplan::selection::Solution) -> bool {
     s.components
         .iter()
         .any(|c| c.certificate.contains("count levels settled"))
+}
+
+fn weighted(ranks: Vec<u32>) -> Arc<dyn Objective> {
+    Arc::new(Weighted(Weights {
+        preferred: 3,
+        ranks,
+    }))
+}
+
+/// Without preferences and with free rank 0, the `weighted` level is at its
+/// best possible value (zero) when every resource can be at rank 0; with a
+/// fallback candidate at every node it can, and the part is restricted.
+#[test]
+fn weighted_settles_at_zero_without_preferences() {
+    for seed in 0..3u64 {
+        let params = Params {
+            profiles: 4,
+            preferred_prob: 0.0,
+            ..Params::default()
+        };
+        let p = long_range(150, 0.5, &params, seed);
+        let obj = weighted(vec![0, 2, 4, 6]);
+        let fast = run(&p, obj.clone(), true);
+        let slow = run(&p, obj, false);
+        assert!(settled(&fast), "seed {seed}: no level was settled");
+        assert_eq!(fast.choices, slow.choices, "seed {seed}");
+    }
 }
 
 /// With a fallback candidate at every node, every resource can be at rank 0,
@@ -108,9 +136,13 @@ fn settling_never_changes_the_optimum_on_tiny_instances() {
             ..Params::default()
         };
         let p = long_range(7 + (seed % 4) as usize, 0.6, &params, seed);
+        let profiles = p.profiles.len() as u32;
         for obj in [
             Arc::new(MinPenalty) as Arc<dyn Objective>,
             Arc::new(MaxPreferred),
+            weighted((0..profiles).map(|k| 2 * k).collect()),
+            // A first rank that costs: never settled, still exact.
+            weighted((0..profiles).map(|k| 1 + k).collect()),
         ] {
             let brute = brute_force(&p, obj.as_ref(), 500_000).unwrap();
             let FrontierResult::Optimal(want) = brute else {
