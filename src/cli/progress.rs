@@ -3,11 +3,11 @@
 //! error is a terminal (never in pipes, files or tests, where it would corrupt captured
 //! output).
 //!
-//! Events (build stages, solver progress) only update a small shared view under a mutex; the
-//! line is formatted from that view when indicatif redraws, at most ten times a second, so a
-//! solve that reports thousands of level solves a second pays for a lock, not for a redraw.
+//! Events (build stages, solver progress) only update a small shared view under a mutex (the
+//! solver's latest part event is kept as it is); the line is formatted from that view when
+//! indicatif redraws, at most ten times a second, so a solve that reports thousands of level
+//! solves a second pays for a lock and a copy, not for formatting or drawing.
 
-use std::fmt::Write as _;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -50,8 +50,9 @@ struct SelectionView {
     parts_done: usize,
     components: usize,
     components_done: usize,
-    /// The latest part event, in words (`part 3: rank-2 count #4, incumbent 40, ...`).
-    latest: Option<String>,
+    /// The latest part event (start, level solve, provider-id search), formatted only when
+    /// the line is drawn.
+    latest: Option<SolveProgress>,
 }
 
 impl SelectionView {
@@ -61,57 +62,12 @@ impl SelectionView {
                 self.components = *components;
                 self.parts = *parts;
             }
-            SolveProgress::PartStarted { part, nodes } => {
-                self.latest = Some(format!("part {} ({nodes} nodes)", part + 1));
-            }
-            SolveProgress::LevelStarted {
-                part,
-                level,
-                solve,
-                incumbent,
-                bound,
-            } => {
-                let mut text = format!("part {}: {} #{solve}", part + 1, level_name(level));
-                match incumbent {
-                    Some(v) => {
-                        let _ = write!(text, ", incumbent {v:.0}, bound {bound:.0}");
-                        let _ = write!(text, " (gap {})", gap(*v, *bound));
-                    }
-                    None => {
-                        let _ = write!(text, ", no incumbent yet, bound {bound:.0}");
-                    }
-                }
-                self.latest = Some(text);
-            }
-            SolveProgress::LevelSolved {
-                part,
-                level,
-                solve,
-                value,
-                bound,
-                optimal,
-            } => {
-                let mut text = format!("part {}: {} #{solve}", part + 1, level_name(level));
-                match (value, optimal) {
-                    (Some(v), true) => {
-                        let _ = write!(text, ", optimum {v:.0}");
-                    }
-                    (None, true) => text.push_str(", infeasible"),
-                    (Some(v), false) => {
-                        let _ = write!(text, ", stopped at {v:.0}");
-                        if let Some(b) = bound {
-                            let _ = write!(text, ", bound {b:.0} (gap {})", gap(*v, *b));
-                        }
-                    }
-                    (None, false) => text.push_str(", stopped without a solution"),
-                }
-                self.latest = Some(text);
-            }
-            SolveProgress::ProviderSearch { part } => {
-                self.latest = Some(format!("part {}: provider-id search", part + 1));
-            }
             SolveProgress::PartFinished { .. } => self.parts_done += 1,
             SolveProgress::ComponentFinished { .. } => self.components_done += 1,
+            SolveProgress::PartStarted { .. }
+            | SolveProgress::LevelStarted { .. }
+            | SolveProgress::LevelSolved { .. }
+            | SolveProgress::ProviderSearch { .. } => self.latest = Some(event.clone()),
         }
     }
 
@@ -129,9 +85,65 @@ impl SelectionView {
             );
         }
         if let Some(latest) = &self.latest {
-            let _ = write!(out, "; {latest}");
+            let _ = write!(out, "; ");
+            describe(latest, out);
         }
     }
+}
+
+/// A part event in words: `part 3: rank-2 count #4, incumbent 40, bound 31 (gap 23%)`.
+fn describe(event: &SolveProgress, out: &mut dyn std::fmt::Write) {
+    let _ = match event {
+        SolveProgress::PartStarted { part, nodes } => {
+            write!(out, "part {} ({nodes} nodes)", part + 1)
+        }
+        SolveProgress::LevelStarted {
+            part,
+            level,
+            solve,
+            incumbent,
+            bound,
+        } => {
+            let _ = write!(out, "part {}: {} #{solve}", part + 1, level_name(level));
+            match incumbent {
+                Some(v) => write!(
+                    out,
+                    ", incumbent {v:.0}, bound {bound:.0} (gap {})",
+                    gap(*v, *bound)
+                ),
+                None => write!(out, ", no incumbent yet, bound {bound:.0}"),
+            }
+        }
+        SolveProgress::LevelSolved {
+            part,
+            level,
+            solve,
+            value,
+            bound,
+            optimal,
+        } => {
+            let _ = write!(out, "part {}: {} #{solve}", part + 1, level_name(level));
+            match (value, optimal, bound) {
+                (Some(v), true, _) => write!(out, ", optimum {v:.0}"),
+                (None, true, _) => write!(out, ", infeasible"),
+                (Some(v), false, Some(b)) => {
+                    write!(
+                        out,
+                        ", stopped at {v:.0}, bound {b:.0} (gap {})",
+                        gap(*v, *b)
+                    )
+                }
+                (Some(v), false, None) => write!(out, ", stopped at {v:.0}"),
+                (None, false, _) => write!(out, ", stopped without a solution"),
+            }
+        }
+        SolveProgress::ProviderSearch { part } => {
+            write!(out, "part {}: provider-id search", part + 1)
+        }
+        SolveProgress::Queued { .. }
+        | SolveProgress::PartFinished { .. }
+        | SolveProgress::ComponentFinished { .. } => Ok(()),
+    };
 }
 
 /// A level's name; `None` is the feasibility solve of a part whose levels are constant.
