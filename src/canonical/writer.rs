@@ -56,6 +56,9 @@ struct Frame {
     entries_base: usize,
     keys_base: usize,
     out_start: usize,
+    /// The outermost struct of a writer made by [`CanonicalWriter::streaming_sorted`]: its
+    /// fields go to the sink as they are written, each checked to follow the one before.
+    streamed: bool,
 }
 
 /// The canonical JSON writer over a sink.
@@ -72,6 +75,8 @@ pub(crate) struct CanonicalWriter<W: Write> {
     /// order: a struct serialized again with the same fields is reordered without
     /// comparing keys.
     struct_orders: HashMap<StaticKey, StructOrder, BuildHasherDefault<AddressHasher>>,
+    /// Whether the outermost struct is streamed (its fields arrive in key order).
+    stream_outermost: bool,
 }
 
 /// Hashes a [`StaticKey`] (an address and a length) by one multiplication: the keys are a
@@ -119,6 +124,18 @@ impl<W: Write> CanonicalWriter<W> {
             order: Vec::new(),
             kept: Vec::new(),
             struct_orders: HashMap::default(),
+            stream_outermost: false,
+        }
+    }
+
+    /// A writer for a value that is a struct whose fields are declared (so serialized) in
+    /// key order: each field goes to the sink as soon as it is written, so the arena holds
+    /// one field's text at a time instead of the whole value's. A field whose name does not
+    /// follow the one before it is an error (never different bytes).
+    pub(crate) fn streaming_sorted(sink: W) -> Self {
+        CanonicalWriter {
+            stream_outermost: true,
+            ..Self::new(sink)
         }
     }
 
@@ -129,9 +146,14 @@ impl<W: Write> CanonicalWriter<W> {
         Ok(self.sink)
     }
 
-    /// Sends the arena to the sink when no object is open.
+    /// Sends the arena to the sink when no object is open but a streamed outermost struct.
     fn flush_free(&mut self) -> Result<(), Error> {
-        if self.frames.is_empty() && !self.out.is_empty() {
+        let free = match self.frames.as_slice() {
+            [] => true,
+            [outermost] => outermost.streamed,
+            _ => false,
+        };
+        if free && !self.out.is_empty() {
             self.sink.write_all(&self.out).map_err(Error::io)?;
             self.out.clear();
         }
@@ -150,7 +172,9 @@ impl<W: Write> CanonicalWriter<W> {
 
     fn open_object(&mut self, struct_name: Option<&'static str>) {
         self.out.push(b'{');
+        let streamed = self.stream_outermost && self.frames.is_empty() && struct_name.is_some();
         self.frames.push(Frame {
+            streamed,
             struct_name: struct_name.map_or(NO_STATIC_KEY, static_key),
             entries_base: self.entries.len(),
             keys_base: self.keys.len(),
@@ -191,6 +215,15 @@ impl<W: Write> CanonicalWriter<W> {
 
     /// Starts an entry named by a struct field's or a variant's static name.
     fn begin_named_entry(&mut self, key: &'static str) -> Result<(), Error> {
+        if let Some(frame) = self.frames.last().filter(|frame| frame.streamed) {
+            let previous = self.entries[frame.entries_base..].last();
+            if previous.is_some_and(|entry| key_of(&self.keys, entry) >= key.as_bytes()) {
+                return Err(Error::custom(format!(
+                    "field {key:?} is declared after a field that sorts after it: a streamed \
+                     struct must declare its fields in key order"
+                )));
+            }
+        }
         self.separate_entry()?;
         let start = self.out.len();
         if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
@@ -228,6 +261,12 @@ impl<W: Write> CanonicalWriter<W> {
             .frames
             .pop()
             .ok_or_else(|| Error::custom("object end outside an object"))?;
+        if frame.streamed {
+            // Every field went out in order as it was written.
+            self.entries.truncate(frame.entries_base);
+            self.keys.truncate(frame.keys_base);
+            return self.push_raw(b"}");
+        }
         if !self.order_entries(frame) {
             let kept = std::mem::take(&mut self.kept);
             if self.frames.is_empty() {
