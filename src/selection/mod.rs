@@ -44,6 +44,7 @@ mod problem;
 mod propagation;
 mod provider_ids;
 mod reference;
+mod settled_levels;
 mod solve;
 mod strategy;
 

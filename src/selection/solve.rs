@@ -64,6 +64,10 @@ pub struct SolveOptions {
     /// integer program (default 20,000; 0 sends every sub-part to the
     /// integer program, to study or test that path).
     pub subpart_dp_states: u64,
+    /// Settle leading count levels at their best possible value by
+    /// re-checked witnesses and solve the restricted part (on by default;
+    /// off only to study or test the paths it bypasses; docs/solver.md).
+    pub settle_counts: bool,
 }
 
 impl Default for SolveOptions {
@@ -78,6 +82,7 @@ impl Default for SolveOptions {
             presolve: true,
             backend: Backend::Microlp,
             subpart_dp_states: SUBPART_FRONTIER_STATES,
+            settle_counts: true,
         }
     }
 }
@@ -316,6 +321,7 @@ pub fn solve(
                         backend: ctx.opts.backend,
                     },
                     subpart_dp_states: ctx.opts.subpart_dp_states,
+                    settle_counts: ctx.opts.settle_counts,
                 };
                 let r = solver.solve_part(&part.comp, None);
                 (r, t.elapsed())

@@ -28,6 +28,7 @@ use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
 use super::propagation::Domains;
 use super::provider_ids::{smallest_optimal, Search, Target};
+use super::settled_levels::settle_leading_counts;
 
 /// By default a sub-part goes to the frontier when its closure state bound
 /// is at most this many states (the frontier then costs well under a
@@ -50,6 +51,8 @@ pub(crate) struct PartSolver<'a> {
     /// Sub-parts whose closure state bound is at most this go to the
     /// frontier; the others to the integer program (0: every sub-part).
     pub subpart_dp_states: u64,
+    /// Whether leading count levels may be settled by witnesses.
+    pub settle_counts: bool,
 }
 
 /// How a part was solved, for its certificate.
@@ -68,6 +71,9 @@ pub(crate) struct PartMethod {
     pub searched_parts: usize,
     /// Integer programs solved.
     pub solves: usize,
+    /// Leading count levels settled at their best possible value by a
+    /// re-checked witness (summed over the parts where that happened).
+    pub settled_levels: usize,
 }
 
 impl PartMethod {
@@ -87,6 +93,12 @@ impl PartMethod {
     /// The certificate of an uninterrupted solve, in words.
     pub fn describe(&self) -> String {
         let mut out = Vec::new();
+        if self.settled_levels > 0 {
+            out.push(format!(
+                "{} count levels settled at their best possible value by re-checked witnesses",
+                self.settled_levels
+            ));
+        }
         if let Some((met, refuted)) = self.preferences {
             out.push(format!(
                 "preferred level decided exactly ({met} met by re-checked witnesses, {refuted} refuted by propagation)"
@@ -133,6 +145,7 @@ impl PartMethod {
         self.reused_parts += other.reused_parts;
         self.searched_parts += other.searched_parts;
         self.solves += other.solves;
+        self.settled_levels += other.settled_levels;
     }
 }
 
@@ -176,9 +189,36 @@ impl PartSolver<'_> {
         comp: &Comp,
         warm: Option<&[usize]>,
     ) -> Result<PartResult, String> {
+        self.solve_levels(comp, self.levels, warm)
+    }
+
+    /// Solves `comp` to `levels`: leading count levels settled by a witness
+    /// become restrictions ([`settle_leading_counts`]), a leading node-order
+    /// preference level is decided greedily, and what is left goes to the
+    /// frontier or the integer program.
+    fn solve_levels(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        warm: Option<&[usize]>,
+    ) -> Result<PartResult, String> {
         let weights = self.weights;
-        let live = live_levels(comp, self.levels, weights);
+        let live = live_levels(comp, levels, weights);
         let levels = live.as_slice();
+        let settled = if self.settle_counts {
+            settle_leading_counts(comp, levels, weights, warm)
+        } else {
+            None
+        };
+        if let Some(s) = settled {
+            let mut res = self.solve_split(&s.reduced, &levels[s.settled..], &s.witness)?;
+            res.method.settled_levels += s.settled;
+            if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
+                *choice = widen(comp, &s.reduced, choice)
+                    .ok_or("internal: a settled sub-part chose an unknown candidate")?;
+            }
+            return Ok(res);
+        }
         if levels.first() != Some(&Level::PreferredLex) {
             return self.frontier_or_ilp(comp, levels, warm);
         }
@@ -286,7 +326,7 @@ impl PartSolver<'_> {
                             .and_then(|mut d| d.complete(|u, v| v.extend(hint[u])))
                             .filter(|w| part.comp.evaluate_local(w).is_some()),
                     };
-                    let r = self.frontier_or_ilp(&part.comp, levels, warm.as_deref())?;
+                    let r = self.solve_levels(&part.comp, levels, warm.as_deref())?;
                     method.add(&r.method);
                     let local = match r.outcome {
                         IlpOutcome::Infeasible => {

@@ -15,3 +15,4 @@ mod no_preferences;
 mod objective_oracle;
 mod selection_highs;
 mod selection_props;
+mod settled_levels;

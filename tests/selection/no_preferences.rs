@@ -67,12 +67,18 @@ fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {
                         // Sub-parts to the frontier (default) and every
                         // sub-part to the integer program; the check off so
                         // that only the solve's own proof stands.
-                        for subpart_dp_states in [SolveOptions::default().subpart_dp_states, 0] {
+                        // Also without settling count levels by witnesses,
+                        // so that the paths it bypasses stay checked.
+                        let default_states = SolveOptions::default().subpart_dp_states;
+                        for (subpart_dp_states, settle_counts) in
+                            [(default_states, true), (0, true), (0, false)]
+                        {
                             let opts = SolveOptions {
                                 objective: obj.clone(),
                                 dp_state_budget: 0,
                                 timings: false,
                                 subpart_dp_states,
+                                settle_counts,
                                 ..SolveOptions::default()
                             };
                             let got = match solve(&p, &opts) {
@@ -91,7 +97,7 @@ fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {
                             assert_eq!(
                                 got,
                                 brute,
-                                "{shape:?} n={n} seed={seed} pref={preferred_prob} profiles={profiles} {} subpart_dp_states={subpart_dp_states}",
+                                "{shape:?} n={n} seed={seed} pref={preferred_prob} profiles={profiles} {} subpart_dp_states={subpart_dp_states} settle_counts={settle_counts}",
                                 obj.name()
                             );
                             compared += 1;
@@ -123,9 +129,12 @@ fn without_preferences_every_lexicographic_objective_takes_the_search_path() {
     let p = jointplan::selection::instances::long_range(300, 0.5, &params, 3);
     assert!(p.nodes.iter().all(|n| n.preferred.is_none()));
     let run = |obj: Arc<dyn Objective>| {
+        // Settling count levels by witnesses would bypass the search this
+        // test is about.
         let opts = SolveOptions {
             objective: obj,
             timings: false,
+            settle_counts: false,
             ..SolveOptions::default()
         };
         let s = solve(&p, &opts).unwrap();

@@ -70,6 +70,19 @@ fn check_all(p: &SelectionProblem, obj: Arc<dyn Objective>) {
         forced, closure,
         "cold ILP on every sub-part vs closure frontier"
     );
+    // The same without settling count levels by witnesses.
+    let unsettled = outcome(solve(
+        p,
+        &SolveOptions {
+            subpart_dp_states: 0,
+            settle_counts: false,
+            ..opts(obj.clone(), Method::Ilp, 0, true)
+        },
+    ));
+    assert_eq!(
+        unsettled, closure,
+        "cold ILP on every sub-part, no settled levels, vs closure frontier"
+    );
     // Cold integer program without presolve.
     let raw = outcome(solve(p, &opts(obj.clone(), Method::Ilp, 0, false)));
     assert_eq!(
@@ -253,6 +266,7 @@ fn medium_long_range_agrees_through_the_provider_search() {
         }
         let forced = SolveOptions {
             subpart_dp_states: 0,
+            settle_counts: false,
             ..opts(Arc::new(SeedLex), Method::Ilp, 0, true)
         };
         let r = solve(&p, &forced);
