@@ -76,6 +76,20 @@ pub fn canonical_fingerprint<T: Serialize + ?Sized>(
     Ok(hex_digest(hasher.0.finalize().as_slice()))
 }
 
+/// [`canonical_fingerprint`] of a struct whose fields are declared in key order (byte-wise
+/// sorted names): the same digest, but each field is hashed as soon as it is written, so
+/// the memory held is one field's canonical text, not the whole value's (for a plan of
+/// 50,000 nodes, about half a gigabyte). A field declared out of order is an error.
+pub fn sorted_struct_fingerprint<T: Serialize + ?Sized>(
+    what: &'static str,
+    value: &T,
+) -> Result<Sha256Hex, CanonicalError> {
+    let hasher = CanonicalWriter::streaming_sorted(HashSink(Sha256::new()))
+        .write_value(value)
+        .map_err(|source| CanonicalError { what, source })?;
+    Ok(hex_digest(hasher.0.finalize().as_slice()))
+}
+
 /// An `io::Write` that feeds a SHA-256.
 struct HashSink(Sha256);
 
@@ -299,6 +313,58 @@ mod tests {
         assert_eq!(
             canonical_fingerprint("t", &everything).unwrap().as_str(),
             sha256_hex(via_value(&everything).as_bytes()).as_str()
+        );
+    }
+
+    #[derive(Serialize)]
+    struct SortedFields {
+        alpha: Vec<Sometimes>,
+        beta: Option<u8>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        gamma: Option<Box<SortedFields>>,
+        zeta: std::collections::BTreeMap<String, Shape>,
+    }
+
+    #[test]
+    fn a_sorted_struct_streams_to_the_same_digest_and_an_unsorted_one_is_refused() {
+        let leaf = Sometimes {
+            z: 1,
+            b: Some(2),
+            a: 3,
+            y: None,
+        };
+        let inner = SortedFields {
+            alpha: vec![],
+            beta: None,
+            gamma: None,
+            zeta: [("k".to_owned(), Shape::Tuple(1, None))]
+                .into_iter()
+                .collect(),
+        };
+        let value = SortedFields {
+            alpha: vec![leaf],
+            beta: Some(4),
+            gamma: Some(Box::new(inner)),
+            zeta: [("b".to_owned(), Shape::Unit), ("a".to_owned(), Shape::Unit)]
+                .into_iter()
+                .collect(),
+        };
+        assert_eq!(
+            sorted_struct_fingerprint("t", &value).unwrap().as_str(),
+            sha256_hex(via_value(&value).as_bytes()).as_str()
+        );
+        let unsorted = Sometimes {
+            z: 0,
+            b: None,
+            a: 0,
+            y: None,
+        };
+        let error = sorted_struct_fingerprint("unsorted", &unsorted).unwrap_err();
+        assert!(error.to_string().contains("\"a\""), "{error}");
+        // A value that is not a struct is written as canonical_fingerprint writes it.
+        assert_eq!(
+            sorted_struct_fingerprint("t", &[3u8, 1]).unwrap(),
+            canonical_fingerprint("t", &[3u8, 1]).unwrap()
         );
     }
 

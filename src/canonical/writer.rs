@@ -15,20 +15,27 @@
 //! largest top-level value, never a tree of it.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::Write;
 
 use serde::ser::{self, Error as _, Serialize};
 use serde_json::Error;
 
-/// One entry of an open object: its raw key (in `keys`) and `"key":value` bytes (in `out`).
+/// One entry of an open object: its raw key and `"key":value` bytes (in `out`).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
-    /// The identity of a struct field's `&'static str` name.
-    static_key: StaticKey,
-    key_start: usize,
-    key_end: usize,
+    key: Key,
     start: usize,
     end: usize,
+}
+
+/// The raw text of an entry's key.
+#[derive(Clone, Copy, Debug)]
+enum Key {
+    /// A struct field's or a variant's static name (borrowed, never copied).
+    Static(&'static str),
+    /// A map key, converted to text in `keys[start..end]`.
+    Map { start: usize, end: usize },
 }
 
 /// The address and length of a `&'static str`: equal identities are equal texts.
@@ -49,6 +56,9 @@ struct Frame {
     entries_base: usize,
     keys_base: usize,
     out_start: usize,
+    /// The outermost struct of a writer made by [`CanonicalWriter::streaming_sorted`]: its
+    /// fields go to the sink as they are written, each checked to follow the one before.
+    streamed: bool,
 }
 
 /// The canonical JSON writer over a sink.
@@ -64,7 +74,35 @@ pub(crate) struct CanonicalWriter<W: Write> {
     /// Per struct name, the field order last seen and the entries it emits, in output
     /// order: a struct serialized again with the same fields is reordered without
     /// comparing keys.
-    struct_orders: HashMap<StaticKey, StructOrder>,
+    struct_orders: HashMap<StaticKey, StructOrder, BuildHasherDefault<AddressHasher>>,
+    /// Whether the outermost struct is streamed (its fields arrive in key order).
+    stream_outermost: bool,
+}
+
+/// Hashes a [`StaticKey`] (an address and a length) by one multiplication: the keys are a
+/// few hundred distinct addresses looked up once per struct serialized, where SipHash was
+/// about 2% of a large plan's CPU.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_usize(&mut self, value: usize) {
+        self.write_u64(value as u64);
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
 }
 
 /// A struct's field names in arrival order (by address) and the emitted entry indices.
@@ -85,7 +123,19 @@ impl<W: Write> CanonicalWriter<W> {
             scratch: Vec::new(),
             order: Vec::new(),
             kept: Vec::new(),
-            struct_orders: HashMap::new(),
+            struct_orders: HashMap::default(),
+            stream_outermost: false,
+        }
+    }
+
+    /// A writer for a value that is a struct whose fields are declared (so serialized) in
+    /// key order: each field goes to the sink as soon as it is written, so the arena holds
+    /// one field's text at a time instead of the whole value's. A field whose name does not
+    /// follow the one before it is an error (never different bytes).
+    pub(crate) fn streaming_sorted(sink: W) -> Self {
+        CanonicalWriter {
+            stream_outermost: true,
+            ..Self::new(sink)
         }
     }
 
@@ -96,9 +146,14 @@ impl<W: Write> CanonicalWriter<W> {
         Ok(self.sink)
     }
 
-    /// Sends the arena to the sink when no object is open.
+    /// Sends the arena to the sink when no object is open but a streamed outermost struct.
     fn flush_free(&mut self) -> Result<(), Error> {
-        if self.frames.is_empty() && !self.out.is_empty() {
+        let free = match self.frames.as_slice() {
+            [] => true,
+            [outermost] => outermost.streamed,
+            _ => false,
+        };
+        if free && !self.out.is_empty() {
             self.sink.write_all(&self.out).map_err(Error::io)?;
             self.out.clear();
         }
@@ -117,7 +172,9 @@ impl<W: Write> CanonicalWriter<W> {
 
     fn open_object(&mut self, struct_name: Option<&'static str>) {
         self.out.push(b'{');
+        let streamed = self.stream_outermost && self.frames.is_empty() && struct_name.is_some();
         self.frames.push(Frame {
+            streamed,
             struct_name: struct_name.map_or(NO_STATIC_KEY, static_key),
             entries_base: self.entries.len(),
             keys_base: self.keys.len(),
@@ -148,30 +205,44 @@ impl<W: Write> CanonicalWriter<W> {
             .map_err(|_| Error::custom("map key is not UTF-8"))?;
         let start = self.out.len();
         serde_json::to_writer(&mut self.out, text)?;
-        self.push_entry(NO_STATIC_KEY, key_start, start);
+        let key = Key::Map {
+            start: key_start,
+            end: self.keys.len(),
+        };
+        self.push_entry(key, start);
         Ok(())
     }
 
-    /// Starts an entry with a known key text; `static_key` identifies a struct field's
-    /// static name ([`NO_STATIC_KEY`] for a variant name).
-    fn begin_named_entry(&mut self, key: &str, static_key: StaticKey) -> Result<(), Error> {
+    /// Starts an entry named by a struct field's or a variant's static name.
+    fn begin_named_entry(&mut self, key: &'static str) -> Result<(), Error> {
+        if let Some(frame) = self.frames.last().filter(|frame| frame.streamed) {
+            let previous = self.entries[frame.entries_base..].last();
+            if previous.is_some_and(|entry| key_of(&self.keys, entry) >= key.as_bytes()) {
+                return Err(Error::custom(format!(
+                    "field {key:?} is declared after a field that sorts after it: a streamed \
+                     struct must declare its fields in key order"
+                )));
+            }
+        }
         self.separate_entry()?;
-        let key_start = self.keys.len();
-        self.keys.extend_from_slice(key.as_bytes());
         let start = self.out.len();
-        serde_json::to_writer(&mut self.out, key)?;
-        self.push_entry(static_key, key_start, start);
+        if key.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            // Nothing to escape: the bytes serde_json writes, without its formatter.
+            self.out.push(b'"');
+            self.out.extend_from_slice(key.as_bytes());
+            self.out.push(b'"');
+        } else {
+            serde_json::to_writer(&mut self.out, key)?;
+        }
+        self.push_entry(Key::Static(key), start);
         Ok(())
     }
 
-    /// Records an entry whose escaped key is written from `start` and raw key from
-    /// `key_start`, and writes the colon.
-    fn push_entry(&mut self, static_key: StaticKey, key_start: usize, start: usize) {
+    /// Records an entry whose escaped key is written from `start`, and writes the colon.
+    fn push_entry(&mut self, key: Key, start: usize) {
         self.out.push(b':');
         self.entries.push(Entry {
-            static_key,
-            key_start,
-            key_end: self.keys.len(),
+            key,
             start,
             end: start,
         });
@@ -190,6 +261,12 @@ impl<W: Write> CanonicalWriter<W> {
             .frames
             .pop()
             .ok_or_else(|| Error::custom("object end outside an object"))?;
+        if frame.streamed {
+            // Every field went out in order as it was written.
+            self.entries.truncate(frame.entries_base);
+            self.keys.truncate(frame.keys_base);
+            return self.push_raw(b"}");
+        }
         if !self.order_entries(frame) {
             let kept = std::mem::take(&mut self.kept);
             if self.frames.is_empty() {
@@ -233,7 +310,7 @@ impl<W: Write> CanonicalWriter<W> {
         let entries = &self.entries[frame.entries_base..];
         self.kept.clear();
         let all_static = frame.struct_name != NO_STATIC_KEY
-            && entries.iter().all(|e| e.static_key != NO_STATIC_KEY);
+            && entries.iter().all(|e| matches!(e.key, Key::Static(_)));
         if all_static {
             if let Some(remembered) = self.struct_orders.get(&frame.struct_name) {
                 let same_fields = remembered.arrival.len() == entries.len()
@@ -241,7 +318,7 @@ impl<W: Write> CanonicalWriter<W> {
                         .arrival
                         .iter()
                         .zip(entries)
-                        .all(|(&name, entry)| name == entry.static_key);
+                        .all(|(&name, entry)| name == entry_static_key(entry));
                 if same_fields {
                     if remembered.emitted.is_empty() {
                         return true;
@@ -284,7 +361,7 @@ impl<W: Write> CanonicalWriter<W> {
             remembered.arrival.clear();
             remembered
                 .arrival
-                .extend(entries.iter().map(|entry| entry.static_key));
+                .extend(entries.iter().map(entry_static_key));
             remembered.emitted.clear();
             remembered.emitted.extend_from_slice(order);
         }
@@ -292,9 +369,20 @@ impl<W: Write> CanonicalWriter<W> {
     }
 }
 
+/// The identity of an entry's static name ([`NO_STATIC_KEY`] for a map key).
+fn entry_static_key(entry: &Entry) -> StaticKey {
+    match entry.key {
+        Key::Static(text) => static_key(text),
+        Key::Map { .. } => NO_STATIC_KEY,
+    }
+}
+
 /// The raw key of an entry.
 fn key_of<'k>(keys: &'k [u8], entry: &Entry) -> &'k [u8] {
-    &keys[entry.key_start..entry.key_end]
+    match entry.key {
+        Key::Static(text) => text.as_bytes(),
+        Key::Map { start, end } => &keys[start..end],
+    }
 }
 
 /// A compound value being written: a sequence, an object, or a one-key variant wrapper.
@@ -324,7 +412,7 @@ impl<W: Write> Compound<'_, W> {
     }
 
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
-        self.writer.begin_named_entry(key, static_key(key))?;
+        self.writer.begin_named_entry(key)?;
         value.serialize(&mut *self.writer)?;
         self.writer.end_entry();
         Ok(())
@@ -442,7 +530,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         value: &T,
     ) -> Result<(), Error> {
         self.open_object(None);
-        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.begin_named_entry(variant)?;
         value.serialize(&mut *self)?;
         self.end_entry();
         self.close_object()
@@ -473,7 +561,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         _len: usize,
     ) -> Result<Compound<'a, W>, Error> {
         self.open_object(None);
-        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.begin_named_entry(variant)?;
         self.out.push(b'[');
         Ok(Compound {
             writer: self,
@@ -505,7 +593,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         _len: usize,
     ) -> Result<Compound<'a, W>, Error> {
         self.open_object(None);
-        self.begin_named_entry(variant, NO_STATIC_KEY)?;
+        self.begin_named_entry(variant)?;
         self.open_object(Some(variant));
         Ok(Compound {
             writer: self,

@@ -14,42 +14,65 @@ use super::error::MemoryError;
 use super::pools::Row;
 use super::{DynamicBackingPool, InvocationLivenessMode, InvocationLivenessRow};
 
-/// The invocation phases of a stored pool (rules 4.5): for each phase, the resources of its
-/// rows, from the plan's nodes in execution order and the pool's liveness rows. Reports that
-/// size a pool's invocation need (the study's serving report) read it here, so they follow
-/// the memory plan's rule.
-pub fn pool_invocation_phases<'p>(
+/// The invocation phases of a plan's stored pools (rules 4.5): for each phase, the
+/// resources of its rows, from the plan's nodes in execution order and the pool's liveness
+/// rows. Reports that size a pool's invocation need (the study's serving report) read them
+/// here, so they follow the memory plan's rule. The nodes' dependency index is built once,
+/// on the first pool that has invocation rows, and shared by every pool after it.
+pub struct InvocationPhases<'p> {
     nodes: &'p [PlanNode],
-    pool: &DynamicBackingPool,
-) -> Result<Vec<Vec<&'p ResourceId>>, MemoryError> {
-    let members: BTreeSet<&ResourceId> = pool
-        .invocation_liveness
-        .iter()
-        .flat_map(|row| &row.resource_ids)
-        .collect();
-    let mut ids: Vec<&ResourceId> = Vec::new();
-    let mut rows: Vec<Row> = Vec::new();
-    for (index, node) in nodes.iter().enumerate() {
-        let start = ids.len();
-        ids.extend(node.resources.iter().filter(|r| members.contains(r)));
-        if ids.len() > start {
-            rows.push(Row {
-                node: index,
-                members: (start..ids.len()).collect(),
-            });
+    ancestry: Option<Ancestry>,
+}
+
+impl<'p> InvocationPhases<'p> {
+    /// The phases of pools of the plan whose nodes are `nodes`.
+    pub fn new(nodes: &'p [PlanNode]) -> Self {
+        InvocationPhases {
+            nodes,
+            ancestry: None,
         }
     }
-    let mut ancestry = Ancestry::new(nodes)?;
-    let binding = pool.compatibility.usage == BufferUsage::Binding;
-    Ok(invocation_phases(&rows, binding, &mut ancestry)
-        .into_iter()
-        .map(|phase| {
-            rows[phase]
-                .iter()
-                .flat_map(|row| row.members.iter().map(|&m| ids[m]))
-                .collect()
-        })
-        .collect())
+
+    /// The invocation phases of `pool` (none when it has no invocation rows).
+    pub fn of_pool(
+        &mut self,
+        pool: &DynamicBackingPool,
+    ) -> Result<Vec<Vec<&'p ResourceId>>, MemoryError> {
+        let members: BTreeSet<&ResourceId> = pool
+            .invocation_liveness
+            .iter()
+            .flat_map(|row| &row.resource_ids)
+            .collect();
+        if members.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut ids: Vec<&'p ResourceId> = Vec::new();
+        let mut rows: Vec<Row> = Vec::new();
+        for (index, node) in self.nodes.iter().enumerate() {
+            let start = ids.len();
+            ids.extend(node.resources.iter().filter(|r| members.contains(r)));
+            if ids.len() > start {
+                rows.push(Row {
+                    node: index,
+                    members: (start..ids.len()).collect(),
+                });
+            }
+        }
+        let ancestry = match &mut self.ancestry {
+            Some(ancestry) => ancestry,
+            empty => empty.insert(Ancestry::new(self.nodes)?),
+        };
+        let binding = pool.compatibility.usage == BufferUsage::Binding;
+        Ok(invocation_phases(&rows, binding, ancestry)
+            .into_iter()
+            .map(|phase| {
+                rows[phase]
+                    .iter()
+                    .flat_map(|row| row.members.iter().map(|&m| ids[m]))
+                    .collect()
+            })
+            .collect())
+    }
 }
 
 /// Most resource references the global liveness may hold under the reference wire limits.

@@ -44,7 +44,7 @@ pub use demand::{
 };
 pub use derive::{derive_memory_plan, MAXIMUM_RESOURCE_ROWS};
 pub use error::{Contributor, MemoryError};
-pub use liveness::{liveness_reference_limit, pool_invocation_phases, MAXIMUM_LIVENESS_REFERENCES};
+pub use liveness::{liveness_reference_limit, InvocationPhases, MAXIMUM_LIVENESS_REFERENCES};
 pub use pools::{compatibility_key, pool_id, POOL_ID_PREFIX};
 pub use report::{memory_report, DynamicBreakdown, MemoryReport, PoolReport, StaticBreakdown};
 pub use reusable::MAXIMUM_REUSABLE_BUCKETS;

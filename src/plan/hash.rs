@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::canonical::{canonical_fingerprint, CanonicalError};
+use crate::canonical::{sorted_struct_fingerprint, CanonicalError};
 use crate::request::{
     ContractVersion, DeviceId, ExecutionWeightPlan, ModelFamilyId, QuantizationFormatId,
     ResourceId, Sha256Hex, WeightFormatId,
@@ -28,29 +28,32 @@ use super::{
 pub const UNSET_PLAN_ID: &str = "plan/unset";
 
 /// The payload as hashed: every field borrowed, the plan id replaced by [`UNSET_PLAN_ID`].
-/// Field names equal the payload's (the canonical form sorts keys, so order is free).
+/// Field names equal the payload's. They are declared in key order (byte-wise sorted), so
+/// the hash is written field by field ([`sorted_struct_fingerprint`]) without holding the
+/// whole canonical text; a field added out of order makes every hash an error, never a
+/// different hash.
 #[derive(Serialize)]
 struct HashMaterial<'a> {
-    schema: &'a ContractVersion,
-    plan_id: &'static str,
-    family_id: &'a ModelFamilyId,
+    capability_catalog_fingerprint: &'a Sha256Hex,
     device_id: &'a DeviceId,
     device_runtime_implementation_fingerprint: &'a Sha256Hex,
+    execution_weights: &'a ExecutionWeightPlan,
+    family_id: &'a ModelFamilyId,
+    maximum_scheduled_tokens: u64,
+    memory: &'a MemoryPlan,
+    nodes: &'a [PlanNode],
+    plan_id: &'static str,
+    policy_fingerprint: &'a Sha256Hex,
+    policy_version: &'a ContractVersion,
     prepared_family_fingerprint: &'a Sha256Hex,
     program_fingerprint: &'a Sha256Hex,
-    capability_catalog_fingerprint: &'a Sha256Hex,
-    policy_version: &'a ContractVersion,
-    policy_fingerprint: &'a Sha256Hex,
-    maximum_scheduled_tokens: u64,
-    execution_weights: &'a ExecutionWeightPlan,
-    weight_format: &'a WeightFormatId,
     quantization_formats: &'a BTreeSet<QuantizationFormatId>,
     retained_completion_values: &'a [RetainedCompletionValue],
-    terminal_output_resources: &'a [ResourceId],
-    nodes: &'a [PlanNode],
-    memory: &'a MemoryPlan,
+    schema: &'a ContractVersion,
     #[serde(skip_serializing_if = "SelectionSettings::is_default")]
     selection_settings: &'a SelectionSettings,
+    terminal_output_resources: &'a [ResourceId],
+    weight_format: &'a WeightFormatId,
 }
 
 impl<'a> HashMaterial<'a> {
@@ -102,7 +105,7 @@ impl<'a> HashMaterial<'a> {
 
 /// The canonical sha256 of the payload, its plan id ignored.
 pub fn plan_hash(payload: &ExecutionPlanPayload) -> Result<Sha256Hex, CanonicalError> {
-    canonical_fingerprint("plan payload", &HashMaterial::of(payload))
+    sorted_struct_fingerprint("plan payload", &HashMaterial::of(payload))
 }
 
 /// `plan/sha256/<hash>`.

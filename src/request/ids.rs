@@ -29,9 +29,17 @@ pub fn portable_id_problem(text: &str) -> Option<String> {
 macro_rules! portable_id {
     ($(#[$meta:meta])* $name:ident) => {
         $(#[$meta])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+        #[serde(try_from = "String")]
         pub struct $name(String);
+
+        // Serialized as its text, borrowed: `#[serde(into = "String")]` would clone the
+        // id on every serialization (every fingerprint, plan hash and plan file).
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(&self.0)
+            }
+        }
 
         impl $name {
             /// Builds the id, or says why the text is not a portable id.

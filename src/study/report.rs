@@ -16,7 +16,7 @@
 //!   counted once per step slot (the largest member of the slot);
 //! * **workspaces**: everything else (scratch, bindings, persistent workspaces, other static
 //!   bytes) at its ceiling, invocation descriptors by the pool's largest invocation phase
-//!   (the rows the program's order lets run together, `memory::pool_invocation_phases`);
+//!   (the rows the program's order lets run together, `memory::InvocationPhases`);
 //! * **headroom**: usable capacity − weights − activations − workspaces: the bytes left for
 //!   per-sequence state when everything else is at its ceiling;
 //! * **tokens that fit**: for a paged cache, headroom / KV bytes per token (block rounding
@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::memory::{pool_invocation_phases, quantized_bytes, theoretical_maximum_shape};
+use crate::memory::{quantized_bytes, theoretical_maximum_shape, InvocationPhases};
 use crate::plan::{
     AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
 };
@@ -174,6 +174,7 @@ impl ServingReport {
                 AllocationLifetime::Step | AllocationLifetime::Invocation => {}
             }
         }
+        let mut invocation_phases = InvocationPhases::new(&plan.payload.nodes);
         for pool in &memory.dynamic_pools {
             let usage = pool.compatibility.usage;
             let (slot, what) = if usage == BufferUsage::Activations {
@@ -190,12 +191,12 @@ impl ServingReport {
                     .unwrap_or(0);
                 *slot = add(*slot, largest, what)?;
             }
-            let phases = pool_invocation_phases(&plan.payload.nodes, pool).map_err(|e| {
-                StudyError::Demand {
+            let phases = invocation_phases
+                .of_pool(pool)
+                .map_err(|e| StudyError::Demand {
                     resource: pool.pool_id.clone(),
                     reason: format!("invocation phases: {e}"),
-                }
-            })?;
+                })?;
             let mut peak = 0u64;
             for phase in phases {
                 let mut phase_bytes = 0u64;
