@@ -33,6 +33,24 @@ fn settled(s: &jointplan::selection::Solution) -> bool {
         .any(|c| c.certificate.contains("count levels settled"))
 }
 
+/// Solves with and without settling: the first must have settled a level,
+/// the second none, and both must choose the same; returns the first.
+fn settled_and_agrees(
+    p: &jointplan::selection::SelectionProblem,
+    obj: Arc<dyn Objective>,
+    seed: u64,
+) -> jointplan::selection::Solution {
+    let fast = run(p, obj.clone(), true);
+    let slow = run(p, obj, false);
+    assert!(settled(&fast), "seed {seed}: no level was settled");
+    assert!(
+        !settled(&slow),
+        "seed {seed}: settled although switched off"
+    );
+    assert_eq!(fast.choices, slow.choices, "seed {seed}");
+    fast
+}
+
 fn weighted(ranks: Vec<u32>) -> Arc<dyn Objective> {
     Arc::new(Weighted(Weights {
         preferred: 3,
@@ -40,47 +58,26 @@ fn weighted(ranks: Vec<u32>) -> Arc<dyn Objective> {
     }))
 }
 
-/// Without preferences and with free rank 0, the `weighted` level is at its
-/// best possible value (zero) when every resource can be at rank 0; with a
-/// fallback candidate at every node it can, and the part is restricted.
-#[test]
-fn weighted_settles_at_zero_without_preferences() {
-    for seed in 0..3u64 {
-        let params = Params {
-            profiles: 4,
-            preferred_prob: 0.0,
-            ..Params::default()
-        };
-        let p = long_range(150, 0.5, &params, seed);
-        let obj = weighted(vec![0, 2, 4, 6]);
-        let fast = run(&p, obj.clone(), true);
-        let slow = run(&p, obj, false);
-        assert!(settled(&fast), "seed {seed}: no level was settled");
-        assert_eq!(fast.choices, slow.choices, "seed {seed}");
-    }
-}
-
 /// With a fallback candidate at every node, every resource can be at rank 0,
 /// so `min-penalty`'s penalty levels are settled at zero and the rest is
-/// decided like `seed-lex`; the answer equals the level-by-level solve.
+/// decided like `seed-lex`; without preferences the `weighted` level (free
+/// rank 0) is likewise at its best possible value, zero. Both answers equal
+/// the level-by-level solve.
 #[test]
-fn min_penalty_settles_a_zero_penalty_and_agrees_with_the_level_by_level_solve() {
-    for seed in 0..4u64 {
+fn a_reachable_zero_penalty_is_settled_and_agrees_with_the_level_by_level_solve() {
+    for seed in 0..6u64 {
+        let preferred_prob = [0.0, 0.5, 1.0][(seed % 3) as usize];
         let params = Params {
             profiles: 4,
-            preferred_prob: 0.5 + 0.5 * (seed % 2) as f64,
+            preferred_prob,
             ..Params::default()
         };
         let p = long_range(120, 0.5, &params, seed);
-        let fast = run(&p, Arc::new(MinPenalty), true);
-        let slow = run(&p, Arc::new(MinPenalty), false);
-        assert!(settled(&fast), "seed {seed}: no level was settled");
-        assert!(
-            !settled(&slow),
-            "seed {seed}: settled although switched off"
-        );
-        assert_eq!(fast.choices, slow.choices, "seed {seed}");
+        let fast = settled_and_agrees(&p, Arc::new(MinPenalty), seed);
         assert!(fast.summary.penalty_by_rank[1..].iter().all(|&c| c == 0));
+        if preferred_prob == 0.0 {
+            settled_and_agrees(&p, weighted(vec![0, 2, 4, 6]), seed);
+        }
     }
 }
 
@@ -106,10 +103,7 @@ fn max_preferred_settles_when_every_preference_can_be_met() {
                 }
             }
         }
-        let fast = run(&p, Arc::new(MaxPreferred), true);
-        let slow = run(&p, Arc::new(MaxPreferred), false);
-        assert!(settled(&fast), "seed {seed}: no level was settled");
-        assert_eq!(fast.choices, slow.choices, "seed {seed}");
+        let fast = settled_and_agrees(&p, Arc::new(MaxPreferred), seed);
         let possible = p
             .nodes
             .iter()
