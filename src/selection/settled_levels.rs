@@ -159,28 +159,26 @@ pub(crate) fn settle_leading_counts(
     warm: Option<&[usize]>,
 ) -> Option<Settled> {
     let mut best: Option<Settled> = None;
-    let mut current = comp.clone();
     for (i, level) in levels.iter().enumerate() {
+        let current = best.as_ref().map_or(comp, |b| &b.reduced);
         let candidate = match *level {
             // A rank count is settled at zero only when every worse rank
             // is already excluded (settled before, or accepted nowhere).
-            Level::RankCount(k) if k < 64 && nothing_above(&current, k) => {
-                narrow_masks(&current, (1u64 << k) - 1)
+            Level::RankCount(k) if k < 64 && nothing_above(current, k) => {
+                narrow_masks(current, (1u64 << k) - 1)
             }
-            Level::PreferredCount if i == 0 => only_preferred(&current),
-            Level::Weighted if i == 0 => weighted_best(&current, weights?),
+            Level::PreferredCount if i == 0 => only_preferred(current),
+            Level::Weighted if i == 0 => weighted_best(current, weights?),
             _ => None,
         };
         let Some(candidate) = candidate else { break };
-        let hint = warm.and_then(|w| narrow(comp, &candidate, w));
-        let hint = hint.or_else(|| {
+        let hint = warm.and_then(|w| narrow(comp, &candidate, w)).or_else(|| {
             best.as_ref()
                 .and_then(|b| narrow(&b.reduced, &candidate, &b.witness))
         });
         let Some(w) = witness(&candidate, hint.as_deref()) else {
             break;
         };
-        current = candidate.clone();
         best = Some(Settled {
             reduced: candidate,
             settled: i + 1,

@@ -375,7 +375,7 @@ impl PartSolver<'_> {
     }
 
     /// The frontier where its state bound is small, the integer program
-    /// otherwise.
+    /// otherwise; `levels` are already the live levels of `comp`.
     fn frontier_or_ilp(
         &self,
         comp: &Comp,
@@ -383,8 +383,6 @@ impl PartSolver<'_> {
         warm: Option<&[usize]>,
     ) -> Result<PartResult, String> {
         let (weights, limits) = (self.weights, &self.limits);
-        let live = live_levels(comp, levels, weights);
-        let levels = live.as_slice();
         // Within the bound the frontier surely finishes; a little beyond it
         // (the bound counts every intersection mask, reachable or not) it is
         // tried with a budget of a few times the threshold, which bounds
