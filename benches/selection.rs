@@ -26,8 +26,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use jointplan::selection::instances::Params;
 use jointplan::selection::{
-    frontier_solve, instances, solve, FrontierKind, MaxPreferred, Method, MinPenalty, Objective,
-    SeedLex, SolveOptions, Weighted, Weights,
+    frontier_solve, instances, solve, FrontierKind, Method, SeedLex, SolveOptions,
 };
 
 const FRONTIER_BUDGET: u64 = 2_000_000;
@@ -95,15 +94,7 @@ fn objectives(c: &mut Criterion) {
         ..Params::default()
     };
     let problem = instances::long_range(1_000, 0.5, &params, 1);
-    let objectives: Vec<Arc<dyn Objective>> = vec![
-        Arc::new(SeedLex),
-        Arc::new(MaxPreferred),
-        Arc::new(MinPenalty),
-        Arc::new(Weighted(Weights {
-            preferred: 3,
-            ranks: vec![0, 2, 4, 6],
-        })),
-    ];
+    let objectives = instances::benchmark_objectives();
     let mut g = c.benchmark_group("objectives");
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(200))

@@ -19,10 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jointplan::selection::instances::{self, Params};
-use jointplan::selection::{
-    solve, MaxPreferred, MinPenalty, Objective, SeedLex, SelectionProblem, SolveOptions, Status,
-    Weighted, Weights,
-};
+use jointplan::selection::{solve, Objective, SelectionProblem, SolveOptions, Status};
 
 /// One timed solve: seconds and a note (`optimal`, or the limit and gap).
 fn timed(p: &SelectionProblem, objective: Arc<dyn Objective>, limit: Duration) -> (f64, String) {
@@ -102,15 +99,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let objectives: Vec<Arc<dyn Objective>> = vec![
-        Arc::new(SeedLex),
-        Arc::new(MaxPreferred),
-        Arc::new(MinPenalty),
-        Arc::new(Weighted(Weights {
-            preferred: 3,
-            ranks: vec![0, 2, 4, 6],
-        })),
-    ];
+    let objectives = instances::benchmark_objectives();
     println!(
         "| shape | nodes | preferred | seed-lex | max-preferred (x seed-lex) | min-penalty (x seed-lex) | weighted (x seed-lex) |"
     );

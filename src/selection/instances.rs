@@ -273,3 +273,19 @@ pub fn benchmark_families() -> Vec<(&'static str, usize, SelectionProblem)> {
     }
     out
 }
+
+/// The four objective variants as the benchmarks compare them: `seed-lex`,
+/// `max-preferred`, `min-penalty` and `weighted` with
+/// `{"preferred": 3, "ranks": [0, 2, 4, 6]}` (four profiles).
+pub fn benchmark_objectives() -> Vec<std::sync::Arc<dyn super::Objective>> {
+    use super::objective::{MaxPreferred, MinPenalty, SeedLex, Weighted, Weights};
+    vec![
+        std::sync::Arc::new(SeedLex),
+        std::sync::Arc::new(MaxPreferred),
+        std::sync::Arc::new(MinPenalty),
+        std::sync::Arc::new(Weighted(Weights {
+            preferred: 3,
+            ranks: vec![0, 2, 4, 6],
+        })),
+    ]
+}
