@@ -34,16 +34,16 @@ pub(crate) struct PrefixReduced {
     /// The part with only the undominated candidates (same nodes, same
     /// resources; candidates keep their `orig`).
     pub reduced: Comp,
-    /// The witness given to [`drop_prefix_dominated`], moved onto the
-    /// reduced part: a dropped candidate is replaced by a kept candidate
+    /// The witness given to [`drop_prefix_dominated`], if any, moved onto
+    /// the reduced part: a dropped candidate is replaced by a kept candidate
     /// that dominates it (still a solution, no worse on any prefix level).
-    pub witness: Vec<usize>,
+    pub witness: Option<Vec<usize>>,
     /// Candidates dropped.
     pub dropped: usize,
 }
 
 /// Whether `d` dominates `c` on the prefix levels (see the module docs).
-fn dominates(d: &CCand, c: &CCand) -> bool {
+pub(crate) fn dominates(d: &CCand, c: &CCand) -> bool {
     (d.preferred || !c.preferred)
         && d.res.iter().all(|&(r, md)| {
             c.res
@@ -55,44 +55,58 @@ fn dominates(d: &CCand, c: &CCand) -> bool {
 /// `comp` without the candidates that another candidate of the same node
 /// dominates on the prefix levels; of candidates that dominate each other
 /// (the same resources, the same profiles, the same preference) the first
-/// is kept. `witness` is a solution of `comp` (local indices). `None` when
-/// no candidate is dominated, or the witness does not fit `comp`.
-pub(crate) fn drop_prefix_dominated(comp: &Comp, witness: &[usize]) -> Option<PrefixReduced> {
-    if witness.len() != comp.nodes.len() {
+/// is kept. `witness`, if given, is a solution of `comp` (local indices).
+/// `None` when no candidate is dominated, or the witness does not fit
+/// `comp`.
+pub(crate) fn drop_prefix_dominated(
+    comp: &Comp,
+    witness: Option<&[usize]>,
+) -> Option<PrefixReduced> {
+    if witness.is_some_and(|w| w.len() != comp.nodes.len()) {
         return None;
     }
     let mut reduced = comp.clone();
-    let mut moved = Vec::with_capacity(witness.len());
+    let mut moved = Vec::with_capacity(comp.nodes.len());
     let mut dropped = 0;
-    for (node, &w) in reduced.nodes.iter_mut().zip(witness) {
+    for (u, node) in reduced.nodes.iter_mut().enumerate() {
         let cands = &node.cands;
-        // `c` is dropped when some `d` dominates it strictly, or both ways
-        // with `d` first. Dominance is a preorder, so the kept candidates
-        // are its maximal elements and every dropped candidate has a kept
-        // dominator (follow dominators up; the order is finite).
-        let keep: Vec<bool> = (0..cands.len())
-            .map(|c| {
-                !(0..cands.len()).any(|d| {
-                    d != c
-                        && dominates(&cands[d], &cands[c])
-                        && (d < c || !dominates(&cands[c], &cands[d]))
-                })
-            })
-            .collect();
-        let chosen = cands.get(w)?;
+        let keep = undominated(cands, |_| true);
         let kept: Vec<usize> = (0..cands.len()).filter(|&c| keep[c]).collect();
-        let local = if keep[w] {
-            kept.iter().position(|&c| c == w)?
-        } else {
-            kept.iter().position(|&d| dominates(&cands[d], chosen))?
-        };
-        moved.push(local);
+        if let Some(w) = witness.map(|w| w[u]) {
+            let chosen = cands.get(w)?;
+            let local = if keep[w] {
+                kept.iter().position(|&c| c == w)?
+            } else {
+                kept.iter().position(|&d| dominates(&cands[d], chosen))?
+            };
+            moved.push(local);
+        }
         dropped += cands.len() - kept.len();
         node.cands = kept.iter().map(|&c| cands[c].clone()).collect();
     }
     (dropped > 0).then_some(PrefixReduced {
         reduced,
-        witness: moved,
+        witness: witness.map(|_| moved),
         dropped,
     })
+}
+
+/// Which of `cands` are kept among the `live` ones: a live candidate is
+/// dropped when some other live candidate dominates it strictly, or both
+/// ways and comes first. Dominance is a preorder, so the kept candidates
+/// are its maximal elements and every dropped candidate has a kept
+/// dominator (follow dominators up; the order is finite). Candidates that
+/// are not live are never kept.
+pub(crate) fn undominated(cands: &[CCand], live: impl Fn(usize) -> bool) -> Vec<bool> {
+    (0..cands.len())
+        .map(|c| {
+            live(c)
+                && !(0..cands.len()).any(|d| {
+                    d != c
+                        && live(d)
+                        && dominates(&cands[d], &cands[c])
+                        && (d < c || !dominates(&cands[c], &cands[d]))
+                })
+        })
+        .collect()
 }

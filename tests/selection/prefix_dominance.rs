@@ -25,10 +25,25 @@ fn objectives() -> Vec<Arc<dyn Objective>> {
 }
 
 fn run(p: &SelectionProblem, obj: &Arc<dyn Objective>, dominance: bool) -> Solution {
+    run_with(
+        p,
+        obj,
+        dominance,
+        SolveOptions::default().provider_search_steps,
+    )
+}
+
+fn run_with(
+    p: &SelectionProblem,
+    obj: &Arc<dyn Objective>,
+    dominance: bool,
+    provider_search_steps: u64,
+) -> Solution {
     let opts = SolveOptions {
         objective: Arc::clone(obj),
         timings: false,
         prefix_dominance: dominance,
+        provider_search_steps,
         ..SolveOptions::default()
     };
     let s = solve(p, &opts).unwrap();
@@ -104,4 +119,38 @@ fn tiny_instances_with_a_catch_all_candidate_match_brute_force() {
         }
     }
     assert!(compared >= 30, "only {compared} comparisons ran");
+}
+
+/// With no steps for the provider-id search, the provider ids are decided by
+/// probing (prefix dominance on) or by the integer program from the proved
+/// earlier levels (off): both must give the answer of the default solve,
+/// and the certificate must name the probes.
+#[test]
+fn provider_ids_by_probing_and_by_the_integer_program_agree_with_the_search() {
+    let mut probed = 0usize;
+    for seed in 0..3u64 {
+        for preferred_prob in [0.0, 0.5] {
+            let params = Params {
+                profiles: 4,
+                preferred_prob,
+                ..Params::default()
+            };
+            let p = long_range(40, 0.5, &params, seed);
+            for obj in objectives() {
+                let searched = run(&p, &obj, true);
+                let by_probes = run_with(&p, &obj, true, 0);
+                let by_ilp = run_with(&p, &obj, false, 0);
+                let what = format!("seed {seed} pref {preferred_prob} {}", obj.name());
+                assert_eq!(by_probes.choices, searched.choices, "{what}");
+                assert_eq!(by_ilp.choices, searched.choices, "{what}");
+                probed += usize::from(
+                    by_probes
+                        .components
+                        .iter()
+                        .any(|c| c.certificate.contains("exact probes")),
+                );
+            }
+        }
+    }
+    assert!(probed >= 4, "probing decided {probed} solves only");
 }
