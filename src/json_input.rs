@@ -437,7 +437,7 @@ pub fn parse_strict_counting<T: serde::de::DeserializeOwned>(
 
 /// The error of a document the fast parse rejected with `fast`, with its JSON path: the
 /// path-tracking parse's error (or `fast` at the document, should that parse not fail).
-fn located_parse_error<T: serde::de::DeserializeOwned>(
+pub(crate) fn located_parse_error<T: serde::de::DeserializeOwned>(
     text: &str,
     fast: serde_json::Error,
 ) -> StrictJsonError {

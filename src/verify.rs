@@ -18,6 +18,8 @@
 //! far less useful than the path of the field that was changed. When the trees differ, the
 //! internal finding on the stored plan (if any) is attached as context.
 
+mod payload_text;
+
 use std::fmt;
 
 use serde_json::Value;
@@ -121,10 +123,9 @@ impl VerifyError {
     }
 }
 
-/// A stored plan read from its text: the typed plan, and the canonical hash of the text.
-/// Read by [`read_stored_plan`], that hash is checked to equal the hash of the plan's own
-/// canonical form; read by [`read_stored_plan_to_rebuild`], that check waits for the
-/// comparison with the rebuilt plan (which implies it when the two agree).
+/// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: the typed plan, and
+/// the canonical hash of the text. Whether that hash is the plan's own canonical form waits
+/// for the comparison with the rebuilt plan (which implies it when the two agree).
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
     /// The plan.
@@ -133,8 +134,6 @@ pub struct StoredPlan<'t> {
     text: &'t str,
     /// SHA-256 of the canonical JSON of the text.
     canonical: crate::canonical::Sha256Hex,
-    /// Whether the text is known to be the plan's canonical form.
-    form_checked: bool,
 }
 
 /// The canonical hash of JSON text, streamed through the canonical writer.
@@ -160,22 +159,40 @@ fn to_tree(plan: &ExecutionPlan) -> Result<Value, VerifyError> {
     })
 }
 
-/// Reads a stored plan strictly from its text (`file` names it in errors): the text must be
-/// one JSON value with each key once and within the input limits (else bad input), parse
-/// into a plan with no unknown field, and be in canonical form (the typed plan serializes
-/// back to the same document).
-pub fn read_stored_plan<'t>(
+/// Reads a stored plan strictly from its text (`file` names it in errors) and runs the
+/// independent checker on it: the text must be one JSON value with each key once and
+/// within the input limits (else bad input), parse into a plan with no unknown field, and
+/// be in canonical form (the typed plan serializes back to the same document, else
+/// [`VerifyError::NonCanonical`]); the checker's report says whether the plan is valid.
+///
+/// Cost: the text is hashed once, as plan-hash material ([`payload_text`]), before the
+/// typed parse (so the writer's buffer is gone before the typed plan exists); the checker
+/// hashes the typed payload for its rule 2, and the two hashes agree exactly when the text
+/// is the plan's canonical form. Only when they do not is the whole document hashed (and,
+/// when it differs, walked) to name the first non-canonical field.
+pub fn check_stored_plan(
     file: &std::path::Path,
-    text: &'t str,
-) -> Result<StoredPlan<'t>, VerifyError> {
-    let mut stored = read_stored_plan_to_rebuild(file, text)?;
-    check_form(&stored)?;
-    stored.form_checked = true;
-    Ok(stored)
+    text: &str,
+) -> Result<(ExecutionPlan, crate::check::CheckReport), VerifyError> {
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let text_hash = payload_text::stored_payload_hash(text);
+    let plan = parse_plan(text)?;
+    let (report, payload_hash) = crate::check::check_plan_and_hash(&plan);
+    if text_hash.is_none() || text_hash != payload_hash {
+        let stored = StoredPlan {
+            canonical: canonical_text_hash(text)?,
+            plan,
+            text,
+        };
+        check_form(&stored)?;
+        return Ok((stored.plan, report));
+    }
+    Ok((plan, report))
 }
 
-/// Reads a stored plan strictly, like [`read_stored_plan`], except that whether the text is
-/// the plan's canonical form is left to [`verify_stored`]: when the rebuilt plan's canonical
+/// Reads a stored plan strictly, like [`check_stored_plan`], except that whether the text
+/// is the plan's canonical form is left to [`verify_stored`]: when the rebuilt plan's canonical
 /// hash equals the text's, the text is the canonical form of a plan the builder made, so
 /// the typed plan need not be serialized and hashed once more (150 MB for DeepSeek-V3).
 pub fn read_stored_plan_to_rebuild<'t>(
@@ -188,7 +205,6 @@ pub fn read_stored_plan_to_rebuild<'t>(
         plan,
         text,
         canonical,
-        form_checked: false,
     })
 }
 
@@ -211,17 +227,27 @@ fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
 /// Reads a plan as stored, for commands that only read it (`explain`, `diff`): the text
 /// must be one JSON value with each key once and within the input limits, and parse into a
 /// plan with no unknown field; it is not hashed (whether the plan is intact is what
-/// [`read_stored_plan`] with the checker, or `verify`, establish).
+/// [`check_stored_plan`], or `verify`, establish).
 pub fn read_plan_as_stored(
     file: &std::path::Path,
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    parse_plan(text)
+}
+
+/// The typed plan of a text `check_document` accepted. The fast parse tracks no JSON path
+/// (tracking wraps every value); only a text that fails is parsed again with the path
+/// tracked, to name where it fails.
+fn parse_plan(text: &str) -> Result<ExecutionPlan, VerifyError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| VerifyError::Malformed {
-        json_path: err.path().to_string(),
-        message: err.inner().to_string(),
+    serde::Deserialize::deserialize(&mut deserializer).map_err(|fast| {
+        let located = crate::json_input::located_parse_error::<ExecutionPlan>(text, fast);
+        VerifyError::Malformed {
+            json_path: located.json_path,
+            message: located.message,
+        }
     })
 }
 
@@ -247,8 +273,7 @@ pub fn verify_text(
     verify_stored(request, stored, options)
 }
 
-/// Verifies a plan already read by [`read_stored_plan`] or
-/// [`read_stored_plan_to_rebuild`].
+/// Verifies a plan already read by [`read_stored_plan_to_rebuild`].
 ///
 /// When the rebuilt plan's canonical hash equals the stored text's, the stored document
 /// is, field for field, the plan the builder has just made and checked (its internal
@@ -274,9 +299,7 @@ pub fn verify_stored(
     if crate::canonical::canonical_fingerprint("plan", &rebuilt)? == stored.canonical {
         return Ok(rebuilt);
     }
-    if !stored.form_checked {
-        check_form(&stored)?;
-    }
+    check_form(&stored)?;
     let difference =
         first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
             path: ".".to_owned(),
@@ -432,7 +455,7 @@ mod tests {
         let file = std::path::Path::new("plan.json");
         for err in [
             read_plan_as_stored(file, &text).unwrap_err(),
-            read_stored_plan(file, &text).unwrap_err(),
+            check_stored_plan(file, &text).unwrap_err(),
         ] {
             assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
         }

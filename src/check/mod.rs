@@ -113,6 +113,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::canonical::Sha256Hex;
 use crate::plan::hash::{plan_hash, plan_id};
 use crate::plan::{ExecutionPlan, PLAN_SCHEMA};
 
@@ -172,6 +173,14 @@ impl Findings {
 
 /// Checks every rule on `plan` and reports every violation.
 pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
+    check_plan_and_hash(plan).0
+}
+
+/// [`check_plan`], also returning the payload's plan hash as rule 2 computed it (`None` if
+/// the payload cannot be hashed): a reader of a stored plan compares it with the hash of
+/// the stored text to know that the text is the plan's canonical form, without hashing the
+/// plan once more.
+pub fn check_plan_and_hash(plan: &ExecutionPlan) -> (CheckReport, Option<Sha256Hex>) {
     let mut found = Findings::default();
     let payload = &plan.payload;
     // 1.
@@ -183,9 +192,10 @@ pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
         );
     }
     // 2.
-    match plan_hash(payload) {
+    let hash = plan_hash(payload);
+    match &hash {
         Ok(hash) => {
-            if hash != plan.plan_hash {
+            if *hash != plan.plan_hash {
                 found.add(
                     2,
                     "plan_hash",
@@ -215,5 +225,5 @@ pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
     let mut violations = found.0;
     violations.sort();
     violations.dedup();
-    CheckReport { violations }
+    (CheckReport { violations }, hash.ok())
 }
