@@ -20,8 +20,8 @@ pub struct Args {
 /// Runs `jointplan check`; returns whether the plan is valid.
 pub fn run(args: &Args) -> Result<bool, Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
-    let (plan, report) = check_stored_plan(&args.plan, &text)
-        .map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let (plan, report) =
+        check_stored_plan(&args.plan, &text).map_err(|e| Error::from(e).in_file(&args.plan))?;
     let text = if args.json {
         let json = serde_json::json!({
             "plan_id": plan.payload.plan_id,
