@@ -19,6 +19,7 @@
 //! internal finding on the stored plan (if any) is attached as context.
 
 mod payload_text;
+mod recorded;
 
 use std::fmt;
 
@@ -123,13 +124,15 @@ impl VerifyError {
     }
 }
 
-/// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: the typed plan, and
-/// the canonical hash of the text. Whether that hash is the plan's own canonical form waits
-/// for the comparison with the rebuilt plan (which implies it when the two agree).
+/// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: its recorded
+/// selection settings and the canonical hash of the text; the typed plan is parsed only if
+/// the rebuilt plan differs ([`recorded`]). Whether that hash is the plan's own canonical
+/// form waits for the comparison with the rebuilt plan (which implies it when the two
+/// agree).
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
-    /// The plan.
-    pub plan: ExecutionPlan,
+    /// The recorded selection settings (`payload.selection_settings`).
+    settings: crate::plan::SelectionSettings,
     /// The stored text.
     text: &'t str,
     /// SHA-256 of the canonical JSON of the text.
@@ -180,45 +183,58 @@ pub fn check_stored_plan(
     let plan = parse_plan(text)?;
     let (report, payload_hash) = crate::check::check_plan_and_hash(&plan);
     if text_hash.is_none() || text_hash != payload_hash {
-        let stored = StoredPlan {
-            canonical: canonical_text_hash(text)?,
-            plan,
-            text,
-        };
-        check_form(&stored)?;
-        return Ok((stored.plan, report));
+        check_form(&plan, text, &canonical_text_hash(text)?)?;
     }
     Ok((plan, report))
 }
 
-/// Reads a stored plan strictly, like [`check_stored_plan`], except that whether the text
-/// is the plan's canonical form is left to [`verify_stored`]: when the rebuilt plan's canonical
-/// hash equals the text's, the text is the canonical form of a plan the builder made, so
-/// the typed plan need not be serialized and hashed once more (150 MB for DeepSeek-V3).
+/// Reads a stored plan for [`verify_stored`]: the text must be one JSON value with each key
+/// once and within the input limits (else bad input); it is hashed canonically and its
+/// recorded selection settings are read. Whether it parses strictly into a plan (no
+/// unknown field) and is that plan's canonical form is left to [`verify_stored`]: when the
+/// rebuilt plan's canonical hash equals the text's, the text is the canonical form of a
+/// plan the builder made, so it is neither parsed whole nor serialized and hashed once
+/// more (286 MB of text and about 400 MB of typed plan for DeepSeek-V3).
 pub fn read_stored_plan_to_rebuild<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
-    let plan = read_plan_as_stored(file, text)?;
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
     let canonical = canonical_text_hash(text)?;
+    let settings = match recorded::recorded_settings(text) {
+        Ok(settings) => settings,
+        // The whole parse names the culprit by its path; should it pass, the partial
+        // parse's own message stands.
+        Err(partial) => {
+            parse_plan(text)?;
+            return Err(VerifyError::Malformed {
+                json_path: "payload.selection_settings".to_owned(),
+                message: partial.to_string(),
+            });
+        }
+    };
     Ok(StoredPlan {
-        plan,
+        settings,
         text,
         canonical,
     })
 }
 
-/// Checks that the typed plan serializes back to the stored document (else the first
-/// differing path, as non-canonical).
-fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
-    if crate::canonical::canonical_fingerprint("plan", &stored.plan)? != stored.canonical {
-        let reserialized = to_tree(&stored.plan)?;
-        let difference =
-            first_difference(&tree(stored.text)?, &reserialized).unwrap_or(FieldDifference {
-                path: ".".to_owned(),
-                stored: "the stored document".to_owned(),
-                rebuilt: "its canonical form".to_owned(),
-            });
+/// Checks that the typed plan serializes back to the stored document whose canonical hash
+/// is `canonical` (else the first differing path, as non-canonical).
+fn check_form(
+    plan: &ExecutionPlan,
+    text: &str,
+    canonical: &crate::canonical::Sha256Hex,
+) -> Result<(), VerifyError> {
+    if crate::canonical::canonical_fingerprint("plan", plan)? != *canonical {
+        let reserialized = to_tree(plan)?;
+        let difference = first_difference(&tree(text)?, &reserialized).unwrap_or(FieldDifference {
+            path: ".".to_owned(),
+            stored: "the stored document".to_owned(),
+            rebuilt: "its canonical form".to_owned(),
+        });
         return Err(VerifyError::NonCanonical(difference));
     }
     Ok(())
@@ -279,34 +295,54 @@ pub fn verify_text(
 /// is, field for field, the plan the builder has just made and checked (its internal
 /// checks and the independent checker run inside the build), so the plan returned is the
 /// rebuilt one and those checks do not run a second time on an identical plan. On a
-/// difference the stored plan's form is checked first (a non-canonical document is
-/// reported as such), then the first differing path is named with the stored plan's
-/// internal-check finding beside it.
+/// difference the stored text is parsed whole (a malformed plan is reported as such), its
+/// form is checked (a non-canonical document is reported as such), then the first
+/// differing path is named with the stored plan's internal-check finding beside it. A
+/// request that does not build is reported as such, unless the stored plan is malformed
+/// too, which is reported first.
 pub fn verify_stored(
     request: &PlanRequest,
     stored: StoredPlan<'_>,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
+    let mut unreadable_choices = None;
     let options = options
-        .with_recorded_settings(&stored.plan.payload.selection_settings, || {
-            stored.plan.payload.selected_providers()
+        .with_recorded_settings(&stored.settings, || {
+            recorded::recorded_choices(stored.text).unwrap_or_else(|error| {
+                unreadable_choices = Some(error);
+                std::collections::BTreeMap::new()
+            })
         })
         .map_err(|e| VerifyError::Malformed {
             json_path: "payload.selection_settings".to_owned(),
             message: e.to_string(),
         })?;
-    let rebuilt = ExecutionPlan::build(request, &options)?;
+    if let Some(error) = unreadable_choices {
+        parse_plan(stored.text)?;
+        return Err(VerifyError::Malformed {
+            json_path: "payload.nodes".to_owned(),
+            message: error.to_string(),
+        });
+    }
+    let rebuilt = match ExecutionPlan::build(request, &options) {
+        Ok(rebuilt) => rebuilt,
+        Err(error) => {
+            parse_plan(stored.text)?;
+            return Err(error.into());
+        }
+    };
     if crate::canonical::canonical_fingerprint("plan", &rebuilt)? == stored.canonical {
         return Ok(rebuilt);
     }
-    check_form(&stored)?;
+    let plan = parse_plan(stored.text)?;
+    check_form(&plan, stored.text, &stored.canonical)?;
     let difference =
         first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
             path: ".".to_owned(),
             stored: "the stored plan".to_owned(),
             rebuilt: "the rebuilt plan".to_owned(),
         });
-    let internal = validate_internal(&stored.plan, request).err().map(Box::new);
+    let internal = validate_internal(&plan, request).err().map(Box::new);
     Err(VerifyError::Differs {
         difference,
         internal,
