@@ -89,8 +89,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
             tradeoff_lines(&mut out, &t);
         }
     }
+    // Once for every node explained (it was once per node: quadratic for `explain PLAN`).
+    let profiles = resource_profiles(&plan);
     for node in nodes {
-        explain_node(&mut out, &plan, node, request.as_ref());
+        explain_node(&mut out, &profiles, node, request.as_ref());
         match &alternatives {
             Some(map) => alternatives_lines(&mut out, map.get(&node.id)),
             None => out.push_str(
@@ -210,12 +212,11 @@ fn why_not(
 
 fn explain_node(
     out: &mut String,
-    plan: &ExecutionPlan,
+    profiles: &BTreeMap<&ResourceId, StorageProfile>,
     node: &PlanNode,
     request: Option<&PlanRequest>,
 ) {
-    let profiles = resource_profiles(plan);
-    let summary = node_summary(node, &profiles);
+    let summary = node_summary(node, profiles);
     let selection = &node.selection;
     out.push_str(&format!(
         "node {} (operation {} {})\n",
