@@ -7,19 +7,27 @@
 //! its JSON path**, then checks the hash and re-runs [`validate_internal`] and the
 //! independent checker on the stored plan.
 //!
-//! Cost: the stored text is parsed once into the typed plan, and its canonical form is
-//! hashed by streaming the text through the canonical writer (no `Value` tree); the
-//! rebuilt plan is hashed the same way. Equal hashes mean equal canonical texts. Only when
-//! they differ, to name the first differing field, are the two documents built as trees
-//! and walked: rejections pay for the diagnosis, acceptances do not.
+//! Cost: before the rebuild the stored text is scanned strictly, its payload is hashed as
+//! plan-hash material by streaming the text through the canonical writer (no `Value` tree,
+//! no typed plan: [`payload_text`]), and its recorded selection settings are read by a
+//! partial parse ([`recorded`]). The rebuilt plan carries its own plan hash, so the text
+//! is the rebuilt plan's canonical form when that hash, its `plan_hash` and its `plan_id`
+//! agree with the rebuilt plan's (and it has no other top-level member); equal hashes
+//! mean equal canonical texts. Only when they differ is the stored text parsed whole into
+//! a typed plan (a malformed plan is reported as such), its form checked, and, to name the
+//! first differing field, are the two documents built as trees and walked: rejections pay
+//! for the diagnosis, acceptances do not.
 //!
 //! Order of the checks: the rebuild-and-compare runs before the internal checks because a
 //! tampered field almost always also breaks the plan hash, and "the hash does not match" is
 //! far less useful than the path of the field that was changed. When the trees differ, the
 //! internal finding on the stored plan (if any) is attached as context.
 
+mod node_view;
 mod payload_text;
 mod recorded;
+
+pub use node_view::{read_node_view, PlanNodeView};
 
 use std::fmt;
 
@@ -125,18 +133,17 @@ impl VerifyError {
 }
 
 /// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: its recorded
-/// selection settings and the canonical hash of the text; the typed plan is parsed only if
-/// the rebuilt plan differs ([`recorded`]). Whether that hash is the plan's own canonical
-/// form waits for the comparison with the rebuilt plan (which implies it when the two
-/// agree).
+/// selection settings and what the text says about its identity (the plan hash of its
+/// payload, its `plan_hash` and `plan_id`); the typed plan is parsed only if the rebuilt
+/// plan differs.
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
     /// The recorded selection settings (`payload.selection_settings`).
     settings: crate::plan::SelectionSettings,
     /// The stored text.
     text: &'t str,
-    /// SHA-256 of the canonical JSON of the text.
-    canonical: crate::canonical::Sha256Hex,
+    /// What the text says about its identity (`None`: not a plan's shape).
+    identity: Option<payload_text::TextIdentity>,
 }
 
 /// The canonical hash of JSON text, streamed through the canonical writer.
@@ -179,7 +186,7 @@ pub fn check_stored_plan(
 ) -> Result<(ExecutionPlan, crate::check::CheckReport), VerifyError> {
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let text_hash = payload_text::stored_payload_hash(text);
+    let text_hash = payload_text::stored_identity(text).map(|identity| identity.payload_hash);
     let plan = parse_plan(text)?;
     let (report, payload_hash) = crate::check::check_plan_and_hash(&plan);
     if text_hash.is_none() || text_hash != payload_hash {
@@ -189,19 +196,19 @@ pub fn check_stored_plan(
 }
 
 /// Reads a stored plan for [`verify_stored`]: the text must be one JSON value with each key
-/// once and within the input limits (else bad input); it is hashed canonically and its
-/// recorded selection settings are read. Whether it parses strictly into a plan (no
-/// unknown field) and is that plan's canonical form is left to [`verify_stored`]: when the
-/// rebuilt plan's canonical hash equals the text's, the text is the canonical form of a
-/// plan the builder made, so it is neither parsed whole nor serialized and hashed once
-/// more (286 MB of text and about 400 MB of typed plan for DeepSeek-V3).
+/// once and within the input limits (else bad input); its payload is hashed as plan-hash
+/// material and its recorded selection settings are read. Whether it parses strictly into
+/// a plan (no unknown field) and is that plan's canonical form is left to
+/// [`verify_stored`]: when the rebuilt plan's identity is the text's, the text is the
+/// canonical form of a plan the builder made, so it is neither parsed whole nor hashed
+/// whole (for DeepSeek-V3, a 286 MB text).
 pub fn read_stored_plan_to_rebuild<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let canonical = canonical_text_hash(text)?;
+    let identity = payload_text::stored_identity(text);
     let settings = match recorded::recorded_settings(text) {
         Ok(settings) => settings,
         // The whole parse names the culprit by its path; should it pass, the partial
@@ -217,7 +224,7 @@ pub fn read_stored_plan_to_rebuild<'t>(
     Ok(StoredPlan {
         settings,
         text,
-        canonical,
+        identity,
     })
 }
 
@@ -291,7 +298,8 @@ pub fn verify_text(
 
 /// Verifies a plan already read by [`read_stored_plan_to_rebuild`].
 ///
-/// When the rebuilt plan's canonical hash equals the stored text's, the stored document
+/// When the rebuilt plan's plan hash, `plan_hash` and `plan_id` are the stored text's
+/// ([`payload_text`]), the stored document
 /// is, field for field, the plan the builder has just made and checked (its internal
 /// checks and the independent checker run inside the build), so the plan returned is the
 /// rebuilt one and those checks do not run a second time on an identical plan. On a
@@ -331,11 +339,15 @@ pub fn verify_stored(
             return Err(error.into());
         }
     };
-    if crate::canonical::canonical_fingerprint("plan", &rebuilt)? == stored.canonical {
+    if stored
+        .identity
+        .as_ref()
+        .is_some_and(|identity| identity.is_plan(&rebuilt))
+    {
         return Ok(rebuilt);
     }
     let plan = parse_plan(stored.text)?;
-    check_form(&plan, stored.text, &stored.canonical)?;
+    check_form(&plan, stored.text, &canonical_text_hash(stored.text)?)?;
     let difference =
         first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
             path: ".".to_owned(),
