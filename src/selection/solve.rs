@@ -69,6 +69,11 @@ pub struct SolveOptions {
     /// re-checked witnesses and solve the restricted part (on by default;
     /// off only to study or test the paths it bypasses; docs/solver.md).
     pub settle_counts: bool,
+    /// Solve the levels before the provider ids without the candidates
+    /// that cannot change them (prefix dominance), then choose the provider
+    /// ids on the whole part (on by default; off only to study or test the
+    /// paths it bypasses; docs/solver.md).
+    pub prefix_dominance: bool,
     /// Told what the solve is doing (a progress display; none by default).
     /// It only watches: the solution does not depend on it.
     pub observer: Option<SolveObserver>,
@@ -87,6 +92,7 @@ impl Default for SolveOptions {
             backend: Backend::Microlp,
             subpart_dp_states: SUBPART_FRONTIER_STATES,
             settle_counts: true,
+            prefix_dominance: true,
             observer: None,
         }
     }
@@ -345,6 +351,7 @@ pub fn solve(
                     },
                     subpart_dp_states: ctx.opts.subpart_dp_states,
                     settle_counts: ctx.opts.settle_counts,
+                    prefix_dominance: ctx.opts.prefix_dominance,
                 };
                 let r = solver.solve_part(&part.comp, None);
                 let spent = t.elapsed();

@@ -21,9 +21,10 @@ use std::collections::BTreeMap;
 use super::components::Comp;
 use super::count_levels::{grouped_counts, live_levels};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
+use super::ilp::{solve_ilp, solve_ilp_proved, IlpLimits, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
+use super::prefix_dominance::drop_prefix_dominated;
 use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
 use super::propagation::Domains;
@@ -53,6 +54,9 @@ pub(crate) struct PartSolver<'a> {
     pub subpart_dp_states: u64,
     /// Whether leading count levels may be settled by witnesses.
     pub settle_counts: bool,
+    /// Whether the levels before the provider ids may be solved without
+    /// their prefix-dominated candidates.
+    pub prefix_dominance: bool,
 }
 
 /// How a part was solved, for its certificate.
@@ -74,6 +78,9 @@ pub(crate) struct PartMethod {
     /// Leading count levels settled at their best possible value by a
     /// re-checked witness (summed over the parts where that happened).
     pub settled_levels: usize,
+    /// Candidates set aside while the levels before the provider ids were
+    /// solved (prefix dominance; they are back for the provider ids).
+    pub prefix_dominated: usize,
 }
 
 impl PartMethod {
@@ -97,6 +104,12 @@ impl PartMethod {
             out.push(format!(
                 "{} count levels settled at their best possible value by re-checked witnesses",
                 self.settled_levels
+            ));
+        }
+        if self.prefix_dominated > 0 {
+            out.push(format!(
+                "levels before the provider ids solved without {} prefix-dominated candidates",
+                self.prefix_dominated
             ));
         }
         if let Some((met, refuted)) = self.preferences {
@@ -146,6 +159,7 @@ impl PartMethod {
         self.searched_parts += other.searched_parts;
         self.solves += other.solves;
         self.settled_levels += other.settled_levels;
+        self.prefix_dominated += other.prefix_dominated;
     }
 }
 
@@ -233,13 +247,7 @@ impl PartSolver<'_> {
                 stats,
             } => {
                 let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
-                let mut res = match levels_then_ids(
-                    &reduced,
-                    levels,
-                    weights,
-                    &self.limits,
-                    warm.as_deref(),
-                )? {
+                let mut res = match self.levels_then_ids(&reduced, levels, warm.as_deref())? {
                     Some(res) => res,
                     None => PartResult::from_ilp(solve_ilp(
                         &reduced,
@@ -427,120 +435,175 @@ impl PartSolver<'_> {
                 DpOutcome::Skipped(_) => {}
             }
         }
-        if let Some(r) = levels_then_ids(comp, levels, weights, limits, warm)? {
+        if let Some(r) = self.levels_then_ids(comp, levels, warm)? {
             return Ok(r);
         }
         Ok(PartResult::from_ilp(solve_ilp(
             comp, levels, weights, limits, warm,
         )?))
     }
+
+    /// For objectives ending with the provider ids: every level before them by
+    /// the integer program (a leading run of count levels grouped into one
+    /// weighted solve by [`grouped_counts`] where exact), then the provider-id
+    /// level by [`smallest_optimal`] among the solutions equal to that optimum
+    /// on every earlier level. `None` when the levels do not end with the
+    /// provider ids or the search ran out of steps (the caller then runs the
+    /// whole hierarchy).
+    fn levels_then_ids(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        warm: Option<&[usize]>,
+    ) -> Result<Option<PartResult>, String> {
+        let (weights, limits) = (self.weights, &self.limits);
+        let Some((Level::ProviderLex, prefix)) = levels.split_last() else {
+            return Ok(None);
+        };
+        let run = prefix
+            .iter()
+            .take_while(|l| matches!(l, Level::PreferredCount | Level::RankCount(_)))
+            .count();
+        let grouped = match grouped_counts(comp, &prefix[..run]) {
+            Some((mut g, w)) if !prefix[run..].contains(&Level::Weighted) => {
+                g.extend_from_slice(&prefix[run..]);
+                Some((g, w))
+            }
+            _ => None,
+        };
+        // A start: the warm solution, else a completion by propagation; with
+        // it a time limit always leaves a solution to report.
+        let start: Option<Vec<usize>> = warm
+            .map(<[usize]>::to_vec)
+            .or_else(|| {
+                Domains::new(comp)
+                    .ok()
+                    .and_then(|mut d| d.complete(|_, _| {}))
+            })
+            .filter(|w| comp.evaluate_local(w).is_some());
+        let mut prefix_method = None;
+        let (choice, solves) = if prefix.is_empty() {
+            // Only the provider ids: any solution is a target.
+            match start {
+                Some(c) => (c, 0),
+                None => return Ok(None),
+            }
+        } else if let Some(red) = start
+            .as_deref()
+            .filter(|_| self.prefix_dominance)
+            .and_then(|w| drop_prefix_dominated(comp, w))
+        {
+            // The earlier levels on the part without the candidates that
+            // cannot change them (presolve then splits it further); the
+            // provider ids below are chosen on the whole part.
+            let r = self.solve_split(&red.reduced, prefix, &red.witness)?;
+            let IlpOutcome::Solved {
+                choice,
+                solves,
+                stopped,
+                gap,
+            } = r.outcome
+            else {
+                return Err("internal: the part without its prefix-dominated candidates is infeasible under a re-checked witness".into());
+            };
+            let choice = widen(comp, &red.reduced, &choice)
+                .ok_or("internal: a prefix-dominance sub-part chose an unknown candidate")?;
+            if stopped.is_some() {
+                // A limit stopped the earlier levels: that is the answer.
+                return Ok(Some(PartResult {
+                    outcome: IlpOutcome::Solved {
+                        choice,
+                        solves,
+                        stopped,
+                        gap,
+                    },
+                    method: PartMethod {
+                        prefix_dominated: r.method.prefix_dominated + red.dropped,
+                        ..r.method
+                    },
+                }));
+            }
+            let mut m = r.method;
+            m.prefix_dominated += red.dropped;
+            prefix_method = Some(m);
+            (choice, solves)
+        } else {
+            let warm = start.as_deref();
+            let first = match &grouped {
+                Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
+                None => solve_ilp(comp, prefix, weights, limits, warm)?,
+            };
+            match first {
+                IlpOutcome::Solved {
+                    stopped: None,
+                    choice,
+                    solves,
+                    ..
+                } => (choice, solves),
+                // Infeasible, or a limit stopped it: that is the part's answer.
+                other => return Ok(Some(PartResult::from_ilp(other))),
+            }
+        };
+        let opt = comp
+            .evaluate_local(&choice)
+            .ok_or("internal: the solution of the earlier levels fails its re-check")?;
+        let target = Target {
+            levels: prefix,
+            weights,
+            opt: &opt,
+        };
+        let method = match prefix_method {
+            Some(mut m) => {
+                m.searched_parts += 1;
+                m
+            }
+            None => PartMethod {
+                ilp_parts: usize::from(solves > 0),
+                solves,
+                searched_parts: 1,
+                ..PartMethod::default()
+            },
+        };
+        if let Some(p) = &limits.progress {
+            p.provider_search();
+        }
+        match smallest_optimal(comp, &target, PROVIDER_SEARCH_STEPS, limits.deadline) {
+            Search::Found(best) => Ok(Some(PartResult {
+                outcome: IlpOutcome::Solved {
+                    choice: best,
+                    solves,
+                    stopped: None,
+                    gap: None,
+                },
+                method,
+            })),
+            // The deadline: the earlier levels are optimal, the provider ids
+            // are not proved (no numeric bound exists for a sequence level).
+            Search::OutOfTime => Ok(Some(PartResult {
+                outcome: IlpOutcome::Solved {
+                    choice,
+                    solves,
+                    stopped: Some("the provider-id search".into()),
+                    gap: None,
+                },
+                method,
+            })),
+            // The earlier levels are proved at `choice`: the whole
+            // hierarchy from there, their rows added without a solve.
+            Search::OutOfSteps => {
+                let out =
+                    solve_ilp_proved(comp, levels, weights, limits, Some(&choice), prefix.len())?;
+                let mut res = PartResult::from_ilp(out);
+                res.method.add(&method);
+                res.method.searched_parts -= 1;
+                Ok(Some(res))
+            }
+            Search::Exhausted => Err(
+                "internal: no solution reaches the proved optimum in the provider-id search".into(),
+            ),
+        }
+    }
 }
 
 /// Steps of the provider-id search before the integer program takes over.
 const PROVIDER_SEARCH_STEPS: u64 = 200_000;
-
-/// For objectives ending with the provider ids: every level before them by
-/// the integer program (a leading run of count levels grouped into one
-/// weighted solve by [`grouped_counts`] where exact), then the provider-id
-/// level by [`smallest_optimal`] among the solutions equal to that optimum
-/// on every earlier level. `None` when the levels do not end with the
-/// provider ids or the search ran out of steps (the caller then runs the
-/// whole hierarchy).
-fn levels_then_ids(
-    comp: &Comp,
-    levels: &[Level],
-    weights: Option<&Weights>,
-    limits: &IlpLimits,
-    warm: Option<&[usize]>,
-) -> Result<Option<PartResult>, String> {
-    let Some((Level::ProviderLex, prefix)) = levels.split_last() else {
-        return Ok(None);
-    };
-    let run = prefix
-        .iter()
-        .take_while(|l| matches!(l, Level::PreferredCount | Level::RankCount(_)))
-        .count();
-    let grouped = match grouped_counts(comp, &prefix[..run]) {
-        Some((mut g, w)) if !prefix[run..].contains(&Level::Weighted) => {
-            g.extend_from_slice(&prefix[run..]);
-            Some((g, w))
-        }
-        _ => None,
-    };
-    // A start: the warm solution, else a completion by propagation; with
-    // it a time limit always leaves a solution to report.
-    let start: Option<Vec<usize>> = warm
-        .map(<[usize]>::to_vec)
-        .or_else(|| {
-            Domains::new(comp)
-                .ok()
-                .and_then(|mut d| d.complete(|_, _| {}))
-        })
-        .filter(|w| comp.evaluate_local(w).is_some());
-    let (choice, solves) = if prefix.is_empty() {
-        // Only the provider ids: any solution is a target.
-        match start {
-            Some(c) => (c, 0),
-            None => return Ok(None),
-        }
-    } else {
-        let warm = start.as_deref();
-        let first = match &grouped {
-            Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
-            None => solve_ilp(comp, prefix, weights, limits, warm)?,
-        };
-        match first {
-            IlpOutcome::Solved {
-                stopped: None,
-                choice,
-                solves,
-                ..
-            } => (choice, solves),
-            // Infeasible, or a limit stopped it: that is the part's answer.
-            other => return Ok(Some(PartResult::from_ilp(other))),
-        }
-    };
-    let opt = comp
-        .evaluate_local(&choice)
-        .ok_or("internal: the solution of the earlier levels fails its re-check")?;
-    let target = Target {
-        levels: prefix,
-        weights,
-        opt: &opt,
-    };
-    let method = PartMethod {
-        ilp_parts: usize::from(solves > 0),
-        solves,
-        searched_parts: 1,
-        ..PartMethod::default()
-    };
-    if let Some(p) = &limits.progress {
-        p.provider_search();
-    }
-    match smallest_optimal(comp, &target, PROVIDER_SEARCH_STEPS, limits.deadline) {
-        Search::Found(best) => Ok(Some(PartResult {
-            outcome: IlpOutcome::Solved {
-                choice: best,
-                solves,
-                stopped: None,
-                gap: None,
-            },
-            method,
-        })),
-        // The deadline: the earlier levels are optimal, the provider ids
-        // are not proved (no numeric bound exists for a sequence level).
-        Search::OutOfTime => Ok(Some(PartResult {
-            outcome: IlpOutcome::Solved {
-                choice,
-                solves,
-                stopped: Some("the provider-id search".into()),
-                gap: None,
-            },
-            method,
-        })),
-        Search::OutOfSteps => Ok(None),
-        Search::Exhausted => {
-            Err("internal: no solution reaches the proved optimum in the provider-id search".into())
-        }
-    }
-}

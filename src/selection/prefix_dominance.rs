@@ -1,0 +1,98 @@
+//! Candidates that cannot change any level before the provider ids.
+//!
+//! Every objective ends with the provider-id level, and the levels before
+//! it (preferences, rank counts worst first, a weighted penalty with
+//! non-negative weights that do not decrease by rank) never look at a
+//! provider id. For those *prefix levels* a candidate `d` of a node
+//! dominates another candidate `c` of the same node when
+//!
+//! * `d` is preferred or `c` is not, and
+//! * `d` touches a subset of `c`'s resources and, for each of them, accepts
+//!   a superset of the profiles `c` accepts.
+//!
+//! This is presolve's dominance rule without its provider-id condition.
+//! Swapping `c` for `d` in a solution keeps it feasible (every touched
+//! resource keeps its profile, which `d` accepts), never loses a preference,
+//! and can only leave a resource untouched; a resource left untouched
+//! leaves every count, and its weight leaves the weighted sum, so no prefix
+//! level gets worse. Hence the prefix levels have the same optimal values on
+//! the part without its dominated candidates ([`drop_prefix_dominated`]).
+//!
+//! That is all the removal is used for: the values are computed on the
+//! smaller part (where, typically, a catch-all candidate that accepts every
+//! profile absorbs every other candidate of a node without a preference,
+//! and presolve then splits the part into small pieces), and the provider
+//! ids are then chosen on the *whole* part among the solutions with those
+//! values. The candidates dropped here are back for that last level, so the
+//! answer is the same as if the whole objective had been solved on the whole
+//! part.
+
+use super::components::{CCand, Comp};
+
+/// A part without its prefix-dominated candidates.
+pub(crate) struct PrefixReduced {
+    /// The part with only the undominated candidates (same nodes, same
+    /// resources; candidates keep their `orig`).
+    pub reduced: Comp,
+    /// The witness given to [`drop_prefix_dominated`], moved onto the
+    /// reduced part: a dropped candidate is replaced by a kept candidate
+    /// that dominates it (still a solution, no worse on any prefix level).
+    pub witness: Vec<usize>,
+    /// Candidates dropped.
+    pub dropped: usize,
+}
+
+/// Whether `d` dominates `c` on the prefix levels (see the module docs).
+fn dominates(d: &CCand, c: &CCand) -> bool {
+    (d.preferred || !c.preferred)
+        && d.res.iter().all(|&(r, md)| {
+            c.res
+                .binary_search_by_key(&r, |&(rc, _)| rc)
+                .is_ok_and(|i| c.res[i].1 & !md == 0)
+        })
+}
+
+/// `comp` without the candidates that another candidate of the same node
+/// dominates on the prefix levels; of candidates that dominate each other
+/// (the same resources, the same profiles, the same preference) the first
+/// is kept. `witness` is a solution of `comp` (local indices). `None` when
+/// no candidate is dominated, or the witness does not fit `comp`.
+pub(crate) fn drop_prefix_dominated(comp: &Comp, witness: &[usize]) -> Option<PrefixReduced> {
+    if witness.len() != comp.nodes.len() {
+        return None;
+    }
+    let mut reduced = comp.clone();
+    let mut moved = Vec::with_capacity(witness.len());
+    let mut dropped = 0;
+    for (node, &w) in reduced.nodes.iter_mut().zip(witness) {
+        let cands = &node.cands;
+        // `c` is dropped when some `d` dominates it strictly, or both ways
+        // with `d` first. Dominance is a preorder, so the kept candidates
+        // are its maximal elements and every dropped candidate has a kept
+        // dominator (follow dominators up; the order is finite).
+        let keep: Vec<bool> = (0..cands.len())
+            .map(|c| {
+                !(0..cands.len()).any(|d| {
+                    d != c
+                        && dominates(&cands[d], &cands[c])
+                        && (d < c || !dominates(&cands[c], &cands[d]))
+                })
+            })
+            .collect();
+        let chosen = cands.get(w)?;
+        let kept: Vec<usize> = (0..cands.len()).filter(|&c| keep[c]).collect();
+        let local = if keep[w] {
+            kept.iter().position(|&c| c == w)?
+        } else {
+            kept.iter().position(|&d| dominates(&cands[d], chosen))?
+        };
+        moved.push(local);
+        dropped += cands.len() - kept.len();
+        node.cands = kept.iter().map(|&c| cands[c].clone()).collect();
+    }
+    (dropped > 0).then_some(PrefixReduced {
+        reduced,
+        witness: moved,
+        dropped,
+    })
+}
