@@ -335,12 +335,17 @@ pub enum ReadError {
 /// early (after the first block) when the text cannot be JSON at all.
 pub fn read_text(file: &Path, limits: &InputLimits) -> Result<String, ReadError> {
     let handle = std::fs::File::open(file)?;
-    if handle.metadata()?.is_dir() {
+    let metadata = handle.metadata()?;
+    if metadata.is_dir() {
         return Err(ReadError::Io(std::io::Error::other(
             "is a directory (expected a JSON file)",
         )));
     }
-    let mut bytes = Vec::new();
+    // Sized once from the file's length (within the limit; one byte more to see the end
+    // of input): growing by doubling copied and faulted in a large file about twice over.
+    // A file that grows while it is read still grows the buffer, up to the limit.
+    let expected = metadata.len().min(limits.file_bytes).saturating_add(1);
+    let mut bytes = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
     let mut reader = handle.take(limits.file_bytes.saturating_add(1));
     let mut block = [0u8; 64 * 1024];
     let mut first = true;
@@ -437,7 +442,7 @@ pub fn parse_strict_counting<T: serde::de::DeserializeOwned>(
 
 /// The error of a document the fast parse rejected with `fast`, with its JSON path: the
 /// path-tracking parse's error (or `fast` at the document, should that parse not fail).
-fn located_parse_error<T: serde::de::DeserializeOwned>(
+pub(crate) fn located_parse_error<T: serde::de::DeserializeOwned>(
     text: &str,
     fast: serde_json::Error,
 ) -> StrictJsonError {

@@ -110,8 +110,7 @@ pub fn verify(
 /// every violation found (an empty report: the plan is valid); a plan that does not even
 /// parse is an error.
 pub fn check(stored_plan: &str) -> Result<check::CheckReport, Error> {
-    let stored = verify::read_stored_plan(Path::new("stored plan"), stored_plan)?;
-    Ok(check::check_plan(&stored.plan))
+    Ok(verify::check_stored_plan(Path::new("stored plan"), stored_plan)?.1)
 }
 
 /// Solves a provider/storage-profile selection problem on its own (what `jointplan solve`

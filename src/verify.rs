@@ -7,16 +7,27 @@
 //! its JSON path**, then checks the hash and re-runs [`validate_internal`] and the
 //! independent checker on the stored plan.
 //!
-//! Cost: the stored text is parsed once into the typed plan, and its canonical form is
-//! hashed by streaming the text through the canonical writer (no `Value` tree); the
-//! rebuilt plan is hashed the same way. Equal hashes mean equal canonical texts. Only when
-//! they differ, to name the first differing field, are the two documents built as trees
-//! and walked: rejections pay for the diagnosis, acceptances do not.
+//! Cost: before the rebuild the stored text is scanned strictly, its payload is hashed as
+//! plan-hash material by streaming the text through the canonical writer (no `Value` tree,
+//! no typed plan: [`payload_text`]), and its recorded selection settings are read by a
+//! partial parse ([`recorded`]). The rebuilt plan carries its own plan hash, so the text
+//! is the rebuilt plan's canonical form when that hash, its `plan_hash` and its `plan_id`
+//! agree with the rebuilt plan's (and it has no other top-level member); equal hashes
+//! mean equal canonical texts. Only when they differ is the stored text parsed whole into
+//! a typed plan (a malformed plan is reported as such), its form checked, and, to name the
+//! first differing field, are the two documents built as trees and walked: rejections pay
+//! for the diagnosis, acceptances do not.
 //!
 //! Order of the checks: the rebuild-and-compare runs before the internal checks because a
 //! tampered field almost always also breaks the plan hash, and "the hash does not match" is
 //! far less useful than the path of the field that was changed. When the trees differ, the
 //! internal finding on the stored plan (if any) is attached as context.
+
+mod node_view;
+mod payload_text;
+mod recorded;
+
+pub use node_view::{read_node_view, PlanNodeView};
 
 use std::fmt;
 
@@ -121,20 +132,18 @@ impl VerifyError {
     }
 }
 
-/// A stored plan read from its text: the typed plan, and the canonical hash of the text.
-/// Read by [`read_stored_plan`], that hash is checked to equal the hash of the plan's own
-/// canonical form; read by [`read_stored_plan_to_rebuild`], that check waits for the
-/// comparison with the rebuilt plan (which implies it when the two agree).
+/// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: its recorded
+/// selection settings and what the text says about its identity (the plan hash of its
+/// payload, its `plan_hash` and `plan_id`); the typed plan is parsed only if the rebuilt
+/// plan differs.
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
-    /// The plan.
-    pub plan: ExecutionPlan,
+    /// The recorded selection settings (`payload.selection_settings`).
+    settings: crate::plan::SelectionSettings,
     /// The stored text.
     text: &'t str,
-    /// SHA-256 of the canonical JSON of the text.
-    canonical: crate::canonical::Sha256Hex,
-    /// Whether the text is known to be the plan's canonical form.
-    form_checked: bool,
+    /// What the text says about its identity (`None`: not a plan's shape).
+    identity: Option<payload_text::TextIdentity>,
 }
 
 /// The canonical hash of JSON text, streamed through the canonical writer.
@@ -160,49 +169,79 @@ fn to_tree(plan: &ExecutionPlan) -> Result<Value, VerifyError> {
     })
 }
 
-/// Reads a stored plan strictly from its text (`file` names it in errors): the text must be
-/// one JSON value with each key once and within the input limits (else bad input), parse
-/// into a plan with no unknown field, and be in canonical form (the typed plan serializes
-/// back to the same document).
-pub fn read_stored_plan<'t>(
+/// Reads a stored plan strictly from its text (`file` names it in errors) and runs the
+/// independent checker on it: the text must be one JSON value with each key once and
+/// within the input limits (else bad input), parse into a plan with no unknown field, and
+/// be in canonical form (the typed plan serializes back to the same document, else
+/// [`VerifyError::NonCanonical`]); the checker's report says whether the plan is valid.
+///
+/// Cost: the text is hashed once, as plan-hash material ([`payload_text`]), before the
+/// typed parse (so the writer's buffer is gone before the typed plan exists); the checker
+/// hashes the typed payload for its rule 2, and the two hashes agree exactly when the text
+/// is the plan's canonical form. Only when they do not is the whole document hashed (and,
+/// when it differs, walked) to name the first non-canonical field.
+pub fn check_stored_plan(
     file: &std::path::Path,
-    text: &'t str,
-) -> Result<StoredPlan<'t>, VerifyError> {
-    let mut stored = read_stored_plan_to_rebuild(file, text)?;
-    check_form(&stored)?;
-    stored.form_checked = true;
-    Ok(stored)
+    text: &str,
+) -> Result<(ExecutionPlan, crate::check::CheckReport), VerifyError> {
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let text_hash = payload_text::stored_identity(text).map(|identity| identity.payload_hash);
+    let plan = parse_plan(text)?;
+    let (report, payload_hash) = crate::check::check_plan_and_hash(&plan);
+    if text_hash.is_none() || text_hash != payload_hash {
+        check_form(&plan, text, &canonical_text_hash(text)?)?;
+    }
+    Ok((plan, report))
 }
 
-/// Reads a stored plan strictly, like [`read_stored_plan`], except that whether the text is
-/// the plan's canonical form is left to [`verify_stored`]: when the rebuilt plan's canonical
-/// hash equals the text's, the text is the canonical form of a plan the builder made, so
-/// the typed plan need not be serialized and hashed once more (150 MB for DeepSeek-V3).
+/// Reads a stored plan for [`verify_stored`]: the text must be one JSON value with each key
+/// once and within the input limits (else bad input); its payload is hashed as plan-hash
+/// material and its recorded selection settings are read. Whether it parses strictly into
+/// a plan (no unknown field) and is that plan's canonical form is left to
+/// [`verify_stored`]: when the rebuilt plan's identity is the text's, the text is the
+/// canonical form of a plan the builder made, so it is neither parsed whole nor hashed
+/// whole (for DeepSeek-V3, a 286 MB text).
 pub fn read_stored_plan_to_rebuild<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
-    let plan = read_plan_as_stored(file, text)?;
-    let canonical = canonical_text_hash(text)?;
+    crate::json_input::check_document(text)
+        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    let identity = payload_text::stored_identity(text);
+    let settings = match recorded::recorded_settings(text) {
+        Ok(settings) => settings,
+        // The whole parse names the culprit by its path; should it pass, the partial
+        // parse's own message stands.
+        Err(partial) => {
+            parse_plan(text)?;
+            return Err(VerifyError::Malformed {
+                json_path: "payload.selection_settings".to_owned(),
+                message: partial.to_string(),
+            });
+        }
+    };
     Ok(StoredPlan {
-        plan,
+        settings,
         text,
-        canonical,
-        form_checked: false,
+        identity,
     })
 }
 
-/// Checks that the typed plan serializes back to the stored document (else the first
-/// differing path, as non-canonical).
-fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
-    if crate::canonical::canonical_fingerprint("plan", &stored.plan)? != stored.canonical {
-        let reserialized = to_tree(&stored.plan)?;
-        let difference =
-            first_difference(&tree(stored.text)?, &reserialized).unwrap_or(FieldDifference {
-                path: ".".to_owned(),
-                stored: "the stored document".to_owned(),
-                rebuilt: "its canonical form".to_owned(),
-            });
+/// Checks that the typed plan serializes back to the stored document whose canonical hash
+/// is `canonical` (else the first differing path, as non-canonical).
+fn check_form(
+    plan: &ExecutionPlan,
+    text: &str,
+    canonical: &crate::canonical::Sha256Hex,
+) -> Result<(), VerifyError> {
+    if crate::canonical::canonical_fingerprint("plan", plan)? != *canonical {
+        let reserialized = to_tree(plan)?;
+        let difference = first_difference(&tree(text)?, &reserialized).unwrap_or(FieldDifference {
+            path: ".".to_owned(),
+            stored: "the stored document".to_owned(),
+            rebuilt: "its canonical form".to_owned(),
+        });
         return Err(VerifyError::NonCanonical(difference));
     }
     Ok(())
@@ -211,17 +250,27 @@ fn check_form(stored: &StoredPlan<'_>) -> Result<(), VerifyError> {
 /// Reads a plan as stored, for commands that only read it (`explain`, `diff`): the text
 /// must be one JSON value with each key once and within the input limits, and parse into a
 /// plan with no unknown field; it is not hashed (whether the plan is intact is what
-/// [`read_stored_plan`] with the checker, or `verify`, establish).
+/// [`check_stored_plan`], or `verify`, establish).
 pub fn read_plan_as_stored(
     file: &std::path::Path,
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
+    parse_plan(text)
+}
+
+/// The typed plan of a text `check_document` accepted. The fast parse tracks no JSON path
+/// (tracking wraps every value); only a text that fails is parsed again with the path
+/// tracked, to name where it fails.
+fn parse_plan(text: &str) -> Result<ExecutionPlan, VerifyError> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|err| VerifyError::Malformed {
-        json_path: err.path().to_string(),
-        message: err.inner().to_string(),
+    serde::Deserialize::deserialize(&mut deserializer).map_err(|fast| {
+        let located = crate::json_input::located_parse_error::<ExecutionPlan>(text, fast);
+        VerifyError::Malformed {
+            json_path: located.json_path,
+            message: located.message,
+        }
     })
 }
 
@@ -247,43 +296,65 @@ pub fn verify_text(
     verify_stored(request, stored, options)
 }
 
-/// Verifies a plan already read by [`read_stored_plan`] or
-/// [`read_stored_plan_to_rebuild`].
+/// Verifies a plan already read by [`read_stored_plan_to_rebuild`].
 ///
-/// When the rebuilt plan's canonical hash equals the stored text's, the stored document
+/// When the rebuilt plan's plan hash, `plan_hash` and `plan_id` are the stored text's
+/// ([`payload_text`]), the stored document
 /// is, field for field, the plan the builder has just made and checked (its internal
 /// checks and the independent checker run inside the build), so the plan returned is the
 /// rebuilt one and those checks do not run a second time on an identical plan. On a
-/// difference the stored plan's form is checked first (a non-canonical document is
-/// reported as such), then the first differing path is named with the stored plan's
-/// internal-check finding beside it.
+/// difference the stored text is parsed whole (a malformed plan is reported as such), its
+/// form is checked (a non-canonical document is reported as such), then the first
+/// differing path is named with the stored plan's internal-check finding beside it. A
+/// request that does not build is reported as such, unless the stored plan is malformed
+/// too, which is reported first.
 pub fn verify_stored(
     request: &PlanRequest,
     stored: StoredPlan<'_>,
     options: &BuildOptions,
 ) -> Result<ExecutionPlan, VerifyError> {
+    let mut unreadable_choices = None;
     let options = options
-        .with_recorded_settings(&stored.plan.payload.selection_settings, || {
-            stored.plan.payload.selected_providers()
+        .with_recorded_settings(&stored.settings, || {
+            recorded::recorded_choices(stored.text).unwrap_or_else(|error| {
+                unreadable_choices = Some(error);
+                std::collections::BTreeMap::new()
+            })
         })
         .map_err(|e| VerifyError::Malformed {
             json_path: "payload.selection_settings".to_owned(),
             message: e.to_string(),
         })?;
-    let rebuilt = ExecutionPlan::build(request, &options)?;
-    if crate::canonical::canonical_fingerprint("plan", &rebuilt)? == stored.canonical {
+    if let Some(error) = unreadable_choices {
+        parse_plan(stored.text)?;
+        return Err(VerifyError::Malformed {
+            json_path: "payload.nodes".to_owned(),
+            message: error.to_string(),
+        });
+    }
+    let rebuilt = match ExecutionPlan::build(request, &options) {
+        Ok(rebuilt) => rebuilt,
+        Err(error) => {
+            parse_plan(stored.text)?;
+            return Err(error.into());
+        }
+    };
+    if stored
+        .identity
+        .as_ref()
+        .is_some_and(|identity| identity.is_plan(&rebuilt))
+    {
         return Ok(rebuilt);
     }
-    if !stored.form_checked {
-        check_form(&stored)?;
-    }
+    let plan = parse_plan(stored.text)?;
+    check_form(&plan, stored.text, &canonical_text_hash(stored.text)?)?;
     let difference =
         first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
             path: ".".to_owned(),
             stored: "the stored plan".to_owned(),
             rebuilt: "the rebuilt plan".to_owned(),
         });
-    let internal = validate_internal(&stored.plan, request).err().map(Box::new);
+    let internal = validate_internal(&plan, request).err().map(Box::new);
     Err(VerifyError::Differs {
         difference,
         internal,
@@ -432,7 +503,7 @@ mod tests {
         let file = std::path::Path::new("plan.json");
         for err in [
             read_plan_as_stored(file, &text).unwrap_err(),
-            read_stored_plan(file, &text).unwrap_err(),
+            check_stored_plan(file, &text).unwrap_err(),
         ] {
             assert!(matches!(err, VerifyError::Malformed { .. }), "{err}");
         }

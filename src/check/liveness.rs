@@ -9,7 +9,8 @@ use crate::plan::{
 };
 use crate::request::{NodeId, ResourceId};
 
-use super::memory::{ancestor, sum};
+use super::memory::sum;
+use super::order::ExecutionOrder;
 use super::Findings;
 
 /// 22: checks the pool's rows and mode against the nodes; returns the pool's invocation
@@ -20,7 +21,7 @@ use super::Findings;
 /// phase (binding data is written together before the wave).
 pub(super) fn invocation<'p>(
     payload: &'p ExecutionPlanPayload,
-    index: &BTreeMap<&NodeId, usize>,
+    order: &ExecutionOrder<'_>,
     at: &str,
     pool: &DynamicBackingPool,
     members: &[&DynamicResourceDescriptor],
@@ -62,9 +63,7 @@ pub(super) fn invocation<'p>(
         d.lifetime == AllocationLifetime::Invocation
             && matches!(d.kind, AllocationKind::Binding { .. })
     });
-    let ordered = rows
-        .windows(2)
-        .all(|w| ancestor(payload, index, w[0].0, w[1].0));
+    let ordered = rows.windows(2).all(|w| order.ancestor(w[0].0, w[1].0));
     let mode = if invocation_members.is_empty() {
         InvocationLivenessMode::NoInvocationResources
     } else if !has_binding && ordered {
@@ -86,10 +85,7 @@ pub(super) fn invocation<'p>(
     let mut phases: Vec<(Vec<usize>, Vec<&ResourceId>)> = Vec::new();
     for (node, row) in rows {
         let all_before = |phase: &(Vec<usize>, Vec<&ResourceId>)| {
-            phase
-                .0
-                .iter()
-                .all(|&earlier| ancestor(payload, index, earlier, node))
+            phase.0.iter().all(|&earlier| order.ancestor(earlier, node))
         };
         match phases.last_mut() {
             Some(last) if !all_before(last) => {

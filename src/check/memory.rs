@@ -9,11 +9,10 @@ use crate::plan::{
     DynamicResourceDescriptor, ExecutionPlanPayload, MemoryPlan, PoolCompatibilityKey,
     StepSlotKind,
 };
-use crate::request::{
-    BufferUsage, ContractVersion, NodeId, ResourceId, StorageAllocator, StorageProfile,
-};
+use crate::request::{BufferUsage, ContractVersion, ResourceId, StorageAllocator, StorageProfile};
 
 use super::liveness::{global_liveness, invocation, phase_peak};
+use super::order::ExecutionOrder;
 use super::Findings;
 
 /// A runtime shape: sequences, tokens, pages.
@@ -132,34 +131,6 @@ pub(super) fn sum(values: impl IntoIterator<Item = u64>) -> Option<u64> {
     values.into_iter().try_fold(0u64, u64::checked_add)
 }
 
-/// Whether node `from` is `to` or reaches it through dependencies (a depth-first walk from
-/// `to` back to the nodes it depends on).
-pub(super) fn ancestor(
-    payload: &ExecutionPlanPayload,
-    index: &BTreeMap<&NodeId, usize>,
-    from: usize,
-    to: usize,
-) -> bool {
-    let mut stack = vec![to];
-    let mut seen = BTreeSet::new();
-    while let Some(n) = stack.pop() {
-        if n == from {
-            return true;
-        }
-        if !seen.insert(n) || n < from {
-            continue;
-        }
-        for dependency in &payload.nodes[n].dependencies {
-            if let Some(&d) = index.get(dependency) {
-                if d < n {
-                    stack.push(d);
-                }
-            }
-        }
-    }
-    false
-}
-
 pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     let memory = &payload.memory;
     capacity(memory, found);
@@ -169,15 +140,10 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     let dynamic_capacity = memory
         .usable_capacity_bytes
         .checked_sub(static_bytes.unwrap_or(0));
-    let index: BTreeMap<&NodeId, usize> = payload
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (&n.id, i))
-        .collect();
+    let order = ExecutionOrder::of(payload);
     let mut theoretical_total: u128 = static_bytes.map(u128::from).unwrap_or(0);
     for (p, pool) in memory.dynamic_pools.iter().enumerate() {
-        if let Some(t) = pool_rules(payload, &index, p, pool, dynamic_capacity, found) {
+        if let Some(t) = pool_rules(payload, &order, p, pool, dynamic_capacity, found) {
             theoretical_total = theoretical_total.saturating_add(t);
         }
     }
@@ -399,7 +365,7 @@ fn descriptors(m: &MemoryPlan, found: &mut Findings) {
 /// 19-22 for one pool; returns its theoretical ceiling plus reusable ceiling.
 fn pool_rules(
     payload: &ExecutionPlanPayload,
-    index: &BTreeMap<&NodeId, usize>,
+    order: &ExecutionOrder<'_>,
     p: usize,
     pool: &DynamicBackingPool,
     dynamic_capacity: Option<u64>,
@@ -476,7 +442,7 @@ fn pool_rules(
             );
         }
     }
-    let step = step_slots(payload, index, &at, pool, &members, &minimum, found);
+    let step = step_slots(payload, order, &at, pool, &members, &minimum, found);
     if Some(pool.minimum_step_bytes) != step {
         let step_shown = Shown(step);
         found.add(
@@ -485,7 +451,7 @@ fn pool_rules(
             format!("the slots' largest members sum to {step_shown}"),
         );
     }
-    let phases = invocation(payload, index, &at, pool, &members, found);
+    let phases = invocation(payload, order, &at, pool, &members, found);
     let peak = phase_peak(&phases, &minimum);
     if Some(pool.minimum_invocation_peak_bytes) != peak {
         let peak_shown = Shown(peak);
@@ -596,21 +562,10 @@ fn live_maximum(
     live.checked_add(invocation)
 }
 
-/// For every resource, the first and the last node (by index) whose resources contain it.
-fn use_intervals(payload: &ExecutionPlanPayload) -> BTreeMap<&ResourceId, (usize, usize)> {
-    let mut intervals: BTreeMap<&ResourceId, (usize, usize)> = BTreeMap::new();
-    for (i, node) in payload.nodes.iter().enumerate() {
-        for resource in &node.resources {
-            intervals.entry(resource).or_insert((i, i)).1 = i;
-        }
-    }
-    intervals
-}
-
 /// 21; returns the pool's minimum step bytes as the slots give them.
 fn step_slots(
     payload: &ExecutionPlanPayload,
-    index: &BTreeMap<&NodeId, usize>,
+    order: &ExecutionOrder<'_>,
     at: &str,
     pool: &DynamicBackingPool,
     members: &[&DynamicResourceDescriptor],
@@ -623,7 +578,6 @@ fn step_slots(
         .map(|d| &d.base_resource_id)
         .collect();
     let mut in_slots: BTreeSet<&ResourceId> = BTreeSet::new();
-    let used = use_intervals(payload);
     let retained: BTreeSet<&ResourceId> = payload
         .retained_completion_values
         .iter()
@@ -663,7 +617,7 @@ fn step_slots(
                 if !reusable {
                     found.add(21, &sat, format!("{id} may not share a slot (not a token-scaled, unretained activation value)"));
                 }
-                if let Some(&(first, last)) = used.get(id) {
+                if let Some((first, last)) = order.use_interval(id) {
                     intervals.push((first, last, id));
                 }
             }
@@ -672,7 +626,7 @@ fn step_slots(
             // next member's first use: ordering then follows by transitivity.
             intervals.sort();
             for member in &intervals {
-                if !ancestor(payload, index, member.0, member.1) {
+                if !order.ancestor(member.0, member.1) {
                     found.add(
                         21,
                         &sat,
@@ -685,7 +639,7 @@ fn step_slots(
             }
             for pair in intervals.windows(2) {
                 let (early, late) = (&pair[0], &pair[1]);
-                if !(early.1 < late.0 && ancestor(payload, index, early.1, late.0)) {
+                if !(early.1 < late.0 && order.ancestor(early.1, late.0)) {
                     found.add(
                         21,
                         &sat,

@@ -107,14 +107,16 @@
 mod liveness;
 mod memory;
 mod nodes;
+mod order;
 mod storage;
 
 use std::fmt;
 
 use serde::Serialize;
 
+use crate::canonical::Sha256Hex;
 use crate::plan::hash::{plan_hash, plan_id};
-use crate::plan::{ExecutionPlan, PLAN_SCHEMA};
+use crate::plan::{ExecutionPlan, ExecutionPlanPayload, PLAN_SCHEMA};
 
 /// One broken rule of a valid plan.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -170,8 +172,26 @@ impl Findings {
     }
 }
 
+/// The violations one family of rules finds in `payload`.
+fn findings_of(
+    rules: fn(&ExecutionPlanPayload, &mut Findings),
+    payload: &ExecutionPlanPayload,
+) -> Findings {
+    let mut found = Findings::default();
+    rules(payload, &mut found);
+    found
+}
+
 /// Checks every rule on `plan` and reports every violation.
 pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
+    check_plan_and_hash(plan).0
+}
+
+/// [`check_plan`], also returning the payload's plan hash as rule 2 computed it (`None` if
+/// the payload cannot be hashed): a reader of a stored plan compares it with the hash of
+/// the stored text to know that the text is the plan's canonical form, without hashing the
+/// plan once more.
+pub fn check_plan_and_hash(plan: &ExecutionPlan) -> (CheckReport, Option<Sha256Hex>) {
     let mut found = Findings::default();
     let payload = &plan.payload;
     // 1.
@@ -183,9 +203,26 @@ pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
         );
     }
     // 2.
-    match plan_hash(payload) {
+    // The payload hash and the three rule families read the plan and nothing else, so
+    // they run side by side (on the threads of the current rayon pool); the violations
+    // are sorted below, so the report is the same whatever ran first.
+    let (hash, (node_rules, (storage_rules, memory_rules))) = rayon::join(
+        || plan_hash(payload),
+        || {
+            rayon::join(
+                || findings_of(nodes::check, payload),
+                || {
+                    rayon::join(
+                        || findings_of(storage::check, payload),
+                        || findings_of(memory::check, payload),
+                    )
+                },
+            )
+        },
+    );
+    match &hash {
         Ok(hash) => {
-            if hash != plan.plan_hash {
+            if *hash != plan.plan_hash {
                 found.add(
                     2,
                     "plan_hash",
@@ -209,11 +246,11 @@ pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
             format!("the payload cannot be hashed: {error}"),
         ),
     }
-    nodes::check(payload, &mut found);
-    storage::check(payload, &mut found);
-    memory::check(payload, &mut found);
     let mut violations = found.0;
+    violations.extend(node_rules.0);
+    violations.extend(storage_rules.0);
+    violations.extend(memory_rules.0);
     violations.sort();
     violations.dedup();
-    CheckReport { violations }
+    (CheckReport { violations }, hash.ok())
 }

@@ -32,45 +32,58 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         }
     }
     // 14. Alias classes: the connected components of the graph whose edges are the exact
-    // aliases, labelled by a breadth-first walk from each value not yet labelled.
-    let mut neighbours: BTreeMap<&ProgramValueId, Vec<&ProgramValueId>> = BTreeMap::new();
+    // aliases, labelled by a breadth-first walk from each value not yet labelled. Values are
+    // handled by position: the placed values in id order (0..), then any value only an
+    // alias names; a class's label is the position of the placed value it was found from.
+    let placed: Vec<(&ProgramValueId, &ValueStorage)> =
+        placement.iter().map(|(v, (_, s))| (*v, *s)).collect();
+    let mut handle: BTreeMap<&ProgramValueId, usize> = placed
+        .iter()
+        .enumerate()
+        .map(|(h, (v, _))| (*v, h))
+        .collect();
+    let mut neighbours: Vec<Vec<usize>> = vec![Vec::new(); placed.len()];
     for node in &payload.nodes {
         for alias in &node.exact_aliases {
-            neighbours
-                .entry(&alias.output_value_id)
-                .or_default()
-                .push(&alias.input_value_id);
-            neighbours
-                .entry(&alias.input_value_id)
-                .or_default()
-                .push(&alias.output_value_id);
+            let mut handle_of = |value| {
+                let next = handle.len();
+                let h = *handle.entry(value).or_insert(next);
+                if h == neighbours.len() {
+                    neighbours.push(Vec::new());
+                }
+                h
+            };
+            let output = handle_of(&alias.output_value_id);
+            let input = handle_of(&alias.input_value_id);
+            neighbours[output].push(input);
+            neighbours[input].push(output);
         }
     }
-    let mut class: BTreeMap<&ProgramValueId, usize> = BTreeMap::new();
-    for (label, start) in placement.keys().enumerate() {
-        if class.contains_key(start) {
+    let mut class: Vec<Option<usize>> = vec![None; neighbours.len()];
+    for start in 0..placed.len() {
+        if class[start].is_some() {
             continue;
         }
-        let mut queue = std::collections::VecDeque::from([*start]);
-        class.insert(start, label);
+        let mut queue = std::collections::VecDeque::from([start]);
+        class[start] = Some(start);
         while let Some(value) = queue.pop_front() {
-            for next in neighbours.get(value).into_iter().flatten() {
-                if !class.contains_key(next) {
-                    class.insert(next, label);
+            for &next in &neighbours[value] {
+                if class[next].is_none() {
+                    class[next] = Some(start);
                     queue.push_back(next);
                 }
             }
         }
     }
     // Every pair of components of different values on the same resource.
-    let mut on_resource: BTreeMap<&ResourceId, Vec<(&ProgramValueId, u64, u64)>> = BTreeMap::new();
-    for (value, (_, storage)) in &placement {
+    let mut on_resource: BTreeMap<&ResourceId, Vec<(usize, u64, u64)>> = BTreeMap::new();
+    for (h, (value, storage)) in placed.iter().enumerate() {
         for component in &storage.components {
             match component.offset_bytes.checked_add(component.length_bytes) {
                 Some(end) => on_resource
                     .entry(&component.resource_id)
                     .or_default()
-                    .push((value, component.offset_bytes, end)),
+                    .push((h, component.offset_bytes, end)),
                 None => found.add(
                     14,
                     "payload.nodes",
@@ -86,15 +99,12 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     // it ends, so each pair that overlaps is visited once (a weights arena with thousands of
     // disjoint components costs a sort, not a square).
     for (resource, mut ranges) in on_resource {
-        ranges.sort_by_key(|r| (r.1, r.2, class.get(r.0)));
+        ranges.sort_by_key(|r| (r.1, r.2, class[r.0]));
         // Ranges of one alias class with the same bytes and the same storage are one range
         // for this rule (an in-place chain such as a residual stream is one placement), so
         // only one of them is compared with the others.
         ranges.dedup_by(|b, a| {
-            a.1 == b.1
-                && a.2 == b.2
-                && class.get(a.0) == class.get(b.0)
-                && placement.get(a.0).map(|p| p.1) == placement.get(b.0).map(|p| p.1)
+            a.1 == b.1 && a.2 == b.2 && class[a.0] == class[b.0] && placed[a.0].1 == placed[b.0].1
         });
         for (x, a) in ranges.iter().enumerate() {
             for b in ranges[x + 1..].iter().take_while(|b| b.1 < a.2) {
@@ -102,9 +112,8 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
                 if !overlap || a.0 == b.0 {
                     continue;
                 }
-                let same_class = class.contains_key(a.0) && class.get(a.0) == class.get(b.0);
-                let same_storage =
-                    placement.get(a.0).map(|p| p.1) == placement.get(b.0).map(|p| p.1);
+                let same_class = class[a.0].is_some() && class[a.0] == class[b.0];
+                let same_storage = placed[a.0].1 == placed[b.0].1;
                 if !(same_class && same_storage) {
                     found.add(
                         14,
@@ -112,7 +121,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
                         format!(
                             "{} and {} share bytes of {resource} without being exact aliases \
                              with identical storage",
-                            a.0, b.0
+                            placed[a.0].0, placed[b.0].0
                         ),
                     );
                 }

@@ -43,6 +43,9 @@ pub struct Args {
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
+    if let (Some(id), None, None) = (&args.node, &args.request, &args.why_not) {
+        return explain_one(args, &text, id);
+    }
     let plan = jointplan::verify::read_plan_as_stored(&args.plan, &text)
         .map_err(|e| Error::from(e).in_file(&args.plan))?;
     let request = match &args.request {
@@ -69,11 +72,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Some(id) => match plan.payload.nodes.iter().find(|n| n.id.as_str() == id) {
             Some(node) => vec![node],
             None => {
-                return Err(Error::Usage(format!(
-                    "--node {id}: the plan has no such node ({}; `jointplan plan --full` lists every node)",
-                    nearest_nodes(&plan, id)
-                ))
-                .in_file(&args.plan));
+                let ids: Vec<&str> = plan.payload.nodes.iter().map(|n| n.id.as_str()).collect();
+                return Err(no_such_node(args, &ids, id));
             }
         },
     };
@@ -89,22 +89,54 @@ pub fn run(args: &Args) -> Result<(), Error> {
             tradeoff_lines(&mut out, &t);
         }
     }
+    // Once for every node explained (it was once per node: quadratic for `explain PLAN`).
+    let profiles = resource_profiles(&plan);
     for node in nodes {
-        explain_node(&mut out, &plan, node, request.as_ref());
+        explain_node(&mut out, &profiles, node, request.as_ref());
         match &alternatives {
             Some(map) => alternatives_lines(&mut out, map.get(&node.id)),
-            None => out.push_str(
-                "  compatible providers not chosen: give --request REQUEST.json to list them\n\n",
-            ),
+            None => out.push_str(WITHOUT_REQUEST),
         }
     }
     super::output::write_stdout(&out)?;
     Ok(())
 }
 
+/// What a node's explanation says in place of the alternatives when no request is given.
+const WITHOUT_REQUEST: &str =
+    "  compatible providers not chosen: give --request REQUEST.json to list them\n\n";
+
+/// `explain PLAN --node ID` alone: reads that node, the node ids and the rows' profiles,
+/// not the whole plan (`jointplan::verify::read_node_view`); the text is what the whole
+/// read prints for the node.
+fn explain_one(args: &Args, text: &str, id: &str) -> Result<(), Error> {
+    let view = jointplan::verify::read_node_view(&args.plan, text, id)
+        .map_err(|e| Error::from(e).in_file(&args.plan))?;
+    let Some(node) = &view.node else {
+        let ids: Vec<&str> = view.node_ids.iter().map(|n| n.as_str()).collect();
+        return Err(no_such_node(args, &ids, id));
+    };
+    let profiles: BTreeMap<&ResourceId, StorageProfile> =
+        view.profiles.iter().map(|(r, p)| (r, *p)).collect();
+    let mut out = String::new();
+    explain_node(&mut out, &profiles, node, None);
+    out.push_str(WITHOUT_REQUEST);
+    super::output::write_stdout(&out)?;
+    Ok(())
+}
+
+/// The error of `--node ID` naming no node of the plan, with the closest ids.
+fn no_such_node(args: &Args, ids: &[&str], id: &str) -> Error {
+    Error::Usage(format!(
+        "--node {id}: the plan has no such node ({}; `jointplan plan --full` lists every node)",
+        nearest_nodes(ids, id)
+    ))
+    .in_file(&args.plan)
+}
+
 /// The node ids closest to a mistyped `id`, for the error message: those sharing the
 /// longest prefix with it (at most eight), and the node count.
-fn nearest_nodes(plan: &ExecutionPlan, id: &str) -> String {
+fn nearest_nodes(ids: &[&str], id: &str) -> String {
     const SHOWN: usize = 8;
     let common = |other: &str| {
         id.bytes()
@@ -112,19 +144,14 @@ fn nearest_nodes(plan: &ExecutionPlan, id: &str) -> String {
             .take_while(|(a, b)| a == b)
             .count()
     };
-    let nodes = &plan.payload.nodes;
-    let best = nodes
+    let best = ids.iter().map(|other| common(other)).max().unwrap_or(0);
+    let near: Vec<&str> = ids
         .iter()
-        .map(|n| common(n.id.as_str()))
-        .max()
-        .unwrap_or(0);
-    let near: Vec<&str> = nodes
-        .iter()
-        .map(|n| n.id.as_str())
+        .copied()
         .filter(|other| common(other) == best)
         .take(SHOWN)
         .collect();
-    format!("{} nodes; closest: {}", nodes.len(), near.join(", "))
+    format!("{} nodes; closest: {}", ids.len(), near.join(", "))
 }
 
 /// The contiguous-versus-paged KV trade-off (`jointplan::study::kv_tradeoff`).
@@ -210,12 +237,11 @@ fn why_not(
 
 fn explain_node(
     out: &mut String,
-    plan: &ExecutionPlan,
+    profiles: &BTreeMap<&ResourceId, StorageProfile>,
     node: &PlanNode,
     request: Option<&PlanRequest>,
 ) {
-    let profiles = resource_profiles(plan);
-    let summary = node_summary(node, &profiles);
+    let summary = node_summary(node, profiles);
     let selection = &node.selection;
     out.push_str(&format!(
         "node {} (operation {} {})\n",

@@ -156,6 +156,34 @@ fn an_invalid_request_exits_2_and_leaves_no_partial_output() {
 }
 
 #[test]
+fn explain_of_one_node_prints_what_the_whole_plan_prints_for_it() {
+    // `explain --node ID` alone reads only that node and the rows' profiles; its text must
+    // be the node's section of `explain PLAN`, which reads the whole plan.
+    let dir = temp();
+    for name in ["decoder-2layer", "hybrid-block"] {
+        let out = plan_to(dir.path(), name);
+        let whole = jointplan(&["explain", &path_str(&out)]);
+        assert_eq!(whole.status.code(), Some(0), "{}", text(&whole.stderr));
+        let whole = text(&whole.stdout);
+        let plan: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let nodes = plan["payload"]["nodes"].as_array().unwrap();
+        assert!(nodes.len() > 3);
+        for node in nodes {
+            let id = node["id"].as_str().unwrap();
+            let one = jointplan(&["explain", &path_str(&out), "--node", id]);
+            assert_eq!(one.status.code(), Some(0), "{}", text(&one.stderr));
+            let one = text(&one.stdout);
+            assert!(one.starts_with(&format!("node {id} ")), "{one}");
+            assert!(
+                whole.contains(&one),
+                "{name} {id}: not a section of the whole:\n{one}"
+            );
+        }
+    }
+}
+
+#[test]
 fn explain_names_the_evidence_and_chosen_profiles() {
     let dir = temp();
     let out = plan_to(dir.path(), "decoder-2layer");

@@ -28,6 +28,7 @@ mod request_props;
 mod request_schema;
 mod request_validation;
 mod research_queries;
+mod stored_check;
 mod study;
 mod synth_fidelity;
 mod synth_memory;

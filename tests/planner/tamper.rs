@@ -223,6 +223,43 @@ fn a_missing_optional_field_is_not_canonical() {
     assert_path(&error, "payload.nodes[0].scratch_resource");
 }
 
+#[test]
+fn a_malformed_plan_is_reported_before_a_request_that_does_not_build() {
+    // verify reads the stored plan whole only when it needs to (the rebuilt plan differs,
+    // or the request does not build): the malformed plan is still what it reports first.
+    let built = decoder();
+    let mut request = built.request.clone();
+    request.policy.memory_capacity_bytes = 1000;
+    assert!(ExecutionPlan::build(&request, &BuildOptions::default()).is_err());
+    let intact = verify(&request, &built.tree, &BuildOptions::default()).unwrap_err();
+    assert!(matches!(intact, VerifyError::Rebuild(_)), "{intact}");
+    let mut tree = built.tree.clone();
+    tree["payload"]["nodes"][0]
+        .as_object_mut()
+        .unwrap()
+        .insert("extra".to_owned(), Value::from(1));
+    let malformed = verify(&request, &tree, &BuildOptions::default()).unwrap_err();
+    assert!(
+        matches!(malformed, VerifyError::Malformed { .. }),
+        "{malformed}"
+    );
+    assert_path(&malformed, "payload.nodes[0]");
+}
+
+#[test]
+fn malformed_recorded_settings_are_malformed_with_their_path() {
+    // The settings are read before the rebuild, by a partial parse; its failure is named by
+    // the whole parse's path.
+    let error = tamper("/payload", |v| {
+        v.as_object_mut().unwrap().insert(
+            "selection_settings".to_owned(),
+            serde_json::json!({"objective": 5}),
+        );
+    });
+    assert!(matches!(error, VerifyError::Malformed { .. }), "{error}");
+    assert_path(&error, "payload.selection_settings");
+}
+
 // Re-hashed tampering: the plan is self-consistent by hash, so only the typed internal
 // checks can reject it.
 
