@@ -4,7 +4,11 @@
 #![allow(dead_code)]
 
 use jointplan::selection::instances::{self, Params};
-use jointplan::selection::{SelectionProblem, Weights};
+use std::sync::Arc;
+
+use jointplan::selection::{
+    MaxPreferred, MinPenalty, Objective, SeedLex, SelectionProblem, Weighted, Weights,
+};
 use proptest::prelude::*;
 
 /// The case count, scaled by `SELECTION_CASES_PERCENT` (default 100).
@@ -94,4 +98,21 @@ pub fn weights(preferred: u32, steps: &[u32], profiles: usize) -> Weights {
         })
         .collect();
     Weights { preferred, ranks }
+}
+
+/// The four objective variants for `profiles` profiles: `seed-lex`,
+/// `max-preferred`, `min-penalty`, and `weighted` with non-decreasing rank
+/// costs (`2k` for rank `k`) and a preference reward that can trade against
+/// one rank step.
+pub fn every_objective(profiles: usize) -> Vec<Arc<dyn Objective>> {
+    let ranks: Vec<u32> = (0..profiles as u32).map(|k| 2 * k).collect();
+    vec![
+        Arc::new(SeedLex),
+        Arc::new(MaxPreferred),
+        Arc::new(MinPenalty),
+        Arc::new(Weighted(Weights {
+            preferred: 3,
+            ranks,
+        })),
+    ]
 }

@@ -10,25 +10,10 @@ use std::sync::Arc;
 use jointplan::selection::instances::Params;
 use jointplan::selection::{
     brute_force, solve, FrontierResult, MaxPreferred, MinPenalty, Objective, SeedLex,
-    SelectionError, SolveOptions, Status, Weighted, Weights,
+    SelectionError, SolveOptions, Status,
 };
 
-use crate::common::selection_instances::{build, valid, Shape};
-
-fn objectives(profiles: usize) -> Vec<Arc<dyn Objective>> {
-    // Non-decreasing rank costs with a preference reward that can trade
-    // against one rank step.
-    let ranks: Vec<u32> = (0..profiles as u32).map(|k| 2 * k).collect();
-    vec![
-        Arc::new(SeedLex),
-        Arc::new(MaxPreferred),
-        Arc::new(MinPenalty),
-        Arc::new(Weighted(Weights {
-            preferred: 3,
-            ranks,
-        })),
-    ]
-}
+use crate::common::selection_instances::{build, every_objective as objectives, valid, Shape};
 
 #[test]
 fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {

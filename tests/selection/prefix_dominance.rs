@@ -8,20 +8,31 @@ use std::sync::Arc;
 
 use jointplan::selection::instances::{long_range, Params};
 use jointplan::selection::{
-    brute_force, solve, FrontierResult, MaxPreferred, MinPenalty, Objective, SeedLex,
-    SelectionProblem, Solution, SolveOptions, Status, Weighted, Weights,
+    brute_force, solve, FrontierResult, Objective, SelectionProblem, Solution, SolveOptions, Status,
 };
 
+use crate::common::selection_instances::every_objective;
+
 fn objectives() -> Vec<Arc<dyn Objective>> {
-    vec![
-        Arc::new(SeedLex),
-        Arc::new(MaxPreferred),
-        Arc::new(MinPenalty),
-        Arc::new(Weighted(Weights {
-            preferred: 3,
-            ranks: vec![0, 2, 4, 6],
-        })),
-    ]
+    every_objective(4)
+}
+
+/// Long-range instances of 40 nodes, four profiles, a catch-all candidate
+/// at every node, seeds 0-2, for each share of preferred nodes.
+fn instances(preferred: &[f64]) -> Vec<(String, SelectionProblem)> {
+    let mut out = Vec::new();
+    for seed in 0..3u64 {
+        for &preferred_prob in preferred {
+            let params = Params {
+                profiles: 4,
+                preferred_prob,
+                ..Params::default()
+            };
+            let what = format!("seed {seed} pref {preferred_prob}");
+            out.push((what, long_range(40, 0.5, &params, seed)));
+        }
+    }
+    out
 }
 
 fn run(p: &SelectionProblem, obj: &Arc<dyn Objective>, dominance: bool) -> Solution {
@@ -65,26 +76,13 @@ fn used(s: &Solution) -> bool {
 #[test]
 fn with_a_catch_all_candidate_the_rule_fires_and_agrees_with_the_solve_without_it() {
     let mut fired = 0usize;
-    for seed in 0..3u64 {
-        for preferred_prob in [0.0, 0.5, 1.0] {
-            let params = Params {
-                profiles: 4,
-                preferred_prob,
-                ..Params::default()
-            };
-            let p = long_range(40, 0.5, &params, seed);
-            for obj in objectives() {
-                let fast = run(&p, &obj, true);
-                let slow = run(&p, &obj, false);
-                assert!(!used(&slow), "seed {seed}: used although switched off");
-                assert_eq!(
-                    fast.choices,
-                    slow.choices,
-                    "seed {seed} pref {preferred_prob} {}",
-                    obj.name()
-                );
-                fired += usize::from(used(&fast));
-            }
+    for (what, p) in instances(&[0.0, 0.5, 1.0]) {
+        for obj in objectives() {
+            let fast = run(&p, &obj, true);
+            let slow = run(&p, &obj, false);
+            assert!(!used(&slow), "{what}: used although switched off");
+            assert_eq!(fast.choices, slow.choices, "{what} {}", obj.name());
+            fired += usize::from(used(&fast));
         }
     }
     assert!(fired >= 4, "the rule fired on {fired} solves only");
@@ -128,28 +126,20 @@ fn tiny_instances_with_a_catch_all_candidate_match_brute_force() {
 #[test]
 fn provider_ids_by_probing_and_by_the_integer_program_agree_with_the_search() {
     let mut probed = 0usize;
-    for seed in 0..3u64 {
-        for preferred_prob in [0.0, 0.5] {
-            let params = Params {
-                profiles: 4,
-                preferred_prob,
-                ..Params::default()
-            };
-            let p = long_range(40, 0.5, &params, seed);
-            for obj in objectives() {
-                let searched = run(&p, &obj, true);
-                let by_probes = run_with(&p, &obj, true, 0);
-                let by_ilp = run_with(&p, &obj, false, 0);
-                let what = format!("seed {seed} pref {preferred_prob} {}", obj.name());
-                assert_eq!(by_probes.choices, searched.choices, "{what}");
-                assert_eq!(by_ilp.choices, searched.choices, "{what}");
-                probed += usize::from(
-                    by_probes
-                        .components
-                        .iter()
-                        .any(|c| c.certificate.contains("exact probes")),
-                );
-            }
+    for (what, p) in instances(&[0.0, 0.5]) {
+        for obj in objectives() {
+            let searched = run(&p, &obj, true);
+            let by_probes = run_with(&p, &obj, true, 0);
+            let by_ilp = run_with(&p, &obj, false, 0);
+            let what = format!("{what} {}", obj.name());
+            assert_eq!(by_probes.choices, searched.choices, "{what}");
+            assert_eq!(by_ilp.choices, searched.choices, "{what}");
+            probed += usize::from(
+                by_probes
+                    .components
+                    .iter()
+                    .any(|c| c.certificate.contains("exact probes")),
+            );
         }
     }
     assert!(probed >= 4, "probing decided {probed} solves only");
