@@ -13,9 +13,11 @@
 
 pub mod error;
 pub mod internal;
+pub mod plan_file;
 pub mod retention;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 
 use crate::candidates::{derive_candidates, select_jointly, CandidateError};
 use crate::memory::{derive_memory_plan, MemoryInput};
@@ -40,6 +42,7 @@ use crate::plan::{
 };
 
 use error::PlanError;
+use plan_file::{write_plan_file, PlanFileWrite};
 use retention::{resolve_retained_values, terminal_output_resources};
 
 /// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
@@ -60,7 +63,8 @@ pub enum BuildStage {
     Memory,
     /// The payload, its canonical hash and the plan id (step 18).
     Hash,
-    /// The internal validation of the finished plan.
+    /// The internal validation and the independent checker of the finished plan, beside
+    /// the serialization of its plan file (they run concurrently).
     Checks,
 }
 
@@ -385,19 +389,49 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
     })
 }
 
-/// The wire limit on plan JSON bytes (the policy's, or the reference 16 MiB).
-fn check_plan_json_bytes(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), PlanError> {
+/// The finished plan's two checks and its plan file's serialization, run concurrently
+/// (each is a read-only pass over the plan): the internal validation, the independent
+/// checker, and the pretty serialization that measures the file against the
+/// `maximum_plan_json_bytes` wire limit while it streams it into `file`. Every pass runs to
+/// its end; the result is the one the passes gave when they ran one after another, in the
+/// order internal validation, checker, wire limit: the first failure in that order is the
+/// error, whichever finished first.
+pub fn check_beside_writing<W: Write + Send>(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+    file: W,
+) -> Result<PlanFileWrite, PlanError> {
     let limit = request
         .policy
         .effective_wire_limits()
         .maximum_plan_json_bytes;
-    let measured = plan
-        .json_bytes()
-        .map_err(|source| crate::canonical::CanonicalError::new("plan file", source))?;
-    if measured > limit {
-        return Err(PlanError::PlanJsonTooLarge { measured, limit });
+    // The checker is the longest pass: it runs on this thread while another takes the
+    // internal validation and then the serialization (rayon lets an idle thread steal the
+    // second half; with one thread they run in this order, one after another).
+    let (report, (internal, written)) = rayon::join(
+        || crate::check::check_plan(plan),
+        || {
+            rayon::join(
+                || internal::validate_content(plan, request),
+                || write_plan_file(plan, file, limit),
+            )
+        },
+    );
+    internal?;
+    if !report.is_valid() {
+        return Err(PlanError::Check {
+            violations: report.violations,
+        });
     }
-    Ok(())
+    let written =
+        written.map_err(|source| crate::canonical::CanonicalError::new("plan file", source))?;
+    if written.bytes > limit {
+        return Err(PlanError::PlanJsonTooLarge {
+            measured: written.bytes,
+            limit,
+        });
+    }
+    Ok(written)
 }
 
 impl ExecutionPlan {
@@ -416,8 +450,24 @@ impl ExecutionPlan {
         request: &PlanRequest,
         options: &BuildOptions,
     ) -> Result<BuildOutcome, PlanError> {
+        Ok(Self::build_writing(request, options, std::io::sink())?.0)
+    }
+
+    /// [`ExecutionPlan::build_with_report`], streaming the plan file form
+    /// ([`ExecutionPlan::write_json`]) into `file` while the plan is checked, so that the
+    /// one serialization that measures the plan against its wire limit also writes it.
+    ///
+    /// On `Ok` the plan passed every check and `file` holds the whole plan file unless the
+    /// returned [`PlanFileWrite`] records a write error (reported by the caller after its
+    /// own refusals, as a write that came last would be). On `Err`, `file` holds a part of
+    /// the plan or nothing: write it somewhere temporary and remove it then.
+    pub fn build_writing<W: Write + Send>(
+        request: &PlanRequest,
+        options: &BuildOptions,
+        file: W,
+    ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
         match options.threads {
-            None => Self::build_on_current_pool(request, options),
+            None => Self::build_on_current_pool(request, options, file),
             Some(threads) => rayon::ThreadPoolBuilder::new()
                 .num_threads(threads.get())
                 .build()
@@ -425,14 +475,15 @@ impl ExecutionPlan {
                     threads: threads.get(),
                     message: e.to_string(),
                 })?
-                .install(|| Self::build_on_current_pool(request, options)),
+                .install(|| Self::build_on_current_pool(request, options, file)),
         }
     }
 
-    fn build_on_current_pool(
+    fn build_on_current_pool<W: Write + Send>(
         request: &PlanRequest,
         options: &BuildOptions,
-    ) -> Result<BuildOutcome, PlanError> {
+        file: W,
+    ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
         let core = build_core(request, options)?;
         // Step 17: the memory plan.
         options.stage(BuildStage::Memory);
@@ -479,17 +530,13 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        internal::validate_content(&plan, request)?;
-        let report = crate::check::check_plan(&plan);
-        if !report.is_valid() {
-            return Err(PlanError::Check {
-                violations: report.violations,
-            });
-        }
-        check_plan_json_bytes(&plan, request)?;
-        Ok(BuildOutcome {
-            plan,
-            selection: core.selection,
-        })
+        let written = check_beside_writing(&plan, request, file)?;
+        Ok((
+            BuildOutcome {
+                plan,
+                selection: core.selection,
+            },
+            written,
+        ))
     }
 }
