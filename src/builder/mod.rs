@@ -20,18 +20,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 use crate::candidates::{derive_candidates, select_jointly, CandidateError};
+use crate::canonical::Sha256Hex;
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
-use crate::node::{build_node, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::node::{build_node, estimator_inputs, NodeBuildState, NodeChoice, NodePlanContext};
 use crate::request::fingerprints::{
     catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
     program_fingerprint,
 };
 use crate::request::validate::validate_request;
 use crate::request::{
-    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId, ResourceId,
-    StorageProfile,
+    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId,
+    ProviderResourcePlan, ResourceId, StorageProfile,
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
@@ -246,6 +247,9 @@ pub struct PlanCore {
     pub selection: Vec<ComponentReport>,
     /// The selection settings to record in the payload.
     pub settings: SelectionSettings,
+    /// The prepared family's fingerprint (step 5), which binds every estimate and is a
+    /// payload field: computed once per build.
+    pub family_fingerprint: Sha256Hex,
 }
 
 /// Each program node with its resolution, in execution order.
@@ -331,7 +335,10 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &execution_weights.schema,
         &family_fp,
     )?;
-    // Step 10: every node in order.
+    // Step 10: every node in order (the estimator input fingerprints computed first, in
+    // parallel).
+    let chosen_plans: Vec<&ProviderResourcePlan> = joint.chosen.iter().map(|c| c.plan).collect();
+    let estimator_inputs = estimator_inputs(&ctx, &pairs, &chosen_plans);
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
     let mut used_rejections = 0usize;
@@ -347,6 +354,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             &NodeChoice {
                 resources: chosen.plan,
                 storage_rejection,
+                estimator_input: estimator_inputs.get(index).and_then(Option::as_ref),
             },
         )?);
     }
@@ -386,6 +394,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         retained_resources,
         selection: joint.components,
         settings,
+        family_fingerprint: family_fp,
     })
 }
 
@@ -508,7 +517,7 @@ impl ExecutionPlan {
                 .device
                 .runtime_implementation_fingerprint
                 .clone(),
-            prepared_family_fingerprint: family_fingerprint(&request.family)?,
+            prepared_family_fingerprint: core.family_fingerprint,
             program_fingerprint: program_fingerprint(&request.family.program)?,
             capability_catalog_fingerprint: catalog_fingerprint(&request.catalog)?,
             policy_version: request.policy.version,
