@@ -22,6 +22,8 @@ use std::time::Instant;
 use super::backend::{solve_model, Backend, Model, RawError, Sense};
 use super::components::{Comp, Score};
 use super::objective::{compare_scores, Level, Weights};
+use super::preference_groups::preference_groups;
+use super::prefix_dominance::{dominates, undominated};
 use super::progress::PartReporter;
 
 /// The largest total absolute objective coefficient of one level solve.
@@ -215,6 +217,7 @@ impl<'a> Builder<'a> {
     }
 }
 
+#[derive(Clone)]
 struct Incumbent {
     choice: Vec<usize>,
     score: Score,
@@ -227,6 +230,21 @@ pub(crate) fn solve_ilp(
     weights: Option<&Weights>,
     limits: &IlpLimits,
     warm: Option<&[usize]>,
+) -> Result<IlpOutcome, String> {
+    solve_ilp_proved(comp, levels, weights, limits, warm, 0)
+}
+
+/// [`solve_ilp`] when `warm` is already proved optimal on the first
+/// `proved` levels (lexicographically: each at its optimum given the ones
+/// before): those levels add their rows at `warm`'s values without a solve,
+/// exactly as if a solve had returned `warm`.
+pub(crate) fn solve_ilp_proved(
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    limits: &IlpLimits,
+    warm: Option<&[usize]>,
+    proved: usize,
 ) -> Result<IlpOutcome, String> {
     let mut b = Builder::new(comp);
     let mut inc: Option<Incumbent> = warm.and_then(|w| {
@@ -251,6 +269,8 @@ pub(crate) fn solve_ilp(
     }
     // The level being solved, for the progress observer only.
     let current = std::cell::Cell::new(None::<Level>);
+    // Whether the level being solved is one of the proved ones.
+    let at_proved = std::cell::Cell::new(false);
     let do_solve =
         |b: &Builder, obj: &[(usize, f64)], inc: &Option<Incumbent>, solves: &mut usize| {
             let mag: f64 = obj.iter().map(|(_, c)| c.abs()).sum();
@@ -258,6 +278,9 @@ pub(crate) fn solve_ilp(
                 return Err(format!(
                 "a level objective needs total weight {mag}, above the exact limit {MAX_MAGNITUDE}"
             ));
+            }
+            if let (true, Some(known)) = (at_proved.get(), inc) {
+                return Ok(Some(Step::Solved(known.clone(), true, None)));
             }
             let warm_values = inc.as_ref().map(|i| b.values_of(&i.choice, &i.score));
             let warm_value = warm_values.as_deref().map(|w| b.value_of(obj, w));
@@ -347,6 +370,7 @@ pub(crate) fn solve_ilp(
 
     for (li, level) in levels.iter().enumerate() {
         current.set(Some(*level));
+        at_proved.set(li < proved);
         match *level {
             Level::PreferredLex => {
                 let positions: Vec<usize> = (0..comp.nodes.len())
@@ -414,12 +438,36 @@ pub(crate) fn solve_ilp(
                 let obj: Vec<(usize, f64)> = vars.iter().map(|&v| (v, -1.0)).collect();
                 let step = do_solve(&b, &obj, &inc, &mut solves)?;
                 let new = take!(step, "the preferred-count level");
-                let met = new.score.pref.iter().filter(|&&p| p).count() as f64;
-                b.model.rows.push((
-                    vars.iter().map(|&v| (v, 1.0)).collect(),
-                    Sense::Ge,
-                    met - 0.5,
-                ));
+                let met = new.score.pref.iter().filter(|&&p| p).count();
+                let live: Vec<usize> = (0..comp.nodes.len())
+                    .filter(|&i| pref_cand[i].is_some_and(|p| b.fixed(b.x(i, p)) != Some(false)))
+                    .collect();
+                match preference_groups(comp, &pref_cand, &live, &new.choice, met, limits)? {
+                    Some(groups) => {
+                        for (nodes, best) in groups {
+                            let gv: Vec<usize> = nodes
+                                .iter()
+                                .filter_map(|&i| pref_cand[i].map(|p| b.x(i, p)))
+                                .collect();
+                            if best == gv.len() {
+                                for v in gv {
+                                    b.fix(v, true);
+                                }
+                            } else {
+                                b.model.rows.push((
+                                    gv.iter().map(|&v| (v, 1.0)).collect(),
+                                    Sense::Ge,
+                                    best as f64 - 0.5,
+                                ));
+                            }
+                        }
+                    }
+                    None => b.model.rows.push((
+                        vars.iter().map(|&v| (v, 1.0)).collect(),
+                        Sense::Ge,
+                        met as f64 - 0.5,
+                    )),
+                }
                 inc = Some(new);
             }
             Level::RankCount(k) => {
@@ -549,8 +597,42 @@ pub(crate) fn solve_ilp(
                             }
                         }
                     }
-                    let step = do_solve(&b, &obj, &inc, &mut solves)?;
-                    let new = take!(step, "the provider-id level");
+                    // The nodes after the chunk matter to this solve only
+                    // through the earlier levels' rows, which every solution
+                    // meets at equality (they hold the proved optima): their
+                    // prefix-dominated candidates are closed for this solve
+                    // (docs/solver.md, "Prefix dominance"), and the start
+                    // swaps them for kept dominators.
+                    let after = chunk.last().map_or(comp.nodes.len(), |&(node, _)| node + 1);
+                    let saved = b.model.bounds.clone();
+                    let mut start = inc.as_ref().map(|s| s.choice.clone());
+                    for u in after..comp.nodes.len() {
+                        let cands = &comp.nodes[u].cands;
+                        let live: Vec<bool> = (0..cands.len())
+                            .map(|c| b.fixed(b.x(u, c)) != Some(false))
+                            .collect();
+                        let keep = undominated(cands, |c| live[c]);
+                        for c in 0..cands.len() {
+                            if live[c] && !keep[c] {
+                                let v = b.x(u, c);
+                                b.fix(v, false);
+                            }
+                        }
+                        if let Some(s) = start.as_mut() {
+                            if !keep[s[u]] {
+                                s[u] = (0..cands.len())
+                                    .find(|&d| keep[d] && dominates(&cands[d], &cands[s[u]]))
+                                    .ok_or("internal: a prefix-dominated candidate without a kept dominator")?;
+                            }
+                        }
+                    }
+                    let start = start.and_then(|choice| {
+                        comp.evaluate_local(&choice)
+                            .map(|score| Incumbent { choice, score })
+                    });
+                    let step = do_solve(&b, &obj, &start, &mut solves);
+                    b.model.bounds = saved;
+                    let new = take!(step?, "the provider-id level");
                     for (node, _) in &chunk {
                         let v = b.x(*node, new.choice[*node]);
                         b.fix(v, true);

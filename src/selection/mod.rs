@@ -39,6 +39,8 @@ pub(crate) mod ilp;
 pub mod instances;
 mod objective;
 mod preference;
+mod preference_groups;
+mod prefix_dominance;
 pub(crate) mod presolve;
 mod problem;
 mod progress;

@@ -18,7 +18,9 @@ use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
 use super::progress::{PartReporter, SolveObserver, SolveProgress};
-use super::strategy::{PartMethod, PartResult, PartSolver, SUBPART_FRONTIER_STATES};
+use super::strategy::{
+    PartMethod, PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES,
+};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
@@ -69,6 +71,16 @@ pub struct SolveOptions {
     /// re-checked witnesses and solve the restricted part (on by default;
     /// off only to study or test the paths it bypasses; docs/solver.md).
     pub settle_counts: bool,
+    /// Solve the levels before the provider ids without the candidates
+    /// that cannot change them (prefix dominance), then choose the provider
+    /// ids on the whole part (on by default; off only to study or test the
+    /// paths it bypasses; docs/solver.md).
+    pub prefix_dominance: bool,
+    /// Candidate trials of the provider-id depth-first search before the
+    /// provider ids are decided by probing (with prefix dominance) or by the
+    /// integer program (default 200,000; 0 sends every part to the
+    /// fallback, to test it; docs/solver.md).
+    pub provider_search_steps: u64,
     /// Told what the solve is doing (a progress display; none by default).
     /// It only watches: the solution does not depend on it.
     pub observer: Option<SolveObserver>,
@@ -87,6 +99,8 @@ impl Default for SolveOptions {
             backend: Backend::Microlp,
             subpart_dp_states: SUBPART_FRONTIER_STATES,
             settle_counts: true,
+            prefix_dominance: true,
+            provider_search_steps: PROVIDER_SEARCH_STEPS,
             observer: None,
         }
     }
@@ -345,6 +359,8 @@ pub fn solve(
                     },
                     subpart_dp_states: ctx.opts.subpart_dp_states,
                     settle_counts: ctx.opts.settle_counts,
+                    prefix_dominance: ctx.opts.prefix_dominance,
+                    provider_search_steps: ctx.opts.provider_search_steps,
                 };
                 let r = solver.solve_part(&part.comp, None);
                 let spent = t.elapsed();

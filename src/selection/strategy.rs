@@ -16,14 +16,17 @@
 //! goes to the integer program on the part restricted to the decisions taken
 //! so far, with the current witness as its incumbent.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::time::Instant;
 
-use super::components::Comp;
+use super::components::{Comp, Score};
 use super::count_levels::{grouped_counts, live_levels};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
-use super::objective::{Level, Weights};
+use super::ilp::{solve_ilp, solve_ilp_proved, IlpLimits, IlpOutcome};
+use super::objective::{compare_scores, Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
+use super::prefix_dominance::drop_prefix_dominated;
 use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
 use super::propagation::Domains;
@@ -53,6 +56,12 @@ pub(crate) struct PartSolver<'a> {
     pub subpart_dp_states: u64,
     /// Whether leading count levels may be settled by witnesses.
     pub settle_counts: bool,
+    /// Whether the levels before the provider ids may be solved without
+    /// their prefix-dominated candidates.
+    pub prefix_dominance: bool,
+    /// Candidate trials of the provider-id search before probing (or the
+    /// integer program) takes over.
+    pub provider_search_steps: u64,
 }
 
 /// How a part was solved, for its certificate.
@@ -74,6 +83,12 @@ pub(crate) struct PartMethod {
     /// Leading count levels settled at their best possible value by a
     /// re-checked witness (summed over the parts where that happened).
     pub settled_levels: usize,
+    /// Candidates set aside while the levels before the provider ids were
+    /// solved (prefix dominance; they are back for the provider ids).
+    pub prefix_dominated: usize,
+    /// Exact solves of the earlier levels with one more node decided, when
+    /// the provider ids were decided by probing.
+    pub probes: usize,
 }
 
 impl PartMethod {
@@ -99,6 +114,12 @@ impl PartMethod {
                 self.settled_levels
             ));
         }
+        if self.prefix_dominated > 0 {
+            out.push(format!(
+                "levels before the provider ids solved without {} prefix-dominated candidates",
+                self.prefix_dominated
+            ));
+        }
         if let Some((met, refuted)) = self.preferences {
             out.push(format!(
                 "preferred level decided exactly ({met} met by re-checked witnesses, {refuted} refuted by propagation)"
@@ -120,6 +141,12 @@ impl PartMethod {
             out.push(format!(
                 "provider-id level of {} parts by exhaustive depth-first search at the proved penalty",
                 self.searched_parts
+            ));
+        }
+        if self.probes > 0 {
+            out.push(format!(
+                "provider ids decided node by node with {} exact probes of the earlier levels",
+                self.probes
             ));
         }
         if self.reused_parts > 0 {
@@ -146,6 +173,8 @@ impl PartMethod {
         self.searched_parts += other.searched_parts;
         self.solves += other.solves;
         self.settled_levels += other.settled_levels;
+        self.prefix_dominated += other.prefix_dominated;
+        self.probes += other.probes;
     }
 }
 
@@ -211,7 +240,7 @@ impl PartSolver<'_> {
             None
         };
         if let Some(s) = settled {
-            let mut res = self.solve_split(&s.reduced, &levels[s.settled..], &s.witness)?;
+            let mut res = self.solve_split(&s.reduced, &levels[s.settled..], Some(&s.witness))?;
             res.method.settled_levels += s.settled;
             if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
                 *choice = widen(comp, &s.reduced, choice)
@@ -233,13 +262,7 @@ impl PartSolver<'_> {
                 stats,
             } => {
                 let warm = witness.as_deref().and_then(|w| narrow(comp, &reduced, w));
-                let mut res = match levels_then_ids(
-                    &reduced,
-                    levels,
-                    weights,
-                    &self.limits,
-                    warm.as_deref(),
-                )? {
+                let mut res = match self.levels_then_ids(&reduced, levels, warm.as_deref())? {
                     Some(res) => res,
                     None => PartResult::from_ilp(solve_ilp(
                         &reduced,
@@ -264,7 +287,7 @@ impl PartSolver<'_> {
                 let rest = &levels[1..];
                 let local_witness = narrow(comp, &reduced, &witness)
                     .ok_or("internal: the preference witness left the restricted part")?;
-                let mut res = self.solve_split(&reduced, rest, &local_witness)?;
+                let mut res = self.solve_split(&reduced, rest, Some(&local_witness))?;
                 res.method.preferences = Some((stats.met, stats.refuted));
                 if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
                     *choice = widen(comp, &reduced, choice)
@@ -276,18 +299,39 @@ impl PartSolver<'_> {
     }
 
     /// Presolves `comp` again and solves its sub-parts; `witness` is a known
-    /// solution of `comp` (local indices).
+    /// solution of `comp` (local indices). Without a witness the part may
+    /// be infeasible, and the outcome says so.
     fn solve_split(
         &self,
         comp: &Comp,
         levels: &[Level],
-        witness: &[usize],
+        witness: Option<&[usize]>,
     ) -> Result<PartResult, String> {
+        self.solve_split_memo(comp, levels, witness, &mut BTreeMap::new())
+    }
+
+    /// [`Self::solve_split`] with the optimal local choices of the sub-parts
+    /// solved so far (by signature), to reuse across calls with the same
+    /// `levels`.
+    fn solve_split_memo(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        witness: Option<&[usize]>,
+        solved: &mut BTreeMap<Vec<u64>, Vec<usize>>,
+    ) -> Result<PartResult, String> {
+        let infeasible = PartResult {
+            outcome: IlpOutcome::Infeasible,
+            method: PartMethod::default(),
+        };
         let (fixed, parts) = match presolve(self.inst, comp, self.free_rank) {
             Presolved::Infeasible(e) => {
+                if witness.is_none() {
+                    return Ok(infeasible);
+                }
                 return Err(format!(
                     "internal: presolve refuted a re-checked witness ({e})"
-                ))
+                ));
             }
             Presolved::Reduced { fixed, parts, .. } => (fixed, parts),
         };
@@ -298,7 +342,6 @@ impl PartSolver<'_> {
         let mut method = PartMethod::default();
         let mut stopped: Vec<String> = Vec::new();
         let mut gap = None;
-        let mut solved: BTreeMap<&[u64], Vec<usize>> = BTreeMap::new();
         for part in &parts {
             let local: Vec<usize> = match solved.get(part.signature.as_slice()) {
                 Some(local) => {
@@ -315,7 +358,7 @@ impl PartSolver<'_> {
                         .iter()
                         .zip(&part.comp.nodes)
                         .map(|(&pos, nd)| {
-                            let orig = comp.nodes[pos].cands[witness[pos]].orig;
+                            let orig = comp.nodes[pos].cands[witness?[pos]].orig;
                             nd.cands.iter().position(|c| c.orig == orig)
                         })
                         .collect();
@@ -330,9 +373,12 @@ impl PartSolver<'_> {
                     method.add(&r.method);
                     let local = match r.outcome {
                         IlpOutcome::Infeasible => {
+                            if witness.is_none() {
+                                return Ok(infeasible);
+                            }
                             return Err(
                                 "internal: a sub-part of a feasible part is infeasible".into()
-                            )
+                            );
                         }
                         IlpOutcome::Solved {
                             choice,
@@ -347,7 +393,7 @@ impl PartSolver<'_> {
                             choice
                         }
                     };
-                    solved.insert(part.signature.as_slice(), local.clone());
+                    solved.insert(part.signature.clone(), local.clone());
                     local
                 }
             };
@@ -427,120 +473,276 @@ impl PartSolver<'_> {
                 DpOutcome::Skipped(_) => {}
             }
         }
-        if let Some(r) = levels_then_ids(comp, levels, weights, limits, warm)? {
+        if let Some(r) = self.levels_then_ids(comp, levels, warm)? {
             return Ok(r);
         }
         Ok(PartResult::from_ilp(solve_ilp(
             comp, levels, weights, limits, warm,
         )?))
     }
-}
 
-/// Steps of the provider-id search before the integer program takes over.
-const PROVIDER_SEARCH_STEPS: u64 = 200_000;
-
-/// For objectives ending with the provider ids: every level before them by
-/// the integer program (a leading run of count levels grouped into one
-/// weighted solve by [`grouped_counts`] where exact), then the provider-id
-/// level by [`smallest_optimal`] among the solutions equal to that optimum
-/// on every earlier level. `None` when the levels do not end with the
-/// provider ids or the search ran out of steps (the caller then runs the
-/// whole hierarchy).
-fn levels_then_ids(
-    comp: &Comp,
-    levels: &[Level],
-    weights: Option<&Weights>,
-    limits: &IlpLimits,
-    warm: Option<&[usize]>,
-) -> Result<Option<PartResult>, String> {
-    let Some((Level::ProviderLex, prefix)) = levels.split_last() else {
-        return Ok(None);
-    };
-    let run = prefix
-        .iter()
-        .take_while(|l| matches!(l, Level::PreferredCount | Level::RankCount(_)))
-        .count();
-    let grouped = match grouped_counts(comp, &prefix[..run]) {
-        Some((mut g, w)) if !prefix[run..].contains(&Level::Weighted) => {
-            g.extend_from_slice(&prefix[run..]);
-            Some((g, w))
-        }
-        _ => None,
-    };
-    // A start: the warm solution, else a completion by propagation; with
-    // it a time limit always leaves a solution to report.
-    let start: Option<Vec<usize>> = warm
-        .map(<[usize]>::to_vec)
-        .or_else(|| {
-            Domains::new(comp)
-                .ok()
-                .and_then(|mut d| d.complete(|_, _| {}))
-        })
-        .filter(|w| comp.evaluate_local(w).is_some());
-    let (choice, solves) = if prefix.is_empty() {
-        // Only the provider ids: any solution is a target.
-        match start {
-            Some(c) => (c, 0),
-            None => return Ok(None),
-        }
-    } else {
-        let warm = start.as_deref();
-        let first = match &grouped {
-            Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
-            None => solve_ilp(comp, prefix, weights, limits, warm)?,
+    /// The provider-id level by probing, node by node in order: node `i`
+    /// takes its first candidate `c` (provider order) such that some
+    /// solution with the nodes before `i` as decided and `i` at `c` equals
+    /// `opt` on the `prefix` levels. `start` is such a solution for every
+    /// node still undecided (it equals `opt`), so its own candidate always
+    /// qualifies and ends the node's tries; a smaller candidate qualifies
+    /// when swapping it into the current solution keeps `opt`, or when the
+    /// part with the decisions so far and `i` at `c`, solved exactly on the
+    /// prefix levels (prefix dominance, presolve, split), reaches `opt`.
+    /// This is the lexicographic minimum over the solutions equal to `opt`
+    /// by the usual greedy argument: each node's choice is the smallest
+    /// that some optimal completion of the decisions before it allows.
+    fn probe_provider_ids(
+        &self,
+        comp: &Comp,
+        prefix: &[Level],
+        start: Vec<usize>,
+        opt: &Score,
+        mut method: PartMethod,
+    ) -> Result<PartResult, String> {
+        let weights = self.weights;
+        let equal = |choice: &[usize]| -> Option<Ordering> {
+            comp.evaluate_local(choice)
+                .map(|s| compare_scores(prefix, weights, &s, opt))
         };
-        match first {
-            IlpOutcome::Solved {
-                stopped: None,
-                choice,
-                solves,
-                ..
-            } => (choice, solves),
-            // Infeasible, or a limit stopped it: that is the part's answer.
-            other => return Ok(Some(PartResult::from_ilp(other))),
+        let stop = |cur: Vec<usize>, method: PartMethod| PartResult {
+            outcome: IlpOutcome::Solved {
+                choice: cur,
+                solves: method.solves,
+                stopped: Some("the provider-id level".into()),
+                gap: None,
+            },
+            method,
+        };
+        let mut cur = start;
+        let mut decided = comp.clone();
+        let mut memo = BTreeMap::new();
+        for i in 0..comp.nodes.len() {
+            for c in 0..comp.nodes[i].cands.len() {
+                if c == cur[i] {
+                    break;
+                }
+                if self.limits.deadline.is_some_and(|t| Instant::now() >= t) {
+                    return Ok(stop(cur, method));
+                }
+                let mut alt = cur.clone();
+                alt[i] = c;
+                if equal(&alt) == Some(Ordering::Equal) {
+                    cur = alt;
+                    break;
+                }
+                let mut probe = decided.clone();
+                probe.nodes[i].cands = vec![comp.nodes[i].cands[c].clone()];
+                let probe = drop_prefix_dominated(&probe, None).map_or(probe, |r| r.reduced);
+                let r = self.solve_split_memo(&probe, prefix, None, &mut memo)?;
+                method.probes += 1;
+                method.solves += r.method.solves;
+                match r.outcome {
+                    IlpOutcome::Infeasible => {}
+                    IlpOutcome::Solved {
+                        stopped: Some(_), ..
+                    } => return Ok(stop(cur, method)),
+                    IlpOutcome::Solved { choice, .. } => {
+                        let full = widen(comp, &probe, &choice)
+                            .ok_or("internal: a provider-id probe chose an unknown candidate")?;
+                        match equal(&full) {
+                            Some(Ordering::Equal) => {
+                                cur = full;
+                                break;
+                            }
+                            Some(Ordering::Greater) => {}
+                            _ => {
+                                return Err("internal: a provider-id probe beat the proved optimum or failed its re-check".into())
+                            }
+                        }
+                    }
+                }
+            }
+            decided.nodes[i].cands = vec![comp.nodes[i].cands[cur[i]].clone()];
         }
-    };
-    let opt = comp
-        .evaluate_local(&choice)
-        .ok_or("internal: the solution of the earlier levels fails its re-check")?;
-    let target = Target {
-        levels: prefix,
-        weights,
-        opt: &opt,
-    };
-    let method = PartMethod {
-        ilp_parts: usize::from(solves > 0),
-        solves,
-        searched_parts: 1,
-        ..PartMethod::default()
-    };
-    if let Some(p) = &limits.progress {
-        p.provider_search();
-    }
-    match smallest_optimal(comp, &target, PROVIDER_SEARCH_STEPS, limits.deadline) {
-        Search::Found(best) => Ok(Some(PartResult {
+        Ok(PartResult {
             outcome: IlpOutcome::Solved {
-                choice: best,
-                solves,
+                choice: cur,
+                solves: method.solves,
                 stopped: None,
                 gap: None,
             },
             method,
-        })),
-        // The deadline: the earlier levels are optimal, the provider ids
-        // are not proved (no numeric bound exists for a sequence level).
-        Search::OutOfTime => Ok(Some(PartResult {
-            outcome: IlpOutcome::Solved {
+        })
+    }
+
+    /// For objectives ending with the provider ids: every level before them by
+    /// the integer program (a leading run of count levels grouped into one
+    /// weighted solve by [`grouped_counts`] where exact), then the provider-id
+    /// level by [`smallest_optimal`] among the solutions equal to that optimum
+    /// on every earlier level. `None` when the levels do not end with the
+    /// provider ids or the search ran out of steps (the caller then runs the
+    /// whole hierarchy).
+    fn levels_then_ids(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        warm: Option<&[usize]>,
+    ) -> Result<Option<PartResult>, String> {
+        let (weights, limits) = (self.weights, &self.limits);
+        let Some((Level::ProviderLex, prefix)) = levels.split_last() else {
+            return Ok(None);
+        };
+        let run = prefix
+            .iter()
+            .take_while(|l| matches!(l, Level::PreferredCount | Level::RankCount(_)))
+            .count();
+        let grouped = match grouped_counts(comp, &prefix[..run]) {
+            Some((mut g, w)) if !prefix[run..].contains(&Level::Weighted) => {
+                g.extend_from_slice(&prefix[run..]);
+                Some((g, w))
+            }
+            _ => None,
+        };
+        // A start: the warm solution, else a completion by propagation; with
+        // it a time limit always leaves a solution to report.
+        let start: Option<Vec<usize>> = warm
+            .map(<[usize]>::to_vec)
+            .or_else(|| {
+                Domains::new(comp)
+                    .ok()
+                    .and_then(|mut d| d.complete(|_, _| {}))
+            })
+            .filter(|w| comp.evaluate_local(w).is_some());
+        let mut prefix_method = None;
+        let (choice, solves) = if prefix.is_empty() {
+            // Only the provider ids: any solution is a target.
+            match start {
+                Some(c) => (c, 0),
+                None => return Ok(None),
+            }
+        } else if let Some(red) = start
+            .as_deref()
+            .filter(|_| self.prefix_dominance)
+            .and_then(|w| drop_prefix_dominated(comp, Some(w)))
+        {
+            // The earlier levels on the part without the candidates that
+            // cannot change them (presolve then splits it further); the
+            // provider ids below are chosen on the whole part.
+            let r = self.solve_split(&red.reduced, prefix, red.witness.as_deref())?;
+            let IlpOutcome::Solved {
                 choice,
                 solves,
-                stopped: Some("the provider-id search".into()),
-                gap: None,
+                stopped,
+                gap,
+            } = r.outcome
+            else {
+                return Err("internal: the part without its prefix-dominated candidates is infeasible under a re-checked witness".into());
+            };
+            let choice = widen(comp, &red.reduced, &choice)
+                .ok_or("internal: a prefix-dominance sub-part chose an unknown candidate")?;
+            if stopped.is_some() {
+                // A limit stopped the earlier levels: that is the answer.
+                return Ok(Some(PartResult {
+                    outcome: IlpOutcome::Solved {
+                        choice,
+                        solves,
+                        stopped,
+                        gap,
+                    },
+                    method: PartMethod {
+                        prefix_dominated: r.method.prefix_dominated + red.dropped,
+                        ..r.method
+                    },
+                }));
+            }
+            let mut m = r.method;
+            m.prefix_dominated += red.dropped;
+            prefix_method = Some(m);
+            (choice, solves)
+        } else {
+            let warm = start.as_deref();
+            let first = match &grouped {
+                Some((g, w)) => solve_ilp(comp, g, Some(w), limits, warm)?,
+                None => solve_ilp(comp, prefix, weights, limits, warm)?,
+            };
+            match first {
+                IlpOutcome::Solved {
+                    stopped: None,
+                    choice,
+                    solves,
+                    ..
+                } => (choice, solves),
+                // Infeasible, or a limit stopped it: that is the part's answer.
+                other => return Ok(Some(PartResult::from_ilp(other))),
+            }
+        };
+        let opt = comp
+            .evaluate_local(&choice)
+            .ok_or("internal: the solution of the earlier levels fails its re-check")?;
+        let target = Target {
+            levels: prefix,
+            weights,
+            opt: &opt,
+        };
+        let method = match prefix_method {
+            Some(mut m) => {
+                m.searched_parts += 1;
+                m
+            }
+            None => PartMethod {
+                ilp_parts: usize::from(solves > 0),
+                solves,
+                searched_parts: 1,
+                ..PartMethod::default()
             },
-            method,
-        })),
-        Search::OutOfSteps => Ok(None),
-        Search::Exhausted => {
-            Err("internal: no solution reaches the proved optimum in the provider-id search".into())
+        };
+        if let Some(p) = &limits.progress {
+            p.provider_search();
+        }
+        match smallest_optimal(comp, &target, self.provider_search_steps, limits.deadline) {
+            Search::Found(best) => Ok(Some(PartResult {
+                outcome: IlpOutcome::Solved {
+                    choice: best,
+                    solves,
+                    stopped: None,
+                    gap: None,
+                },
+                method,
+            })),
+            // The deadline: the earlier levels are optimal, the provider ids
+            // are not proved (no numeric bound exists for a sequence level).
+            Search::OutOfTime => Ok(Some(PartResult {
+                outcome: IlpOutcome::Solved {
+                    choice,
+                    solves,
+                    stopped: Some("the provider-id search".into()),
+                    gap: None,
+                },
+                method,
+            })),
+            // The earlier levels are proved at `choice`: the whole
+            // hierarchy from there, their rows added without a solve.
+            // The search ran out of steps: probing decides instead.
+            Search::OutOfSteps if self.prefix_dominance => {
+                let method = PartMethod {
+                    searched_parts: method.searched_parts - 1,
+                    ..method
+                };
+                self.probe_provider_ids(comp, prefix, choice, &opt, method)
+                    .map(Some)
+            }
+            Search::OutOfSteps => {
+                let out =
+                    solve_ilp_proved(comp, levels, weights, limits, Some(&choice), prefix.len())?;
+                let mut res = PartResult::from_ilp(out);
+                res.method.add(&method);
+                res.method.searched_parts -= 1;
+                Ok(Some(res))
+            }
+            Search::Exhausted => Err(
+                "internal: no solution reaches the proved optimum in the provider-id search".into(),
+            ),
         }
     }
 }
+
+/// Steps of the provider-id search before probing (or the integer program)
+/// takes over, by default.
+pub(crate) const PROVIDER_SEARCH_STEPS: u64 = 200_000;

@@ -13,6 +13,7 @@ mod conflict_core;
 mod limits;
 mod no_preferences;
 mod objective_oracle;
+mod prefix_dominance;
 mod progress_events;
 mod selection_highs;
 mod selection_props;

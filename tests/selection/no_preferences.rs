@@ -67,18 +67,30 @@ fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {
                         // Sub-parts to the frontier (default) and every
                         // sub-part to the integer program; the check off so
                         // that only the solve's own proof stands.
-                        // Also without settling count levels by witnesses,
-                        // so that the paths it bypasses stay checked.
+                        // Also without settling count levels by witnesses
+                        // and without prefix dominance, so that the paths
+                        // they bypass stay checked.
                         let default_states = SolveOptions::default().subpart_dp_states;
-                        for (subpart_dp_states, settle_counts) in
-                            [(default_states, true), (0, true), (0, false)]
-                        {
+                        // The provider-id search with no steps sends every
+                        // part to its fallback: probing with prefix
+                        // dominance, the integer program without.
+                        let steps = SolveOptions::default().provider_search_steps;
+                        for (subpart_dp_states, settle_counts, prefix_dominance, search) in [
+                            (default_states, true, true, steps),
+                            (0, true, true, steps),
+                            (0, false, true, steps),
+                            (0, false, false, steps),
+                            (0, true, true, 0),
+                            (0, false, false, 0),
+                        ] {
                             let opts = SolveOptions {
                                 objective: obj.clone(),
                                 dp_state_budget: 0,
                                 timings: false,
                                 subpart_dp_states,
                                 settle_counts,
+                                prefix_dominance,
+                                provider_search_steps: search,
                                 ..SolveOptions::default()
                             };
                             let got = match solve(&p, &opts) {
@@ -97,7 +109,7 @@ fn every_objective_matches_brute_force_with_0_50_and_100_percent_preferred() {
                             assert_eq!(
                                 got,
                                 brute,
-                                "{shape:?} n={n} seed={seed} pref={preferred_prob} profiles={profiles} {} subpart_dp_states={subpart_dp_states} settle_counts={settle_counts}",
+                                "{shape:?} n={n} seed={seed} pref={preferred_prob} profiles={profiles} {} subpart_dp_states={subpart_dp_states} settle_counts={settle_counts} prefix_dominance={prefix_dominance} search={search}",
                                 obj.name()
                             );
                             compared += 1;
