@@ -1,6 +1,10 @@
 //! Times the phases of planning one request: parse, canonical request hash (the floor),
-//! request validation + steps 1-16, the whole build, the plan hash, the internal
-//! validation, and the pretty plan serialization (into a sink, no disk).
+//! request validation + steps 1-16, the whole build, then each pass over the finished plan
+//! alone (the plan hash, the internal validation, the independent checker, the pretty plan
+//! serialization into a sink and into a temporary file) and the passes `plan` runs
+//! concurrently (`check_beside_writing`: both checks beside the plan file's serialization
+//! into a temporary file), so that the concurrent window can be compared with the sum of
+//! its parts. Wall seconds.
 //!
 //! ```text
 //! cargo run --release --example plan_phases -- REQUEST.json
@@ -11,8 +15,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use jointplan::builder::internal::validate_internal;
-use jointplan::builder::{build_core, BuildOptions};
+use jointplan::builder::{build_core, check_beside_writing, BuildOptions};
 use jointplan::canonical::{canonical_fingerprint, write_canonical};
+use jointplan::check::check_plan;
 use jointplan::plan::hash::plan_hash;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
@@ -61,15 +66,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     validate_internal(&plan, &request)?;
     time("internal validation", start);
     let start = Instant::now();
+    let report = check_plan(&plan);
+    time("independent checker", start);
+    if !report.is_valid() {
+        return Err(format!("the checker rejects the plan: {:?}", report.violations).into());
+    }
+    let start = Instant::now();
     let canonical = write_canonical("plan", &plan, Count(0))?;
     time("canonical plan bytes", start);
     let start = Instant::now();
-    let mut pretty = Count(0);
-    serde_json::to_writer_pretty(&mut pretty, &plan)?;
+    let pretty = plan.write_json(Count(0))?;
     time("pretty plan bytes", start);
     println!(
         "  canonical {} bytes, pretty {} bytes",
         canonical.0, pretty.0
+    );
+    let file = tempfile::NamedTempFile::new()?;
+    let start = Instant::now();
+    plan.write_json(std::io::BufWriter::new(file.as_file()))?;
+    time("pretty plan file write", start);
+    let file = tempfile::NamedTempFile::new()?;
+    let start = Instant::now();
+    let written = check_beside_writing(&plan, &request, file.as_file())?;
+    time("checks beside the file write", start);
+    println!(
+        "  {} bytes written concurrently, {} rayon threads",
+        written.bytes,
+        rayon::current_num_threads()
     );
     Ok(())
 }

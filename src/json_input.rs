@@ -700,7 +700,7 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let inner = self.nested()?;
-        let mut keys: HashSet<Cow<'de, str>> = HashSet::new();
+        let mut keys = ObjectKeys::default();
         let mut last_key: Option<Cow<'de, str>> = None;
         loop {
             let key = match map.next_key_seed(KeyText) {
@@ -757,6 +757,54 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
             }
             keys.insert(key.clone());
             last_key = Some(key);
+        }
+    }
+}
+
+/// The keys seen so far in one object, to find a duplicate: a short list compared in
+/// place while the object has at most [`FEW_KEYS`] keys (nearly every object of a request:
+/// hashing each key with SipHash cost more than comparing it, about a third of this pass
+/// on a large request), a hash set beyond.
+enum ObjectKeys<'de> {
+    Few(Vec<Cow<'de, str>>),
+    Many(HashSet<Cow<'de, str>>),
+}
+
+/// The most keys [`ObjectKeys`] compares one by one.
+const FEW_KEYS: usize = 16;
+
+impl Default for ObjectKeys<'_> {
+    fn default() -> Self {
+        ObjectKeys::Few(Vec::new())
+    }
+}
+
+impl<'de> ObjectKeys<'de> {
+    fn len(&self) -> usize {
+        match self {
+            ObjectKeys::Few(keys) => keys.len(),
+            ObjectKeys::Many(keys) => keys.len(),
+        }
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        match self {
+            ObjectKeys::Few(keys) => keys.iter().any(|seen| seen.as_ref() == key),
+            ObjectKeys::Many(keys) => keys.contains(key),
+        }
+    }
+
+    fn insert(&mut self, key: Cow<'de, str>) {
+        match self {
+            ObjectKeys::Few(keys) if keys.len() < FEW_KEYS => keys.push(key),
+            ObjectKeys::Few(keys) => {
+                let mut many: HashSet<Cow<'de, str>> = keys.drain(..).collect();
+                many.insert(key);
+                *self = ObjectKeys::Many(many);
+            }
+            ObjectKeys::Many(keys) => {
+                keys.insert(key);
+            }
         }
     }
 }
@@ -820,6 +868,22 @@ mod tests {
         assert!(err.message.contains("duplicate key `b`"), "{err}");
         let top = check_document(r#"{"x": 1, "x": 1}"#).unwrap_err();
         assert_eq!(top.json_path, "x");
+    }
+
+    #[test]
+    fn a_duplicate_is_found_among_few_keys_and_among_many() {
+        // Objects of every size around the switch from a list to a hash set, with the
+        // duplicate of every earlier key as the last member: always found and named.
+        for size in 1..=(2 * FEW_KEYS + 2) {
+            let members: Vec<String> = (0..size).map(|i| format!("\"k{i}\": {i}")).collect();
+            check_document(&format!("{{{}}}", members.join(", "))).unwrap();
+            for earlier in 0..size {
+                let text = format!("{{{}, \"k{earlier}\": 0}}", members.join(", "));
+                let err = check_document(&text).unwrap_err();
+                assert_eq!(err.json_path, format!("k{earlier}"), "{size} keys");
+                assert!(err.message.contains("duplicate key"), "{err}");
+            }
+        }
     }
 
     #[test]

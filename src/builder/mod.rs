@@ -13,23 +13,26 @@
 
 pub mod error;
 pub mod internal;
+pub mod plan_file;
 pub mod retention;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
 
 use crate::candidates::{derive_candidates, select_jointly, CandidateError};
+use crate::canonical::Sha256Hex;
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
-use crate::node::{build_node, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::node::{build_node, estimator_inputs, NodeBuildState, NodeChoice, NodePlanContext};
 use crate::request::fingerprints::{
     catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
     program_fingerprint,
 };
 use crate::request::validate::validate_request;
 use crate::request::{
-    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId, ResourceId,
-    StorageProfile,
+    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId,
+    ProviderResourcePlan, ResourceId, StorageProfile,
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
@@ -40,6 +43,7 @@ use crate::plan::{
 };
 
 use error::PlanError;
+use plan_file::{write_plan_file, PlanFileWrite};
 use retention::{resolve_retained_values, terminal_output_resources};
 
 /// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
@@ -60,7 +64,8 @@ pub enum BuildStage {
     Memory,
     /// The payload, its canonical hash and the plan id (step 18).
     Hash,
-    /// The internal validation of the finished plan.
+    /// The internal validation and the independent checker of the finished plan, beside
+    /// the serialization of its plan file (they run concurrently).
     Checks,
 }
 
@@ -242,6 +247,9 @@ pub struct PlanCore {
     pub selection: Vec<ComponentReport>,
     /// The selection settings to record in the payload.
     pub settings: SelectionSettings,
+    /// The prepared family's fingerprint (step 5), which binds every estimate and is a
+    /// payload field: computed once per build.
+    pub family_fingerprint: Sha256Hex,
 }
 
 /// Each program node with its resolution, in execution order.
@@ -327,7 +335,10 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &execution_weights.schema,
         &family_fp,
     )?;
-    // Step 10: every node in order.
+    // Step 10: every node in order (the estimator input fingerprints computed first, in
+    // parallel).
+    let chosen_plans: Vec<&ProviderResourcePlan> = joint.chosen.iter().map(|c| c.plan).collect();
+    let estimator_inputs = estimator_inputs(&ctx, &pairs, &chosen_plans);
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
     let mut used_rejections = 0usize;
@@ -343,6 +354,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             &NodeChoice {
                 resources: chosen.plan,
                 storage_rejection,
+                estimator_input: estimator_inputs.get(index).and_then(Option::as_ref),
             },
         )?);
     }
@@ -382,22 +394,53 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         retained_resources,
         selection: joint.components,
         settings,
+        family_fingerprint: family_fp,
     })
 }
 
-/// The wire limit on plan JSON bytes (the policy's, or the reference 16 MiB).
-fn check_plan_json_bytes(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), PlanError> {
+/// The finished plan's two checks and its plan file's serialization, run concurrently
+/// (each is a read-only pass over the plan): the internal validation, the independent
+/// checker, and the pretty serialization that measures the file against the
+/// `maximum_plan_json_bytes` wire limit while it streams it into `file`. Every pass runs to
+/// its end; the result is the one the passes gave when they ran one after another, in the
+/// order internal validation, checker, wire limit: the first failure in that order is the
+/// error, whichever finished first.
+pub fn check_beside_writing<W: Write + Send>(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+    file: W,
+) -> Result<PlanFileWrite, PlanError> {
     let limit = request
         .policy
         .effective_wire_limits()
         .maximum_plan_json_bytes;
-    let measured = plan
-        .json_bytes()
-        .map_err(|source| crate::canonical::CanonicalError::new("plan file", source))?;
-    if measured > limit {
-        return Err(PlanError::PlanJsonTooLarge { measured, limit });
+    // The checker is the longest pass: it runs on this thread while another takes the
+    // internal validation and then the serialization (rayon lets an idle thread steal the
+    // second half; with one thread they run in this order, one after another).
+    let (report, (internal, written)) = rayon::join(
+        || crate::check::check_plan(plan),
+        || {
+            rayon::join(
+                || internal::validate_content(plan, request),
+                || write_plan_file(plan, file, limit),
+            )
+        },
+    );
+    internal?;
+    if !report.is_valid() {
+        return Err(PlanError::Check {
+            violations: report.violations,
+        });
     }
-    Ok(())
+    let written =
+        written.map_err(|source| crate::canonical::CanonicalError::new("plan file", source))?;
+    if written.bytes > limit {
+        return Err(PlanError::PlanJsonTooLarge {
+            measured: written.bytes,
+            limit,
+        });
+    }
+    Ok(written)
 }
 
 impl ExecutionPlan {
@@ -416,8 +459,24 @@ impl ExecutionPlan {
         request: &PlanRequest,
         options: &BuildOptions,
     ) -> Result<BuildOutcome, PlanError> {
+        Ok(Self::build_writing(request, options, std::io::sink())?.0)
+    }
+
+    /// [`ExecutionPlan::build_with_report`], streaming the plan file form
+    /// ([`ExecutionPlan::write_json`]) into `file` while the plan is checked, so that the
+    /// one serialization that measures the plan against its wire limit also writes it.
+    ///
+    /// On `Ok` the plan passed every check and `file` holds the whole plan file unless the
+    /// returned [`PlanFileWrite`] records a write error (reported by the caller after its
+    /// own refusals, as a write that came last would be). On `Err`, `file` holds a part of
+    /// the plan or nothing: write it somewhere temporary and remove it then.
+    pub fn build_writing<W: Write + Send>(
+        request: &PlanRequest,
+        options: &BuildOptions,
+        file: W,
+    ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
         match options.threads {
-            None => Self::build_on_current_pool(request, options),
+            None => Self::build_on_current_pool(request, options, file),
             Some(threads) => rayon::ThreadPoolBuilder::new()
                 .num_threads(threads.get())
                 .build()
@@ -425,14 +484,15 @@ impl ExecutionPlan {
                     threads: threads.get(),
                     message: e.to_string(),
                 })?
-                .install(|| Self::build_on_current_pool(request, options)),
+                .install(|| Self::build_on_current_pool(request, options, file)),
         }
     }
 
-    fn build_on_current_pool(
+    fn build_on_current_pool<W: Write + Send>(
         request: &PlanRequest,
         options: &BuildOptions,
-    ) -> Result<BuildOutcome, PlanError> {
+        file: W,
+    ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
         let core = build_core(request, options)?;
         // Step 17: the memory plan.
         options.stage(BuildStage::Memory);
@@ -457,7 +517,7 @@ impl ExecutionPlan {
                 .device
                 .runtime_implementation_fingerprint
                 .clone(),
-            prepared_family_fingerprint: family_fingerprint(&request.family)?,
+            prepared_family_fingerprint: core.family_fingerprint,
             program_fingerprint: program_fingerprint(&request.family.program)?,
             capability_catalog_fingerprint: catalog_fingerprint(&request.catalog)?,
             policy_version: request.policy.version,
@@ -479,17 +539,13 @@ impl ExecutionPlan {
             plan_hash: hash,
         };
         options.stage(BuildStage::Checks);
-        internal::validate_content(&plan, request)?;
-        let report = crate::check::check_plan(&plan);
-        if !report.is_valid() {
-            return Err(PlanError::Check {
-                violations: report.violations,
-            });
-        }
-        check_plan_json_bytes(&plan, request)?;
-        Ok(BuildOutcome {
-            plan,
-            selection: core.selection,
-        })
+        let written = check_beside_writing(&plan, request, file)?;
+        Ok((
+            BuildOutcome {
+                plan,
+                selection: core.selection,
+            },
+            written,
+        ))
     }
 }

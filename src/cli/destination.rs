@@ -231,6 +231,28 @@ impl Destination {
         self.commit()
     }
 
+    /// The temporary file, for a caller that streams into it itself and then calls
+    /// [`Destination::commit_written`]; `None` once renamed into place.
+    pub fn temporary_file(&self) -> Option<&std::fs::File> {
+        self.temporary
+            .as_ref()
+            .map(tempfile::NamedTempFile::as_file)
+    }
+
+    /// Renames the temporary file, written by the caller through
+    /// [`Destination::temporary_file`], into place, after syncing it. `written` is the
+    /// outcome of that write: an error is reported as this destination's, and the temporary
+    /// file is removed instead.
+    pub fn commit_written(self, written: std::io::Result<()>) -> Result<(), DestinationError> {
+        match written {
+            Ok(()) => self.commit(),
+            Err(source) => Err(DestinationError::Io {
+                file: self.given.clone(),
+                source,
+            }),
+        }
+    }
+
     fn commit(mut self) -> Result<(), DestinationError> {
         let Some(temporary) = self.temporary.take() else {
             return Ok(());

@@ -8,6 +8,7 @@
 // `Error` carries `PlanError` unboxed (see src/plan/build.rs): errors are the cold path.
 #![allow(clippy::result_large_err)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -250,8 +251,16 @@ pub fn run(args: &Args) -> Result<(), Error> {
     };
     options.observer = Some(progress.observer());
     options.selection.observer = progress.solve_observer();
-    let outcome = match ExecutionPlan::build_with_report(&request, &options) {
-        Ok(outcome) => outcome,
+    // The plan file streams into the destination's temporary file while the plan is
+    // checked (`ExecutionPlan::build_writing`); it is renamed into place only after every
+    // check and every refusal below has passed, and removed otherwise.
+    let file: Box<dyn Write + Send + '_> =
+        match destination.as_ref().and_then(Destination::temporary_file) {
+            Some(file) => Box::new(file),
+            None => Box::new(std::io::sink()),
+        };
+    let (outcome, written) = match ExecutionPlan::build_writing(&request, &options, file) {
+        Ok(built) => built,
         Err(error) => {
             drop(progress);
             return Err(explain_infeasible(args, &request, &options, error));
@@ -261,13 +270,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let serving = ServingReport::with_limits(&request, plan)
         .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
     // A serving engine refuses to start when not even one sequence fits: so does `plan`,
-    // before anything is written.
+    // before the plan file is renamed into place (its temporary file is removed).
     if let Some(refusal) = serving.0.refusal(&serving.1) {
         return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
     }
     if let Some(destination) = destination {
         progress.step(&format!("writing {}", destination.path().display()));
-        destination.write_json(plan, true)?;
+        destination.commit_written(written.write_error.map_or(Ok(()), Err))?;
     }
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome

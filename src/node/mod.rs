@@ -122,6 +122,39 @@ pub(crate) struct NodeChoice<'a> {
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
     pub storage_rejection: Option<&'a RejectedProvider>,
+    /// The chosen provider's estimator input fingerprint, if already computed
+    /// ([`estimator_inputs`]).
+    pub estimator_input: Option<&'a Sha256Hex>,
+}
+
+/// The estimator input fingerprint of each node's chosen provider (`chosen[i]` is node
+/// `i`'s), computed in parallel: the one costly pure part of the per-node checks (about a
+/// twentieth of a large plan's CPU), which the sequential pass then only compares, at the
+/// same point of the same checks, so the first error reported is the same. `None` where the
+/// node's operation is unknown or the fingerprint fails: the sequential pass reports that.
+pub(crate) fn estimator_inputs(
+    ctx: &NodePlanContext<'_>,
+    pairs: &[(&ProgramNode, &NodeResolution)],
+    chosen: &[&ProviderResourcePlan],
+) -> Vec<Option<Sha256Hex>> {
+    use rayon::prelude::*;
+    pairs
+        .par_iter()
+        .zip(chosen.par_iter())
+        .map(|((node, resolution), plan)| {
+            let operation = ctx.catalog.operations.get(&node.operation_id)?;
+            let operation_fingerprint = ctx.operation_fingerprints.get(&operation.id)?;
+            crate::request::fingerprints::node_estimator_input_fingerprint(
+                ctx.family_fingerprint,
+                operation,
+                operation_fingerprint,
+                node,
+                resolution,
+                &plan.provider_id,
+            )
+            .ok()
+        })
+        .collect()
 }
 
 /// Checks node `index` and builds its [`PlanNode`] (rules 2.2).
@@ -235,6 +268,7 @@ pub(crate) fn build_node(
             operation,
             operation_fingerprint: &operation_fingerprint,
             resolution,
+            estimator_input: choice.estimator_input,
         },
         ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
         selected,

@@ -270,3 +270,37 @@ fn input_limits_are_exit_2_naming_the_limit_and_the_flag() {
     let out = jointplan(&["plan", &repo("models/tiny/request.json"), "--limit", "x=1"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_plan_over_its_wire_limit_replaces_nothing_and_leaves_no_temporary_file() {
+    // The plan file streams into its temporary file while the plan is checked; a plan the
+    // wire limit refuses must leave the destination as it was and nothing beside it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut request: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(repo("models/tiny/request.json")).unwrap()).unwrap();
+    request["policy"]["wire_limits"] = serde_json::json!({
+        "maximum_resource_rows": 65536,
+        "maximum_plan_json_bytes": 20000
+    });
+    let request_file = dir.path().join("request.json");
+    std::fs::write(&request_file, serde_json::to_vec(&request).unwrap()).unwrap();
+    let plan = dir.path().join("plan.json");
+    std::fs::write(&plan, b"the old plan").unwrap();
+    let out = jointplan(&["plan", &path(&request_file), "-o", &path(&plan)]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("maximum_plan_json_bytes = 20000"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&plan).unwrap(), b"the old plan");
+    assert_eq!(names(dir.path()), ["plan.json", "request.json"]);
+    // Under a limit it fits, the same command replaces the file with the whole plan.
+    request["policy"]["wire_limits"]["maximum_plan_json_bytes"] = serde_json::json!(1u64 << 30);
+    std::fs::write(&request_file, serde_json::to_vec(&request).unwrap()).unwrap();
+    let out = jointplan(&["plan", &path(&request_file), "-o", &path(&plan)]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let written = std::fs::read(&plan).unwrap();
+    assert!(written.len() > 20000 && written.ends_with(b"}\n"));
+    assert_eq!(names(dir.path()), ["plan.json", "request.json"]);
+}

@@ -1,0 +1,144 @@
+//! The plan file form written while the finished plan is checked: one pretty serialization
+//! that both measures the file against the `maximum_plan_json_bytes` wire limit and streams
+//! it to its destination, instead of one pass to count and another to write.
+//!
+//! The serialization runs beside the plan's checks (see [`crate::builder`]), so it must not
+//! decide anything the checks would have decided first: a failed write is recorded, not
+//! returned, and the counting goes on to the end, so the caller learns the file's exact size
+//! (the wire limit's measurement) and reports the write failure only after every check and
+//! every earlier refusal. Once the count passes the limit nothing more is forwarded: the
+//! plan is refused anyway, and its partial file is the caller's to remove.
+
+use std::io::Write;
+
+use crate::plan::ExecutionPlan;
+
+/// What streaming the plan file form produced.
+#[derive(Debug)]
+pub struct PlanFileWrite {
+    /// Bytes of the plan file form (pretty JSON and its final newline), all counted even when
+    /// the write failed or the limit was passed.
+    pub bytes: u64,
+    /// The first error of the destination, if a write or the final flush failed (the rest
+    /// of the file was counted, not written).
+    pub write_error: Option<std::io::Error>,
+}
+
+/// Counts every byte; forwards them to the destination while the count is within the limit
+/// and no write has failed.
+struct LimitedFile<W> {
+    destination: W,
+    bytes: u64,
+    limit: u64,
+    write_error: Option<std::io::Error>,
+}
+
+impl<W: Write> Write for LimitedFile<W> {
+    fn write(&mut self, chunk: &[u8]) -> std::io::Result<usize> {
+        // A count past u64::MAX is past every limit: saturating keeps it there.
+        let added = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
+        self.bytes = self.bytes.saturating_add(added);
+        if self.write_error.is_none() && self.bytes <= self.limit {
+            if let Err(error) = self.destination.write_all(chunk) {
+                self.write_error = Some(error);
+            }
+        }
+        Ok(chunk.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.write_error.is_none() && self.bytes <= self.limit {
+            if let Err(error) = self.destination.flush() {
+                self.write_error = Some(error);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Streams the plan file form of `plan` ([`ExecutionPlan::write_json`]: pretty JSON and a
+/// final newline) into `destination` through a buffer, counting its bytes; stops forwarding
+/// once the count passes `limit`.
+pub fn write_plan_file<W: Write>(
+    plan: &ExecutionPlan,
+    destination: W,
+    limit: u64,
+) -> Result<PlanFileWrite, serde_json::Error> {
+    let counted = LimitedFile {
+        destination,
+        bytes: 0,
+        limit,
+        write_error: None,
+    };
+    let buffered = plan.write_json(std::io::BufWriter::new(counted))?;
+    // The counter never fails, so neither does the buffer's last flush.
+    let mut counted = buffered
+        .into_inner()
+        .map_err(|e| serde_json::Error::io(e.into_error()))?;
+    counted.flush().map_err(serde_json::Error::io)?;
+    Ok(PlanFileWrite {
+        bytes: counted.bytes,
+        write_error: counted.write_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A destination that accepts `room` bytes, then fails every write.
+    struct Full {
+        taken: Vec<u8>,
+        room: usize,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, chunk: &[u8]) -> std::io::Result<usize> {
+            if self.taken.len() + chunk.len() > self.room {
+                return Err(std::io::Error::other("device full"));
+            }
+            self.taken.extend_from_slice(chunk);
+            Ok(chunk.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_limited_file_counts_everything_and_forwards_within_the_limit() {
+        let mut file = LimitedFile {
+            destination: Vec::new(),
+            bytes: 0,
+            limit: 5,
+            write_error: None,
+        };
+        file.write_all(b"abc").unwrap();
+        file.write_all(b"de").unwrap();
+        file.write_all(b"fgh").unwrap();
+        file.flush().unwrap();
+        assert_eq!(file.bytes, 8);
+        assert_eq!(file.destination, b"abcde");
+        assert!(file.write_error.is_none());
+    }
+
+    #[test]
+    fn a_failed_write_is_recorded_and_the_count_goes_on() {
+        let mut file = LimitedFile {
+            destination: Full {
+                taken: Vec::new(),
+                room: 4,
+            },
+            bytes: 0,
+            limit: u64::MAX,
+            write_error: None,
+        };
+        file.write_all(b"abc").unwrap();
+        file.write_all(b"de").unwrap();
+        file.write_all(b"f").unwrap();
+        assert_eq!(file.bytes, 6);
+        assert_eq!(file.destination.taken, b"abc");
+        let error = file.write_error.expect("the second write failed");
+        assert_eq!(error.to_string(), "device full");
+    }
+}
