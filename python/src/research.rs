@@ -13,11 +13,10 @@ use serde_json::json;
 
 use crate::{call_options, model_source, request_from, to_json, Failure};
 
-/// A stored plan (its JSON text), parsed strictly; an error names `what` (`plan`,
-/// `plan A`, ...) as its file.
+/// A stored plan (its JSON text), parsed strictly, as `jointplan explain` and `diff` read
+/// it; an error names `what` (`plan`, `plan A`, ...) as its file.
 fn stored_plan(what: &str, text: &str) -> Result<ExecutionPlan, Failure> {
-    jointplan::verify::read_stored_plan(Path::new(what), text)
-        .map(|stored| stored.plan)
+    jointplan::verify::read_plan_as_stored(Path::new(what), text)
         .map_err(|e| Failure::from(jointplan::Error::from(e)))
 }
 
@@ -34,8 +33,8 @@ fn study(error: jointplan::study::StudyError) -> Failure {
 #[pyfunction]
 fn check(py: Python<'_>, plan_json: String) -> PyResult<String> {
     py.detach(|| {
-        let plan = stored_plan("plan", &plan_json)?;
-        let report = jointplan::check::check_plan(&plan);
+        let (plan, report) = jointplan::verify::check_stored_plan(Path::new("plan"), &plan_json)
+            .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
         to_json(&json!({
             "plan_id": plan.payload.plan_id,
             "valid": report.is_valid(),
