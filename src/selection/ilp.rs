@@ -23,7 +23,6 @@ use super::backend::{solve_model, Backend, Model, RawError, Sense};
 use super::components::{Comp, Score};
 use super::objective::{compare_scores, Level, Weights};
 use super::preference_groups::preference_groups;
-use super::prefix_dominance::{dominates, undominated};
 use super::progress::PartReporter;
 
 /// The largest total absolute objective coefficient of one level solve.
@@ -597,42 +596,8 @@ pub(crate) fn solve_ilp_proved(
                             }
                         }
                     }
-                    // The nodes after the chunk matter to this solve only
-                    // through the earlier levels' rows, which every solution
-                    // meets at equality (they hold the proved optima): their
-                    // prefix-dominated candidates are closed for this solve
-                    // (docs/solver.md, "Prefix dominance"), and the start
-                    // swaps them for kept dominators.
-                    let after = chunk.last().map_or(comp.nodes.len(), |&(node, _)| node + 1);
-                    let saved = b.model.bounds.clone();
-                    let mut start = inc.as_ref().map(|s| s.choice.clone());
-                    for u in after..comp.nodes.len() {
-                        let cands = &comp.nodes[u].cands;
-                        let live: Vec<bool> = (0..cands.len())
-                            .map(|c| b.fixed(b.x(u, c)) != Some(false))
-                            .collect();
-                        let keep = undominated(cands, |c| live[c]);
-                        for c in 0..cands.len() {
-                            if live[c] && !keep[c] {
-                                let v = b.x(u, c);
-                                b.fix(v, false);
-                            }
-                        }
-                        if let Some(s) = start.as_mut() {
-                            if !keep[s[u]] {
-                                s[u] = (0..cands.len())
-                                    .find(|&d| keep[d] && dominates(&cands[d], &cands[s[u]]))
-                                    .ok_or("internal: a prefix-dominated candidate without a kept dominator")?;
-                            }
-                        }
-                    }
-                    let start = start.and_then(|choice| {
-                        comp.evaluate_local(&choice)
-                            .map(|score| Incumbent { choice, score })
-                    });
-                    let step = do_solve(&b, &obj, &start, &mut solves);
-                    b.model.bounds = saved;
-                    let new = take!(step?, "the provider-id level");
+                    let step = do_solve(&b, &obj, &inc, &mut solves)?;
+                    let new = take!(step, "the provider-id level");
                     for (node, _) in &chunk {
                         let v = b.x(*node, new.choice[*node]);
                         b.fix(v, true);

@@ -43,7 +43,7 @@ pub(crate) struct PrefixReduced {
 }
 
 /// Whether `d` dominates `c` on the prefix levels (see the module docs).
-pub(crate) fn dominates(d: &CCand, c: &CCand) -> bool {
+fn dominates(d: &CCand, c: &CCand) -> bool {
     (d.preferred || !c.preferred)
         && d.res.iter().all(|&(r, md)| {
             c.res
@@ -70,7 +70,7 @@ pub(crate) fn drop_prefix_dominated(
     let mut dropped = 0;
     for (u, node) in reduced.nodes.iter_mut().enumerate() {
         let cands = &node.cands;
-        let keep = undominated(cands, |_| true);
+        let keep = undominated(cands);
         let kept: Vec<usize> = (0..cands.len()).filter(|&c| keep[c]).collect();
         if let Some(w) = witness.map(|w| w[u]) {
             let chosen = cands.get(w)?;
@@ -91,22 +91,19 @@ pub(crate) fn drop_prefix_dominated(
     })
 }
 
-/// Which of `cands` are kept among the `live` ones: a live candidate is
-/// dropped when some other live candidate dominates it strictly, or both
-/// ways and comes first. Dominance is a preorder, so the kept candidates
-/// are its maximal elements and every dropped candidate has a kept
-/// dominator (follow dominators up; the order is finite). Candidates that
-/// are not live are never kept.
-pub(crate) fn undominated(cands: &[CCand], live: impl Fn(usize) -> bool) -> Vec<bool> {
+/// Which of `cands` are kept: a candidate is dropped when another
+/// dominates it strictly, or both ways and comes first. Dominance is a
+/// preorder, so the kept candidates are its maximal elements and every
+/// dropped candidate has a kept dominator (follow dominators up; the order
+/// is finite).
+fn undominated(cands: &[CCand]) -> Vec<bool> {
     (0..cands.len())
         .map(|c| {
-            live(c)
-                && !(0..cands.len()).any(|d| {
-                    d != c
-                        && live(d)
-                        && dominates(&cands[d], &cands[c])
-                        && (d < c || !dominates(&cands[c], &cands[d]))
-                })
+            !(0..cands.len()).any(|d| {
+                d != c
+                    && dominates(&cands[d], &cands[c])
+                    && (d < c || !dominates(&cands[c], &cands[d]))
+            })
         })
         .collect()
 }

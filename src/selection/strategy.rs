@@ -717,23 +717,23 @@ impl PartSolver<'_> {
                 },
                 method,
             })),
-            // The earlier levels are proved at `choice`: the whole
-            // hierarchy from there, their rows added without a solve.
-            // The search ran out of steps: probing decides instead.
-            Search::OutOfSteps if self.prefix_dominance => {
+            // The search ran out of steps. The earlier levels are proved at
+            // `choice`: probing decides the provider ids (with prefix
+            // dominance), else the integer program from those proved levels.
+            Search::OutOfSteps => {
                 let method = PartMethod {
                     searched_parts: method.searched_parts - 1,
                     ..method
                 };
-                self.probe_provider_ids(comp, prefix, choice, &opt, method)
-                    .map(Some)
-            }
-            Search::OutOfSteps => {
+                if self.prefix_dominance {
+                    return self
+                        .probe_provider_ids(comp, prefix, choice, &opt, method)
+                        .map(Some);
+                }
                 let out =
                     solve_ilp_proved(comp, levels, weights, limits, Some(&choice), prefix.len())?;
                 let mut res = PartResult::from_ilp(out);
                 res.method.add(&method);
-                res.method.searched_parts -= 1;
                 Ok(Some(res))
             }
             Search::Exhausted => Err(
