@@ -238,12 +238,15 @@ fn run_inner(args: &SolveArgs) -> Result<String, SelectionError> {
 /// failure or limit without a solution, 4 certification failure.
 pub fn run(args: &SolveArgs) -> ExitCode {
     match run_inner(args) {
-        Ok(text) => {
-            if !text.is_empty() {
-                println!("{text}");
+        Ok(text) if text.is_empty() => ExitCode::SUCCESS,
+        // A closed pipe (`jointplan solve ... | head`) ends the output quietly.
+        Ok(text) => match super::output::write_stdout(&format!("{text}\n")) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("jointplan solve: {e}");
+                ExitCode::from(2)
             }
-            ExitCode::SUCCESS
-        }
+        },
         Err(e) => {
             eprintln!("jointplan solve: {e}");
             ExitCode::from(e.exit_code())

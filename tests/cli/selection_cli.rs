@@ -313,3 +313,22 @@ fn generate_writes_an_instance_with_the_asked_profiles() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("PROFILES in 1..=64"), "{err}");
 }
+
+#[test]
+fn a_closed_stdout_pipe_ends_the_solve_output_without_a_panic() {
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(&dir, "p.json", SPEC);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_jointplan"))
+        .args(["solve", &p])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the reading end at once, as `| head -1` does after its line.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+}

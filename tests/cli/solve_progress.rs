@@ -23,9 +23,9 @@ fn generate(dir: &Path, spec: &str) -> String {
 #[test]
 fn a_long_solve_writes_no_progress_bytes_to_a_pipe() {
     let dir = tempfile::tempdir().unwrap();
-    // max-preferred on this instance runs into its time limit, well past the second after
-    // which a terminal would show the progress line.
-    let p = generate(dir.path(), "long-range:300:3:4");
+    // max-preferred on this instance (every node preferred) runs into its time limit, well
+    // past the second after which a terminal would show the progress line.
+    let p = generate(dir.path(), "long-range:1000:1:4:100");
     let out = jointplan(&[
         "solve",
         &p,
@@ -84,7 +84,7 @@ fn on_a_terminal_progress_is_shown_and_the_answer_is_unchanged() {
 
     // A solve stopped by a 2 s limit runs past the first second: the line appears, naming
     // the elapsed time, the parts and the level being solved.
-    let hard = generate(dir.path(), "long-range:300:3:4");
+    let hard = generate(dir.path(), "long-range:1000:1:4:100");
     let command = format!(
         "{bin} solve {hard} --objective max-preferred --time-limit 2 > {}",
         dir.path().join("hard.json").display()
