@@ -27,6 +27,7 @@ mod file_form;
 mod node_view;
 mod payload_text;
 mod recorded;
+mod strict_parse;
 
 pub use node_view::{read_node_view, PlanNodeView};
 
@@ -176,7 +177,8 @@ fn to_tree(plan: &ExecutionPlan) -> Result<Value, VerifyError> {
 /// be in canonical form (the typed plan serializes back to the same document, else
 /// [`VerifyError::NonCanonical`]); the checker's report says whether the plan is valid.
 ///
-/// Cost: the text is scanned strictly and parsed into the typed plan; the checker hashes
+/// Cost: the text is parsed into the typed plan under the strict rules in one pass
+/// ([`read_plan_as_stored`]); the checker hashes
 /// the typed payload for its rule 2 while the typed plan is serialized once more and
 /// compared with the text ([`file_form`]): a text that is byte for byte its plan's file
 /// form (every plan file jointplan writes) is in canonical form without hashing the text.
@@ -188,9 +190,7 @@ pub fn check_stored_plan(
     file: &std::path::Path,
     text: &str,
 ) -> Result<(ExecutionPlan, crate::check::CheckReport), VerifyError> {
-    crate::json_input::check_document(text)
-        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let plan = parse_plan(text)?;
+    let plan = read_plan_as_stored(file, text)?;
     let ((report, payload_hash), file_form) = rayon::join(
         || crate::check::check_plan_and_hash(&plan),
         || file_form::is_file_form(&plan, text),
@@ -260,10 +260,20 @@ fn check_form(
 /// must be one JSON value with each key once and within the input limits, and parse into a
 /// plan with no unknown field; it is not hashed (whether the plan is intact is what
 /// [`check_stored_plan`], or `verify`, establish).
+///
+/// Cost: one pass of the JSON reader, the typed parse under the strict rules
+/// ([`strict_parse`]); only a text that pass does not accept is scanned strictly and then
+/// parsed, to name the culprit (first a broken strict rule, then a parse error, by its
+/// JSON path).
 pub fn read_plan_as_stored(
     file: &std::path::Path,
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
+    if let Some(plan) =
+        strict_parse::parse_strictly(text, &crate::json_input::InputLimits::current())
+    {
+        return Ok(plan);
+    }
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
     parse_plan(text)
