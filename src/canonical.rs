@@ -22,6 +22,7 @@ use std::io::Write;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub(crate) use writer::needs_escape;
 use writer::CanonicalWriter;
 
 pub use digest::Sha256Hex;

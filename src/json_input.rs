@@ -765,7 +765,7 @@ impl<'de> Visitor<'de> for DocumentCheck<'_> {
 /// place while the object has at most [`FEW_KEYS`] keys (nearly every object of a request:
 /// hashing each key with SipHash cost more than comparing it, about a third of this pass
 /// on a large request), a hash set beyond.
-enum ObjectKeys<'de> {
+pub(crate) enum ObjectKeys<'de> {
     Few(Vec<Cow<'de, str>>),
     Many(HashSet<Cow<'de, str>>),
 }
@@ -780,21 +780,21 @@ impl Default for ObjectKeys<'_> {
 }
 
 impl<'de> ObjectKeys<'de> {
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         match self {
             ObjectKeys::Few(keys) => keys.len(),
             ObjectKeys::Many(keys) => keys.len(),
         }
     }
 
-    fn contains(&self, key: &str) -> bool {
+    pub(crate) fn contains(&self, key: &str) -> bool {
         match self {
             ObjectKeys::Few(keys) => keys.iter().any(|seen| seen.as_ref() == key),
             ObjectKeys::Many(keys) => keys.contains(key),
         }
     }
 
-    fn insert(&mut self, key: Cow<'de, str>) {
+    pub(crate) fn insert(&mut self, key: Cow<'de, str>) {
         match self {
             ObjectKeys::Few(keys) if keys.len() < FEW_KEYS => keys.push(key),
             ObjectKeys::Few(keys) => {

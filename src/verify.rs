@@ -23,9 +23,11 @@
 //! far less useful than the path of the field that was changed. When the trees differ, the
 //! internal finding on the stored plan (if any) is attached as context.
 
+mod file_form;
 mod node_view;
 mod payload_text;
 mod recorded;
+mod strict_parse;
 
 pub use node_view::{read_node_view, PlanNodeView};
 
@@ -175,22 +177,29 @@ fn to_tree(plan: &ExecutionPlan) -> Result<Value, VerifyError> {
 /// be in canonical form (the typed plan serializes back to the same document, else
 /// [`VerifyError::NonCanonical`]); the checker's report says whether the plan is valid.
 ///
-/// Cost: the text is hashed once, as plan-hash material ([`payload_text`]), before the
-/// typed parse (so the writer's buffer is gone before the typed plan exists); the checker
-/// hashes the typed payload for its rule 2, and the two hashes agree exactly when the text
-/// is the plan's canonical form. Only when they do not is the whole document hashed (and,
-/// when it differs, walked) to name the first non-canonical field.
+/// Cost: the text is parsed into the typed plan under the strict rules in one pass
+/// ([`read_plan_as_stored`]); the checker hashes
+/// the typed payload for its rule 2 while the typed plan is serialized once more and
+/// compared with the text ([`file_form`]): a text that is byte for byte its plan's file
+/// form (every plan file jointplan writes) is in canonical form without hashing the text.
+/// Any other text has its payload hashed as plan-hash material ([`payload_text`]), which
+/// agrees with the checker's hash exactly when the text is the plan's canonical form; only
+/// when it does not is the whole document hashed (and, when it differs, walked) to name the
+/// first non-canonical field.
 pub fn check_stored_plan(
     file: &std::path::Path,
     text: &str,
 ) -> Result<(ExecutionPlan, crate::check::CheckReport), VerifyError> {
-    crate::json_input::check_document(text)
-        .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let text_hash = payload_text::stored_identity(text).map(|identity| identity.payload_hash);
-    let plan = parse_plan(text)?;
-    let (report, payload_hash) = crate::check::check_plan_and_hash(&plan);
-    if text_hash.is_none() || text_hash != payload_hash {
-        check_form(&plan, text, &canonical_text_hash(text)?)?;
+    let plan = read_plan_as_stored(file, text)?;
+    let ((report, payload_hash), file_form) = rayon::join(
+        || crate::check::check_plan_and_hash(&plan),
+        || file_form::is_file_form(&plan, text),
+    );
+    if !file_form {
+        let text_hash = payload_text::stored_identity(text).map(|identity| identity.payload_hash);
+        if text_hash.is_none() || text_hash != payload_hash {
+            check_form(&plan, text, &canonical_text_hash(text)?)?;
+        }
     }
     Ok((plan, report))
 }
@@ -251,10 +260,20 @@ fn check_form(
 /// must be one JSON value with each key once and within the input limits, and parse into a
 /// plan with no unknown field; it is not hashed (whether the plan is intact is what
 /// [`check_stored_plan`], or `verify`, establish).
+///
+/// Cost: one pass of the JSON reader, the typed parse under the strict rules
+/// ([`strict_parse`]); only a text that pass does not accept is scanned strictly and then
+/// parsed, to name the culprit (first a broken strict rule, then a parse error, by its
+/// JSON path).
 pub fn read_plan_as_stored(
     file: &std::path::Path,
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
+    if let Some(plan) =
+        strict_parse::parse_strictly(text, &crate::json_input::InputLimits::current())
+    {
+        return Ok(plan);
+    }
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
     parse_plan(text)

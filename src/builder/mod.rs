@@ -405,6 +405,10 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
 /// its end; the result is the one the passes gave when they ran one after another, in the
 /// order internal validation, checker, wire limit: the first failure in that order is the
 /// error, whichever finished first.
+///
+/// `plan` is a plan its caller has just sealed (its `plan_hash` computed from its payload,
+/// as [`ExecutionPlan::build_writing`] does): the checker takes that hash as the payload's
+/// ([`crate::check::check_sealed_plan`]) rather than hashing the payload a second time.
 pub fn check_beside_writing<W: Write + Send>(
     plan: &ExecutionPlan,
     request: &PlanRequest,
@@ -418,7 +422,7 @@ pub fn check_beside_writing<W: Write + Send>(
     // internal validation and then the serialization (rayon lets an idle thread steal the
     // second half; with one thread they run in this order, one after another).
     let (report, (internal, written)) = rayon::join(
-        || crate::check::check_plan(plan),
+        || crate::check::check_sealed_plan(plan),
         || {
             rayon::join(
                 || internal::validate_content(plan, request),

@@ -387,7 +387,7 @@ fn write_json_string(out: &mut Vec<u8>, text: &str) -> Result<(), Error> {
 /// a backslash. Eight bytes at a time: a word has a byte below 0x20 when subtracting 0x20
 /// from every byte borrows into a byte whose top bit was clear, and a byte equal to `c` when
 /// the word XOR `c` repeated has a zero byte (the same test with 0x01).
-fn needs_escape(bytes: &[u8]) -> bool {
+pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     let below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGHS != 0;

@@ -192,6 +192,26 @@ pub fn check_plan(plan: &ExecutionPlan) -> CheckReport {
 /// the stored text to know that the text is the plan's canonical form, without hashing the
 /// plan once more.
 pub fn check_plan_and_hash(plan: &ExecutionPlan) -> (CheckReport, Option<Sha256Hex>) {
+    check_with_payload_hash(plan, || plan_hash(&plan.payload))
+}
+
+/// [`check_plan`] on a plan its caller has just sealed: `plan.plan_hash` is the plan hash
+/// the caller computed from this very payload (as the builder does before it sets the plan
+/// id, which is not hash material, and moves the payload into the plan). Rule 2 then takes
+/// that hash as the payload's instead of running the same hash function on the same bytes
+/// a second time (the checker's own share of `jointplan plan`'s CPU was mostly that hash),
+/// and still checks the plan id against it; every other rule is checked as by
+/// [`check_plan`]. A stored plan, whose hash says nothing until it is recomputed, is checked
+/// by [`check_plan`].
+pub fn check_sealed_plan(plan: &ExecutionPlan) -> CheckReport {
+    check_with_payload_hash(plan, || Ok(plan.plan_hash.clone())).0
+}
+
+/// Every rule, with `payload_hash` giving the payload's plan hash for rule 2.
+fn check_with_payload_hash(
+    plan: &ExecutionPlan,
+    payload_hash: impl FnOnce() -> Result<Sha256Hex, crate::canonical::CanonicalError> + Send,
+) -> (CheckReport, Option<Sha256Hex>) {
     let mut found = Findings::default();
     let payload = &plan.payload;
     // 1.
@@ -206,20 +226,17 @@ pub fn check_plan_and_hash(plan: &ExecutionPlan) -> (CheckReport, Option<Sha256H
     // The payload hash and the three rule families read the plan and nothing else, so
     // they run side by side (on the threads of the current rayon pool); the violations
     // are sorted below, so the report is the same whatever ran first.
-    let (hash, (node_rules, (storage_rules, memory_rules))) = rayon::join(
-        || plan_hash(payload),
-        || {
-            rayon::join(
-                || findings_of(nodes::check, payload),
-                || {
-                    rayon::join(
-                        || findings_of(storage::check, payload),
-                        || findings_of(memory::check, payload),
-                    )
-                },
-            )
-        },
-    );
+    let (hash, (node_rules, (storage_rules, memory_rules))) = rayon::join(payload_hash, || {
+        rayon::join(
+            || findings_of(nodes::check, payload),
+            || {
+                rayon::join(
+                    || findings_of(storage::check, payload),
+                    || findings_of(memory::check, payload),
+                )
+            },
+        )
+    });
     match &hash {
         Ok(hash) => {
             if *hash != plan.plan_hash {

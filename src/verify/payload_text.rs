@@ -8,8 +8,10 @@
 //! normalization) and rejects any other top-level member, so the documents agree exactly
 //! when the payloads agree with `plan_id` set aside, that is when this hash of the text
 //! equals `plan_hash` of the typed payload. The checker computes the latter anyway (its
-//! rule 2), so `check` confirms the form with one canonical pass over the text instead of
-//! two over the whole document (the text's and the typed plan's).
+//! rule 2), so `check` confirms the form of a text that is not byte for byte its plan's file
+//! form ([`file_form`](super::file_form), the common case's cheaper test) with one canonical
+//! pass over the text instead of two over the whole document (the text's and the typed
+//! plan's).
 //!
 //! `verify` uses the same pass without parsing the text into a typed plan at all: the
 //! rebuilt plan carries its own plan hash and plan id, so the stored text is the rebuilt

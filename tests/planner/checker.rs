@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use jointplan::builder::BuildOptions;
-use jointplan::check::check_plan;
+use jointplan::check::{check_plan, check_sealed_plan};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
 use jointplan::synth::ModelSource;
@@ -67,6 +67,29 @@ fn the_checker_accepts_every_plan_the_builder_makes() {
                 .collect::<Vec<_>>()
                 .join("\n")
         );
+    }
+}
+
+/// The checker `plan` runs on the plan it has just sealed takes the payload hash from the
+/// seal: on a sealed plan it reports what the full check reports, and a plan hash changed
+/// without its plan id is still a rule 2 violation.
+#[test]
+fn the_sealed_check_agrees_with_the_full_check() {
+    for (name, plan) in sample_plans() {
+        assert_eq!(check_sealed_plan(&plan), check_plan(&plan), "{name}");
+        let mut other_hash = plan.clone();
+        other_hash.plan_hash = jointplan::plan::hash::plan_hash(&{
+            let mut other = plan.payload.clone();
+            other.maximum_scheduled_tokens += 1;
+            other
+        })
+        .unwrap();
+        let rules: Vec<(u32, String)> = check_sealed_plan(&other_hash)
+            .violations
+            .into_iter()
+            .map(|v| (v.rule, v.json_path))
+            .collect();
+        assert_eq!(rules, [(2, "payload.plan_id".to_owned())], "{name}");
     }
 }
 

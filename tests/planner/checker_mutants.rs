@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use jointplan::check::check_plan;
+use jointplan::check::{check_plan, check_sealed_plan};
 use jointplan::plan::hash::{plan_hash, plan_id};
 use jointplan::plan::{
     AllocationLifetime, DynamicResourceDemand, ExecutionPlan, InvocationLivenessMode,
@@ -446,6 +446,9 @@ fn the_checker_rejects_every_builder_fault() {
             rehash(&mut mutant);
             applied += 1;
             let report = check_plan(&mutant);
+            // A faulty builder seals its own wrong output, so the checker `plan` runs (the
+            // payload hash taken from the seal) must give the very same report.
+            assert_eq!(check_sealed_plan(&mutant), report, "{name} on {plan_name}");
             if report.is_valid() {
                 survivors.push(format!("{name} on {plan_name}"));
             } else {

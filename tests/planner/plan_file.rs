@@ -118,8 +118,9 @@ fn when_several_passes_fail_the_error_is_the_one_the_sequential_order_gave() {
     let built = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
     let small = with_plan_bytes_limit(&request, 100);
 
-    // A stored hash that is not the payload's: only the checker (which recomputes it)
-    // sees it; with the limit also broken, the checker's rejection comes first.
+    // A stored hash that is not the payload's (the plan id left as it was): only the
+    // checker sees it (rule 2: the plan id is not the hash's); with the limit also broken,
+    // the checker's rejection comes first.
     let mut wrong_hash = built.clone();
     wrong_hash.plan_hash = plan_hash(&{
         let mut other = built.payload.clone();
