@@ -36,7 +36,7 @@ use crate::request::{
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
-use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
+use crate::plan::hash::{plan_hash, plan_id, unset_plan_hash, UNSET_PLAN_ID};
 use crate::plan::{
     ExecutionPlan, ExecutionPlanPayload, PlanNode, RecordedWeights, RetainedCompletionValue,
     SelectionSettings, DEFAULT_OBJECTIVE, PLAN_SCHEMA,
@@ -65,7 +65,8 @@ pub enum BuildStage {
     /// The payload, its canonical hash and the plan id (step 18).
     Hash,
     /// The internal validation and the independent checker of the finished plan, beside
-    /// the serialization of its plan file (they run concurrently).
+    /// the serialization of its plan file (they run concurrently; the internal validation
+    /// begins during the hash, and this stage when the hash is done).
     Checks,
 }
 
@@ -410,10 +411,7 @@ pub fn check_beside_writing<W: Write + Send>(
     request: &PlanRequest,
     file: W,
 ) -> Result<PlanFileWrite, PlanError> {
-    let limit = request
-        .policy
-        .effective_wire_limits()
-        .maximum_plan_json_bytes;
+    let limit = plan_file_limit(request);
     // The checker is the longest pass: it runs on this thread while another takes the
     // internal validation and then the serialization (rayon lets an idle thread steal the
     // second half; with one thread they run in this order, one after another).
@@ -421,11 +419,34 @@ pub fn check_beside_writing<W: Write + Send>(
         || crate::check::check_plan(plan),
         || {
             rayon::join(
-                || internal::validate_content(plan, request),
+                || {
+                    internal::canonical_sha256("payload.plan_hash", &plan.plan_hash)?;
+                    internal::validate_content(&internal::payload_content!(plan.payload), request)
+                },
                 || write_plan_file(plan, file, limit),
             )
         },
     );
+    first_failure(internal, report, written, limit)
+}
+
+/// The plan file's size limit (`maximum_plan_json_bytes` of the effective wire limits).
+fn plan_file_limit(request: &PlanRequest) -> u64 {
+    request
+        .policy
+        .effective_wire_limits()
+        .maximum_plan_json_bytes
+}
+
+/// The outcome of the passes over a finished plan as if they had run one after another:
+/// the internal validation's error, else the checker's rejection, else the wire limit, else
+/// the written file.
+fn first_failure(
+    internal: Result<(), internal::InternalError>,
+    report: crate::check::CheckReport,
+    written: serde_json::Result<PlanFileWrite>,
+    limit: u64,
+) -> Result<PlanFileWrite, PlanError> {
     internal?;
     if !report.is_valid() {
         return Err(PlanError::Check {
@@ -441,6 +462,48 @@ pub fn check_beside_writing<W: Write + Send>(
         });
     }
     Ok(written)
+}
+
+/// Step 18 and the passes over its result: hashes `payload` into its plan hash and plan
+/// id, and checks and writes the finished plan ([`check_beside_writing`]'s three passes and
+/// their order of failures). The internal validation reads every payload field but the plan
+/// id, so it starts at once, beside the hash; the checker and the plan file, which read the
+/// plan id, start when the hash is done. On two threads one takes the hash and then the
+/// checker, the other the internal validation and then the plan file (whichever is idle
+/// first steals the plan file); on one thread they run one after another. A hash that
+/// fails is the error before all of them, as it was when the hash ran first. The
+/// [`BuildStage::Checks`] stage begins when the hash is done.
+pub fn hash_check_and_write<W: Write + Send>(
+    payload: ExecutionPlanPayload,
+    request: &PlanRequest,
+    options: &BuildOptions,
+    file: W,
+) -> Result<(ExecutionPlan, PlanFileWrite), PlanError> {
+    let limit = plan_file_limit(request);
+    let mut plan = ExecutionPlan {
+        payload,
+        // Replaced by the payload's hash before any pass but the internal validation (which
+        // does not read it) starts.
+        plan_hash: unset_plan_hash(),
+    };
+    let mut internal = Ok(());
+    let passes = rayon::scope(|scope| {
+        let content = internal::payload_content!(plan.payload);
+        let internal = &mut internal;
+        scope.spawn(move |_| *internal = internal::validate_content(&content, request));
+        let hash = plan_hash(&plan.payload)?;
+        plan.payload.plan_id = plan_id(&hash);
+        plan.plan_hash = hash;
+        options.stage(BuildStage::Checks);
+        let plan = &plan;
+        Ok::<_, crate::canonical::CanonicalError>(rayon::join(
+            || crate::check::check_plan(plan),
+            || write_plan_file(plan, file, limit),
+        ))
+    });
+    let (report, written) = passes?;
+    let written = first_failure(internal, report, written, limit)?;
+    Ok((plan, written))
 }
 
 impl ExecutionPlan {
@@ -507,7 +570,7 @@ impl ExecutionPlan {
         // Step 18: payload, hash, plan id.
         options.stage(BuildStage::Hash);
         let schema = &core.execution_weights.schema;
-        let mut payload = ExecutionPlanPayload {
+        let payload = ExecutionPlanPayload {
             schema: PLAN_SCHEMA,
             plan_id: UNSET_PLAN_ID.to_owned(),
             family_id: request.family.family_id.clone(),
@@ -532,14 +595,7 @@ impl ExecutionPlan {
             memory,
             selection_settings: core.settings,
         };
-        let hash = plan_hash(&payload)?;
-        payload.plan_id = plan_id(&hash);
-        let plan = ExecutionPlan {
-            payload,
-            plan_hash: hash,
-        };
-        options.stage(BuildStage::Checks);
-        let written = check_beside_writing(&plan, request, file)?;
+        let (plan, written) = hash_check_and_write(payload, request, options, file)?;
         Ok((
             BuildOutcome {
                 plan,
