@@ -491,6 +491,7 @@ pub(crate) fn validate_content(
             bound.record(&node.id, binding).map_err(node_rule)?;
         }
     }
+    drop(bound);
     check_global_aliasing(&payload.nodes).map_err(node_rule)?;
     // 7-8. The memory plan, re-derived structurally from its descriptors and the nodes.
     let retained: BTreeSet<ResourceId> = payload

@@ -24,7 +24,7 @@ use crate::canonical::Sha256Hex;
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
-use crate::node::{build_node, estimator_inputs, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::node::{build_node, prepare_estimates, NodeBuildState, NodeChoice, NodePlanContext};
 use crate::request::fingerprints::{
     catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
     program_fingerprint,
@@ -293,6 +293,17 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
     Ok(pairs)
 }
 
+/// Steps 4-5: the execution weights (the request's, or the identity materializer's; request
+/// validation checked them against family and catalog) and the family fingerprint, which
+/// binds every estimate and is a payload field.
+fn prepare_family(request: &PlanRequest) -> Result<(ExecutionWeightPlan, Sha256Hex), PlanError> {
+    let execution_weights = match &request.execution_weights {
+        Some(plan) => plan.clone(),
+        None => identity_execution_weights(&request.family.weight_schema)?,
+    };
+    Ok((execution_weights, family_fingerprint(&request.family)?))
+}
+
 /// Runs request validation and steps 1-16 of rules 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
     options.stage(BuildStage::Validate);
@@ -302,26 +313,44 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         return Err(PlanError::NoNodeResolutions);
     }
     options.stage(BuildStage::Selection);
-    // Step 4: execution weights (validated against family and catalog by request validation).
-    let execution_weights = match &request.execution_weights {
-        Some(plan) => plan.clone(),
-        None => identity_execution_weights(&request.family.weight_schema)?,
+    // Steps 6-7, and the candidates of step 8.
+    let selection_input = index_resolutions(request).and_then(|pairs| {
+        let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+        Ok((pairs, candidates))
+    });
+    // Steps 4-5 come first in the order of errors: a failure there is reported before one
+    // of steps 6-8.
+    let (pairs, candidates) = match selection_input {
+        Ok(input) => input,
+        Err(error) => {
+            prepare_family(request)?;
+            return Err(error);
+        }
     };
-    // Step 5: the family fingerprint binds every estimate; the others are payload fields.
-    let family_fp = family_fingerprint(&request.family)?;
-    // Steps 6-7.
-    let pairs = index_resolutions(request)?;
-    // Step 8: joint provider/storage selection.
-    let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+    // Steps 4-5 beside step 8's joint provider/storage selection (neither reads the other).
+    // The selection stays on this thread (an in-place scope), so that its large transient
+    // structures are freed where the later steps allocate, not into another thread's heap.
     let mut settings = options.selection_settings();
-    let joint = select_jointly(
-        &request.policy,
-        &candidates,
-        &options.selection,
-        options.allow_uncertified,
-        &settings,
-        options.replay.as_ref().map(|r| &r.choices),
-    )?;
+    let mut family = None;
+    let joint = rayon::in_place_scope(|scope| {
+        let family = &mut family;
+        scope.spawn(move |_| *family = Some(prepare_family(request)));
+        select_jointly(
+            &request.policy,
+            &candidates,
+            &options.selection,
+            options.allow_uncertified,
+            &settings,
+            options.replay.as_ref().map(|r| &r.choices),
+        )
+    });
+    // The scope waited for its task, so `family` is set; computing it here otherwise keeps
+    // this free of a panic path.
+    let (execution_weights, family_fp) = match family {
+        Some(family) => family?,
+        None => prepare_family(request)?,
+    };
+    let joint = joint?;
     settings.uncertified_components = match &options.replay {
         Some(replay) => replay.uncertified_components.clone(),
         None => joint.uncertified_components.clone(),
@@ -336,10 +365,10 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &execution_weights.schema,
         &family_fp,
     )?;
-    // Step 10: every node in order (the estimator input fingerprints computed first, in
-    // parallel).
+    // Step 10: every node in order (the estimator input fingerprints and the shape checks of
+    // the chosen resource plans computed first, in parallel).
     let chosen_plans: Vec<&ProviderResourcePlan> = joint.chosen.iter().map(|c| c.plan).collect();
-    let estimator_inputs = estimator_inputs(&ctx, &pairs, &chosen_plans);
+    let prepared = prepare_estimates(&ctx, &pairs, &chosen_plans);
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
     let mut used_rejections = 0usize;
@@ -355,7 +384,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             &NodeChoice {
                 resources: chosen.plan,
                 storage_rejection,
-                estimator_input: estimator_inputs.get(index).and_then(Option::as_ref),
+                prepared: prepared.get(index),
             },
         )?);
     }
@@ -487,7 +516,8 @@ pub fn hash_check_and_write<W: Write + Send>(
         plan_hash: unset_plan_hash(),
     };
     let mut internal = Ok(());
-    let passes = rayon::scope(|scope| {
+    // An in-place scope: the hash runs on this thread, the internal validation on the pool.
+    let passes = rayon::in_place_scope(|scope| {
         let content = internal::payload_content!(plan.payload);
         let internal = &mut internal;
         scope.spawn(move |_| *internal = internal::validate_content(&content, request));
@@ -567,6 +597,9 @@ impl ExecutionPlan {
             selected_profiles: &core.profiles,
             retained_resources: &core.retained_resources,
         })?;
+        // Only the memory plan reads these: freed before the payload is hashed and checked.
+        drop(core.profiles);
+        drop(core.retained_resources);
         // Step 18: payload, hash, plan id.
         options.stage(BuildStage::Hash);
         let schema = &core.execution_weights.schema;
