@@ -448,7 +448,7 @@ pub(crate) fn validate_content(
         }
     }
     drop(bound);
-    check_global_aliasing(&payload.nodes).map_err(node_rule)?;
+    check_global_aliasing(payload.nodes).map_err(node_rule)?;
     // 7-8. The memory plan, re-derived structurally from its descriptors and the nodes.
     let retained: BTreeSet<ResourceId> = payload
         .retained_completion_values
@@ -457,8 +457,8 @@ pub(crate) fn validate_content(
         .chain(outputs.iter().cloned())
         .collect();
     crate::memory::validate_memory_plan_within(
-        &payload.memory,
-        &payload.nodes,
+        payload.memory,
+        payload.nodes,
         &retained,
         request.policy.effective_wire_limits(),
     )?;
