@@ -96,7 +96,7 @@ pub(crate) fn drop_prefix_dominated(
 /// preorder, so the kept candidates are its maximal elements and every
 /// dropped candidate has a kept dominator (follow dominators up; the order
 /// is finite).
-fn undominated(cands: &[CCand]) -> Vec<bool> {
+pub(crate) fn undominated(cands: &[CCand]) -> Vec<bool> {
     (0..cands.len())
         .map(|c| {
             !(0..cands.len()).any(|d| {

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::backend::Backend;
 use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
 use super::components::{instance_components, Comp};
+use super::elimination::ELIMINATION_BUDGET;
 use super::error::SelectionError;
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
 use super::ilp::{IlpLimits, IlpOutcome};
@@ -81,6 +82,12 @@ pub struct SolveOptions {
     /// integer program (default 200,000; 0 sends every part to the
     /// fallback, to test it; docs/solver.md).
     pub provider_search_steps: u64,
+    /// Combinations variable elimination over a tree decomposition may
+    /// visit on one part whose remaining levels are all sums (every level
+    /// before the provider ids); a part that needs more goes to the
+    /// frontier try and the integer program (default 1,048,576; 0 never
+    /// eliminates, to test the paths it bypasses; docs/solver.md).
+    pub elimination_budget: u64,
     /// Told what the solve is doing (a progress display; none by default).
     /// It only watches: the solution does not depend on it.
     pub observer: Option<SolveObserver>,
@@ -101,6 +108,7 @@ impl Default for SolveOptions {
             settle_counts: true,
             prefix_dominance: true,
             provider_search_steps: PROVIDER_SEARCH_STEPS,
+            elimination_budget: ELIMINATION_BUDGET,
             observer: None,
         }
     }
@@ -361,6 +369,7 @@ pub fn solve(
                     settle_counts: ctx.opts.settle_counts,
                     prefix_dominance: ctx.opts.prefix_dominance,
                     provider_search_steps: ctx.opts.provider_search_steps,
+                    elimination_budget: ctx.opts.elimination_budget,
                 };
                 let r = solver.solve_part(&part.comp, None);
                 let spent = t.elapsed();

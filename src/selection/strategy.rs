@@ -16,15 +16,14 @@
 //! goes to the integer program on the part restricted to the decisions taken
 //! so far, with the current witness as its incumbent.
 
-use std::cmp::Ordering;
 use std::collections::BTreeMap;
-use std::time::Instant;
 
-use super::components::{Comp, Score};
+use super::components::Comp;
 use super::count_levels::{grouped_counts, live_levels};
+use super::elimination::{eliminate, Eliminated};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
 use super::ilp::{solve_ilp, solve_ilp_proved, IlpLimits, IlpOutcome};
-use super::objective::{compare_scores, Level, Weights};
+use super::objective::{Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
 use super::prefix_dominance::drop_prefix_dominated;
 use super::presolve::{presolve, Presolved};
@@ -62,6 +61,9 @@ pub(crate) struct PartSolver<'a> {
     /// Candidate trials of the provider-id search before probing (or the
     /// integer program) takes over.
     pub provider_search_steps: u64,
+    /// Combinations variable elimination may visit on one part before the
+    /// part is left to the frontier try and the integer program (0: never).
+    pub elimination_budget: u64,
 }
 
 /// How a part was solved, for its certificate.
@@ -74,6 +76,8 @@ pub(crate) struct PartMethod {
     pub frontier_parts: usize,
     /// Sub-parts solved by the integer program.
     pub ilp_parts: usize,
+    /// Sub-parts solved by variable elimination over a tree decomposition.
+    pub eliminated_parts: usize,
     /// Sub-parts whose answer was reused from an identical sub-part.
     pub reused_parts: usize,
     /// Parts whose provider-id level was decided by the depth-first search.
@@ -98,7 +102,7 @@ impl PartMethod {
     pub fn label(&self) -> &'static str {
         if self.solves > 0 || self.ilp_parts > 0 {
             "ilp"
-        } else if self.frontier_parts > 0 {
+        } else if self.frontier_parts > 0 || self.eliminated_parts > 0 {
             "presolve+dp"
         } else {
             "presolve"
@@ -129,6 +133,12 @@ impl PartMethod {
             out.push(format!(
                 "{} sub-parts solved by the exact closure frontier",
                 self.frontier_parts
+            ));
+        }
+        if self.eliminated_parts > 0 {
+            out.push(format!(
+                "{} sub-parts solved by exact variable elimination over a tree decomposition",
+                self.eliminated_parts
             ));
         }
         if self.ilp_parts > 0 || self.solves > 0 {
@@ -169,6 +179,7 @@ impl PartMethod {
         }
         self.frontier_parts += other.frontier_parts;
         self.ilp_parts += other.ilp_parts;
+        self.eliminated_parts += other.eliminated_parts;
         self.reused_parts += other.reused_parts;
         self.searched_parts += other.searched_parts;
         self.solves += other.solves;
@@ -313,7 +324,7 @@ impl PartSolver<'_> {
     /// [`Self::solve_split`] with the optimal local choices of the sub-parts
     /// solved so far (by signature), to reuse across calls with the same
     /// `levels`.
-    fn solve_split_memo(
+    pub(super) fn solve_split_memo(
         &self,
         comp: &Comp,
         levels: &[Level],
@@ -436,6 +447,11 @@ impl PartSolver<'_> {
         // not tried at all.
         let bound = closure_state_bound(comp);
         let threshold = self.subpart_dp_states;
+        if bound > threshold {
+            if let Some(r) = self.by_elimination(comp, levels) {
+                return Ok(r);
+            }
+        }
         let budget = if bound <= threshold {
             Some(threshold)
         } else if bound <= threshold.saturating_mul(FRONTIER_TRY_REACH) {
@@ -481,94 +497,33 @@ impl PartSolver<'_> {
         )?))
     }
 
-    /// The provider-id level by probing, node by node in order: node `i`
-    /// takes its first candidate `c` (provider order) such that some
-    /// solution with the nodes before `i` as decided and `i` at `c` equals
-    /// `opt` on the `prefix` levels. `start` is such a solution for every
-    /// node still undecided (it equals `opt`), so its own candidate always
-    /// qualifies and ends the node's tries; a smaller candidate qualifies
-    /// when swapping it into the current solution keeps `opt`, or when the
-    /// part with the decisions so far and `i` at `c`, solved exactly on the
-    /// prefix levels (prefix dominance, presolve, split), reaches `opt`.
-    /// This is the lexicographic minimum over the solutions equal to `opt`
-    /// by the usual greedy argument: each node's choice is the smallest
-    /// that some optimal completion of the decisions before it allows.
-    fn probe_provider_ids(
-        &self,
-        comp: &Comp,
-        prefix: &[Level],
-        start: Vec<usize>,
-        opt: &Score,
-        mut method: PartMethod,
-    ) -> Result<PartResult, String> {
-        let weights = self.weights;
-        let equal = |choice: &[usize]| -> Option<Ordering> {
-            comp.evaluate_local(choice)
-                .map(|s| compare_scores(prefix, weights, &s, opt))
-        };
-        let stop = |cur: Vec<usize>, method: PartMethod| PartResult {
-            outcome: IlpOutcome::Solved {
-                choice: cur,
-                solves: method.solves,
-                stopped: Some("the provider-id level".into()),
-                gap: None,
-            },
-            method,
-        };
-        let mut cur = start;
-        let mut decided = comp.clone();
-        let mut memo = BTreeMap::new();
-        for i in 0..comp.nodes.len() {
-            for c in 0..comp.nodes[i].cands.len() {
-                if c == cur[i] {
-                    break;
-                }
-                if self.limits.deadline.is_some_and(|t| Instant::now() >= t) {
-                    return Ok(stop(cur, method));
-                }
-                let mut alt = cur.clone();
-                alt[i] = c;
-                if equal(&alt) == Some(Ordering::Equal) {
-                    cur = alt;
-                    break;
-                }
-                let mut probe = decided.clone();
-                probe.nodes[i].cands = vec![comp.nodes[i].cands[c].clone()];
-                let probe = drop_prefix_dominated(&probe, None).map_or(probe, |r| r.reduced);
-                let r = self.solve_split_memo(&probe, prefix, None, &mut memo)?;
-                method.probes += 1;
-                method.solves += r.method.solves;
-                match r.outcome {
-                    IlpOutcome::Infeasible => {}
-                    IlpOutcome::Solved {
-                        stopped: Some(_), ..
-                    } => return Ok(stop(cur, method)),
-                    IlpOutcome::Solved { choice, .. } => {
-                        let full = widen(comp, &probe, &choice)
-                            .ok_or("internal: a provider-id probe chose an unknown candidate")?;
-                        match equal(&full) {
-                            Some(Ordering::Equal) => {
-                                cur = full;
-                                break;
-                            }
-                            Some(Ordering::Greater) => {}
-                            _ => {
-                                return Err("internal: a provider-id probe beat the proved optimum or failed its re-check".into())
-                            }
-                        }
-                    }
-                }
-            }
-            decided.nodes[i].cands = vec![comp.nodes[i].cands[cur[i]].clone()];
+    /// `comp` solved to `levels` by variable elimination, when every level
+    /// is additive and the elimination fits its budget.
+    fn by_elimination(&self, comp: &Comp, levels: &[Level]) -> Option<PartResult> {
+        if self.elimination_budget == 0 {
+            return None;
         }
-        Ok(PartResult {
-            outcome: IlpOutcome::Solved {
-                choice: cur,
-                solves: method.solves,
+        let outcome = match eliminate(
+            comp,
+            levels,
+            self.weights,
+            self.elimination_budget,
+            self.limits.deadline,
+        )? {
+            Eliminated::Infeasible => IlpOutcome::Infeasible,
+            Eliminated::Optimal(choice) => IlpOutcome::Solved {
+                choice,
+                solves: 0,
                 stopped: None,
                 gap: None,
             },
-            method,
+        };
+        Some(PartResult {
+            outcome,
+            method: PartMethod {
+                eliminated_parts: 1,
+                ..PartMethod::default()
+            },
         })
     }
 
@@ -656,6 +611,12 @@ impl PartSolver<'_> {
             m.prefix_dominated += red.dropped;
             prefix_method = Some(m);
             (choice, solves)
+        } else if let Some(r) = self.by_elimination(comp, prefix) {
+            let IlpOutcome::Solved { choice, .. } = r.outcome else {
+                return Ok(Some(r));
+            };
+            prefix_method = Some(r.method);
+            (choice, 0)
         } else {
             let warm = start.as_deref();
             let first = match &grouped {

@@ -10,8 +10,8 @@ use jointplan::selection::instances::{self, Params};
 use jointplan::selection::{solve, MaxPreferred, SelectionProblem, SolveOptions, Status};
 
 /// Random long-range sharing, 300 nodes, four profiles, 70% preferred: with
-/// `max-preferred` its large component needs many seconds of integer
-/// programming.
+/// `max-preferred` and variable elimination off (`elimination_budget: 0`)
+/// its large component needs many seconds of integer programming.
 fn hard() -> SelectionProblem {
     instances::long_range(
         300,
@@ -63,6 +63,7 @@ fn a_tiny_time_limit_returns_a_feasible_solution_with_a_gap() {
             objective: Arc::new(MaxPreferred),
             time_limit: Some(limit),
             timings: false,
+            elimination_budget: 0,
             ..SolveOptions::default()
         };
         assert_feasible_with_gap(&p, &opts);
@@ -75,6 +76,7 @@ fn a_node_limit_returns_a_feasible_solution_with_a_gap() {
         objective: Arc::new(MaxPreferred),
         node_limit: Some(1),
         timings: false,
+        elimination_budget: 0,
         ..SolveOptions::default()
     };
     assert_feasible_with_gap(&hard(), &opts);

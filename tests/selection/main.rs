@@ -10,6 +10,7 @@ mod common;
 
 mod check_decision;
 mod conflict_core;
+mod elimination;
 mod limits;
 mod no_preferences;
 mod objective_oracle;

@@ -120,13 +120,13 @@ fn tiny_instances_with_a_catch_all_candidate_match_brute_force() {
 }
 
 /// With no steps for the provider-id search, the provider ids are decided by
-/// probing (prefix dominance on) or by the integer program from the proved
-/// earlier levels (off): both must give the answer of the default solve,
-/// and the certificate must name the probes.
+/// probing, each probe on its region (prefix dominance on), or by the
+/// integer program from the proved earlier levels (off): both must give the
+/// answer of the default solve, and the certificate must name the probes.
 #[test]
 fn provider_ids_by_probing_and_by_the_integer_program_agree_with_the_search() {
     let mut probed = 0usize;
-    for (what, p) in instances(&[0.0, 0.5]) {
+    for (what, p) in instances(&[0.0, 0.5, 1.0]) {
         for obj in objectives() {
             let searched = run(&p, &obj, true);
             let by_probes = run_with(&p, &obj, true, 0);

@@ -1,0 +1,578 @@
+//! The levels before the provider ids by variable elimination over a tree
+//! decomposition (bucket elimination).
+//!
+//! **What it computes.** Given a part and a list of levels none of which is
+//! the provider-id level, a choice of one candidate per node that is
+//! feasible (every used resource has a common profile) and optimal for the
+//! levels, or the fact that no choice is feasible.
+//!
+//! **Why it is exact.** Every level left is a sum of local terms, compared
+//! as integers or as a vector of integers:
+//!
+//! * the preferred count and the `weighted` reward are sums over nodes of a
+//!   term of the node's chosen candidate;
+//! * a rank count and the `weighted` rank cost are sums over resources of a
+//!   term of the intersection of the chosen candidates' accepted masks for
+//!   that resource, which depends only on the choices of the nodes that
+//!   can touch it (infeasible when it is empty);
+//! * the preferred flags in node order, compared lexicographically (a met
+//!   preference at the first position where two solutions differ wins),
+//!   are the integer whose bit for node `i` (most significant first) is set
+//!   when `i`'s chosen candidate is not preferred, smaller winning; it is
+//!   the sum over nodes of one bit each, and bits of different nodes never
+//!   carry into each other.
+//!
+//! So the objective is `F(x) = Σ_f f(x|scope(f))`, one vector of integers
+//! per level (the bits of the last point split into 62-bit words, most
+//! significant first), compared lexicographically level by level. Vector
+//! addition preserves that order (`a ≤ b` implies `a + c ≤ b + c`), which is
+//! all bucket elimination needs: eliminating a node `v` replaces the terms
+//! whose scope holds `v` by `m(y) = min_v Σ f(y, v)` over the union `y` of
+//! their other scope variables, and `min_x F(x)` is unchanged because no
+//! other term depends on `v` and, by the order's compatibility with
+//! addition, the minimum of a sum with a term constant in `v` is that term
+//! plus the minimum. After every node is eliminated the remaining constant
+//! is the optimum, and the minimising `v` recorded for each `y`, read in the
+//! reverse order of elimination, gives a choice that attains it.
+//! Infeasible combinations carry an infinite cost that absorbs every sum.
+//!
+//! **Cost.** Eliminating `v` visits every combination of `v` and its
+//! neighbours (nodes sharing a term with it, including the terms made by
+//! earlier eliminations): the product of their candidate counts. The order
+//! is greedy (smallest such product, then fewest fill edges, then node
+//! order), and the total over the order is computed before any table is
+//! built: a part whose total exceeds the budget is left to the other
+//! methods. On long-range sharing the parts left after prefix dominance
+//! have two candidates per node and a tree width far below their size, so
+//! this is where the integer program used to spend seconds on tens of
+//! nodes.
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use super::components::Comp;
+use super::objective::{Level, Weights};
+use super::problem::best_rank;
+
+/// Combinations one elimination may visit by default (its tables hold at
+/// most this many cells of a few words each).
+pub(crate) const ELIMINATION_BUDGET: u64 = 1 << 24;
+
+/// One elimination step may visit at most this fraction of the budget
+/// (bounds the largest table held at once).
+const BUCKET_SHARE: u64 = 4;
+
+/// The cost of an infeasible combination (in the first word only).
+const INF: i64 = i64::MAX;
+
+/// Bits of the node-order preference level per word (keeps sums exact).
+const LEX_BITS: usize = 62;
+
+/// The outcome of an elimination within its budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Eliminated {
+    /// An optimal choice, one local candidate index per node.
+    Optimal(Vec<usize>),
+    /// No choice is feasible.
+    Infeasible,
+}
+
+/// Where each level's value lives in a cost vector.
+struct Layout {
+    /// Words per cost.
+    width: usize,
+    /// First word of the preferred count, if that level is present.
+    pref_count: Option<usize>,
+    /// First word of each rank count, by rank.
+    rank: Vec<Option<usize>>,
+    /// The weighted level's word and its weights.
+    weighted: Option<(usize, Weights)>,
+    /// First word of the node-order preference level.
+    pref_lex: Option<usize>,
+}
+
+impl Layout {
+    /// `None` when a level is not additive (the provider ids).
+    fn new(comp: &Comp, levels: &[Level], weights: Option<&Weights>) -> Option<Layout> {
+        let mut out = Layout {
+            width: 0,
+            pref_count: None,
+            rank: vec![None; comp.profiles],
+            weighted: None,
+            pref_lex: None,
+        };
+        for level in levels {
+            match *level {
+                Level::PreferredCount => out.pref_count = Some(out.width),
+                Level::RankCount(k) => *out.rank.get_mut(k)? = Some(out.width),
+                Level::Weighted => out.weighted = Some((out.width, weights?.clone())),
+                Level::PreferredLex => {
+                    out.pref_lex = Some(out.width);
+                    out.width += comp.nodes.len().div_ceil(LEX_BITS).max(1) - 1;
+                }
+                Level::ProviderLex => return None,
+            }
+            out.width += 1;
+        }
+        Some(out)
+    }
+
+    /// Adds the node term of `node` choosing a candidate with this
+    /// preferred flag.
+    fn node_term(&self, node: usize, preferred: bool, cost: &mut [i64]) {
+        if let Some(w) = self.pref_count {
+            cost[w] -= i64::from(preferred);
+        }
+        if let Some((w, weights)) = &self.weighted {
+            cost[*w] -= i64::from(weights.preferred) * i64::from(preferred);
+        }
+        if let (Some(w), false) = (self.pref_lex, preferred) {
+            cost[w + node / LEX_BITS] += 1i64 << (LEX_BITS - 1 - node % LEX_BITS);
+        }
+    }
+
+    /// Adds the resource term of a used resource at rank `k`.
+    fn rank_term(&self, k: usize, cost: &mut [i64]) {
+        if let Some(Some(w)) = self.rank.get(k) {
+            cost[*w] += 1;
+        }
+        if let Some((w, weights)) = &self.weighted {
+            cost[*w] += i64::from(weights.ranks.get(k).copied().unwrap_or(0));
+        }
+    }
+}
+
+/// A term of the objective: a table over the choices of its scope's nodes
+/// (mixed radix, the last scope node varying fastest), `width` words a cell.
+struct Term {
+    scope: Vec<usize>,
+    table: Vec<i64>,
+}
+
+/// Solves `comp` to `levels` by bucket elimination when every level is
+/// additive and the elimination visits at most `budget` combinations;
+/// `None` otherwise, or when `deadline` passes (nothing was decided).
+pub(crate) fn eliminate(
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    budget: u64,
+    deadline: Option<Instant>,
+) -> Option<Eliminated> {
+    let layout = Layout::new(comp, levels, weights)?;
+    let n = comp.nodes.len();
+    let domain: Vec<usize> = comp.nodes.iter().map(|nd| nd.cands.len()).collect();
+    if domain.contains(&0) {
+        return Some(Eliminated::Infeasible);
+    }
+    let touchers = touchers(comp);
+    let order = elimination_order(&domain, &touchers, budget)?;
+
+    let w = layout.width;
+    let mut terms: Vec<Option<Term>> = Vec::new();
+    for (i, node) in comp.nodes.iter().enumerate() {
+        let mut table = vec![0i64; domain[i] * w];
+        for (c, cand) in node.cands.iter().enumerate() {
+            layout.node_term(i, cand.preferred, &mut table[c * w..(c + 1) * w]);
+        }
+        terms.push(Some(Term {
+            scope: vec![i],
+            table,
+        }));
+    }
+    let full: u64 = if comp.profiles >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << comp.profiles) - 1
+    };
+    for (r, scope) in touchers.iter().enumerate() {
+        if scope.is_empty() {
+            continue;
+        }
+        let cells: usize = scope.iter().map(|&i| domain[i]).product();
+        let mut table = vec![0i64; cells * w];
+        let mut digits = vec![0usize; scope.len()];
+        for cell in 0..cells {
+            let mut used = false;
+            let mut mask = full;
+            for (&i, &c) in scope.iter().zip(&digits) {
+                let cand = &comp.nodes[i].cands[c];
+                if let Ok(at) = cand.res.binary_search_by_key(&(r as u32), |&(x, _)| x) {
+                    used = true;
+                    mask &= cand.res[at].1;
+                }
+            }
+            let cost = &mut table[cell * w..(cell + 1) * w];
+            if used {
+                if mask == 0 {
+                    cost[0] = INF;
+                } else {
+                    layout.rank_term(best_rank(mask), cost);
+                }
+            }
+            advance(&mut digits, scope, &domain);
+        }
+        terms.push(Some(Term {
+            scope: scope.clone(),
+            table,
+        }));
+    }
+
+    // Terms by node, to find each bucket without scanning every term.
+    let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (t, term) in terms.iter().enumerate() {
+        if let Some(term) = term {
+            for &i in &term.scope {
+                by_node[i].push(t);
+            }
+        }
+    }
+    let mut constant = vec![0i64; w];
+    // Per eliminated node: the scope of its message and the minimising
+    // candidate for every cell of it.
+    let mut argmin: Vec<(Vec<usize>, Vec<u16>)> = Vec::with_capacity(n);
+    for &v in &order {
+        if deadline.is_some_and(|t| Instant::now() >= t) {
+            return None;
+        }
+        let bucket: Vec<Term> = by_node[v].iter().filter_map(|&t| terms[t].take()).collect();
+        let mut scope: Vec<usize> = bucket
+            .iter()
+            .flat_map(|t| t.scope.iter().copied())
+            .filter(|&i| i != v)
+            .collect::<BTreeSet<usize>>()
+            .into_iter()
+            .collect();
+        scope.shrink_to_fit();
+        let (message, best) = eliminate_node(v, &scope, &bucket, &domain, w);
+        argmin.push((scope.clone(), best));
+        if scope.is_empty() {
+            add_into(&mut constant, &message);
+        } else {
+            let t = terms.len();
+            for &i in &scope {
+                by_node[i].push(t);
+            }
+            terms.push(Some(Term {
+                scope,
+                table: message,
+            }));
+        }
+    }
+    if constant[0] == INF {
+        return Some(Eliminated::Infeasible);
+    }
+    let mut choice = vec![usize::MAX; n];
+    for (&v, (scope, best)) in order.iter().zip(&argmin).rev() {
+        let mut cell = 0usize;
+        for &i in scope {
+            cell = cell * domain[i] + choice[i];
+        }
+        choice[v] = usize::from(best[cell]);
+    }
+    Some(Eliminated::Optimal(choice))
+}
+
+/// The nodes that can touch each local resource, ascending.
+fn touchers(comp: &Comp) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = vec![Vec::new(); comp.nres()];
+    for (i, node) in comp.nodes.iter().enumerate() {
+        for cand in &node.cands {
+            for &(r, _) in &cand.res {
+                let list = &mut out[r as usize];
+                if list.last() != Some(&i) {
+                    list.push(i);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Steps the mixed-radix `digits` over `scope` (last varies fastest).
+fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
+    for j in (0..digits.len()).rev() {
+        digits[j] += 1;
+        if digits[j] < domain[scope[j]] {
+            return;
+        }
+        digits[j] = 0;
+    }
+}
+
+/// A greedy elimination order, or `None` when the combinations it visits
+/// add up to more than `budget`.
+fn elimination_order(domain: &[usize], touchers: &[Vec<usize>], budget: u64) -> Option<Vec<usize>> {
+    let n = domain.len();
+    let mut adj: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
+    for scope in touchers {
+        for &a in scope {
+            for &b in scope {
+                if a != b {
+                    adj[a].insert(b);
+                }
+            }
+        }
+    }
+    let weight = |v: usize, adj: &[BTreeSet<usize>]| -> u64 {
+        adj[v]
+            .iter()
+            .fold(domain[v] as u64, |p, &u| p.saturating_mul(domain[u] as u64))
+    };
+    // Each vertex's key (fill edges, combinations, index), recomputed only
+    // when its neighbourhood changed.
+    let key = |v: usize, adj: &[BTreeSet<usize>]| (fill_in(v, adj), weight(v, adj), v);
+    let mut keys: Vec<Option<(usize, u64, usize)>> = (0..n).map(|v| Some(key(v, &adj))).collect();
+    let mut order = Vec::with_capacity(n);
+    let mut total = 0u64;
+    for _ in 0..n {
+        let (_, wv, v) = keys.iter().flatten().min().copied()?;
+        total = total.saturating_add(wv);
+        if total > budget || wv > budget / BUCKET_SHARE {
+            return None;
+        }
+        let nb: Vec<usize> = adj[v].iter().copied().collect();
+        for &a in &nb {
+            adj[a].remove(&v);
+            for &b in &nb {
+                if a != b {
+                    adj[a].insert(b);
+                }
+            }
+        }
+        adj[v].clear();
+        keys[v] = None;
+        let mut dirty: BTreeSet<usize> = BTreeSet::new();
+        for &a in &nb {
+            dirty.insert(a);
+            dirty.extend(adj[a].iter().copied());
+        }
+        for u in dirty {
+            if keys[u].is_some() {
+                keys[u] = Some(key(u, &adj));
+            }
+        }
+        order.push(v);
+    }
+    Some(order)
+}
+
+/// Edges eliminating `v` would add between its neighbours.
+fn fill_in(v: usize, adj: &[BTreeSet<usize>]) -> usize {
+    let nb: Vec<usize> = adj[v].iter().copied().collect();
+    let mut fill = 0;
+    for (j, &a) in nb.iter().enumerate() {
+        fill += nb[j + 1..]
+            .iter()
+            .filter(|&&b| !adj[a].contains(&b))
+            .count();
+    }
+    fill
+}
+
+/// Lexicographic order of two costs (`INF` in the first word is worst).
+fn cmp_cost(a: &[i64], b: &[i64]) -> Ordering {
+    a.cmp(b)
+}
+
+/// `acc += x`, with `INF` absorbing.
+fn add_into(acc: &mut [i64], x: &[i64]) {
+    if acc[0] == INF || x[0] == INF {
+        acc[0] = INF;
+        return;
+    }
+    for (a, b) in acc.iter_mut().zip(x) {
+        *a += b;
+    }
+}
+
+/// The message of eliminating `v` from `bucket` over `scope`, and the
+/// minimising candidate of `v` for each of its cells.
+fn eliminate_node(
+    v: usize,
+    scope: &[usize],
+    bucket: &[Term],
+    domain: &[usize],
+    w: usize,
+) -> (Vec<i64>, Vec<u16>) {
+    let cells: usize = scope.iter().map(|&i| domain[i]).product();
+    // Each term's stride for every scope node and for `v`.
+    let strides: Vec<(Vec<usize>, usize)> = bucket
+        .iter()
+        .map(|t| {
+            let mut own = vec![0usize; t.scope.len()];
+            let mut s = 1usize;
+            for j in (0..t.scope.len()).rev() {
+                own[j] = s;
+                s *= domain[t.scope[j]];
+            }
+            let at = |i: usize| t.scope.iter().position(|&x| x == i).map_or(0, |j| own[j]);
+            (scope.iter().map(|&i| at(i)).collect(), at(v))
+        })
+        .collect();
+    let mut message = vec![0i64; cells * w];
+    let mut best = vec![0u16; cells];
+    let mut base = vec![0usize; bucket.len()];
+    let mut digits = vec![0usize; scope.len()];
+    let mut sum = vec![0i64; w];
+    let mut top = vec![0i64; w];
+    for cell in 0..cells {
+        top[0] = INF;
+        let mut arg = 0u16;
+        for x in 0..domain[v] {
+            sum.iter_mut().for_each(|s| *s = 0);
+            for ((t, (_, sv)), b) in bucket.iter().zip(&strides).zip(&base) {
+                let at = (b + x * sv) * w;
+                add_into(&mut sum, &t.table[at..at + w]);
+            }
+            if cmp_cost(&sum, &top) == Ordering::Less {
+                top.copy_from_slice(&sum);
+                arg = x as u16;
+            }
+        }
+        message[cell * w..(cell + 1) * w].copy_from_slice(&top);
+        best[cell] = arg;
+        // Next cell: step the digits and every term's base index.
+        for j in (0..digits.len()).rev() {
+            digits[j] += 1;
+            let d = domain[scope[j]];
+            if digits[j] < d {
+                for (b, (s, _)) in base.iter_mut().zip(&strides) {
+                    *b += s[j];
+                }
+                break;
+            }
+            digits[j] = 0;
+            for (b, (s, _)) in base.iter_mut().zip(&strides) {
+                *b -= s[j] * (d - 1);
+            }
+        }
+    }
+    (message, best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::selection::components::Score;
+    use crate::selection::instances::{long_range, residual_stream, Params};
+    use crate::selection::objective::compare_scores;
+    use crate::selection::problem::Instance;
+
+    /// Every choice of `comp` in turn (mixed radix), evaluated exactly.
+    fn best_by_enumeration(
+        comp: &Comp,
+        levels: &[Level],
+        weights: Option<&Weights>,
+    ) -> Option<Score> {
+        let domain: Vec<usize> = comp.nodes.iter().map(|n| n.cands.len()).collect();
+        let scope: Vec<usize> = (0..comp.nodes.len()).collect();
+        let total: usize = domain.iter().product();
+        let mut digits = vec![0usize; domain.len()];
+        let mut best: Option<Score> = None;
+        for _ in 0..total {
+            if let Some(s) = comp.evaluate_local(&digits) {
+                let better = best
+                    .as_ref()
+                    .is_none_or(|b| compare_scores(levels, weights, &s, b) == Ordering::Less);
+                if better {
+                    best = Some(s);
+                }
+            }
+            advance(&mut digits, &scope, &domain);
+        }
+        best
+    }
+
+    fn small_parts() -> Vec<Comp> {
+        let mut out = Vec::new();
+        for seed in 0..12u64 {
+            let params = Params {
+                profiles: 3 + (seed as usize % 2),
+                min_candidates: 1,
+                max_candidates: 3,
+                preferred_prob: [0.0, 0.5, 1.0][seed as usize % 3],
+                workspace_prob: 0.3,
+                empty_prob: 0.1,
+                accept_prob: 0.5,
+                fallback: seed % 4 != 0,
+            };
+            let problems = [
+                long_range(7, 0.6, &params, seed),
+                residual_stream(6, &params, seed),
+            ];
+            // Instances left with a node without usable candidates are
+            // refused before any solver runs: skipped.
+            for inst in problems.iter().filter_map(|p| Instance::new(p).ok()) {
+                let nodes: Vec<u32> = (0..inst.nodes.len() as u32).collect();
+                out.push(Comp::from_instance(&inst, &nodes));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn elimination_matches_enumeration_on_every_additive_objective() {
+        let level_lists: Vec<(Vec<Level>, Option<Weights>)> = vec![
+            (
+                vec![
+                    Level::PreferredCount,
+                    Level::RankCount(2),
+                    Level::RankCount(1),
+                ],
+                None,
+            ),
+            (
+                vec![
+                    Level::RankCount(2),
+                    Level::RankCount(1),
+                    Level::PreferredLex,
+                ],
+                None,
+            ),
+            (vec![Level::PreferredLex, Level::RankCount(2)], None),
+            (
+                vec![Level::Weighted, Level::PreferredLex, Level::RankCount(1)],
+                Some(Weights {
+                    preferred: 3,
+                    ranks: vec![0, 2, 4, 6],
+                }),
+            ),
+        ];
+        let mut solved = 0;
+        for comp in small_parts() {
+            for (levels, weights) in &level_lists {
+                let mut weights = weights.clone();
+                if let Some(w) = &mut weights {
+                    w.ranks.truncate(comp.profiles);
+                }
+                let expected = best_by_enumeration(&comp, levels, weights.as_ref());
+                let got = eliminate(&comp, levels, weights.as_ref(), 1 << 20, None)
+                    .expect("a small part fits the budget");
+                match (got, expected) {
+                    (Eliminated::Infeasible, None) => {}
+                    (Eliminated::Optimal(choice), Some(best)) => {
+                        let score = comp.evaluate_local(&choice).expect("a feasible choice");
+                        assert_eq!(
+                            compare_scores(levels, weights.as_ref(), &score, &best),
+                            Ordering::Equal,
+                            "levels {levels:?}: elimination {choice:?} is not optimal"
+                        );
+                        solved += 1;
+                    }
+                    (got, expected) => panic!("{got:?} against enumeration {expected:?}"),
+                }
+            }
+        }
+        assert!(solved > 40, "only {solved} feasible cases");
+    }
+
+    #[test]
+    fn the_provider_ids_and_an_exceeded_budget_leave_the_part_alone() {
+        let comp = small_parts().remove(1);
+        let levels = [Level::RankCount(1), Level::ProviderLex];
+        assert_eq!(eliminate(&comp, &levels, None, 1 << 20, None), None);
+        assert_eq!(eliminate(&comp, &levels[..1], None, 1, None), None);
+    }
+}
