@@ -3,8 +3,9 @@
 //! alone (the plan hash, the internal validation, the independent checker, the pretty plan
 //! serialization into a sink and into a temporary file) and the passes `plan` runs
 //! concurrently (`check_beside_writing`: both checks beside the plan file's serialization
-//! into a temporary file), so that the concurrent window can be compared with the sum of
-//! its parts. Wall seconds.
+//! into a temporary file; `hash_check_and_write`: the same with the plan hash, as `plan`
+//! runs them, the internal validation beside the hash), so that the concurrent window can
+//! be compared with the sum of its parts. Wall seconds.
 //!
 //! ```text
 //! cargo run --release --example plan_phases -- REQUEST.json
@@ -15,10 +16,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use jointplan::builder::internal::validate_internal;
-use jointplan::builder::{build_core, check_beside_writing, BuildOptions};
+use jointplan::builder::{build_core, check_beside_writing, hash_check_and_write, BuildOptions};
 use jointplan::canonical::{canonical_fingerprint, write_canonical};
 use jointplan::check::check_plan;
-use jointplan::plan::hash::plan_hash;
+use jointplan::plan::hash::{plan_hash, UNSET_PLAN_ID};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
 
@@ -94,5 +95,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         written.bytes,
         rayon::current_num_threads()
     );
+    let mut payload = plan.payload.clone();
+    payload.plan_id = UNSET_PLAN_ID.to_owned();
+    let file = tempfile::NamedTempFile::new()?;
+    let start = Instant::now();
+    let (rehashed, _) = hash_check_and_write(payload, &request, &options, file.as_file())?;
+    time("hash + checks + file write", start);
+    if rehashed.plan_hash != plan.plan_hash {
+        return Err("the concurrent hash differs from the plan's".into());
+    }
     Ok(())
 }

@@ -14,7 +14,10 @@
 //! (`node::semantic::BoundValues` and `node::alias::check_global_aliasing`) over the stored
 //! nodes, so each rule lives in one place.
 
+mod content;
 mod node_checks;
+
+pub(crate) use content::{payload_content, PayloadContent};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -354,7 +357,8 @@ pub enum InternalError {
 /// where `retained` is the retained values' resources ∪ the terminal output resources.
 pub fn validate_internal(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), InternalError> {
     validate_identity(plan)?;
-    validate_content(plan, request)
+    canonical_sha256("payload.plan_hash", &plan.plan_hash)?;
+    validate_content(&payload_content!(plan.payload), request)
 }
 
 /// Rules 6.1-6.2: the schema, and the plan hash and id recomputed from the payload.
@@ -385,34 +389,34 @@ fn validate_identity(plan: &ExecutionPlan) -> Result<(), InternalError> {
     Ok(())
 }
 
-/// Rules 6.3 onwards: everything but the identity. The builder calls this on the plan it
-/// has just hashed (its identity holds by construction, and the independent checker
-/// recomputes the hash after it), so that a 150 MB payload is not hashed a third time.
+/// Rules 6.3 onwards: everything but the identity (the schema, the plan hash and id, and
+/// the plan hash's form, which the identity check and the builder's own hash settle). The
+/// builder runs this beside the plan hash on the payload it has just built (its identity
+/// holds by construction, and the independent checker recomputes the hash after it), so
+/// that a 150 MB payload is not hashed a third time.
 pub(crate) fn validate_content(
-    plan: &ExecutionPlan,
+    payload: &PayloadContent<'_>,
     request: &PlanRequest,
 ) -> Result<(), InternalError> {
-    let payload = &plan.payload;
     // 3. Nodes, fingerprints, token ceiling.
     if payload.nodes.is_empty() {
         return Err(InternalError::NoNodes);
     }
     for (field, value) in [
-        ("payload.plan_hash", &plan.plan_hash),
         (
             "payload.prepared_family_fingerprint",
-            &payload.prepared_family_fingerprint,
+            payload.prepared_family_fingerprint,
         ),
-        ("payload.program_fingerprint", &payload.program_fingerprint),
+        ("payload.program_fingerprint", payload.program_fingerprint),
         (
             "payload.capability_catalog_fingerprint",
-            &payload.capability_catalog_fingerprint,
+            payload.capability_catalog_fingerprint,
         ),
         (
             "payload.device_runtime_implementation_fingerprint",
-            &payload.device_runtime_implementation_fingerprint,
+            payload.device_runtime_implementation_fingerprint,
         ),
-        ("payload.policy_fingerprint", &payload.policy_fingerprint),
+        ("payload.policy_fingerprint", payload.policy_fingerprint),
     ] {
         canonical_sha256(field, value)?;
     }
@@ -420,11 +424,11 @@ pub(crate) fn validate_content(
         return Err(InternalError::ZeroMaximumScheduledTokens);
     }
     // 4. Execution weights.
-    check_execution_weights(plan, request)?;
+    check_execution_weights(payload, request)?;
     // 5. Retained completion values.
-    check_retained_values(plan, request)?;
+    check_retained_values(payload, request)?;
     // 6. Terminal outputs.
-    let outputs = &payload.terminal_output_resources;
+    let outputs = payload.terminal_output_resources;
     if outputs.is_empty() {
         return Err(InternalError::NoTerminalOutputs);
     }
@@ -435,15 +439,16 @@ pub(crate) fn validate_content(
         });
     }
     // 9-14. Per node.
-    node_checks::check_nodes(plan, request)?;
+    node_checks::check_nodes(payload, request)?;
     // 15. Cross-node value consistency and global aliasing, re-run over the stored nodes.
     let mut bound = BoundValues::default();
-    for node in &payload.nodes {
+    for node in payload.nodes {
         for binding in &node.values {
             bound.record(&node.id, binding).map_err(node_rule)?;
         }
     }
-    check_global_aliasing(&payload.nodes).map_err(node_rule)?;
+    drop(bound);
+    check_global_aliasing(payload.nodes).map_err(node_rule)?;
     // 7-8. The memory plan, re-derived structurally from its descriptors and the nodes.
     let retained: BTreeSet<ResourceId> = payload
         .retained_completion_values
@@ -452,8 +457,8 @@ pub(crate) fn validate_content(
         .chain(outputs.iter().cloned())
         .collect();
     crate::memory::validate_memory_plan_within(
-        &payload.memory,
-        &payload.nodes,
+        payload.memory,
+        payload.nodes,
         &retained,
         request.policy.effective_wire_limits(),
     )?;
@@ -476,9 +481,9 @@ pub(crate) fn canonical_sha256(field: &str, value: &Sha256Hex) -> Result<(), Int
     }
 }
 
-fn invalid_weights(plan: &ExecutionPlan, problem: String) -> InternalError {
+fn invalid_weights(payload: &PayloadContent<'_>, problem: String) -> InternalError {
     InternalError::InvalidExecutionWeights {
-        family_id: plan.payload.family_id.to_string(),
+        family_id: payload.family_id.to_string(),
         problem,
     }
 }
@@ -486,27 +491,27 @@ fn invalid_weights(plan: &ExecutionPlan, problem: String) -> InternalError {
 /// Check 4: the execution weight plan is structurally valid for the family, equal to the
 /// trusted plan, and the payload quotes its schema's formats.
 fn check_execution_weights(
-    plan: &ExecutionPlan,
+    payload: &PayloadContent<'_>,
     request: &PlanRequest,
 ) -> Result<(), InternalError> {
-    let weights = &plan.payload.execution_weights;
+    let weights = payload.execution_weights;
     let source = &request.family.weight_schema;
     let exec = &weights.schema;
     if weights.materializer_version.major == 0 {
         return Err(invalid_weights(
-            plan,
+            payload,
             "materializer version has major 0".to_owned(),
         ));
     }
     if exec.components.windows(2).any(|w| w[0].id >= w[1].id) {
         return Err(invalid_weights(
-            plan,
+            payload,
             "execution schema components are not sorted and unique".to_owned(),
         ));
     }
     if exec.tensors.windows(2).any(|w| w[0].id >= w[1].id) {
         return Err(invalid_weights(
-            plan,
+            payload,
             "execution schema tensors are not sorted and unique".to_owned(),
         ));
     }
@@ -517,7 +522,7 @@ fn check_execution_weights(
             .find(|c| exec.component(c).is_none())
         {
             return Err(invalid_weights(
-                plan,
+                payload,
                 format!("tensor {} uses unknown component {missing}", tensor.id),
             ));
         }
@@ -526,7 +531,7 @@ fn check_execution_weights(
     let source_keys: BTreeSet<&WeightId> = weights.component_sources.keys().collect();
     if exec_ids != source_keys {
         return Err(invalid_weights(
-            plan,
+            payload,
             "component_sources does not list exactly the execution components".to_owned(),
         ));
     }
@@ -534,21 +539,21 @@ fn check_execution_weights(
     for (component, sources) in &weights.component_sources {
         if sources.is_empty() {
             return Err(invalid_weights(
-                plan,
+                payload,
                 format!("execution component {component} has no source component"),
             ));
         }
         let unique: BTreeSet<&WeightId> = sources.iter().collect();
         if unique.len() != sources.len() {
             return Err(invalid_weights(
-                plan,
+                payload,
                 format!("execution component {component} lists a source component twice"),
             ));
         }
         for source_id in sources {
             if source.component(source_id).is_none() {
                 return Err(invalid_weights(
-                    plan,
+                    payload,
                     format!(
                         "execution component {component} is made from {source_id}, which the family's weight schema does not declare"
                     ),
@@ -563,7 +568,7 @@ fn check_execution_weights(
         .find(|c| c.required && !referenced.contains(&c.id))
     {
         return Err(invalid_weights(
-            plan,
+            payload,
             format!(
                 "required source component {} is not used by any execution component",
                 unused.id
@@ -584,7 +589,7 @@ fn check_execution_weights(
     };
     if logical(exec) != logical(source) {
         return Err(invalid_weights(
-            plan,
+            payload,
             "the execution schema's logical tensors (ids, dimensions, element types, required flags) differ from the family's"
                 .to_owned(),
         ));
@@ -596,17 +601,16 @@ fn check_execution_weights(
     if let Some(field) = first_weight_plan_difference(weights, &trusted) {
         return Err(InternalError::ExecutionWeightsMismatch { field });
     }
-    if plan.payload.weight_format != exec.format_id {
+    if *payload.weight_format != exec.format_id {
         return Err(InternalError::WeightFormatMismatch {
-            stored: plan.payload.weight_format.to_string(),
+            stored: payload.weight_format.to_string(),
             expected: exec.format_id.to_string(),
         });
     }
     let formats = exec.quantization_formats();
-    if plan.payload.quantization_formats != formats {
+    if *payload.quantization_formats != formats {
         return Err(InternalError::QuantizationFormatsMismatch {
-            stored: plan
-                .payload
+            stored: payload
                 .quantization_formats
                 .iter()
                 .map(ToString::to_string)
@@ -726,8 +730,11 @@ pub fn resolve_retained_values<'a>(
 
 /// Check 5: the retained values re-resolve from their own value ids to the stored list,
 /// which is the request's retention in value-id order.
-fn check_retained_values(plan: &ExecutionPlan, request: &PlanRequest) -> Result<(), InternalError> {
-    let stored = &plan.payload.retained_completion_values;
+fn check_retained_values(
+    payload: &PayloadContent<'_>,
+    request: &PlanRequest,
+) -> Result<(), InternalError> {
+    let stored = payload.retained_completion_values;
     let stored_ids: Vec<&ProgramValueId> = stored.iter().map(|v| &v.value_id).collect();
     let expected_ids: Vec<&ProgramValueId> = request.completion_retention.values.iter().collect();
     if stored_ids != expected_ids {
@@ -736,7 +743,7 @@ fn check_retained_values(plan: &ExecutionPlan, request: &PlanRequest) -> Result<
             expected: expected_ids.iter().map(ToString::to_string).collect(),
         });
     }
-    let resolved = resolve_retained_values(&plan.payload.nodes, stored_ids)?;
+    let resolved = resolve_retained_values(payload.nodes, stored_ids)?;
     for (index, (stored, resolved)) in stored.iter().zip(&resolved).enumerate() {
         let field = if stored.producer_node_id != resolved.producer_node_id {
             Some("producer_node_id")

@@ -24,7 +24,7 @@ use crate::canonical::Sha256Hex;
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
-use crate::node::{build_node, estimator_inputs, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::node::{build_node, prepare_estimates, NodeBuildState, NodeChoice, NodePlanContext};
 use crate::request::fingerprints::{
     catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
     program_fingerprint,
@@ -36,7 +36,7 @@ use crate::request::{
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
-use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
+use crate::plan::hash::{plan_hash, plan_id, unset_plan_hash, UNSET_PLAN_ID};
 use crate::plan::{
     ExecutionPlan, ExecutionPlanPayload, PlanNode, RecordedWeights, RetainedCompletionValue,
     SelectionSettings, DEFAULT_OBJECTIVE, PLAN_SCHEMA,
@@ -65,7 +65,8 @@ pub enum BuildStage {
     /// The payload, its canonical hash and the plan id (step 18).
     Hash,
     /// The internal validation and the independent checker of the finished plan, beside
-    /// the serialization of its plan file (they run concurrently).
+    /// the serialization of its plan file (they run concurrently; the internal validation
+    /// begins during the hash, and this stage when the hash is done).
     Checks,
 }
 
@@ -292,6 +293,17 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
     Ok(pairs)
 }
 
+/// Steps 4-5: the execution weights (the request's, or the identity materializer's; request
+/// validation checked them against family and catalog) and the family fingerprint, which
+/// binds every estimate and is a payload field.
+fn prepare_family(request: &PlanRequest) -> Result<(ExecutionWeightPlan, Sha256Hex), PlanError> {
+    let execution_weights = match &request.execution_weights {
+        Some(plan) => plan.clone(),
+        None => identity_execution_weights(&request.family.weight_schema)?,
+    };
+    Ok((execution_weights, family_fingerprint(&request.family)?))
+}
+
 /// Runs request validation and steps 1-16 of rules 2.1.
 pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanCore, PlanError> {
     options.stage(BuildStage::Validate);
@@ -301,26 +313,44 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         return Err(PlanError::NoNodeResolutions);
     }
     options.stage(BuildStage::Selection);
-    // Step 4: execution weights (validated against family and catalog by request validation).
-    let execution_weights = match &request.execution_weights {
-        Some(plan) => plan.clone(),
-        None => identity_execution_weights(&request.family.weight_schema)?,
+    // Steps 6-7, and the candidates of step 8.
+    let selection_input = index_resolutions(request).and_then(|pairs| {
+        let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+        Ok((pairs, candidates))
+    });
+    // Steps 4-5 come first in the order of errors: a failure there is reported before one
+    // of steps 6-8.
+    let (pairs, candidates) = match selection_input {
+        Ok(input) => input,
+        Err(error) => {
+            prepare_family(request)?;
+            return Err(error);
+        }
     };
-    // Step 5: the family fingerprint binds every estimate; the others are payload fields.
-    let family_fp = family_fingerprint(&request.family)?;
-    // Steps 6-7.
-    let pairs = index_resolutions(request)?;
-    // Step 8: joint provider/storage selection.
-    let candidates = derive_candidates(&request.catalog, &request.policy, &pairs)?;
+    // Steps 4-5 beside step 8's joint provider/storage selection (neither reads the other).
+    // The selection stays on this thread (an in-place scope), so that its large transient
+    // structures are freed where the later steps allocate, not into another thread's heap.
     let mut settings = options.selection_settings();
-    let joint = select_jointly(
-        &request.policy,
-        &candidates,
-        &options.selection,
-        options.allow_uncertified,
-        &settings,
-        options.replay.as_ref().map(|r| &r.choices),
-    )?;
+    let mut family = None;
+    let joint = rayon::in_place_scope(|scope| {
+        let family = &mut family;
+        scope.spawn(move |_| *family = Some(prepare_family(request)));
+        select_jointly(
+            &request.policy,
+            &candidates,
+            &options.selection,
+            options.allow_uncertified,
+            &settings,
+            options.replay.as_ref().map(|r| &r.choices),
+        )
+    });
+    // The scope waited for its task, so `family` is set; computing it here otherwise keeps
+    // this free of a panic path.
+    let (execution_weights, family_fp) = match family {
+        Some(family) => family?,
+        None => prepare_family(request)?,
+    };
+    let joint = joint?;
     settings.uncertified_components = match &options.replay {
         Some(replay) => replay.uncertified_components.clone(),
         None => joint.uncertified_components.clone(),
@@ -335,10 +365,10 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &execution_weights.schema,
         &family_fp,
     )?;
-    // Step 10: every node in order (the estimator input fingerprints computed first, in
-    // parallel).
+    // Step 10: every node in order (the estimator input fingerprints and the shape checks of
+    // the chosen resource plans computed first, in parallel).
     let chosen_plans: Vec<&ProviderResourcePlan> = joint.chosen.iter().map(|c| c.plan).collect();
-    let estimator_inputs = estimator_inputs(&ctx, &pairs, &chosen_plans);
+    let prepared = prepare_estimates(&ctx, &pairs, &chosen_plans);
     let mut state = NodeBuildState::default();
     let mut nodes = Vec::with_capacity(pairs.len());
     let mut used_rejections = 0usize;
@@ -354,7 +384,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             &NodeChoice {
                 resources: chosen.plan,
                 storage_rejection,
-                estimator_input: estimator_inputs.get(index).and_then(Option::as_ref),
+                prepared: prepared.get(index),
             },
         )?);
     }
@@ -414,10 +444,7 @@ pub fn check_beside_writing<W: Write + Send>(
     request: &PlanRequest,
     file: W,
 ) -> Result<PlanFileWrite, PlanError> {
-    let limit = request
-        .policy
-        .effective_wire_limits()
-        .maximum_plan_json_bytes;
+    let limit = plan_file_limit(request);
     // The checker is the longest pass: it runs on this thread while another takes the
     // internal validation and then the serialization (rayon lets an idle thread steal the
     // second half; with one thread they run in this order, one after another).
@@ -425,11 +452,34 @@ pub fn check_beside_writing<W: Write + Send>(
         || crate::check::check_sealed_plan(plan),
         || {
             rayon::join(
-                || internal::validate_content(plan, request),
+                || {
+                    internal::canonical_sha256("payload.plan_hash", &plan.plan_hash)?;
+                    internal::validate_content(&internal::payload_content!(plan.payload), request)
+                },
                 || write_plan_file(plan, file, limit),
             )
         },
     );
+    first_failure(internal, report, written, limit)
+}
+
+/// The plan file's size limit (`maximum_plan_json_bytes` of the effective wire limits).
+fn plan_file_limit(request: &PlanRequest) -> u64 {
+    request
+        .policy
+        .effective_wire_limits()
+        .maximum_plan_json_bytes
+}
+
+/// The outcome of the passes over a finished plan as if they had run one after another:
+/// the internal validation's error, else the checker's rejection, else the wire limit, else
+/// the written file.
+fn first_failure(
+    internal: Result<(), internal::InternalError>,
+    report: crate::check::CheckReport,
+    written: serde_json::Result<PlanFileWrite>,
+    limit: u64,
+) -> Result<PlanFileWrite, PlanError> {
     internal?;
     if !report.is_valid() {
         return Err(PlanError::Check {
@@ -445,6 +495,49 @@ pub fn check_beside_writing<W: Write + Send>(
         });
     }
     Ok(written)
+}
+
+/// Step 18 and the passes over its result: hashes `payload` into its plan hash and plan
+/// id, and checks and writes the finished plan ([`check_beside_writing`]'s three passes and
+/// their order of failures). The internal validation reads every payload field but the plan
+/// id, so it starts at once, beside the hash; the checker and the plan file, which read the
+/// plan id, start when the hash is done. On two threads one takes the hash and then the
+/// checker, the other the internal validation and then the plan file (whichever is idle
+/// first steals the plan file); on one thread they run one after another. A hash that
+/// fails is the error before all of them, as it was when the hash ran first. The
+/// [`BuildStage::Checks`] stage begins when the hash is done.
+pub fn hash_check_and_write<W: Write + Send>(
+    payload: ExecutionPlanPayload,
+    request: &PlanRequest,
+    options: &BuildOptions,
+    file: W,
+) -> Result<(ExecutionPlan, PlanFileWrite), PlanError> {
+    let limit = plan_file_limit(request);
+    let mut plan = ExecutionPlan {
+        payload,
+        // Replaced by the payload's hash before any pass but the internal validation (which
+        // does not read it) starts.
+        plan_hash: unset_plan_hash(),
+    };
+    let mut internal = Ok(());
+    // An in-place scope: the hash runs on this thread, the internal validation on the pool.
+    let passes = rayon::in_place_scope(|scope| {
+        let content = internal::payload_content!(plan.payload);
+        let internal = &mut internal;
+        scope.spawn(move |_| *internal = internal::validate_content(&content, request));
+        let hash = plan_hash(&plan.payload)?;
+        plan.payload.plan_id = plan_id(&hash);
+        plan.plan_hash = hash;
+        options.stage(BuildStage::Checks);
+        let plan = &plan;
+        Ok::<_, crate::canonical::CanonicalError>(rayon::join(
+            || crate::check::check_plan(plan),
+            || write_plan_file(plan, file, limit),
+        ))
+    });
+    let (report, written) = passes?;
+    let written = first_failure(internal, report, written, limit)?;
+    Ok((plan, written))
 }
 
 impl ExecutionPlan {
@@ -508,10 +601,13 @@ impl ExecutionPlan {
             selected_profiles: &core.profiles,
             retained_resources: &core.retained_resources,
         })?;
+        // Only the memory plan reads these: freed before the payload is hashed and checked.
+        drop(core.profiles);
+        drop(core.retained_resources);
         // Step 18: payload, hash, plan id.
         options.stage(BuildStage::Hash);
         let schema = &core.execution_weights.schema;
-        let mut payload = ExecutionPlanPayload {
+        let payload = ExecutionPlanPayload {
             schema: PLAN_SCHEMA,
             plan_id: UNSET_PLAN_ID.to_owned(),
             family_id: request.family.family_id.clone(),
@@ -536,14 +632,7 @@ impl ExecutionPlan {
             memory,
             selection_settings: core.settings,
         };
-        let hash = plan_hash(&payload)?;
-        payload.plan_id = plan_id(&hash);
-        let plan = ExecutionPlan {
-            payload,
-            plan_hash: hash,
-        };
-        options.stage(BuildStage::Checks);
-        let written = check_beside_writing(&plan, request, file)?;
+        let (plan, written) = hash_check_and_write(payload, request, options, file)?;
         Ok((
             BuildOutcome {
                 plan,

@@ -342,6 +342,8 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
         },
         reusable_source,
     )?;
+    // The derivation's working structures are freed before the validation builds its own.
+    drop((program, values, layouts, bytes));
     let plan = MemoryPlan {
         device_capacity_bytes: input.device_capacity_bytes,
         policy_capacity_bytes: policy.memory_capacity_bytes,

@@ -220,6 +220,10 @@ pub struct EstimateContext<'a> {
     /// already computed it (the builder computes every node's in parallel before its
     /// sequential pass); `None` computes it here.
     pub estimator_input: Option<&'a Sha256Hex>,
+    /// `validate_shape` of the selected provider's resource plan, when the caller has
+    /// already computed it (the builder does, beside the estimator input fingerprints);
+    /// `None` computes it here.
+    pub shape: Option<&'a Result<(), String>>,
 }
 
 /// Verifies the chosen estimate of a node (rules 2.2) and returns the selected catalog
@@ -231,7 +235,11 @@ pub fn verify_estimate<'c>(
     plan: &ProviderResourcePlan,
 ) -> Result<&'c ProviderDescriptor, NodeError> {
     let node: &NodeId = &ctx.node.id;
-    validate_shape(plan).map_err(|detail| NodeError::EstimateShape {
+    let shape = match ctx.shape {
+        Some(shape) => shape.clone(),
+        None => validate_shape(plan),
+    };
+    shape.map_err(|detail| NodeError::EstimateShape {
         node: node.clone(),
         provider: plan.provider_id.clone(),
         detail,

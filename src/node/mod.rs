@@ -109,9 +109,9 @@ impl<'a> NodePlanContext<'a> {
 /// What is carried from node to node: bound values (cross-node consistency, coverage) and
 /// the state hazard tracker.
 #[derive(Default)]
-pub(crate) struct NodeBuildState {
+pub(crate) struct NodeBuildState<'a> {
     /// Every value bound so far.
-    pub bound: BoundValues,
+    pub bound: BoundValues<'a>,
     /// State read/write history.
     pub hazards: StateHazardTracker,
 }
@@ -122,48 +122,65 @@ pub(crate) struct NodeChoice<'a> {
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
     pub storage_rejection: Option<&'a RejectedProvider>,
-    /// The chosen provider's estimator input fingerprint, if already computed
-    /// ([`estimator_inputs`]).
-    pub estimator_input: Option<&'a Sha256Hex>,
+    /// The chosen provider's estimator input fingerprint and the shape check of its
+    /// resource plan, if already computed ([`prepare_estimates`]).
+    pub prepared: Option<&'a PreparedEstimate>,
 }
 
-/// The estimator input fingerprint of each node's chosen provider (`chosen[i]` is node
-/// `i`'s), computed in parallel: the one costly pure part of the per-node checks (about a
-/// twentieth of a large plan's CPU), which the sequential pass then only compares, at the
-/// same point of the same checks, so the first error reported is the same. `None` where the
-/// node's operation is unknown or the fingerprint fails: the sequential pass reports that.
-pub(crate) fn estimator_inputs(
+/// The costly pure parts of one node's estimate verification, computed before the
+/// sequential pass ([`prepare_estimates`]).
+pub(crate) struct PreparedEstimate {
+    /// The chosen provider's estimator input fingerprint; `None` where the node's operation
+    /// is unknown or the fingerprint fails (the sequential pass reports that).
+    pub estimator_input: Option<Sha256Hex>,
+    /// `validate_shape` of the chosen provider resource plan (its estimate fingerprint
+    /// recomputed).
+    pub shape: Result<(), String>,
+}
+
+/// The estimator input fingerprint of each node's chosen provider and the shape check of
+/// its chosen resource plan (`chosen[i]` is node `i`'s), computed in parallel: the costly
+/// pure parts of the per-node checks (about a tenth of a large plan's CPU: two
+/// fingerprints per node), which the sequential pass then only consults, at the same point
+/// of the same checks, so the first error reported is the same.
+pub(crate) fn prepare_estimates(
     ctx: &NodePlanContext<'_>,
     pairs: &[(&ProgramNode, &NodeResolution)],
     chosen: &[&ProviderResourcePlan],
-) -> Vec<Option<Sha256Hex>> {
+) -> Vec<PreparedEstimate> {
     use rayon::prelude::*;
     pairs
         .par_iter()
         .zip(chosen.par_iter())
-        .map(|((node, resolution), plan)| {
-            let operation = ctx.catalog.operations.get(&node.operation_id)?;
-            let operation_fingerprint = ctx.operation_fingerprints.get(&operation.id)?;
-            crate::request::fingerprints::node_estimator_input_fingerprint(
-                ctx.family_fingerprint,
-                operation,
-                operation_fingerprint,
-                node,
-                resolution,
-                &plan.provider_id,
-            )
-            .ok()
+        .map(|((node, resolution), plan)| PreparedEstimate {
+            estimator_input: ctx
+                .catalog
+                .operations
+                .get(&node.operation_id)
+                .and_then(|operation| {
+                    let operation_fingerprint = ctx.operation_fingerprints.get(&operation.id)?;
+                    crate::request::fingerprints::node_estimator_input_fingerprint(
+                        ctx.family_fingerprint,
+                        operation,
+                        operation_fingerprint,
+                        node,
+                        resolution,
+                        &plan.provider_id,
+                    )
+                    .ok()
+                }),
+            shape: estimate::validate_shape(plan),
         })
         .collect()
 }
 
 /// Checks node `index` and builds its [`PlanNode`] (rules 2.2).
-pub(crate) fn build_node(
+pub(crate) fn build_node<'a>(
     ctx: &NodePlanContext<'_>,
-    state: &mut NodeBuildState,
+    state: &mut NodeBuildState<'a>,
     index: usize,
-    node: &ProgramNode,
-    resolution: &NodeResolution,
+    node: &'a ProgramNode,
+    resolution: &'a NodeResolution,
     choice: &NodeChoice<'_>,
 ) -> Result<PlanNode, NodeError> {
     let id = &node.id;
@@ -268,7 +285,10 @@ pub(crate) fn build_node(
             operation,
             operation_fingerprint: &operation_fingerprint,
             resolution,
-            estimator_input: choice.estimator_input,
+            estimator_input: choice
+                .prepared
+                .and_then(|prepared| prepared.estimator_input.as_ref()),
+            shape: choice.prepared.map(|prepared| &prepared.shape),
         },
         ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
         selected,

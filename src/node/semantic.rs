@@ -167,20 +167,20 @@ fn check_weight(
 }
 
 /// Every value bound so far, with the node that bound it first, for cross-node consistency
-/// and semantic coverage.
+/// and semantic coverage. It borrows the bindings it records (from the request while
+/// building, from the plan's nodes when validating one) rather than copying them.
 #[derive(Default)]
-pub struct BoundValues {
-    first: BTreeMap<ProgramValueId, (NodeId, ValueBinding)>,
+pub struct BoundValues<'a> {
+    first: BTreeMap<&'a ProgramValueId, (&'a NodeId, &'a ValueBinding)>,
 }
 
-impl BoundValues {
+impl<'a> BoundValues<'a> {
     /// Records a binding; the same value must have identical tensor, usage and storage
     /// wherever it is bound.
-    pub fn record(&mut self, node: &NodeId, binding: &ValueBinding) -> Result<(), NodeError> {
+    pub fn record(&mut self, node: &'a NodeId, binding: &'a ValueBinding) -> Result<(), NodeError> {
         match self.first.get(&binding.value_id) {
             None => {
-                self.first
-                    .insert(binding.value_id.clone(), (node.clone(), binding.clone()));
+                self.first.insert(&binding.value_id, (node, binding));
                 Ok(())
             }
             Some((first_node, first)) => {
@@ -208,7 +208,7 @@ impl BoundValues {
                     None => Ok(()),
                     Some(what) => Err(NodeError::CrossNodeInconsistency {
                         value: binding.value_id.clone(),
-                        first_node: first_node.clone(),
+                        first_node: (*first_node).clone(),
                         node: node.clone(),
                         what,
                     }),
@@ -225,7 +225,7 @@ impl BoundValues {
 
 /// Semantic coverage (rules 2.1 step 12): every program input, weight value, state value
 /// and program output is bound by some node.
-pub fn check_coverage(program: &ModelProgram, bound: &BoundValues) -> Result<(), NodeError> {
+pub fn check_coverage(program: &ModelProgram, bound: &BoundValues<'_>) -> Result<(), NodeError> {
     let classes: [(&'static str, Vec<&ProgramValueId>); 4] = [
         ("program input", program.inputs.iter().collect()),
         (

@@ -250,6 +250,27 @@ pub(crate) fn key(text: &str) -> String {
 /// Order: family and program, weight schema and program weights, execution weights,
 /// catalog, policy, completion retention, then node resolutions.
 pub fn validate_request(request: &PlanRequest) -> Result<(), RequestError> {
+    // The node resolutions read nothing else of the request: they are checked beside the
+    // rest (and each in parallel), and their error comes after every other, as in the
+    // order above.
+    // The rest stays on this thread (an in-place scope).
+    let mut resolutions = None;
+    let rest = rayon::in_place_scope(|scope| {
+        let resolutions = &mut resolutions;
+        scope.spawn(move |_| {
+            *resolutions = Some(resolution::validate_resolutions(&request.node_resolutions));
+        });
+        validate_all_but_resolutions(request)
+    });
+    rest?;
+    match resolutions {
+        Some(resolutions) => resolutions,
+        None => resolution::validate_resolutions(&request.node_resolutions),
+    }
+}
+
+/// [`validate_request`] up to the node resolutions.
+fn validate_all_but_resolutions(request: &PlanRequest) -> Result<(), RequestError> {
     let family = &request.family;
     let program_index = program::validate_program(family)?;
     weights::validate_weight_schema("family.weight_schema", &family.weight_schema)?;
@@ -260,7 +281,6 @@ pub fn validate_request(request: &PlanRequest) -> Result<(), RequestError> {
     catalog::validate_catalog(&request.catalog)?;
     policy::validate_policy(&request.policy, &request.catalog)?;
     program::validate_retention(&request.completion_retention, &program_index)?;
-    resolution::validate_resolutions(&request.node_resolutions)?;
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use crate::common;
 use std::num::NonZeroUsize;
 
 use jointplan::builder::error::PlanError;
-use jointplan::builder::{check_beside_writing, BuildOptions};
+use jointplan::builder::{check_beside_writing, hash_check_and_write, BuildOptions};
 use jointplan::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
 use jointplan::plan::{ExecutionPlan, SelectionReason};
 use jointplan::request::{PlanRequest, WireLimits};
@@ -157,4 +157,77 @@ fn when_several_passes_fail_the_error_is_the_one_the_sequential_order_gave() {
         "{error}"
     );
     check_beside_writing(&built, &request, Vec::new()).unwrap();
+}
+
+#[test]
+fn hashing_beside_the_internal_validation_gives_the_plan_and_the_sequential_order_of_errors() {
+    let request = common::models::decoder_2layer();
+    let built = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
+    let unhashed = |payload: &jointplan::plan::ExecutionPlanPayload| {
+        let mut payload = payload.clone();
+        payload.plan_id = UNSET_PLAN_ID.to_owned();
+        payload
+    };
+    let small = with_plan_bytes_limit(&request, 100);
+    let mut false_payload = unhashed(&built.payload);
+    let node = false_payload
+        .nodes
+        .iter()
+        .position(|n| n.id.as_str() == "node.layer.1.attention")
+        .unwrap();
+    false_payload.nodes[node].selection.selection_reason = SelectionReason::PreferredCompatible;
+    for n in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .unwrap();
+        // The oracle: the plan `build` gives and its plan file form serialized on its own.
+        let mut file = Vec::new();
+        let (plan, written) = pool
+            .install(|| {
+                hash_check_and_write(
+                    unhashed(&built.payload),
+                    &request,
+                    &BuildOptions::default(),
+                    &mut file,
+                )
+            })
+            .unwrap();
+        assert_eq!(plan.plan_hash, built.plan_hash, "{n} threads");
+        assert_eq!(plan.payload.plan_id, built.payload.plan_id, "{n} threads");
+        assert_eq!(file, built.write_json(Vec::new()).unwrap(), "{n} threads");
+        assert_eq!(written.bytes, file.len() as u64, "{n} threads");
+        // Over the wire limit alone: the limit.
+        let error = pool
+            .install(|| {
+                hash_check_and_write(
+                    unhashed(&built.payload),
+                    &small,
+                    &BuildOptions::default(),
+                    Vec::new(),
+                )
+            })
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(error, PlanError::PlanJsonTooLarge { .. }),
+            "{n} threads: {error}"
+        );
+        // A false payload over the limit: the internal validation's error comes first.
+        let error = pool
+            .install(|| {
+                hash_check_and_write(
+                    false_payload.clone(),
+                    &small,
+                    &BuildOptions::default(),
+                    Vec::new(),
+                )
+            })
+            .map(|_| ())
+            .unwrap_err();
+        assert!(
+            matches!(error, PlanError::Internal(_)),
+            "{n} threads: {error}"
+        );
+    }
 }

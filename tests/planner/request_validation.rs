@@ -2717,3 +2717,26 @@ fn the_format_example_is_valid_and_current() {
          regenerate it with `JOINTPLAN_BLESS=1 cargo test --test planner request_validation`"
     );
 }
+
+/// The node resolutions are validated in parallel: of several bad ones, the error is the
+/// first in index order whatever the thread count (the oracle: the sequential order).
+#[test]
+fn of_several_bad_resolutions_the_first_is_reported_whatever_the_threads() {
+    let mut request = crate::common::models::decoder_2layer();
+    assert!(request.node_resolutions.len() > 7);
+    for index in [7, 3, 5] {
+        request.node_resolutions[index].values.clear();
+    }
+    for threads in [1, 2, 3] {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        match pool.install(|| validate_request(&request)) {
+            Err(RequestError::EmptyResolutionValues { path, .. }) => {
+                assert_eq!(path, "node_resolutions[3].values", "{threads} threads")
+            }
+            other => panic!("{threads} threads: expected EmptyResolutionValues, got {other:?}"),
+        }
+    }
+}

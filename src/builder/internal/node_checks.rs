@@ -19,15 +19,14 @@ use crate::request::{
 
 use super::{canonical_sha256, InternalError};
 use crate::plan::{
-    ExecutionPlan, NodeWorkContract, PlanNode, ProviderSelection, RejectionReason, SelectionReason,
+    NodeWorkContract, PlanNode, ProviderSelection, RejectionReason, SelectionReason,
 };
 
 /// Checks 9-14 for every node, in order.
 pub(super) fn check_nodes(
-    plan: &ExecutionPlan,
+    payload: &super::PayloadContent<'_>,
     request: &PlanRequest,
 ) -> Result<(), InternalError> {
-    let payload = &plan.payload;
     let program: Vec<&ProgramNode> = request.family.program.nodes().collect();
     let states: BTreeMap<_, &StateSpec> = request
         .family
@@ -49,7 +48,7 @@ pub(super) fn check_nodes(
         .map(|d| (&d.base_resource_id, d))
         .collect();
     let rows = MemoryRows {
-        memory: &payload.memory,
+        memory: payload.memory,
         maximum_scheduled_tokens: payload.maximum_scheduled_tokens,
         statics,
         dynamics,

@@ -15,10 +15,18 @@ pub const MAX_FORMULA_BUCKETS: usize = 64;
 
 /// Checks every resolution on its own.
 pub(super) fn validate_resolutions(resolutions: &[NodeResolution]) -> Result<(), RequestError> {
-    for (i, resolution) in resolutions.iter().enumerate() {
-        validate_resolution(&format!("node_resolutions[{i}]"), resolution)?;
+    use rayon::prelude::*;
+    // Each resolution is checked on its own, in parallel; the error is the first in index
+    // order, as the sequential loop gave.
+    match resolutions
+        .par_iter()
+        .enumerate()
+        .find_map_first(|(i, resolution)| {
+            validate_resolution(&format!("node_resolutions[{i}]"), resolution).err()
+        }) {
+        Some(error) => Err(error),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), RequestError> {
