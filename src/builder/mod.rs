@@ -530,8 +530,10 @@ pub fn hash_check_and_write<W: Write + Send>(
         plan.plan_hash = hash;
         options.stage(BuildStage::Checks);
         let plan = &plan;
+        // The plan is sealed just above: the checker takes that hash as the payload's
+        // (`check_sealed_plan`) instead of hashing the payload again with the same function.
         Ok::<_, crate::canonical::CanonicalError>(rayon::join(
-            || crate::check::check_plan(plan),
+            || crate::check::check_sealed_plan(plan),
             || write_plan_file(plan, file, limit),
         ))
     });

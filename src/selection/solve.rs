@@ -79,7 +79,7 @@ pub struct SolveOptions {
     pub prefix_dominance: bool,
     /// Candidate trials of the provider-id depth-first search before the
     /// provider ids are decided by probing (with prefix dominance) or by the
-    /// integer program (default 200,000; 0 sends every part to the
+    /// integer program (default 20,000; 0 sends every part to the
     /// fallback, to test it; docs/solver.md).
     pub provider_search_steps: u64,
     /// Combinations variable elimination over a tree decomposition may

@@ -706,4 +706,4 @@ impl PartSolver<'_> {
 
 /// Steps of the provider-id search before probing (or the integer program)
 /// takes over, by default.
-pub(crate) const PROVIDER_SEARCH_STEPS: u64 = 200_000;
+pub(crate) const PROVIDER_SEARCH_STEPS: u64 = 20_000;
