@@ -30,6 +30,20 @@ pub(crate) struct CNode {
     pub cands: Vec<CCand>,
 }
 
+impl CNode {
+    /// The local resources any of its candidates touches, ascending.
+    pub fn resources(&self) -> Vec<u32> {
+        let mut rs: Vec<u32> = self
+            .cands
+            .iter()
+            .flat_map(|c| c.res.iter().map(|&(r, _)| r))
+            .collect();
+        rs.sort_unstable();
+        rs.dedup();
+        rs
+    }
+}
+
 /// One connected component (or a re-split part of one after presolve).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Comp {
@@ -58,6 +72,18 @@ impl Comp {
     /// Number of local resources.
     pub fn nres(&self) -> usize {
         self.res_global.len()
+    }
+
+    /// The nodes that can touch each local resource (with any candidate),
+    /// ascending.
+    pub fn touchers(&self) -> Vec<Vec<usize>> {
+        let mut out: Vec<Vec<usize>> = vec![Vec::new(); self.nres()];
+        for (i, node) in self.nodes.iter().enumerate() {
+            for r in node.resources() {
+                out[r as usize].push(i);
+            }
+        }
+        out
     }
 
     /// Evaluates a choice given as one local candidate index per node:

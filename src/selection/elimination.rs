@@ -166,7 +166,7 @@ pub(crate) fn eliminate(
     if domain.contains(&0) {
         return Some(Eliminated::Infeasible);
     }
-    let touchers = touchers(comp);
+    let touchers = comp.touchers();
     let order = elimination_order(&domain, &touchers, budget)?;
 
     let w = layout.width;
@@ -272,22 +272,6 @@ pub(crate) fn eliminate(
         choice[v] = usize::from(best[cell]);
     }
     Some(Eliminated::Optimal(choice))
-}
-
-/// The nodes that can touch each local resource, ascending.
-fn touchers(comp: &Comp) -> Vec<Vec<usize>> {
-    let mut out: Vec<Vec<usize>> = vec![Vec::new(); comp.nres()];
-    for (i, node) in comp.nodes.iter().enumerate() {
-        for cand in &node.cands {
-            for &(r, _) in &cand.res {
-                let list = &mut out[r as usize];
-                if list.last() != Some(&i) {
-                    list.push(i);
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Steps the mixed-radix `digits` over `scope` (last varies fastest).

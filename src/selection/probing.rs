@@ -75,31 +75,21 @@ struct Incidence {
 
 impl Incidence {
     fn new(comp: &Comp) -> Incidence {
-        let mut touchers: Vec<Vec<usize>> = vec![Vec::new(); comp.nres()];
-        let mut node_res = Vec::with_capacity(comp.nodes.len());
-        let mut only_kept = Vec::with_capacity(comp.nodes.len());
-        for (i, node) in comp.nodes.iter().enumerate() {
-            let mut rs: Vec<u32> = node
-                .cands
-                .iter()
-                .flat_map(|c| c.res.iter().map(|&(r, _)| r))
-                .collect();
-            rs.sort_unstable();
-            rs.dedup();
-            for &r in &rs {
-                touchers[r as usize].push(i);
-            }
-            node_res.push(rs);
-            let kept: Vec<usize> = undominated(&node.cands)
-                .iter()
-                .enumerate()
-                .filter_map(|(c, &k)| k.then_some(c))
-                .collect();
-            only_kept.push((kept.len() == 1).then(|| kept[0]));
-        }
+        let only_kept = comp
+            .nodes
+            .iter()
+            .map(|node| {
+                let kept: Vec<usize> = undominated(&node.cands)
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(c, &k)| k.then_some(c))
+                    .collect();
+                (kept.len() == 1).then(|| kept[0])
+            })
+            .collect();
         Incidence {
-            touchers,
-            node_res,
+            touchers: comp.touchers(),
+            node_res: comp.nodes.iter().map(CNode::resources).collect(),
             only_kept,
         }
     }
