@@ -170,6 +170,21 @@ fn region_part(
     (part, at)
 }
 
+/// The region of the node being decided, alone, with the current solution
+/// on it.
+struct Region {
+    /// The region as a part ([`region_part`]).
+    part: Comp,
+    /// The position of the node being decided in it.
+    at: usize,
+    /// Its nodes (indices of the whole part), ascending.
+    nodes: Vec<usize>,
+    /// The current solution on it (local indices).
+    local: Vec<usize>,
+    /// The value of the current solution on its terms.
+    value: Score,
+}
+
 impl PartSolver<'_> {
     /// The provider-id level by probing (module docs): `start` equals
     /// `opt` on the `prefix` levels.
@@ -202,7 +217,7 @@ impl PartSolver<'_> {
         for i in 0..comp.nodes.len() {
             // The region of `i` and the value of `cur` on it, built at the
             // first probe of `i`.
-            let mut region: Option<(Comp, usize, Vec<usize>, Vec<usize>, Score)> = None;
+            let mut region: Option<Region> = None;
             for c in 0..comp.nodes[i].cands.len() {
                 if c == cur[i] {
                     break;
@@ -230,9 +245,22 @@ impl PartSolver<'_> {
                     let value = part
                         .evaluate_local(&local)
                         .ok_or("internal: the current solution fails on its probe region")?;
-                    region = Some((part, at, nodes, local, value));
+                    region = Some(Region {
+                        part,
+                        at,
+                        nodes,
+                        local,
+                        value,
+                    });
                 }
-                let Some((part, at, nodes, local, value)) = &region else {
+                let Some(Region {
+                    part,
+                    at,
+                    nodes,
+                    local,
+                    value,
+                }) = &region
+                else {
                     continue;
                 };
                 // `cur` with `i` at `c`: only `i`'s terms change, and they
