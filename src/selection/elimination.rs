@@ -106,7 +106,19 @@ impl Layout {
             match *level {
                 Level::PreferredCount => out.pref_count = Some(out.width),
                 Level::RankCount(k) => *out.rank.get_mut(k)? = Some(out.width),
-                Level::Weighted => out.weighted = Some((out.width, weights?.clone())),
+                Level::Weighted => {
+                    // Every partial sum must stay far from `INF` (and from
+                    // overflow): at most every resource at the largest rank
+                    // weight, every node at the reward.
+                    let w = weights?;
+                    let largest = i128::from(w.ranks.iter().copied().max().unwrap_or(0));
+                    let extent = largest * comp.nres() as i128
+                        + i128::from(w.preferred) * comp.nodes.len() as i128;
+                    if extent >= i128::from(INF / 4) {
+                        return None;
+                    }
+                    out.weighted = Some((out.width, w.clone()));
+                }
                 Level::PreferredLex => {
                     out.pref_lex = Some(out.width);
                     out.width += comp.nodes.len().div_ceil(LEX_BITS).max(1) - 1;
