@@ -50,6 +50,7 @@ mod propagation;
 mod provider_ids;
 mod reference;
 mod settled_levels;
+mod solution;
 mod solve;
 mod strategy;
 
@@ -61,7 +62,5 @@ pub use objective::{
 pub use problem::{Candidate, SelectionNode, SelectionProblem, UnusableCandidate};
 pub use progress::{SolveObserver, SolveProgress};
 pub use reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
-pub use solve::{
-    solve, ComponentReport, Method, PresolveReport, Solution, SolveOptions, Status, Summary,
-    DEFAULT_DP_STATE_BUDGET,
-};
+pub use solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
+pub use solve::{solve, Method, SolveOptions, DEFAULT_DP_STATE_BUDGET};

@@ -28,7 +28,7 @@ use std::sync::Arc;
 
 use super::backend::{RawError, RawSolution};
 use super::objective::Level;
-use super::solve::Status;
+use super::solution::Status;
 
 /// One event of a running solve.
 #[derive(Debug, Clone, PartialEq)]

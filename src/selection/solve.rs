@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
 
 use super::backend::Backend;
 use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
@@ -17,8 +16,9 @@ use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
 use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
-use super::problem::{best_rank, Instance, SelectionProblem, UnusableCandidate};
+use super::problem::{best_rank, Instance, SelectionProblem};
 use super::progress::{PartReporter, SolveObserver, SolveProgress};
+use super::solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
 use super::strategy::{
     PartMethod, PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES,
 };
@@ -112,92 +112,6 @@ impl Default for SolveOptions {
             observer: None,
         }
     }
-}
-
-/// Whether an answer is proved optimal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Status {
-    /// Proved optimal for the objective.
-    Optimal,
-    /// Feasible; a limit stopped the proof.
-    Feasible,
-}
-
-/// Presolve counters of one component.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PresolveReport {
-    /// Candidates removed by domain propagation.
-    pub propagated: usize,
-    /// Candidates removed as dominated.
-    pub dominated: usize,
-    /// Resources settled and removed.
-    pub settled: usize,
-    /// Nodes fixed outright.
-    pub fixed: usize,
-    /// Parts left after re-splitting.
-    pub parts: usize,
-    /// Parts whose answer was reused from an identical part.
-    pub reused: usize,
-}
-
-/// The report of one component.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ComponentReport {
-    /// Number of nodes.
-    pub nodes: usize,
-    /// Number of resources its candidates name.
-    pub resources: usize,
-    /// `ilp`, `dp` or `presolve` (presolve fixed every node).
-    pub method: String,
-    /// `dp-agrees` or `dp-skipped: <reason>; certificate: ...`.
-    pub check: String,
-    /// Wall-clock seconds (0.0 with timings off).
-    pub seconds: f64,
-    /// Id of the first node.
-    pub first_node: String,
-    /// Whether this component's answer is proved optimal.
-    pub status: Status,
-    /// Relative gap of an interrupted solve, where known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gap: Option<f64>,
-    /// How the answer was certified.
-    pub certificate: String,
-    /// Presolve counters (integer-program path only).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub presolve: Option<PresolveReport>,
-}
-
-/// The summary of a solution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Summary {
-    /// Number of nodes.
-    pub nodes: usize,
-    /// Number of components.
-    pub components: usize,
-    /// Nodes whose preferred provider was chosen.
-    pub preferred_met: usize,
-    /// `penalty_by_rank[k]`: number of resources whose profile has rank `k`.
-    pub penalty_by_rank: Vec<usize>,
-    /// Candidates dropped before solving (an empty accepted list).
-    pub unusable_candidates: Vec<UnusableCandidate>,
-}
-
-/// A solution in the output format of `jointplan solve`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Solution {
-    /// `optimal` when every component is proved optimal, else `feasible`.
-    pub status: Status,
-    /// The objective's name.
-    pub objective: String,
-    /// Chosen provider per node id.
-    pub choices: BTreeMap<String, String>,
-    /// Profile per resource touched by a chosen candidate.
-    pub profiles: BTreeMap<String, String>,
-    /// Summary counts.
-    pub summary: Summary,
-    /// One report per component, in component order.
-    pub components: Vec<ComponentReport>,
 }
 
 /// A finished component.
