@@ -47,7 +47,6 @@
 //! this is where the integer program used to spend seconds on tens of
 //! nodes.
 
-use std::cmp::Ordering;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -127,6 +126,9 @@ impl Layout {
             }
             out.width += 1;
         }
+        // No level left (every one constant on the part): every feasible
+        // choice is optimal; one word that stays zero carries feasibility.
+        out.width = out.width.max(1);
         Some(out)
     }
 
@@ -249,14 +251,13 @@ pub(crate) fn eliminate(
             return None;
         }
         let bucket: Vec<Term> = by_node[v].iter().filter_map(|&t| terms[t].take()).collect();
-        let mut scope: Vec<usize> = bucket
+        let scope: Vec<usize> = bucket
             .iter()
             .flat_map(|t| t.scope.iter().copied())
             .filter(|&i| i != v)
             .collect::<BTreeSet<usize>>()
             .into_iter()
             .collect();
-        scope.shrink_to_fit();
         let (message, best) = eliminate_node(v, &scope, &bucket, &domain, w);
         argmin.push((scope.clone(), best));
         if scope.is_empty() {
@@ -367,11 +368,6 @@ fn fill_in(v: usize, adj: &[BTreeSet<usize>]) -> usize {
     fill
 }
 
-/// Lexicographic order of two costs (`INF` in the first word is worst).
-fn cmp_cost(a: &[i64], b: &[i64]) -> Ordering {
-    a.cmp(b)
-}
-
 /// `acc += x`, with `INF` absorbing.
 fn add_into(acc: &mut [i64], x: &[i64]) {
     if acc[0] == INF || x[0] == INF {
@@ -422,7 +418,8 @@ fn eliminate_node(
                 let at = (b + x * sv) * w;
                 add_into(&mut sum, &t.table[at..at + w]);
             }
-            if cmp_cost(&sum, &top) == Ordering::Less {
+            // Lexicographic order of the words; `INF` in the first is worst.
+            if sum < top {
                 top.copy_from_slice(&sum);
                 arg = x as u16;
             }
@@ -450,6 +447,8 @@ fn eliminate_node(
 
 #[cfg(test)]
 mod tests {
+    use std::cmp::Ordering;
+
     use super::*;
     use crate::selection::components::Score;
     use crate::selection::instances::{long_range, residual_stream, Params};
@@ -570,5 +569,20 @@ mod tests {
         let levels = [Level::RankCount(1), Level::ProviderLex];
         assert_eq!(eliminate(&comp, &levels, None, 1 << 20, None), None);
         assert_eq!(eliminate(&comp, &levels[..1], None, 1, None), None);
+    }
+
+    #[test]
+    fn without_levels_any_feasible_choice_is_returned() {
+        for comp in small_parts() {
+            match eliminate(&comp, &[], None, 1 << 20, None) {
+                Some(Eliminated::Optimal(choice)) => {
+                    assert!(comp.evaluate_local(&choice).is_some(), "{choice:?}")
+                }
+                Some(Eliminated::Infeasible) => {
+                    assert!(best_by_enumeration(&comp, &[], None).is_none())
+                }
+                None => panic!("a small part fits the budget"),
+            }
+        }
     }
 }
