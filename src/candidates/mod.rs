@@ -231,12 +231,30 @@ fn merge(
     Ok(())
 }
 
-/// Derives the candidates of one node (rules 3.1).
+/// Derives the candidates of one node (rules 3.1), each candidate's shape checked in full
+/// (`validate_shape`, its estimate fingerprint recomputed).
 pub fn derive_node_candidates<'a>(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,
     node: &'a ProgramNode,
     resolution: &'a NodeResolution,
+) -> Result<NodeCandidates<'a>, CandidateError> {
+    derive_checked(
+        catalog,
+        policy,
+        node,
+        resolution,
+        crate::node::estimate::validate_shape,
+    )
+}
+
+/// Derives the candidates of one node, each candidate's shape checked by `shape`.
+fn derive_checked<'a>(
+    catalog: &CapabilityCatalog,
+    policy: &RuntimePolicy,
+    node: &'a ProgramNode,
+    resolution: &'a NodeResolution,
+    shape: fn(&ProviderResourcePlan) -> Result<(), String>,
 ) -> Result<NodeCandidates<'a>, CandidateError> {
     if !catalog.operations.contains_key(&node.operation_id) {
         return Err(NodeError::UnknownOperation {
@@ -256,7 +274,7 @@ pub fn derive_node_candidates<'a>(
                 operation: node.operation_id.clone(),
             });
         };
-        crate::node::estimate::validate_shape(plan).map_err(|detail| NodeError::EstimateShape {
+        shape(plan).map_err(|detail| NodeError::EstimateShape {
             node: node.id.clone(),
             provider: plan.provider_id.clone(),
             detail,
@@ -343,8 +361,11 @@ pub fn derive_node_candidates<'a>(
     })
 }
 
-/// Derives the candidates of every node, in execution order (parallel; the output order is
-/// the input order, and the first failing node in that order is reported).
+/// Derives the candidates of every node of a request that passed `validate_request`, in
+/// execution order (parallel; the output order is the input order, and the first failing
+/// node in that order is reported). The request validation recomputed every candidate's
+/// estimate fingerprint, so each candidate's shape is checked here without it
+/// (`validate_fields`: one canonical hash per candidate less).
 pub fn derive_candidates<'a>(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,
@@ -352,7 +373,15 @@ pub fn derive_candidates<'a>(
 ) -> Result<Vec<NodeCandidates<'a>>, CandidateError> {
     let results: Vec<Result<NodeCandidates<'a>, CandidateError>> = nodes
         .par_iter()
-        .map(|(node, resolution)| derive_node_candidates(catalog, policy, node, resolution))
+        .map(|(node, resolution)| {
+            derive_checked(
+                catalog,
+                policy,
+                node,
+                resolution,
+                crate::node::estimate::validate_fields,
+            )
+        })
         .collect();
     results.into_iter().collect()
 }

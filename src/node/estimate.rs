@@ -149,9 +149,26 @@ pub fn workspace_problem(workspace: &WorkspaceRequirement) -> Option<String> {
     workspace.storage.problem()
 }
 
-/// `validate_shape` of a provider resource plan (rules 1.6): field rules, workspace rules
-/// per kind and scope, and the estimate fingerprint equal to the recomputed one.
+/// `validate_shape` of a provider resource plan (rules 1.6): its field rules
+/// ([`validate_fields`]) and the estimate fingerprint equal to the recomputed one.
 pub fn validate_shape(plan: &ProviderResourcePlan) -> Result<(), String> {
+    validate_fields(plan)?;
+    let expected = estimate_fingerprint(plan).map_err(|e| e.to_string())?;
+    if expected != plan.estimate_fingerprint {
+        return Err(format!(
+            "estimate fingerprint {} differs from the recomputed {expected}",
+            plan.estimate_fingerprint
+        ));
+    }
+    Ok(())
+}
+
+/// The field rules of `validate_shape` (rules 1.6) without the estimate fingerprint: a
+/// stable estimator version, a power-of-two value alignment, workspace rules per kind and
+/// scope. The fingerprint is a canonical hash of the whole plan, the costly part; a caller
+/// holding a request that passed `validate_request`, which recomputed every candidate's
+/// fingerprint, checks only these.
+pub fn validate_fields(plan: &ProviderResourcePlan) -> Result<(), String> {
     if !plan.estimator_version.is_stable() {
         return Err(format!(
             "estimator {} version {} has major 0",
@@ -186,13 +203,6 @@ pub fn validate_shape(plan: &ProviderResourcePlan) -> Result<(), String> {
             return Err(format!("{} workspace: {problem}", kind.name()));
         }
     }
-    let expected = estimate_fingerprint(plan).map_err(|e| e.to_string())?;
-    if expected != plan.estimate_fingerprint {
-        return Err(format!(
-            "estimate fingerprint {} differs from the recomputed {expected}",
-            plan.estimate_fingerprint
-        ));
-    }
     Ok(())
 }
 
@@ -220,14 +230,12 @@ pub struct EstimateContext<'a> {
     /// already computed it (the builder computes every node's in parallel before its
     /// sequential pass); `None` computes it here.
     pub estimator_input: Option<&'a Sha256Hex>,
-    /// `validate_shape` of the selected provider's resource plan, when the caller has
-    /// already computed it (the builder does, beside the estimator input fingerprints);
-    /// `None` computes it here.
-    pub shape: Option<&'a Result<(), String>>,
 }
 
 /// Verifies the chosen estimate of a node (rules 2.2) and returns the selected catalog
-/// provider.
+/// provider. The plan's own shape (`validate_shape`) is the caller's to check first, once
+/// per candidate: the builder checks its fingerprint in `validate_request` and its fields
+/// when deriving the candidates (`candidates::derive_candidates`), before any is chosen.
 pub fn verify_estimate<'c>(
     ctx: &EstimateContext<'_>,
     catalog_row: Option<&'c [ProviderDescriptor]>,
@@ -235,15 +243,6 @@ pub fn verify_estimate<'c>(
     plan: &ProviderResourcePlan,
 ) -> Result<&'c ProviderDescriptor, NodeError> {
     let node: &NodeId = &ctx.node.id;
-    let shape = match ctx.shape {
-        Some(shape) => shape.clone(),
-        None => validate_shape(plan),
-    };
-    shape.map_err(|detail| NodeError::EstimateShape {
-        node: node.clone(),
-        provider: plan.provider_id.clone(),
-        detail,
-    })?;
     if &plan.provider_id != selected {
         return Err(NodeError::EstimateProviderMismatch {
             node: node.clone(),

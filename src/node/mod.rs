@@ -122,8 +122,8 @@ pub(crate) struct NodeChoice<'a> {
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
     pub storage_rejection: Option<&'a RejectedProvider>,
-    /// The chosen provider's estimator input fingerprint and the shape check of its
-    /// resource plan, if already computed ([`prepare_estimates`]).
+    /// The chosen provider's estimator input fingerprint, if already computed
+    /// ([`prepare_estimates`]).
     pub prepared: Option<&'a PreparedEstimate>,
 }
 
@@ -133,16 +133,12 @@ pub(crate) struct PreparedEstimate {
     /// The chosen provider's estimator input fingerprint; `None` where the node's operation
     /// is unknown or the fingerprint fails (the sequential pass reports that).
     pub estimator_input: Option<Sha256Hex>,
-    /// `validate_shape` of the chosen provider resource plan (its estimate fingerprint
-    /// recomputed).
-    pub shape: Result<(), String>,
 }
 
-/// The estimator input fingerprint of each node's chosen provider and the shape check of
-/// its chosen resource plan (`chosen[i]` is node `i`'s), computed in parallel: the costly
-/// pure parts of the per-node checks (about a tenth of a large plan's CPU: two
-/// fingerprints per node), which the sequential pass then only consults, at the same point
-/// of the same checks, so the first error reported is the same.
+/// The estimator input fingerprint of each node's chosen provider (`chosen[i]` is node
+/// `i`'s), computed in parallel: the costly pure part of the per-node checks (one canonical
+/// hash per node), which the sequential pass then only consults, at the same point of the
+/// same checks, so the first error reported is the same.
 pub(crate) fn prepare_estimates(
     ctx: &NodePlanContext<'_>,
     pairs: &[(&ProgramNode, &NodeResolution)],
@@ -169,7 +165,6 @@ pub(crate) fn prepare_estimates(
                     )
                     .ok()
                 }),
-            shape: estimate::validate_shape(plan),
         })
         .collect()
 }
@@ -288,7 +283,6 @@ pub(crate) fn build_node<'a>(
             estimator_input: choice
                 .prepared
                 .and_then(|prepared| prepared.estimator_input.as_ref()),
-            shape: choice.prepared.map(|prepared| &prepared.shape),
         },
         ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
         selected,
