@@ -164,6 +164,87 @@ struct Term {
     table: Vec<i64>,
 }
 
+impl Term {
+    /// The same term without the scope nodes its table does not depend on
+    /// (a resource whose rank no level counts, a node whose candidates are
+    /// alike on every level): such a node is no neighbour through this term,
+    /// which keeps the elimination order narrow when few levels are asked.
+    fn minimized(mut self, domain: &[usize], w: usize) -> Term {
+        let mut j = 0;
+        while j < self.scope.len() {
+            let d = domain[self.scope[j]];
+            let inner = w * self.scope[j + 1..]
+                .iter()
+                .map(|&i| domain[i])
+                .product::<usize>();
+            let outer: usize = self.scope[..j].iter().map(|&i| domain[i]).product();
+            let block = |o: usize, x: usize| &self.table[(o * d + x) * inner..][..inner];
+            let independent = (0..outer).all(|o| (1..d).all(|x| block(o, x) == block(o, 0)));
+            if independent {
+                let table = (0..outer).flat_map(|o| block(o, 0).to_vec()).collect();
+                self.table = table;
+                self.scope.remove(j);
+            } else {
+                j += 1;
+            }
+        }
+        self
+    }
+}
+
+/// One step of a forward pass: the elimination of one node.
+pub(crate) struct Step {
+    /// The node eliminated.
+    pub node: usize,
+    /// The scope of its message (ascending node indices).
+    pub scope: Vec<usize>,
+    /// For every cell of the scope (mixed radix, last node fastest), the
+    /// set of the node's candidates that minimise its bucket there, as a
+    /// bit mask; 0 where every candidate is infeasible.
+    pub best: Vec<u64>,
+    /// The steps whose messages this step's bucket received.
+    pub children: Vec<usize>,
+}
+
+/// The record of a forward pass of bucket elimination: enough to read one
+/// optimal choice ([`Forward::choice`]) or every candidate that some
+/// optimum uses (`optimal_supports.rs`).
+pub(crate) struct Forward {
+    /// Candidates per node.
+    pub domain: Vec<usize>,
+    /// The steps, in elimination order.
+    pub steps: Vec<Step>,
+    /// The optimum's cost vector (first word `INF`: infeasible).
+    constant: Vec<i64>,
+}
+
+impl Forward {
+    /// Whether no choice is feasible.
+    pub fn infeasible(&self) -> bool {
+        self.constant[0] == INF
+    }
+
+    /// The optimal choice with the first minimising candidate at every
+    /// step, read in the reverse order of elimination (meaningless when
+    /// [`Forward::infeasible`]).
+    pub fn choice(&self) -> Vec<usize> {
+        let mut choice = vec![0usize; self.domain.len()];
+        for step in self.steps.iter().rev() {
+            let mut cell = 0usize;
+            for &i in &step.scope {
+                cell = cell * self.domain[i] + choice[i];
+            }
+            let best = step.best[cell];
+            choice[step.node] = if best == 0 {
+                0
+            } else {
+                best.trailing_zeros() as usize
+            };
+        }
+        choice
+    }
+}
+
 /// Solves `comp` to `levels` by bucket elimination when every level is
 /// additive and the elimination visits at most `budget` combinations;
 /// `None` otherwise, or when `deadline` passes (nothing was decided).
@@ -174,33 +255,57 @@ pub(crate) fn eliminate(
     budget: u64,
     deadline: Option<Instant>,
 ) -> Option<Eliminated> {
+    let fw = forward(comp, levels, weights, budget, deadline)?;
+    Some(if fw.infeasible() {
+        Eliminated::Infeasible
+    } else {
+        Eliminated::Optimal(fw.choice())
+    })
+}
+
+/// The forward pass of bucket elimination of `comp` to `levels`: `None`
+/// when a level is not additive, a node has more than 64 candidates, the
+/// combinations exceed `budget`, or `deadline` passes.
+pub(crate) fn forward(
+    comp: &Comp,
+    levels: &[Level],
+    weights: Option<&Weights>,
+    budget: u64,
+    deadline: Option<Instant>,
+) -> Option<Forward> {
     let layout = Layout::new(comp, levels, weights)?;
     let n = comp.nodes.len();
     let domain: Vec<usize> = comp.nodes.iter().map(|nd| nd.cands.len()).collect();
-    if domain.contains(&0) {
-        return Some(Eliminated::Infeasible);
+    if domain.iter().any(|&d| d > 64) {
+        return None;
     }
-    let touchers = comp.touchers();
-    let order = elimination_order(&domain, &touchers, budget)?;
-
     let w = layout.width;
-    let mut terms: Vec<Option<Term>> = Vec::new();
+    let mut constant = vec![0i64; w];
+    if domain.contains(&0) {
+        constant[0] = INF;
+        return Some(Forward {
+            domain,
+            steps: Vec::new(),
+            constant,
+        });
+    }
+    let mut originals: Vec<Term> = Vec::new();
     for (i, node) in comp.nodes.iter().enumerate() {
         let mut table = vec![0i64; domain[i] * w];
         for (c, cand) in node.cands.iter().enumerate() {
             layout.node_term(i, cand.preferred, &mut table[c * w..(c + 1) * w]);
         }
-        terms.push(Some(Term {
+        originals.push(Term {
             scope: vec![i],
             table,
-        }));
+        });
     }
     let full: u64 = if comp.profiles >= 64 {
         u64::MAX
     } else {
         (1u64 << comp.profiles) - 1
     };
-    for (r, scope) in touchers.iter().enumerate() {
+    for (r, scope) in comp.touchers().into_iter().enumerate() {
         if scope.is_empty() {
             continue;
         }
@@ -225,32 +330,50 @@ pub(crate) fn eliminate(
                     layout.rank_term(best_rank(mask), cost);
                 }
             }
-            advance(&mut digits, scope, &domain);
+            advance(&mut digits, &scope, &domain);
         }
-        terms.push(Some(Term {
-            scope: scope.clone(),
-            table,
-        }));
+        originals.push(Term { scope, table });
     }
+    // Terms that depend on no node are constants; the others, with only
+    // the nodes they depend on, are what the order sees.
+    let mut terms: Vec<Option<(Term, Option<usize>)>> = Vec::new();
+    for term in originals {
+        let term = term.minimized(&domain, w);
+        if term.scope.is_empty() {
+            add_into(&mut constant, &term.table);
+        } else if term.table.iter().any(|&x| x != 0) {
+            terms.push(Some((term, None)));
+        }
+    }
+    let scopes: Vec<&[usize]> = terms
+        .iter()
+        .flatten()
+        .map(|(t, _)| t.scope.as_slice())
+        .collect();
+    let order = elimination_order(&domain, &scopes, budget)?;
 
     // Terms by node, to find each bucket without scanning every term.
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (t, term) in terms.iter().enumerate() {
-        if let Some(term) = term {
+        if let Some((term, _)) = term {
             for &i in &term.scope {
                 by_node[i].push(t);
             }
         }
     }
-    let mut constant = vec![0i64; w];
-    // Per eliminated node: the scope of its message and the minimising
-    // candidate for every cell of it.
-    let mut argmin: Vec<(Vec<usize>, Vec<u16>)> = Vec::with_capacity(n);
+    let mut steps: Vec<Step> = Vec::with_capacity(n);
     for &v in &order {
         if deadline.is_some_and(|t| Instant::now() >= t) {
             return None;
         }
-        let bucket: Vec<Term> = by_node[v].iter().filter_map(|&t| terms[t].take()).collect();
+        let mut bucket: Vec<Term> = Vec::new();
+        let mut children = Vec::new();
+        for &t in &by_node[v] {
+            if let Some((term, origin)) = terms[t].take() {
+                bucket.push(term);
+                children.extend(origin);
+            }
+        }
         let scope: Vec<usize> = bucket
             .iter()
             .flat_map(|t| t.scope.iter().copied())
@@ -259,7 +382,6 @@ pub(crate) fn eliminate(
             .into_iter()
             .collect();
         let (message, best) = eliminate_node(v, &scope, &bucket, &domain, w);
-        argmin.push((scope.clone(), best));
         if scope.is_empty() {
             add_into(&mut constant, &message);
         } else {
@@ -267,28 +389,30 @@ pub(crate) fn eliminate(
             for &i in &scope {
                 by_node[i].push(t);
             }
-            terms.push(Some(Term {
-                scope,
-                table: message,
-            }));
+            terms.push(Some((
+                Term {
+                    scope: scope.clone(),
+                    table: message,
+                },
+                Some(steps.len()),
+            )));
         }
+        steps.push(Step {
+            node: v,
+            scope,
+            best,
+            children,
+        });
     }
-    if constant[0] == INF {
-        return Some(Eliminated::Infeasible);
-    }
-    let mut choice = vec![usize::MAX; n];
-    for (&v, (scope, best)) in order.iter().zip(&argmin).rev() {
-        let mut cell = 0usize;
-        for &i in scope {
-            cell = cell * domain[i] + choice[i];
-        }
-        choice[v] = usize::from(best[cell]);
-    }
-    Some(Eliminated::Optimal(choice))
+    Some(Forward {
+        domain,
+        steps,
+        constant,
+    })
 }
 
 /// Steps the mixed-radix `digits` over `scope` (last varies fastest).
-fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
+pub(crate) fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
     for j in (0..digits.len()).rev() {
         digits[j] += 1;
         if digits[j] < domain[scope[j]] {
@@ -298,14 +422,14 @@ fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
     }
 }
 
-/// A greedy elimination order, or `None` when the combinations it visits
-/// add up to more than `budget`.
-fn elimination_order(domain: &[usize], touchers: &[Vec<usize>], budget: u64) -> Option<Vec<usize>> {
+/// A greedy elimination order of every node, or `None` when the
+/// combinations it visits add up to more than `budget`.
+fn elimination_order(domain: &[usize], scopes: &[&[usize]], budget: u64) -> Option<Vec<usize>> {
     let n = domain.len();
     let mut adj: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
-    for scope in touchers {
-        for &a in scope {
-            for &b in scope {
+    for scope in scopes {
+        for &a in *scope {
+            for &b in *scope {
                 if a != b {
                     adj[a].insert(b);
                 }
@@ -379,15 +503,15 @@ fn add_into(acc: &mut [i64], x: &[i64]) {
     }
 }
 
-/// The message of eliminating `v` from `bucket` over `scope`, and the
-/// minimising candidate of `v` for each of its cells.
+/// The message of eliminating `v` from `bucket` over `scope`, and the set
+/// of minimising candidates of `v` (a bit mask) for each of its cells.
 fn eliminate_node(
     v: usize,
     scope: &[usize],
     bucket: &[Term],
     domain: &[usize],
     w: usize,
-) -> (Vec<i64>, Vec<u16>) {
+) -> (Vec<i64>, Vec<u64>) {
     let cells: usize = scope.iter().map(|&i| domain[i]).product();
     // Each term's stride for every scope node and for `v`.
     let strides: Vec<(Vec<usize>, usize)> = bucket
@@ -404,14 +528,14 @@ fn eliminate_node(
         })
         .collect();
     let mut message = vec![0i64; cells * w];
-    let mut best = vec![0u16; cells];
+    let mut best = vec![0u64; cells];
     let mut base = vec![0usize; bucket.len()];
     let mut digits = vec![0usize; scope.len()];
     let mut sum = vec![0i64; w];
     let mut top = vec![0i64; w];
     for cell in 0..cells {
         top[0] = INF;
-        let mut arg = 0u16;
+        let mut arg = 0u64;
         for x in 0..domain[v] {
             sum.iter_mut().for_each(|s| *s = 0);
             for ((t, (_, sv)), b) in bucket.iter().zip(&strides).zip(&base) {
@@ -419,10 +543,19 @@ fn eliminate_node(
                 add_into(&mut sum, &t.table[at..at + w]);
             }
             // Lexicographic order of the words; `INF` in the first is worst.
-            if sum < top {
-                top.copy_from_slice(&sum);
-                arg = x as u16;
+            match sum.cmp(&top) {
+                std::cmp::Ordering::Less => {
+                    top.copy_from_slice(&sum);
+                    arg = 1 << x;
+                }
+                std::cmp::Ordering::Equal => arg |= 1 << x,
+                std::cmp::Ordering::Greater => {}
             }
+        }
+        if top[0] == INF {
+            // Infeasible whatever `v`: no minimiser, and a clean cell.
+            top[1..].iter_mut().for_each(|t| *t = 0);
+            arg = 0;
         }
         message[cell * w..(cell + 1) * w].copy_from_slice(&top);
         best[cell] = arg;
@@ -446,7 +579,7 @@ fn eliminate_node(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::cmp::Ordering;
 
     use super::*;
@@ -456,7 +589,7 @@ mod tests {
     use crate::selection::problem::Instance;
 
     /// Every choice of `comp` in turn (mixed radix), evaluated exactly.
-    fn best_by_enumeration(
+    pub(crate) fn best_by_enumeration(
         comp: &Comp,
         levels: &[Level],
         weights: Option<&Weights>,
@@ -480,7 +613,7 @@ mod tests {
         best
     }
 
-    fn small_parts() -> Vec<Comp> {
+    pub(crate) fn small_parts() -> Vec<Comp> {
         let mut out = Vec::new();
         for seed in 0..12u64 {
             let params = Params {

@@ -39,6 +39,7 @@ pub(crate) mod frontier;
 pub(crate) mod ilp;
 pub mod instances;
 mod objective;
+mod optimal_supports;
 mod preference;
 mod preference_groups;
 mod prefix_dominance;

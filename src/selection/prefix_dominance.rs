@@ -107,3 +107,37 @@ pub(crate) fn undominated(cands: &[CCand]) -> Vec<bool> {
         })
         .collect()
 }
+
+/// Supports found on the part without its prefix-dominated candidates
+/// (`reduced`, masks of its local indices), lifted back to `comp`: a kept
+/// candidate keeps its bit, and a dropped one is kept when some kept
+/// candidate that dominates it is supported. Every optimum of the prefix
+/// levels on `comp` uses only lifted candidates: replacing each dropped
+/// candidate of an optimum by a kept dominator gives a choice of `reduced`
+/// no worse on any prefix level, hence optimal there, whose candidates are
+/// supported, and the replaced candidate is dominated by one of them.
+pub(crate) fn lift_supports(comp: &Comp, reduced: &Comp, support: &[u64]) -> Vec<u64> {
+    comp.nodes
+        .iter()
+        .zip(&reduced.nodes)
+        .zip(support)
+        .map(|((node, red), &s)| {
+            let supported: Vec<&CCand> = red
+                .cands
+                .iter()
+                .enumerate()
+                .filter(|&(j, _)| s >> j & 1 == 1)
+                .map(|(_, c)| c)
+                .collect();
+            node.cands
+                .iter()
+                .enumerate()
+                .filter(|&(_, c)| {
+                    supported
+                        .iter()
+                        .any(|d| d.orig == c.orig || dominates(d, c))
+                })
+                .fold(0u64, |m, (i, _)| m | 1 << i)
+        })
+        .collect()
+}

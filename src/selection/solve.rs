@@ -85,9 +85,14 @@ pub struct SolveOptions {
     /// Combinations variable elimination over a tree decomposition may
     /// visit on one part whose remaining levels are all sums (every level
     /// before the provider ids); a part that needs more goes to the
-    /// frontier try and the integer program (default 1,048,576; 0 never
-    /// eliminates, to test the paths it bypasses; docs/solver.md).
+    /// frontier try and the integer program (default 16,777,216 = 2^24; 0
+    /// never eliminates, to test the paths it bypasses; docs/solver.md).
     pub elimination_budget: u64,
+    /// Whether candidates in no optimum of a leading run of levels are set
+    /// aside, found by elimination within the same budget (on by default;
+    /// off to test the paths it bypasses; docs/solver.md, "Optimal
+    /// supports").
+    pub optimal_supports: bool,
     /// Told what the solve is doing (a progress display; none by default).
     /// It only watches: the solution does not depend on it.
     pub observer: Option<SolveObserver>,
@@ -109,6 +114,7 @@ impl Default for SolveOptions {
             prefix_dominance: true,
             provider_search_steps: PROVIDER_SEARCH_STEPS,
             elimination_budget: ELIMINATION_BUDGET,
+            optimal_supports: true,
             observer: None,
         }
     }
@@ -284,6 +290,7 @@ pub fn solve(
                     prefix_dominance: ctx.opts.prefix_dominance,
                     provider_search_steps: ctx.opts.provider_search_steps,
                     elimination_budget: ctx.opts.elimination_budget,
+                    optimal_supports: ctx.opts.optimal_supports,
                 };
                 let r = solver.solve_part(&part.comp, None);
                 let spent = t.elapsed();

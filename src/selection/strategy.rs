@@ -22,14 +22,13 @@ use super::components::Comp;
 use super::count_levels::{grouped_counts, live_levels};
 use super::elimination::{eliminate, Eliminated};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{solve_ilp, solve_ilp_proved, IlpLimits, IlpOutcome};
+use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{decide_preferences, narrow, widen, Decided};
 use super::prefix_dominance::drop_prefix_dominated;
 use super::presolve::{presolve, Presolved};
 use super::problem::Instance;
 use super::propagation::Domains;
-use super::provider_ids::{smallest_optimal, Search, Target};
 use super::settled_levels::settle_leading_counts;
 
 /// By default a sub-part goes to the frontier when its closure state bound
@@ -64,6 +63,9 @@ pub(crate) struct PartSolver<'a> {
     /// Combinations variable elimination may visit on one part before the
     /// part is left to the frontier try and the integer program (0: never).
     pub elimination_budget: u64,
+    /// Whether candidates in no optimum of a leading run of levels may be
+    /// set aside (`optimal_supports.rs`).
+    pub optimal_supports: bool,
 }
 
 /// How a part was solved, for its certificate.
@@ -93,6 +95,9 @@ pub(crate) struct PartMethod {
     /// Exact solves of the earlier levels with one more node decided, when
     /// the provider ids were decided by probing.
     pub probes: usize,
+    /// Candidates set aside as in no optimum of a leading run of levels
+    /// (optimal supports by variable elimination).
+    pub unsupported: usize,
 }
 
 impl PartMethod {
@@ -122,6 +127,12 @@ impl PartMethod {
             out.push(format!(
                 "levels before the provider ids solved without {} prefix-dominated candidates",
                 self.prefix_dominated
+            ));
+        }
+        if self.unsupported > 0 {
+            out.push(format!(
+                "{} candidates set aside as in no optimum of the leading levels (optimal supports by exact variable elimination)",
+                self.unsupported
             ));
         }
         if let Some((met, refuted)) = self.preferences {
@@ -186,6 +197,7 @@ impl PartMethod {
         self.settled_levels += other.settled_levels;
         self.prefix_dominated += other.prefix_dominated;
         self.probes += other.probes;
+        self.unsupported += other.unsupported;
     }
 }
 
@@ -206,7 +218,7 @@ pub(crate) struct PartResult {
 
 impl PartResult {
     /// The result of one hierarchical integer program on the whole part.
-    fn from_ilp(outcome: IlpOutcome) -> PartResult {
+    pub(super) fn from_ilp(outcome: IlpOutcome) -> PartResult {
         let solves = match &outcome {
             IlpOutcome::Solved { solves, .. } => *solves,
             IlpOutcome::Infeasible => 1,
@@ -312,7 +324,7 @@ impl PartSolver<'_> {
     /// Presolves `comp` again and solves its sub-parts; `witness` is a known
     /// solution of `comp` (local indices). Without a witness the part may
     /// be infeasible, and the outcome says so.
-    fn solve_split(
+    pub(super) fn solve_split(
         &self,
         comp: &Comp,
         levels: &[Level],
@@ -449,6 +461,9 @@ impl PartSolver<'_> {
         let threshold = self.subpart_dp_states;
         if bound > threshold {
             if let Some(r) = self.by_elimination(comp, levels) {
+                return Ok(r);
+            }
+            if let Some(r) = self.by_optimal_supports(comp, levels)? {
                 return Ok(r);
             }
         }
@@ -634,14 +649,6 @@ impl PartSolver<'_> {
                 other => return Ok(Some(PartResult::from_ilp(other))),
             }
         };
-        let opt = comp
-            .evaluate_local(&choice)
-            .ok_or("internal: the solution of the earlier levels fails its re-check")?;
-        let target = Target {
-            levels: prefix,
-            weights,
-            opt: &opt,
-        };
         let method = match prefix_method {
             Some(mut m) => {
                 m.searched_parts += 1;
@@ -654,53 +661,8 @@ impl PartSolver<'_> {
                 ..PartMethod::default()
             },
         };
-        if let Some(p) = &limits.progress {
-            p.provider_search();
-        }
-        match smallest_optimal(comp, &target, self.provider_search_steps, limits.deadline) {
-            Search::Found(best) => Ok(Some(PartResult {
-                outcome: IlpOutcome::Solved {
-                    choice: best,
-                    solves,
-                    stopped: None,
-                    gap: None,
-                },
-                method,
-            })),
-            // The deadline: the earlier levels are optimal, the provider ids
-            // are not proved (no numeric bound exists for a sequence level).
-            Search::OutOfTime => Ok(Some(PartResult {
-                outcome: IlpOutcome::Solved {
-                    choice,
-                    solves,
-                    stopped: Some("the provider-id search".into()),
-                    gap: None,
-                },
-                method,
-            })),
-            // The search ran out of steps. The earlier levels are proved at
-            // `choice`: probing decides the provider ids (with prefix
-            // dominance), else the integer program from those proved levels.
-            Search::OutOfSteps => {
-                let method = PartMethod {
-                    searched_parts: method.searched_parts - 1,
-                    ..method
-                };
-                if self.prefix_dominance {
-                    return self
-                        .probe_provider_ids(comp, prefix, choice, &opt, method)
-                        .map(Some);
-                }
-                let out =
-                    solve_ilp_proved(comp, levels, weights, limits, Some(&choice), prefix.len())?;
-                let mut res = PartResult::from_ilp(out);
-                res.method.add(&method);
-                Ok(Some(res))
-            }
-            Search::Exhausted => Err(
-                "internal: no solution reaches the proved optimum in the provider-id search".into(),
-            ),
-        }
+        self.provider_ids_among_optima(comp, levels, choice, solves, method)
+            .map(Some)
     }
 }
 

@@ -14,6 +14,7 @@ mod elimination;
 mod limits;
 mod no_preferences;
 mod objective_oracle;
+mod optimal_supports;
 mod prefix_dominance;
 mod progress_events;
 mod selection_highs;

@@ -55,6 +55,10 @@ fn run_with(
         timings: false,
         prefix_dominance: dominance,
         provider_search_steps,
+        // Off, so that the rules under test are reached: with them on,
+        // optimal supports fix most nodes before the provider ids
+        // (tests/selection/optimal_supports.rs compares both ways).
+        optimal_supports: false,
         ..SolveOptions::default()
     };
     let s = solve(p, &opts).unwrap();
