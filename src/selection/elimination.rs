@@ -20,7 +20,9 @@
 //!   are the integer whose bit for node `i` (most significant first) is set
 //!   when `i`'s chosen candidate is not preferred, smaller winning; it is
 //!   the sum over nodes of one bit each, and bits of different nodes never
-//!   carry into each other.
+//!   carry into each other. Only the nodes whose candidates differ in
+//!   preference get a bit (in node order): the others never decide a
+//!   comparison, and a part with most nodes fixed keeps few words.
 //!
 //! So the objective is `F(x) = Σ_f f(x|scope(f))`, one vector of integers
 //! per level (the bits of the last point split into 62-bit words, most
@@ -47,7 +49,10 @@
 //! this is where the integer program used to spend seconds on tens of
 //! nodes.
 
+use std::collections::hash_map::DefaultHasher;
 use std::collections::BTreeSet;
+use std::hash::{Hash, Hasher};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use super::components::Comp;
@@ -89,6 +94,11 @@ struct Layout {
     weighted: Option<(usize, Weights)>,
     /// First word of the node-order preference level.
     pref_lex: Option<usize>,
+    /// Each node's bit position in that level: only the nodes whose
+    /// candidates differ in preference get one, in node order (a node whose
+    /// flag is the same in every choice never decides a comparison), which
+    /// keeps the words few once most nodes are fixed.
+    lex_bit: Vec<Option<usize>>,
 }
 
 impl Layout {
@@ -100,6 +110,7 @@ impl Layout {
             rank: vec![None; comp.profiles],
             weighted: None,
             pref_lex: None,
+            lex_bit: Vec::new(),
         };
         for level in levels {
             match *level {
@@ -119,8 +130,19 @@ impl Layout {
                     out.weighted = Some((out.width, w.clone()));
                 }
                 Level::PreferredLex => {
+                    let mut bits = 0;
+                    out.lex_bit = comp
+                        .nodes
+                        .iter()
+                        .map(|nd| {
+                            let varies = nd.cands.iter().any(|c| c.preferred)
+                                && nd.cands.iter().any(|c| !c.preferred);
+                            bits += usize::from(varies);
+                            varies.then(|| bits - 1)
+                        })
+                        .collect();
                     out.pref_lex = Some(out.width);
-                    out.width += comp.nodes.len().div_ceil(LEX_BITS).max(1) - 1;
+                    out.width += bits.div_ceil(LEX_BITS).max(1) - 1;
                 }
                 Level::ProviderLex => return None,
             }
@@ -141,8 +163,10 @@ impl Layout {
         if let Some((w, weights)) = &self.weighted {
             cost[*w] -= i64::from(weights.preferred) * i64::from(preferred);
         }
-        if let (Some(w), false) = (self.pref_lex, preferred) {
-            cost[w + node / LEX_BITS] += 1i64 << (LEX_BITS - 1 - node % LEX_BITS);
+        if let (Some(w), Some(Some(bit)), false) =
+            (self.pref_lex, self.lex_bit.get(node), preferred)
+        {
+            cost[w + bit / LEX_BITS] += 1i64 << (LEX_BITS - 1 - bit % LEX_BITS);
         }
     }
 
@@ -245,17 +269,48 @@ impl Forward {
     }
 }
 
+/// Term graphs whose elimination order went over the budget, by a hash of
+/// their candidate counts and scopes: the same graph is refused at once
+/// the next time (a part's levels, its leading runs and its probes' regions
+/// often come down to the same graph). A hash collision can only refuse a
+/// graph that would have fitted, which leaves the part to the other exact
+/// methods.
+#[derive(Default)]
+pub(crate) struct RefusedGraphs(Mutex<BTreeSet<u64>>);
+
+/// How far one elimination may go.
+#[derive(Clone, Copy)]
+pub(crate) struct Reach<'a> {
+    /// Combinations it may visit.
+    pub budget: u64,
+    /// When it stops, handing the part over.
+    pub deadline: Option<Instant>,
+    /// Graphs already found over the budget.
+    pub refused: Option<&'a RefusedGraphs>,
+}
+
+impl Reach<'_> {
+    /// A budget without deadline or memory of refused graphs.
+    #[cfg(test)]
+    pub(crate) fn budget(budget: u64) -> Reach<'static> {
+        Reach {
+            budget,
+            deadline: None,
+            refused: None,
+        }
+    }
+}
+
 /// Solves `comp` to `levels` by bucket elimination when every level is
-/// additive and the elimination visits at most `budget` combinations;
-/// `None` otherwise, or when `deadline` passes (nothing was decided).
+/// additive and the elimination fits `reach`; `None` otherwise, or when
+/// its deadline passes (nothing was decided).
 pub(crate) fn eliminate(
     comp: &Comp,
     levels: &[Level],
     weights: Option<&Weights>,
-    budget: u64,
-    deadline: Option<Instant>,
+    reach: &Reach,
 ) -> Option<Eliminated> {
-    let fw = forward(comp, levels, weights, budget, deadline)?;
+    let fw = forward(comp, levels, weights, reach)?;
     Some(if fw.infeasible() {
         Eliminated::Infeasible
     } else {
@@ -265,14 +320,14 @@ pub(crate) fn eliminate(
 
 /// The forward pass of bucket elimination of `comp` to `levels`: `None`
 /// when a level is not additive, a node has more than 64 candidates, the
-/// combinations exceed `budget`, or `deadline` passes.
+/// combinations exceed the budget, or the deadline passes.
 pub(crate) fn forward(
     comp: &Comp,
     levels: &[Level],
     weights: Option<&Weights>,
-    budget: u64,
-    deadline: Option<Instant>,
+    reach: &Reach,
 ) -> Option<Forward> {
+    let deadline = reach.deadline;
     let layout = Layout::new(comp, levels, weights)?;
     let n = comp.nodes.len();
     let domain: Vec<usize> = comp.nodes.iter().map(|nd| nd.cands.len()).collect();
@@ -350,7 +405,23 @@ pub(crate) fn forward(
         .flatten()
         .map(|(t, _)| t.scope.as_slice())
         .collect();
-    let order = elimination_order(&domain, &scopes, budget)?;
+    let mut graph = DefaultHasher::new();
+    (&domain, &scopes, reach.budget).hash(&mut graph);
+    let graph = graph.finish();
+    let known = |r: &RefusedGraphs| r.0.lock().is_ok_and(|set| set.contains(&graph));
+    if reach.refused.is_some_and(known) {
+        return None;
+    }
+    let order = match elimination_order(&domain, &scopes, reach.budget, deadline) {
+        Ok(order) => order,
+        Err(Stop::OverBudget) => {
+            if let Some(Ok(mut set)) = reach.refused.map(|r| r.0.lock()) {
+                set.insert(graph);
+            }
+            return None;
+        }
+        Err(Stop::Deadline) => return None,
+    };
 
     // Terms by node, to find each bucket without scanning every term.
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); n];
@@ -422,9 +493,23 @@ pub(crate) fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
     }
 }
 
-/// A greedy elimination order of every node, or `None` when the
-/// combinations it visits add up to more than `budget`.
-fn elimination_order(domain: &[usize], scopes: &[&[usize]], budget: u64) -> Option<Vec<usize>> {
+/// Why no elimination order was returned.
+enum Stop {
+    /// The combinations it visits add up to more than the budget.
+    OverBudget,
+    /// The deadline passed (on parts of thousands of nodes the order
+    /// itself takes a while).
+    Deadline,
+}
+
+/// A greedy elimination order of every node, within `budget` and
+/// `deadline`.
+fn elimination_order(
+    domain: &[usize],
+    scopes: &[&[usize]],
+    budget: u64,
+    deadline: Option<Instant>,
+) -> Result<Vec<usize>, Stop> {
     let n = domain.len();
     let mut adj: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); n];
     for scope in scopes {
@@ -445,13 +530,20 @@ fn elimination_order(domain: &[usize], scopes: &[&[usize]], budget: u64) -> Opti
     // when its neighbourhood changed.
     let key = |v: usize, adj: &[BTreeSet<usize>]| (fill_in(v, adj), weight(v, adj), v);
     let mut keys: Vec<Option<(usize, u64, usize)>> = (0..n).map(|v| Some(key(v, &adj))).collect();
+    // The same keys, ordered: the next node is the first.
+    let mut queue: BTreeSet<(usize, u64, usize)> = keys.iter().flatten().copied().collect();
     let mut order = Vec::with_capacity(n);
     let mut total = 0u64;
-    for _ in 0..n {
-        let (_, wv, v) = keys.iter().flatten().min().copied()?;
+    for step in 0..n {
+        if step % 256 == 255 && deadline.is_some_and(|t| Instant::now() >= t) {
+            return Err(Stop::Deadline);
+        }
+        let Some((_, wv, v)) = queue.pop_first() else {
+            break;
+        };
         total = total.saturating_add(wv);
         if total > budget || wv > budget / BUCKET_SHARE {
-            return None;
+            return Err(Stop::OverBudget);
         }
         let nb: Vec<usize> = adj[v].iter().copied().collect();
         for &a in &nb {
@@ -470,13 +562,18 @@ fn elimination_order(domain: &[usize], scopes: &[&[usize]], budget: u64) -> Opti
             dirty.extend(adj[a].iter().copied());
         }
         for u in dirty {
-            if keys[u].is_some() {
-                keys[u] = Some(key(u, &adj));
+            if let Some(old) = keys[u] {
+                let new = key(u, &adj);
+                if new != old {
+                    queue.remove(&old);
+                    queue.insert(new);
+                    keys[u] = Some(new);
+                }
             }
         }
         order.push(v);
     }
-    Some(order)
+    Ok(order)
 }
 
 /// Edges eliminating `v` would add between its neighbours.
@@ -676,7 +773,7 @@ pub(crate) mod tests {
                     w.ranks.truncate(comp.profiles);
                 }
                 let expected = best_by_enumeration(&comp, levels, weights.as_ref());
-                let got = eliminate(&comp, levels, weights.as_ref(), 1 << 20, None)
+                let got = eliminate(&comp, levels, weights.as_ref(), &Reach::budget(1 << 20))
                     .expect("a small part fits the budget");
                 match (got, expected) {
                     (Eliminated::Infeasible, None) => {}
@@ -700,14 +797,20 @@ pub(crate) mod tests {
     fn the_provider_ids_and_an_exceeded_budget_leave_the_part_alone() {
         let comp = small_parts().remove(1);
         let levels = [Level::RankCount(1), Level::ProviderLex];
-        assert_eq!(eliminate(&comp, &levels, None, 1 << 20, None), None);
-        assert_eq!(eliminate(&comp, &levels[..1], None, 1, None), None);
+        assert_eq!(
+            eliminate(&comp, &levels, None, &Reach::budget(1 << 20)),
+            None
+        );
+        assert_eq!(
+            eliminate(&comp, &levels[..1], None, &Reach::budget(1)),
+            None
+        );
     }
 
     #[test]
     fn without_levels_any_feasible_choice_is_returned() {
         for comp in small_parts() {
-            match eliminate(&comp, &[], None, 1 << 20, None) {
+            match eliminate(&comp, &[], None, &Reach::budget(1 << 20)) {
                 Some(Eliminated::Optimal(choice)) => {
                     assert!(comp.evaluate_local(&choice).is_some(), "{choice:?}")
                 }

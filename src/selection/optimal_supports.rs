@@ -49,10 +49,8 @@
 //! fix most nodes, and the levels after it are then solved on what is left
 //! (docs/solver.md, "Optimal supports").
 
-use std::time::Instant;
-
 use super::components::Comp;
-use super::elimination::{advance, forward, Forward};
+use super::elimination::{advance, forward, Forward, Reach};
 use super::ilp::{solve_ilp_proved, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{narrow, widen};
@@ -130,13 +128,12 @@ pub(crate) fn staged_supports(
     comp: &Comp,
     levels: &[Level],
     weights: Option<&Weights>,
-    budget: u64,
-    deadline: Option<Instant>,
+    reach: &Reach,
 ) -> Option<Vec<u64>> {
     let mut keep: Option<Vec<u64>> = None;
     let mut part = comp.clone();
     for k in 1..=levels.len() {
-        let Some(fw) = forward(&part, &levels[..k], weights, budget, deadline) else {
+        let Some(fw) = forward(&part, &levels[..k], weights, reach) else {
             break;
         };
         if fw.infeasible() {
@@ -199,6 +196,14 @@ impl PartSolver<'_> {
         if self.elimination_budget == 0 || !self.optimal_supports {
             return Ok(None);
         }
+        if self.prefix_dominance && levels.last() == Some(&Level::ProviderLex) {
+            // The levels before the provider ids go to the part without its
+            // prefix-dominated candidates, whose sub-parts come back here
+            // with those levels alone, and the provider ids are chosen
+            // among their optima ([`Self::provider_ids_among_optima`]):
+            // an elimination of the whole part here would be the widest.
+            return Ok(None);
+        }
         let additive = levels
             .iter()
             .take_while(|l| **l != Level::ProviderLex)
@@ -211,13 +216,7 @@ impl PartSolver<'_> {
         for k in 1..=longest {
             // A longer run only adds terms: past the budget here, past it
             // there too.
-            let Some(fw) = forward(
-                comp,
-                &levels[..k],
-                self.weights,
-                self.elimination_budget,
-                self.limits.deadline,
-            ) else {
+            let Some(fw) = forward(comp, &levels[..k], self.weights, &self.reach()) else {
                 return Ok(None);
             };
             if fw.infeasible() {
@@ -263,14 +262,14 @@ impl PartSolver<'_> {
     /// The provider ids of `comp`, given `choice`, optimal on the levels
     /// before them (`levels` ends with the provider ids): the smallest
     /// provider sequence among the solutions equal to `choice` on every
-    /// earlier level, by depth-first search, then by probing (or the
-    /// integer program without prefix dominance) when the search runs out
-    /// of steps. The part is first restricted to the candidates that some
-    /// optimum of the earlier levels can use ([`staged_supports`] on the
-    /// part without its prefix-dominated candidates, then lifted back by
-    /// [`lift_supports`]): every solution the search looks for is kept,
-    /// and nodes left with one candidate no longer widen the search or a
-    /// probe's region.
+    /// earlier level, by depth-first search. When the search runs out of
+    /// steps, the part is restricted to the candidates that some optimum of
+    /// the earlier levels can take ([`staged_supports`] on the part without
+    /// its prefix-dominated candidates, lifted back by [`lift_supports`]),
+    /// which keeps every solution the search looks for while a node left
+    /// with one candidate no longer widens the search or a probe's region;
+    /// the search runs again there, then probing (or the integer program
+    /// without prefix dominance) decides.
     pub(super) fn provider_ids_among_optima(
         &self,
         comp: &Comp,
@@ -279,6 +278,9 @@ impl PartSolver<'_> {
         solves: usize,
         method: PartMethod,
     ) -> Result<PartResult, String> {
+        if let Some(res) = self.search_provider_ids(comp, levels, &choice, solves, &method)? {
+            return Ok(res);
+        }
         let prefix = &levels[..levels.len() - 1];
         let narrowed =
             if prefix.is_empty() || self.elimination_budget == 0 || !self.optimal_supports {
@@ -286,100 +288,113 @@ impl PartSolver<'_> {
             } else {
                 let red = drop_prefix_dominated(comp, None);
                 let base = red.as_ref().map_or(comp, |r| &r.reduced);
-                staged_supports(
-                    base,
-                    prefix,
-                    self.weights,
-                    self.elimination_budget,
-                    self.limits.deadline,
-                )
-                .map(|s| match &red {
-                    Some(r) => lift_supports(comp, &r.reduced, &s),
-                    None => s,
-                })
-                .and_then(|keep| {
-                    let mut part = comp.clone();
-                    restrict(&mut part, &keep);
-                    let local = narrow(comp, &part, &choice)?;
-                    Some((part, local))
-                })
+                staged_supports(base, prefix, self.weights, &self.reach())
+                    .map(|s| match &red {
+                        Some(r) => lift_supports(comp, &r.reduced, &s),
+                        None => s,
+                    })
+                    .and_then(|keep| {
+                        let mut part = comp.clone();
+                        restrict(&mut part, &keep);
+                        let local = narrow(comp, &part, &choice)?;
+                        Some((part, local))
+                    })
             };
         let Some((part, local)) = narrowed else {
-            return self.provider_ids_at(comp, levels, choice, solves, method);
+            return self.provider_ids_past_search(comp, levels, choice, method);
         };
-        let mut res = self.provider_ids_at(&part, levels, local, solves, method)?;
+        let mut res = match self.search_provider_ids(&part, levels, &local, solves, &method)? {
+            Some(res) => res,
+            None => self.provider_ids_past_search(&part, levels, local, method)?,
+        };
         if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
             *choice = widen(comp, &part, choice).ok_or(
                 "internal: the part restricted to the optima of the earlier levels chose an unknown candidate",
             )?;
         }
+        let count = |c: &Comp| c.nodes.iter().map(|n| n.cands.len()).sum::<usize>();
+        res.method.unsupported += count(comp) - count(&part);
         Ok(res)
     }
 
-    /// [`Self::provider_ids_among_optima`] on `comp` as it is.
-    fn provider_ids_at(
+    /// The depth-first search of [`Self::provider_ids_among_optima`] on
+    /// `comp` as it is: `None` when it ran out of steps.
+    fn search_provider_ids(
         &self,
         comp: &Comp,
         levels: &[Level],
-        choice: Vec<usize>,
+        choice: &[usize],
         solves: usize,
-        method: PartMethod,
-    ) -> Result<PartResult, String> {
-        let (weights, limits) = (self.weights, &self.limits);
-        let prefix = &levels[..levels.len() - 1];
+        method: &PartMethod,
+    ) -> Result<Option<PartResult>, String> {
+        let limits = &self.limits;
         let opt = comp
-            .evaluate_local(&choice)
+            .evaluate_local(choice)
             .ok_or("internal: the solution of the earlier levels fails its re-check")?;
         let target = Target {
-            levels: prefix,
-            weights,
+            levels: &levels[..levels.len() - 1],
+            weights: self.weights,
             opt: &opt,
         };
         if let Some(p) = &limits.progress {
             p.provider_search();
         }
+        let solved = |choice: Vec<usize>, stopped: Option<String>| PartResult {
+            outcome: IlpOutcome::Solved {
+                choice,
+                solves,
+                stopped,
+                gap: None,
+            },
+            method: method.clone(),
+        };
         match smallest_optimal(comp, &target, self.provider_search_steps, limits.deadline) {
-            Search::Found(best) => Ok(PartResult {
-                outcome: IlpOutcome::Solved {
-                    choice: best,
-                    solves,
-                    stopped: None,
-                    gap: None,
-                },
-                method,
-            }),
+            Search::Found(best) => Ok(Some(solved(best, None))),
             // The deadline: the earlier levels are optimal, the provider ids
             // are not proved (no numeric bound exists for a sequence level).
-            Search::OutOfTime => Ok(PartResult {
-                outcome: IlpOutcome::Solved {
-                    choice,
-                    solves,
-                    stopped: Some("the provider-id search".into()),
-                    gap: None,
-                },
-                method,
-            }),
-            // The search ran out of steps. The earlier levels are proved at
-            // `choice`: probing decides the provider ids (with prefix
-            // dominance), else the integer program from those proved levels.
-            Search::OutOfSteps => {
-                let method = PartMethod {
-                    searched_parts: method.searched_parts - 1,
-                    ..method
-                };
-                if self.prefix_dominance {
-                    return self.probe_provider_ids(comp, prefix, choice, &opt, method);
-                }
-                let out =
-                    solve_ilp_proved(comp, levels, weights, limits, Some(&choice), prefix.len())?;
-                let mut res = PartResult::from_ilp(out);
-                res.method.add(&method);
-                Ok(res)
-            }
+            Search::OutOfTime => Ok(Some(solved(
+                choice.to_vec(),
+                Some("the provider-id search".into()),
+            ))),
+            Search::OutOfSteps => Ok(None),
             Search::Exhausted => Err(
                 "internal: no solution reaches the proved optimum in the provider-id search".into(),
             ),
         }
+    }
+
+    /// Past an exhausted search: the earlier levels are proved at
+    /// `choice`, and probing decides the provider ids (with prefix
+    /// dominance), else the integer program from those proved levels.
+    fn provider_ids_past_search(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        choice: Vec<usize>,
+        method: PartMethod,
+    ) -> Result<PartResult, String> {
+        let prefix = &levels[..levels.len() - 1];
+        let method = PartMethod {
+            searched_parts: method.searched_parts - 1,
+            ..method
+        };
+        if self.prefix_dominance {
+            let opt = comp
+                .evaluate_local(&choice)
+                .ok_or("internal: the solution of the earlier levels fails its re-check")?;
+            return self.probe_provider_ids(comp, prefix, choice, &opt, method);
+        }
+        let out = solve_ilp_proved(
+            comp,
+            levels,
+            self.weights,
+            &self.limits,
+            Some(&choice),
+            prefix.len(),
+        )?;
+        let mut res = PartResult::from_ilp(out);
+        res.method.add(&method);
+        Ok(res)
     }
 }
 
@@ -449,19 +464,25 @@ mod tests {
                     w.ranks.truncate(comp.profiles);
                 }
                 let expected = supports_by_enumeration(&comp, &levels, weights.as_ref());
-                let fw = forward(&comp, &levels, weights.as_ref(), 1 << 20, None)
+                let fw = forward(&comp, &levels, weights.as_ref(), &Reach::budget(1 << 20))
                     .expect("a small part fits the budget");
                 assert_eq!(fw.infeasible(), expected.is_none());
                 let Some(expected) = expected else { continue };
                 assert_eq!(optimal_supports(&fw), expected, "levels {levels:?}");
                 // Level by level, the last stage has the whole run's optima.
-                let staged = staged_supports(&comp, &levels, weights.as_ref(), 1 << 20, None);
+                let staged =
+                    staged_supports(&comp, &levels, weights.as_ref(), &Reach::budget(1 << 20));
                 assert_eq!(staged, Some(expected.clone()), "levels {levels:?}");
                 // Lifted from the part without its prefix-dominated
                 // candidates: every candidate of an optimum is kept.
                 if let Some(red) = drop_prefix_dominated(&comp, None) {
-                    let s = staged_supports(&red.reduced, &levels, weights.as_ref(), 1 << 20, None)
-                        .expect("the reduced part has the same optimum");
+                    let s = staged_supports(
+                        &red.reduced,
+                        &levels,
+                        weights.as_ref(),
+                        &Reach::budget(1 << 20),
+                    )
+                    .expect("the reduced part has the same optimum");
                     let lifted = lift_supports(&comp, &red.reduced, &s);
                     for (l, e) in lifted.iter().zip(&expected) {
                         assert_eq!(e & !l, 0, "lifted {lifted:?}, optima use {expected:?}");
@@ -479,7 +500,7 @@ mod tests {
         // removes that candidate from the supports.
         for comp in small_parts() {
             let levels = [Level::PreferredCount, Level::RankCount(1)];
-            let Some(mut fw) = forward(&comp, &levels, None, 1 << 20, None) else {
+            let Some(mut fw) = forward(&comp, &levels, None, &Reach::budget(1 << 20)) else {
                 continue;
             };
             if fw.infeasible() {

@@ -291,6 +291,7 @@ pub fn solve(
                     provider_search_steps: ctx.opts.provider_search_steps,
                     elimination_budget: ctx.opts.elimination_budget,
                     optimal_supports: ctx.opts.optimal_supports,
+                    refused: Default::default(),
                 };
                 let r = solver.solve_part(&part.comp, None);
                 let spent = t.elapsed();

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use super::components::Comp;
 use super::count_levels::{grouped_counts, live_levels};
-use super::elimination::{eliminate, Eliminated};
+use super::elimination::{eliminate, Eliminated, Reach, RefusedGraphs};
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
 use super::ilp::{solve_ilp, IlpLimits, IlpOutcome};
 use super::objective::{Level, Weights};
@@ -66,6 +66,8 @@ pub(crate) struct PartSolver<'a> {
     /// Whether candidates in no optimum of a leading run of levels may be
     /// set aside (`optimal_supports.rs`).
     pub optimal_supports: bool,
+    /// Term graphs this part's eliminations found over the budget.
+    pub refused: RefusedGraphs,
 }
 
 /// How a part was solved, for its certificate.
@@ -512,19 +514,22 @@ impl PartSolver<'_> {
         )?))
     }
 
+    /// How far one elimination of this solve may go.
+    pub(super) fn reach(&self) -> Reach<'_> {
+        Reach {
+            budget: self.elimination_budget,
+            deadline: self.limits.deadline,
+            refused: Some(&self.refused),
+        }
+    }
+
     /// `comp` solved to `levels` by variable elimination, when every level
     /// is additive and the elimination fits its budget.
     fn by_elimination(&self, comp: &Comp, levels: &[Level]) -> Option<PartResult> {
         if self.elimination_budget == 0 {
             return None;
         }
-        let outcome = match eliminate(
-            comp,
-            levels,
-            self.weights,
-            self.elimination_budget,
-            self.limits.deadline,
-        )? {
+        let outcome = match eliminate(comp, levels, self.weights, &self.reach())? {
             Eliminated::Infeasible => IlpOutcome::Infeasible,
             Eliminated::Optimal(choice) => IlpOutcome::Solved {
                 choice,
