@@ -15,19 +15,20 @@
 //! nodes, so each rule lives in one place.
 
 mod content;
+mod execution_weights;
 mod node_checks;
+mod program_facts;
 
 pub(crate) use content::{payload_content, PayloadContent};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::canonical::CanonicalError;
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::BoundValues;
-use crate::request::fingerprints::identity_execution_weights;
 use crate::request::{
-    BufferUsage, ContractVersion, ExecutionWeightPlan, NodeId, PlanRequest, ProgramValueId,
-    ProviderId, ResourceId, Sha256Hex, StateId, ValueRole, WeightId, WorkspaceKind,
+    BufferUsage, ContractVersion, NodeId, PlanRequest, ProgramValueId, ProviderId, ResourceId,
+    Sha256Hex, StateId, ValueRole, WorkspaceKind,
 };
 
 use crate::plan::hash::{plan_hash, plan_id};
@@ -389,19 +390,32 @@ fn validate_identity(plan: &ExecutionPlan) -> Result<(), InternalError> {
     Ok(())
 }
 
-/// Rules 6.3 onwards: everything but the identity (the schema, the plan hash and id, and
-/// the plan hash's form, which the identity check and the builder's own hash settle). The
-/// builder runs this beside the plan hash on the payload it has just built (its identity
-/// holds by construction, and the independent checker recomputes the hash after it), so
-/// that a 150 MB payload is not hashed a third time.
-pub(crate) fn validate_content(
+/// The internal rules the independent checker cannot prove, because they compare the
+/// plan with its request (and the fingerprints' form): the payload's fingerprints are
+/// canonical, its execution weights are the request's trusted plan (check 4), its retained
+/// values are the request's retention re-resolved from the nodes (check 5), and its nodes
+/// are the program's, each with its program node's work and exactly its program states
+/// (`program_facts::check_program_facts`).
+///
+/// This is the internal validation `jointplan plan` runs on the payload it has just built,
+/// beside the plan hash. Every other internal rule is, for a built plan, either proven by
+/// the independent checker that runs beside it ([`crate::check::check_sealed_plan`]) or
+/// was run by the build itself on the very values the payload holds (the estimate shapes,
+/// the cross-node value consistency, the global aliasing and the memory plan's
+/// validation); docs/checker.md tabulates each rule and where it runs. A stored plan gets
+/// every rule ([`validate_internal`]).
+pub(crate) fn validate_request_facts(
     payload: &PayloadContent<'_>,
     request: &PlanRequest,
 ) -> Result<(), InternalError> {
-    // 3. Nodes, fingerprints, token ceiling.
-    if payload.nodes.is_empty() {
-        return Err(InternalError::NoNodes);
-    }
+    check_payload_fingerprints(payload)?;
+    execution_weights::check_execution_weights(payload, request)?;
+    check_retained_values(payload, request)?;
+    program_facts::check_program_facts(payload.nodes, request)
+}
+
+/// Check 3 (fingerprints): each payload fingerprint is canonical.
+fn check_payload_fingerprints(payload: &PayloadContent<'_>) -> Result<(), InternalError> {
     for (field, value) in [
         (
             "payload.prepared_family_fingerprint",
@@ -420,11 +434,25 @@ pub(crate) fn validate_content(
     ] {
         canonical_sha256(field, value)?;
     }
+    Ok(())
+}
+
+/// Rules 6.3 onwards: everything but the identity (the schema, the plan hash and id, and
+/// the plan hash's form, which the identity check settles), on a stored plan.
+fn validate_content(
+    payload: &PayloadContent<'_>,
+    request: &PlanRequest,
+) -> Result<(), InternalError> {
+    // 3. Nodes, fingerprints, token ceiling.
+    if payload.nodes.is_empty() {
+        return Err(InternalError::NoNodes);
+    }
+    check_payload_fingerprints(payload)?;
     if payload.maximum_scheduled_tokens == 0 {
         return Err(InternalError::ZeroMaximumScheduledTokens);
     }
     // 4. Execution weights.
-    check_execution_weights(payload, request)?;
+    execution_weights::check_execution_weights(payload, request)?;
     // 5. Retained completion values.
     check_retained_values(payload, request)?;
     // 6. Terminal outputs.
@@ -478,169 +506,6 @@ pub(crate) fn canonical_sha256(field: &str, value: &Sha256Hex) -> Result<(), Int
             field: field.to_owned(),
             value: value.as_str().to_owned(),
         }),
-    }
-}
-
-fn invalid_weights(payload: &PayloadContent<'_>, problem: String) -> InternalError {
-    InternalError::InvalidExecutionWeights {
-        family_id: payload.family_id.to_string(),
-        problem,
-    }
-}
-
-/// Check 4: the execution weight plan is structurally valid for the family, equal to the
-/// trusted plan, and the payload quotes its schema's formats.
-fn check_execution_weights(
-    payload: &PayloadContent<'_>,
-    request: &PlanRequest,
-) -> Result<(), InternalError> {
-    let weights = payload.execution_weights;
-    let source = &request.family.weight_schema;
-    let exec = &weights.schema;
-    if weights.materializer_version.major == 0 {
-        return Err(invalid_weights(
-            payload,
-            "materializer version has major 0".to_owned(),
-        ));
-    }
-    if exec.components.windows(2).any(|w| w[0].id >= w[1].id) {
-        return Err(invalid_weights(
-            payload,
-            "execution schema components are not sorted and unique".to_owned(),
-        ));
-    }
-    if exec.tensors.windows(2).any(|w| w[0].id >= w[1].id) {
-        return Err(invalid_weights(
-            payload,
-            "execution schema tensors are not sorted and unique".to_owned(),
-        ));
-    }
-    for tensor in &exec.tensors {
-        if let Some(missing) = tensor
-            .components
-            .iter()
-            .find(|c| exec.component(c).is_none())
-        {
-            return Err(invalid_weights(
-                payload,
-                format!("tensor {} uses unknown component {missing}", tensor.id),
-            ));
-        }
-    }
-    let exec_ids: BTreeSet<&WeightId> = exec.components.iter().map(|c| &c.id).collect();
-    let source_keys: BTreeSet<&WeightId> = weights.component_sources.keys().collect();
-    if exec_ids != source_keys {
-        return Err(invalid_weights(
-            payload,
-            "component_sources does not list exactly the execution components".to_owned(),
-        ));
-    }
-    let mut referenced = BTreeSet::new();
-    for (component, sources) in &weights.component_sources {
-        if sources.is_empty() {
-            return Err(invalid_weights(
-                payload,
-                format!("execution component {component} has no source component"),
-            ));
-        }
-        let unique: BTreeSet<&WeightId> = sources.iter().collect();
-        if unique.len() != sources.len() {
-            return Err(invalid_weights(
-                payload,
-                format!("execution component {component} lists a source component twice"),
-            ));
-        }
-        for source_id in sources {
-            if source.component(source_id).is_none() {
-                return Err(invalid_weights(
-                    payload,
-                    format!(
-                        "execution component {component} is made from {source_id}, which the family's weight schema does not declare"
-                    ),
-                ));
-            }
-            referenced.insert(source_id);
-        }
-    }
-    if let Some(unused) = source
-        .components
-        .iter()
-        .find(|c| c.required && !referenced.contains(&c.id))
-    {
-        return Err(invalid_weights(
-            payload,
-            format!(
-                "required source component {} is not used by any execution component",
-                unused.id
-            ),
-        ));
-    }
-    let logical = |schema: &crate::request::WeightSchema| {
-        schema
-            .tensors
-            .iter()
-            .map(|t| {
-                (
-                    t.id.clone(),
-                    (t.dimensions.clone(), t.logical_element_type, t.required),
-                )
-            })
-            .collect::<BTreeMap<_, _>>()
-    };
-    if logical(exec) != logical(source) {
-        return Err(invalid_weights(
-            payload,
-            "the execution schema's logical tensors (ids, dimensions, element types, required flags) differ from the family's"
-                .to_owned(),
-        ));
-    }
-    let trusted = match &request.execution_weights {
-        Some(trusted) => trusted.clone(),
-        None => identity_execution_weights(source)?,
-    };
-    if let Some(field) = first_weight_plan_difference(weights, &trusted) {
-        return Err(InternalError::ExecutionWeightsMismatch { field });
-    }
-    if *payload.weight_format != exec.format_id {
-        return Err(InternalError::WeightFormatMismatch {
-            stored: payload.weight_format.to_string(),
-            expected: exec.format_id.to_string(),
-        });
-    }
-    let formats = exec.quantization_formats();
-    if *payload.quantization_formats != formats {
-        return Err(InternalError::QuantizationFormatsMismatch {
-            stored: payload
-                .quantization_formats
-                .iter()
-                .map(ToString::to_string)
-                .collect(),
-            expected: formats.iter().map(ToString::to_string).collect(),
-        });
-    }
-    Ok(())
-}
-
-fn first_weight_plan_difference(
-    stored: &ExecutionWeightPlan,
-    trusted: &ExecutionWeightPlan,
-) -> Option<&'static str> {
-    if stored.source_schema_fingerprint != trusted.source_schema_fingerprint {
-        Some("source_schema_fingerprint")
-    } else if stored.materializer_id != trusted.materializer_id {
-        Some("materializer_id")
-    } else if stored.materializer_version != trusted.materializer_version {
-        Some("materializer_version")
-    } else if stored.materializer_implementation_fingerprint
-        != trusted.materializer_implementation_fingerprint
-    {
-        Some("materializer_implementation_fingerprint")
-    } else if stored.component_sources != trusted.component_sources {
-        Some("component_sources")
-    } else if stored.schema != trusted.schema {
-        Some("schema")
-    } else {
-        None
     }
 }
 

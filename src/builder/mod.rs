@@ -454,7 +454,10 @@ pub fn check_beside_writing<W: Write + Send>(
             rayon::join(
                 || {
                     internal::canonical_sha256("payload.plan_hash", &plan.plan_hash)?;
-                    internal::validate_content(&internal::payload_content!(plan.payload), request)
+                    internal::validate_request_facts(
+                        &internal::payload_content!(plan.payload),
+                        request,
+                    )
                 },
                 || write_plan_file(plan, file, limit),
             )
@@ -524,7 +527,7 @@ pub fn hash_check_and_write<W: Write + Send>(
     let passes = rayon::in_place_scope(|scope| {
         let content = internal::payload_content!(plan.payload);
         let internal = &mut internal;
-        scope.spawn(move |_| *internal = internal::validate_content(&content, request));
+        scope.spawn(move |_| *internal = internal::validate_request_facts(&content, request));
         let hash = plan_hash(&plan.payload)?;
         plan.payload.plan_id = plan_id(&hash);
         plan.plan_hash = hash;

@@ -44,7 +44,9 @@
 //!     dynamic descriptors whose demand is the estimate's formula bound to the plan's
 //!     sequence and token ceilings; a persistent workspace of plan scope is a static
 //!     allocation of the formula's fixed bytes, of any other scope a dynamic descriptor of
-//!     that lifetime. Alignment, usage and kind (with the node id) match.
+//!     that lifetime. Alignment, usage and kind (with the node id) match, and the row is
+//!     opaque bytes: element type u8, layout fingerprint the canonical hash of
+//!     `"opaque_bytes_v1"`.
 //! 12. **Exact aliases.** A node's aliases are strictly ascending by output ordinal; each
 //!     joins an output binding to an input binding of the node that are both activations,
 //!     with identical storage, and whose alias policy names that input.

@@ -3,15 +3,15 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::canonical::sha256_hex;
+use crate::canonical::{sha256_hex, Sha256Hex};
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
     ExecutionPlanPayload, NodeWorkContract, PlanNode, RejectionReason, ResourceAllocation,
     SelectionReason, SelectionSettings, SettingRejection,
 };
 use crate::request::{
-    AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, TensorAccess, ValueRole,
-    WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
+    AliasPolicy, BufferUsage, ElementType, NodeId, ProgramValueId, ResourceId, TensorAccess,
+    ValueRole, WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
 };
 
 use super::Findings;
@@ -45,6 +45,9 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     if payload.maximum_scheduled_tokens == 0 {
         found.add(3, "payload.maximum_scheduled_tokens", "is zero");
     }
+    // A workspace's bytes are opaque: element type u8, and this layout fingerprint, the
+    // canonical hash of the layout name's JSON text.
+    let opaque = sha256_hex(b"\"opaque_bytes_v1\"");
     let mut position: BTreeMap<&NodeId, usize> = BTreeMap::new();
     for (i, node) in nodes.iter().enumerate() {
         if let Some(first) = position.insert(&node.id, i) {
@@ -62,7 +65,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         settings(i, node, &payload.selection_settings, found);
         work(i, node, found);
         aliases(i, node, found);
-        workspaces(i, node, payload, &rows, found);
+        workspaces(i, node, payload, &rows, &opaque, found);
         node_resources(i, node, found);
     }
     state(payload, &rows, found);
@@ -410,6 +413,7 @@ fn workspaces(
     node: &PlanNode,
     payload: &ExecutionPlanPayload,
     rows: &Rows<'_>,
+    opaque: &Sha256Hex,
     found: &mut Findings,
 ) {
     let memory = &payload.memory;
@@ -497,6 +501,8 @@ fn workspaces(
                         || row.alignment_bytes != requirement.alignment_bytes
                         || row.usage != usage
                         || row.kind != expected_kind
+                        || row.element_type != ElementType::U8
+                        || row.storage.logical_layout_fingerprint != *opaque
                         || !requirement
                             .storage
                             .accepted_profiles
@@ -506,7 +512,8 @@ fn workspaces(
                             11,
                             &at,
                             "its static allocation does not match the workspace requirement \
-                             (fixed bytes, alignment, usage, kind, accepted profile)",
+                             (fixed bytes, alignment, usage, kind, accepted profile) or is not \
+                             opaque bytes (u8, the opaque layout)",
                         );
                     }
                 }
@@ -530,6 +537,8 @@ fn workspaces(
                         || row.usage != usage
                         || row.kind != expected_kind
                         || row.lifetime != expected_lifetime
+                        || row.element_type != ElementType::U8
+                        || row.storage.logical_layout_fingerprint != *opaque
                         || !requirement
                             .storage
                             .accepted_profiles
@@ -541,7 +550,8 @@ fn workspaces(
                             format!(
                                 "its descriptor does not match the workspace requirement \
                                  (demand {demand:?} bound to the ceilings, alignment, usage, \
-                                 kind, lifetime {expected_lifetime:?}, accepted profile)"
+                                 kind, lifetime {expected_lifetime:?}, accepted profile) or is \
+                                 not opaque bytes (u8, the opaque layout)"
                             ),
                         );
                     }

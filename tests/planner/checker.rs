@@ -181,3 +181,64 @@ fn the_checker_imports_no_builder_code() {
         }
     }
 }
+
+/// Rule 11 holds a workspace's memory row to opaque bytes (element type u8 and the opaque
+/// layout fingerprint), which the builder's memory validation requires and a stored plan's
+/// check must too: a workspace row made of another element type, or with a value's layout,
+/// is rejected at the node's workspace resource (other rules may report it as well).
+#[test]
+fn a_workspace_row_that_is_not_opaque_bytes_breaks_rule_11() {
+    use jointplan::plan::hash::{plan_hash, plan_id};
+    use jointplan::plan::AllocationKind;
+    use jointplan::request::ElementType;
+    type Edit = fn(&mut jointplan::plan::DynamicResourceDescriptor);
+    let edits: [(&str, Edit); 2] = [
+        ("element type", |d| d.element_type = ElementType::F16),
+        ("layout fingerprint", |d| {
+            d.storage.logical_layout_fingerprint = jointplan::canonical::sha256_hex(b"\"dense\"")
+        }),
+    ];
+    let mut applied = 0;
+    for (plan_name, plan) in sample_plans() {
+        for (what, edit) in edits {
+            let mut mutant = plan.clone();
+            let Some((row, node_id)) = mutant
+                .payload
+                .memory
+                .dynamic_descriptors
+                .iter_mut()
+                .find_map(|d| {
+                    match &d.kind {
+                        AllocationKind::Scratch { node_id } => Some(node_id.clone()),
+                        _ => None,
+                    }
+                    .map(|node_id| (d, node_id))
+                })
+            else {
+                continue;
+            };
+            edit(row);
+            let hash = plan_hash(&mutant.payload).unwrap();
+            mutant.payload.plan_id = plan_id(&hash);
+            mutant.plan_hash = hash;
+            let index = mutant
+                .payload
+                .nodes
+                .iter()
+                .position(|n| n.id == node_id)
+                .unwrap();
+            let at = format!("payload.nodes[{index}].scratch_resource");
+            let report = check_plan(&mutant);
+            assert!(
+                report
+                    .violations
+                    .iter()
+                    .any(|v| v.rule == 11 && v.json_path == at),
+                "{what} of a scratch row on {plan_name}: no rule 11 at {at}: {:?}",
+                report.violations
+            );
+            applied += 1;
+        }
+    }
+    assert!(applied > 0, "no sample plan has a scratch workspace");
+}

@@ -11,7 +11,7 @@ use std::num::NonZeroUsize;
 use jointplan::builder::error::PlanError;
 use jointplan::builder::{check_beside_writing, hash_check_and_write, BuildOptions};
 use jointplan::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
-use jointplan::plan::{ExecutionPlan, SelectionReason};
+use jointplan::plan::ExecutionPlan;
 use jointplan::request::{PlanRequest, WireLimits};
 
 fn with_plan_bytes_limit(request: &PlanRequest, limit: u64) -> PlanRequest {
@@ -131,17 +131,15 @@ fn when_several_passes_fail_the_error_is_the_one_the_sequential_order_gave() {
     let error = check_beside_writing(&wrong_hash, &small, Vec::new()).unwrap_err();
     assert!(matches!(error, PlanError::Check { .. }), "{error}");
 
-    // A consistent (re-hashed) but false plan: the internal validation rejects it first,
-    // whatever the checker and the limit say.
+    // A consistent (re-hashed) but false plan, whose execution weights are not the
+    // request's (a fact of the request the checker cannot see): the internal validation
+    // rejects it first, whatever the checker and the limit say.
     let mut false_plan = built.clone();
-    let node = false_plan
+    false_plan
         .payload
-        .nodes
-        .iter()
-        .position(|n| n.id.as_str() == "node.layer.1.attention")
-        .unwrap();
-    false_plan.payload.nodes[node].selection.selection_reason =
-        SelectionReason::PreferredCompatible;
+        .execution_weights
+        .materializer_version
+        .minor += 1;
     false_plan.payload.plan_id = UNSET_PLAN_ID.to_owned();
     false_plan.plan_hash = plan_hash(&false_plan.payload).unwrap();
     false_plan.payload.plan_id = plan_id(&false_plan.plan_hash);
@@ -169,13 +167,9 @@ fn hashing_beside_the_internal_validation_gives_the_plan_and_the_sequential_orde
         payload
     };
     let small = with_plan_bytes_limit(&request, 100);
+    // Execution weights that are not the request's: the internal validation's to reject.
     let mut false_payload = unhashed(&built.payload);
-    let node = false_payload
-        .nodes
-        .iter()
-        .position(|n| n.id.as_str() == "node.layer.1.attention")
-        .unwrap();
-    false_payload.nodes[node].selection.selection_reason = SelectionReason::PreferredCompatible;
+    false_payload.execution_weights.materializer_version.minor += 1;
     for n in [1, 2, 3] {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(n)

@@ -1,23 +1,29 @@
 //! Per-node internal checks (rules 6): the provider resource plan,
 //! selection evidence, work contract, dependencies, state effects, resource closure and
 //! the memory rows of every workspace.
+//!
+//! [`check_nodes`] runs every one of them (a stored plan, [`super::validate_internal`]),
+//! those against the request's program from `program_facts`, which is all of them that the
+//! builder's pass runs ([`super::validate_request_facts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::memory::bind_runtime_limits;
 use crate::node::estimate::validate_shape;
-use crate::node::state::state_allocation_lifetime;
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicResourceDescriptor, MemoryPlan, ResourceAllocation,
 };
 use crate::request::fingerprints::{workspace_base_id, workspace_layout_fingerprint};
 use crate::request::{
-    BufferUsage, ElementType, NodeId, PlanRequest, ProgramNode, ProviderResourcePlan, ResourceId,
-    StateId, StateSpec, TensorAccess, WorkSpec, WorkspaceKind, WorkspaceRequirement,
-    WorkspaceScope, WorkspaceSizeFormula,
+    BufferUsage, ElementType, NodeId, PlanRequest, ProviderResourcePlan, ResourceId, TensorAccess,
+    WorkspaceKind, WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
 };
 
-use super::{canonical_sha256, InternalError};
+use super::program_facts::{
+    check_node_fingerprints, check_state_effects, check_work, state_effect_error, work_error,
+    Program,
+};
+use super::InternalError;
 use crate::plan::{
     NodeWorkContract, PlanNode, ProviderSelection, RejectionReason, SelectionReason,
 };
@@ -27,14 +33,7 @@ pub(super) fn check_nodes(
     payload: &super::PayloadContent<'_>,
     request: &PlanRequest,
 ) -> Result<(), InternalError> {
-    let program: Vec<&ProgramNode> = request.family.program.nodes().collect();
-    let states: BTreeMap<_, &StateSpec> = request
-        .family
-        .program
-        .states
-        .iter()
-        .map(|s| (&s.value_id, s))
-        .collect();
+    let program = Program::of(request);
     let statics: BTreeMap<&ResourceId, &ResourceAllocation> = payload
         .memory
         .static_allocations
@@ -60,41 +59,20 @@ pub(super) fn check_nodes(
                 node: node.id.clone(),
             });
         }
-        let program_node = match program.get(index) {
-            Some(p) if p.id == node.id => *p,
-            other => {
-                return Err(InternalError::NodeOrderMismatch {
-                    index,
-                    found: node.id.to_string(),
-                    expected: other.map_or_else(|| "<none>".to_owned(), |p| p.id.to_string()),
-                })
-            }
-        };
+        let program_node = program.node_at(index, node)?;
         check_provider_resources(node)?;
         check_selection(node)?;
         check_work(node, program_node)?;
-        canonical_sha256(
-            &format!("node {}: provider_implementation_fingerprint", node.id),
-            &node.provider_implementation_fingerprint,
-        )?;
-        canonical_sha256(
-            &format!("node {}: operation_fingerprint", node.id),
-            &node.operation_fingerprint,
-        )?;
+        check_projections(node)?;
+        check_node_fingerprints(node)?;
         check_dependencies(node, &earlier)?;
         check_resources(node, &rows)?;
-        check_state_effects(node, &states, &rows)?;
+        check_state_effects(node, &program.states)?;
+        check_state_rows(node, &rows)?;
         check_workspaces(node, &rows)?;
         earlier.insert(&node.id);
     }
-    if payload.nodes.len() < program.len() {
-        return Err(InternalError::NodeOrderMismatch {
-            index: payload.nodes.len(),
-            found: "<none>".to_owned(),
-            expected: program[payload.nodes.len()].id.to_string(),
-        });
-    }
-    Ok(())
+    program.check_count(payload.nodes)
 }
 
 struct MemoryRows<'a> {
@@ -216,33 +194,16 @@ fn check_selection(node: &PlanNode) -> Result<(), InternalError> {
     Ok(())
 }
 
-/// Check 9: the work contract is canonical and every projection matches an exact binding.
-fn check_work(node: &PlanNode, program: &ProgramNode) -> Result<(), InternalError> {
-    let work = |problem: String| InternalError::WorkContract {
-        node: node.id.clone(),
-        problem,
-    };
-    match (&node.work, &program.work) {
-        (NodeWorkContract::Fixed, WorkSpec::Fixed) => Ok(()),
-        (NodeWorkContract::Fixed, WorkSpec::Tokens { .. }) => Err(work(
-            "is fixed, but the program node's work scales with tokens".to_owned(),
-        )),
-        (NodeWorkContract::Tokens { .. }, WorkSpec::Fixed) => Err(work(
-            "scales with tokens, but the program node's work is fixed".to_owned(),
-        )),
-        (
-            NodeWorkContract::Tokens {
-                source,
-                projections,
-            },
-            WorkSpec::Tokens { value_id, axis },
-        ) => {
-            if &source.value_id != value_id || source.axis != *axis {
-                return Err(work(format!(
-                    "source projects {} axis {}, but the program names {value_id} axis {axis}",
-                    source.value_id, source.axis
-                )));
-            }
+/// Check 9 (the plan alone): a token contract's projections are canonical and each matches
+/// an exact binding of the node.
+fn check_projections(node: &PlanNode) -> Result<(), InternalError> {
+    let work = |problem: String| work_error(node, problem);
+    match &node.work {
+        NodeWorkContract::Fixed => Ok(()),
+        NodeWorkContract::Tokens {
+            source,
+            projections,
+        } => {
             if projections.is_empty() {
                 return Err(work("has no token projection".to_owned()));
             }
@@ -387,43 +348,12 @@ fn check_resources(node: &PlanNode, rows: &MemoryRows<'_>) -> Result<(), Interna
     Ok(())
 }
 
-/// Check 11: each state effect matches the node's bindings of that state and its memory.
-fn check_state_effects(
-    node: &PlanNode,
-    states: &BTreeMap<&crate::request::ProgramValueId, &StateSpec>,
-    rows: &MemoryRows<'_>,
-) -> Result<(), InternalError> {
-    let bound: BTreeSet<&StateId> = node
-        .values
-        .iter()
-        .filter_map(|b| states.get(&b.value_id).map(|s| &s.id))
-        .collect();
-    let listed: Vec<&StateId> = node.state_effects.iter().map(|e| &e.state_id).collect();
-    if !listed.iter().copied().eq(bound.iter().copied()) {
-        return Err(InternalError::StateEffectsMismatch {
-            node: node.id.clone(),
-            stored: listed.iter().map(ToString::to_string).collect(),
-            expected: bound.iter().map(ToString::to_string).collect(),
-        });
-    }
+/// Check 11 (the plan alone): each state effect's access and resources are those of the
+/// node's bindings of its value, each resource a dynamic descriptor of the effect's
+/// lifetime (request, sequence or step), and the effects strictly ascend by state.
+fn check_state_rows(node: &PlanNode, rows: &MemoryRows<'_>) -> Result<(), InternalError> {
     for effect in &node.state_effects {
-        let problem = |text: String| InternalError::StateEffect {
-            node: node.id.clone(),
-            state: effect.state_id.clone(),
-            problem: text,
-        };
-        let Some(spec) = states.get(&effect.state_value_id) else {
-            return Err(problem(format!(
-                "state_value_id {} is not the value of a program state",
-                effect.state_value_id
-            )));
-        };
-        if spec.id != effect.state_id {
-            return Err(problem(format!(
-                "state_value_id {} is the value of state {}",
-                effect.state_value_id, spec.id
-            )));
-        }
+        let problem = |text: String| state_effect_error(node, &effect.state_id, text);
         if !matches!(
             effect.lifetime,
             AllocationLifetime::Request | AllocationLifetime::Sequence | AllocationLifetime::Step
@@ -431,12 +361,6 @@ fn check_state_effects(
             return Err(problem(format!(
                 "lifetime {:?} is not request, sequence or step",
                 effect.lifetime
-            )));
-        }
-        if effect.lifetime != state_allocation_lifetime(spec.lifetime) {
-            return Err(problem(format!(
-                "lifetime {:?} is not the state's {:?}",
-                effect.lifetime, spec.lifetime
             )));
         }
         let bindings: Vec<_> = node
@@ -489,14 +413,14 @@ fn check_state_effects(
         .windows(2)
         .find(|w| w[0].state_id >= w[1].state_id)
     {
-        return Err(InternalError::StateEffect {
-            node: node.id.clone(),
-            state: pair[1].state_id.clone(),
-            problem: format!(
+        return Err(state_effect_error(
+            node,
+            &pair[1].state_id,
+            format!(
                 "state effects are not strictly ascending (follows {})",
                 pair[0].state_id
             ),
-        });
+        ));
     }
     Ok(())
 }
