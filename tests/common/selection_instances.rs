@@ -116,3 +116,17 @@ pub fn every_objective(profiles: usize) -> Vec<Arc<dyn Objective>> {
         })),
     ]
 }
+
+/// A tiny long-range instance for brute-force comparisons: four profiles,
+/// one to three candidates a node plus the catch-all, and 0%, 50% or 100%
+/// of the nodes preferred as `seed` goes round.
+pub fn tiny_long_range(n: usize, seed: u64) -> SelectionProblem {
+    let params = Params {
+        profiles: 4,
+        preferred_prob: [0.0, 0.5, 1.0][(seed % 3) as usize],
+        min_candidates: 1,
+        max_candidates: 3,
+        ..Params::default()
+    };
+    jointplan::selection::instances::long_range(n, 0.6, &params, seed)
+}

@@ -14,7 +14,7 @@ use jointplan::selection::{
     brute_force, solve, FrontierResult, Objective, SelectionProblem, Solution, SolveOptions, Status,
 };
 
-use crate::common::selection_instances::every_objective;
+use crate::common::selection_instances::{every_objective, tiny_long_range};
 
 fn run(
     p: &SelectionProblem,
@@ -100,14 +100,7 @@ fn supports_agree_with_the_solve_without_them_on_every_objective() {
 fn tiny_instances_with_supports_match_brute_force() {
     let mut compared = 0usize;
     for seed in 0..12u64 {
-        let params = Params {
-            profiles: 4,
-            preferred_prob: [0.0, 0.5, 1.0][(seed % 3) as usize],
-            min_candidates: 1,
-            max_candidates: 3,
-            ..Params::default()
-        };
-        let p = long_range(8, 0.6, &params, seed);
+        let p = tiny_long_range(8, seed);
         for obj in every_objective(4) {
             let FrontierResult::Optimal(brute) = brute_force(&p, obj.as_ref(), 500_000).unwrap()
             else {

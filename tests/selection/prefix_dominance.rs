@@ -11,7 +11,7 @@ use jointplan::selection::{
     brute_force, solve, FrontierResult, Objective, SelectionProblem, Solution, SolveOptions, Status,
 };
 
-use crate::common::selection_instances::every_objective;
+use crate::common::selection_instances::{every_objective, tiny_long_range};
 
 fn objectives() -> Vec<Arc<dyn Objective>> {
     every_objective(4)
@@ -98,14 +98,7 @@ fn with_a_catch_all_candidate_the_rule_fires_and_agrees_with_the_solve_without_i
 fn tiny_instances_with_a_catch_all_candidate_match_brute_force() {
     let mut compared = 0usize;
     for seed in 0..12u64 {
-        let params = Params {
-            profiles: 4,
-            preferred_prob: [0.0, 0.5, 1.0][(seed % 3) as usize],
-            min_candidates: 1,
-            max_candidates: 3,
-            ..Params::default()
-        };
-        let p = long_range(7, 0.6, &params, seed);
+        let p = tiny_long_range(7, seed);
         for obj in objectives() {
             let FrontierResult::Optimal(brute) = brute_force(&p, obj.as_ref(), 500_000).unwrap()
             else {
