@@ -7,7 +7,7 @@ use std::cmp::Ordering;
 use super::components::{Comp, Score};
 use super::frontier::{frontier, DpOutcome, Mode};
 use super::objective::{compare_scores, Level, Weights};
-use super::problem::{Instance, Mask};
+use super::problem::{touched_resources, Instance, Mask};
 
 /// Renders a component choice in the input's terms (node=provider, ...), and
 /// its exact objective values.
@@ -118,14 +118,8 @@ pub(crate) fn conflict_set(inst: &Instance, comp: &Comp, max_nodes: usize) -> St
     // Resources shared inside the conflict set.
     let mut count: std::collections::BTreeMap<u32, usize> = Default::default();
     for &g in &set {
-        let mut rs: Vec<u32> = inst.nodes[g as usize]
-            .cands
-            .iter()
-            .flat_map(|c| c.res.iter().map(|&(r, _)| r))
-            .collect();
-        rs.sort_unstable();
-        rs.dedup();
-        for r in rs {
+        let cands = &inst.nodes[g as usize].cands;
+        for r in touched_resources(cands.iter().map(|c| c.res.as_slice())) {
             *count.entry(r).or_insert(0) += 1;
         }
     }

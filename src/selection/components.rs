@@ -8,7 +8,7 @@
 
 use petgraph::unionfind::UnionFind;
 
-use super::problem::{best_rank, Instance, Mask};
+use super::problem::{best_rank, touched_resources, Instance, Mask};
 
 /// A candidate inside a component: resources are local indices.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -33,14 +33,7 @@ pub(crate) struct CNode {
 impl CNode {
     /// The local resources any of its candidates touches, ascending.
     pub fn resources(&self) -> Vec<u32> {
-        let mut rs: Vec<u32> = self
-            .cands
-            .iter()
-            .flat_map(|c| c.res.iter().map(|&(r, _)| r))
-            .collect();
-        rs.sort_unstable();
-        rs.dedup();
-        rs
+        touched_resources(self.cands.iter().map(|c| c.res.as_slice()))
     }
 }
 
@@ -201,16 +194,7 @@ pub(crate) fn instance_components(inst: &Instance) -> Vec<Vec<u32>> {
     let node_res: Vec<Vec<u32>> = inst
         .nodes
         .iter()
-        .map(|n| {
-            let mut rs: Vec<u32> = n
-                .cands
-                .iter()
-                .flat_map(|c| c.res.iter().map(|&(r, _)| r))
-                .collect();
-            rs.sort_unstable();
-            rs.dedup();
-            rs
-        })
+        .map(|n| touched_resources(n.cands.iter().map(|c| c.res.as_slice())))
         .collect();
     group_by_resources(&node_res, inst.resources.len())
         .into_iter()

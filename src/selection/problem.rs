@@ -64,6 +64,15 @@ pub struct UnusableCandidate {
 /// A set of profiles as a bit mask: bit `k` is the profile of rank `k`.
 pub(crate) type Mask = u64;
 
+/// The distinct resources of a node's candidates (each a list of touched
+/// resources with accepted masks), ascending.
+pub(crate) fn touched_resources<'a>(cands: impl Iterator<Item = &'a [(u32, Mask)]>) -> Vec<u32> {
+    let mut rs: Vec<u32> = cands.flat_map(|res| res.iter().map(|&(r, _)| r)).collect();
+    rs.sort_unstable();
+    rs.dedup();
+    rs
+}
+
 /// The rank of the best (lowest-rank) profile in a non-empty mask.
 pub(crate) fn best_rank(mask: Mask) -> usize {
     mask.trailing_zeros() as usize
