@@ -13,8 +13,13 @@
 //! it is written by a streaming serializer ([`writer`]) straight into the hasher or writer:
 //! no `Value` tree is built, which for a plan of tens of thousands of nodes is the
 //! difference between gigabytes of small allocations and one pass over the bytes.
+//!
+//! The plan file's pretty form ([`write_pretty`], byte for byte serde_json's pretty printer)
+//! lives here too: it shares the string writer whose bytes must equal serde_json's.
 
 mod digest;
+mod json_string;
+mod pretty;
 mod writer;
 
 use std::io::Write;
@@ -22,10 +27,11 @@ use std::io::Write;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-pub(crate) use writer::needs_escape;
+pub(crate) use json_string::needs_escape;
 use writer::CanonicalWriter;
 
 pub use digest::Sha256Hex;
+pub use pretty::write_pretty;
 
 /// Why a value could not be put in canonical form.
 #[derive(Debug, thiserror::Error)]

@@ -6,8 +6,9 @@
 //! decide anything the checks would have decided first: a failed write is recorded, not
 //! returned, and the counting goes on to the end, so the caller learns the file's exact size
 //! (the wire limit's measurement) and reports the write failure only after every check and
-//! every earlier refusal. Once the count passes the limit nothing more is forwarded: the
-//! plan is refused anyway, and its partial file is the caller's to remove.
+//! every earlier refusal. Only the bytes within the limit are forwarded: past it the plan
+//! is refused anyway, and its partial file (the first `limit` bytes) is the caller's to
+//! remove.
 
 use std::io::Write;
 
@@ -24,8 +25,8 @@ pub struct PlanFileWrite {
     pub write_error: Option<std::io::Error>,
 }
 
-/// Counts every byte; forwards them to the destination while the count is within the limit
-/// and no write has failed.
+/// Counts every byte; forwards those within the limit to the destination while no write
+/// has failed.
 struct LimitedFile<W> {
     destination: W,
     bytes: u64,
@@ -37,9 +38,12 @@ impl<W: Write> Write for LimitedFile<W> {
     fn write(&mut self, chunk: &[u8]) -> std::io::Result<usize> {
         // A count past u64::MAX is past every limit: saturating keeps it there.
         let added = u64::try_from(chunk.len()).unwrap_or(u64::MAX);
-        self.bytes = self.bytes.saturating_add(added);
-        if self.write_error.is_none() && self.bytes <= self.limit {
-            if let Err(error) = self.destination.write_all(chunk) {
+        let before = self.bytes;
+        self.bytes = before.saturating_add(added);
+        if self.write_error.is_none() && before < self.limit {
+            // The chunks are large (a quarter megabyte): forward the part within the limit.
+            let room = usize::try_from(self.limit - before).unwrap_or(usize::MAX);
+            if let Err(error) = self.destination.write_all(&chunk[..chunk.len().min(room)]) {
                 self.write_error = Some(error);
             }
         }
@@ -57,8 +61,8 @@ impl<W: Write> Write for LimitedFile<W> {
 }
 
 /// Streams the plan file form of `plan` ([`ExecutionPlan::write_json`]: pretty JSON and a
-/// final newline) into `destination` through a buffer, counting its bytes; stops forwarding
-/// once the count passes `limit`.
+/// final newline, written in chunks of a quarter megabyte, so no `BufWriter` is needed)
+/// into `destination`, counting its bytes; forwards only the first `limit` bytes.
 pub fn write_plan_file<W: Write>(
     plan: &ExecutionPlan,
     destination: W,
@@ -70,11 +74,8 @@ pub fn write_plan_file<W: Write>(
         limit,
         write_error: None,
     };
-    let buffered = plan.write_json(std::io::BufWriter::new(counted))?;
-    // The counter never fails, so neither does the buffer's last flush.
-    let mut counted = buffered
-        .into_inner()
-        .map_err(|e| serde_json::Error::io(e.into_error()))?;
+    let mut counted = plan.write_json(counted)?;
+    // The counter never fails; a failed flush of the destination is recorded.
     counted.flush().map_err(serde_json::Error::io)?;
     Ok(PlanFileWrite {
         bytes: counted.bytes,
@@ -120,6 +121,18 @@ mod tests {
         assert_eq!(file.bytes, 8);
         assert_eq!(file.destination, b"abcde");
         assert!(file.write_error.is_none());
+        // A chunk across the limit: its part within the limit is forwarded.
+        let mut file = LimitedFile {
+            destination: Vec::new(),
+            bytes: 0,
+            limit: 5,
+            write_error: None,
+        };
+        file.write_all(b"abc").unwrap();
+        file.write_all(b"defgh").unwrap();
+        file.write_all(b"ij").unwrap();
+        assert_eq!(file.bytes, 10);
+        assert_eq!(file.destination, b"abcde");
     }
 
     #[test]

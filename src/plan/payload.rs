@@ -324,10 +324,11 @@ pub struct ExecutionPlan {
 }
 
 impl ExecutionPlan {
-    /// Writes the plan file form (pretty JSON and a final newline) to `writer`, streamed:
-    /// wrap a file in a `BufWriter`.
-    pub fn write_json<W: Write>(&self, mut writer: W) -> Result<W, serde_json::Error> {
-        serde_json::to_writer_pretty(&mut writer, self)?;
+    /// Writes the plan file form (pretty JSON and a final newline: the bytes of
+    /// `serde_json::to_writer_pretty`, by [`crate::canonical::write_pretty`]) to `writer`,
+    /// streamed in chunks of a quarter megabyte, so a file needs no `BufWriter`.
+    pub fn write_json<W: Write>(&self, writer: W) -> Result<W, serde_json::Error> {
+        let mut writer = crate::canonical::write_pretty(self, writer)?;
         writer.write_all(b"\n").map_err(serde_json::Error::io)?;
         Ok(writer)
     }

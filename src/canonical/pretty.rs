@@ -1,0 +1,830 @@
+//! The pretty JSON of the plan file form, byte for byte `serde_json::to_writer_pretty`
+//! (two spaces per level, `": "` after a key), written by a serializer of its own into one
+//! buffer that goes to the sink in large chunks.
+//!
+//! Why not serde_json's own pretty printer: it escapes every string byte by byte through a
+//! table, writes each level of indentation as a separate two-byte write and each token as
+//! a separate write into the sink; on a 286 MB plan those small steps cost more than the
+//! bytes themselves (the pretty file write was the longest pass beside the checks). Here a
+//! string that needs no escape (every id and digest) is copied at once
+//! ([`super::json_string`]), a line's indentation is one copy, and every scalar but strings
+//! is still printed by serde_json itself, so numbers cannot differ.
+//!
+//! Map keys follow serde_json's rules: strings, chars, unit variants and newtypes of them
+//! as strings; booleans and numbers quoted; a non-finite float or any other key is an error.
+
+use std::io::Write;
+
+use serde::ser::{self, Error as _, Serialize};
+use serde_json::Error;
+
+use super::json_string::write_json_string;
+
+/// The buffer is sent to the sink once it holds this many bytes (at the end of a value).
+const CHUNK: usize = 256 * 1024;
+
+/// A line break and 64 levels of indentation, copied in one piece per line.
+const INDENT: [u8; 129] = {
+    let mut line = [b' '; 129];
+    line[0] = b'\n';
+    line
+};
+
+/// Writes the pretty JSON of `value` (without a final newline) to `sink` and returns the
+/// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes.
+pub fn write_pretty<T: Serialize + ?Sized, W: Write>(value: &T, sink: W) -> Result<W, Error> {
+    let mut writer = PrettyWriter {
+        sink,
+        out: Vec::with_capacity(CHUNK + CHUNK / 4),
+        depth: 0,
+    };
+    value.serialize(&mut writer)?;
+    writer.sink.write_all(&writer.out).map_err(Error::io)?;
+    Ok(writer.sink)
+}
+
+/// The pretty JSON writer over a sink: the bytes not yet sent and the current depth.
+struct PrettyWriter<W: Write> {
+    sink: W,
+    out: Vec<u8>,
+    depth: usize,
+}
+
+impl<W: Write> PrettyWriter<W> {
+    /// A line break and the indentation of the current depth.
+    fn new_line(&mut self) {
+        let mut spaces = 2 * self.depth;
+        let first = spaces.min(INDENT.len() - 1);
+        self.out.extend_from_slice(&INDENT[..=first]);
+        spaces -= first;
+        while spaces > 0 {
+            let more = spaces.min(INDENT.len() - 1);
+            self.out.extend_from_slice(&INDENT[1..=more]);
+            spaces -= more;
+        }
+    }
+
+    /// Sends the buffer to the sink once it holds a chunk.
+    fn send_full_chunk(&mut self) -> Result<(), Error> {
+        if self.out.len() >= CHUNK {
+            self.sink.write_all(&self.out).map_err(Error::io)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+
+    /// A scalar printed by serde_json (numbers, so that their digits are serde_json's).
+    fn scalar<T: Serialize>(&mut self, value: T) -> Result<(), Error> {
+        serde_json::to_writer(&mut self.out, &value)
+    }
+
+    /// Opens an array or object; a known length of zero closes it at once.
+    fn open(&mut self, open: u8, close: u8, len: Option<usize>) -> State {
+        self.out.push(open);
+        if len == Some(0) {
+            self.out.push(close);
+            State::Empty
+        } else {
+            self.depth += 1;
+            State::First
+        }
+    }
+
+    /// Opens the one-key object `{"variant": ...}` of a variant with data, up to its value.
+    fn open_variant(&mut self, variant: &str) -> Result<(), Error> {
+        self.out.push(b'{');
+        self.depth += 1;
+        self.new_line();
+        write_json_string(&mut self.out, variant)?;
+        self.out.extend_from_slice(b": ");
+        Ok(())
+    }
+
+    /// Closes what [`PrettyWriter::open_variant`] opened.
+    fn close_variant(&mut self) {
+        self.depth -= 1;
+        self.new_line();
+        self.out.push(b'}');
+    }
+}
+
+/// Where a compound value stands: closed at its opening (a known length of zero), before
+/// its first entry, or after one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Empty,
+    First,
+    Rest,
+}
+
+/// A sequence or an object being written, possibly inside a variant's one-key object.
+struct Compound<'a, W: Write> {
+    writer: &'a mut PrettyWriter<W>,
+    state: State,
+    /// Inside a `{"variant": ...}` object that closes with the compound.
+    wrapped: bool,
+}
+
+impl<W: Write> Compound<'_, W> {
+    /// The separator and line of the next element or key.
+    fn next_line(&mut self) {
+        if self.state == State::Rest {
+            self.writer.out.push(b',');
+        }
+        self.state = State::Rest;
+        self.writer.new_line();
+    }
+
+    fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.next_line();
+        value.serialize(&mut *self.writer)?;
+        self.writer.send_full_chunk()
+    }
+
+    fn key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.next_line();
+        key.serialize(KeyWriter {
+            out: &mut self.writer.out,
+        })
+    }
+
+    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.writer.out.extend_from_slice(b": ");
+        value.serialize(&mut *self.writer)?;
+        self.writer.send_full_chunk()
+    }
+
+    fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
+        self.next_line();
+        write_json_string(&mut self.writer.out, key)?;
+        self.value(value)
+    }
+
+    /// Closes the array or object with `close`, then the variant's object if any.
+    fn close(self, close: u8) {
+        if self.state != State::Empty {
+            self.writer.depth -= 1;
+            if self.state == State::Rest {
+                self.writer.new_line();
+            }
+            self.writer.out.push(close);
+        }
+        if self.wrapped {
+            self.writer.close_variant();
+        }
+    }
+}
+
+impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = Compound<'a, W>;
+    type SerializeTuple = Compound<'a, W>;
+    type SerializeTupleStruct = Compound<'a, W>;
+    type SerializeTupleVariant = Compound<'a, W>;
+    type SerializeMap = Compound<'a, W>;
+    type SerializeStruct = Compound<'a, W>;
+    type SerializeStructVariant = Compound<'a, W>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.out
+            .extend_from_slice(if v { b"true" } else { b"false" });
+        Ok(())
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        // serde_json prints an f32 with the f32 formatter, a non-finite one as `null`.
+        self.scalar(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        self.scalar(v)
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        write_json_string(&mut self.out, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_json_string(&mut self.out, v)
+    }
+    fn serialize_bytes(self, v: &[u8]) -> Result<(), Error> {
+        // serde_json writes bytes as an array of numbers.
+        use ser::SerializeSeq;
+        let mut seq = self.serialize_seq(Some(v.len()))?;
+        for byte in v {
+            seq.serialize_element(byte)?;
+        }
+        seq.end()
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        self.out.extend_from_slice(b"null");
+        Ok(())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        self.serialize_none()
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
+        self.serialize_none()
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        write_json_string(&mut self.out, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.open_variant(variant)?;
+        value.serialize(&mut *self)?;
+        self.close_variant();
+        Ok(())
+    }
+    fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+        let state = self.open(b'[', b']', len);
+        Ok(Compound {
+            writer: self,
+            state,
+            wrapped: false,
+        })
+    }
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, W>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.serialize_seq(Some(len))
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.open_variant(variant)?;
+        let state = self.open(b'[', b']', Some(len));
+        Ok(Compound {
+            writer: self,
+            state,
+            wrapped: true,
+        })
+    }
+    fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+        let state = self.open(b'{', b'}', len);
+        Ok(Compound {
+            writer: self,
+            state,
+            wrapped: false,
+        })
+    }
+    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>, Error> {
+        self.serialize_map(Some(len))
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, W>, Error> {
+        self.open_variant(variant)?;
+        let state = self.open(b'{', b'}', Some(len));
+        Ok(Compound {
+            writer: self,
+            state,
+            wrapped: true,
+        })
+    }
+}
+
+impl<W: Write> ser::SerializeSeq for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b']');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeTuple for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b']');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeTupleStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b']');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeTupleVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.element(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b']');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeMap for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
+        self.key(key)
+    }
+    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        self.value(value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}');
+        Ok(())
+    }
+}
+
+impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
+    type Ok = ();
+    type Error = Error;
+    fn serialize_field<T: Serialize + ?Sized>(
+        &mut self,
+        key: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        self.field(key, value)
+    }
+    fn end(self) -> Result<(), Error> {
+        self.close(b'}');
+        Ok(())
+    }
+}
+
+/// Writes a map key as serde_json does: a JSON string, numbers and booleans quoted.
+struct KeyWriter<'k> {
+    out: &'k mut Vec<u8>,
+}
+
+fn key_must_be_a_string() -> Error {
+    Error::custom("key must be a string")
+}
+
+impl KeyWriter<'_> {
+    /// A number or boolean printed by serde_json, in quotes.
+    fn quoted<T: Serialize>(self, value: T) -> Result<(), Error> {
+        self.out.push(b'"');
+        serde_json::to_writer(&mut *self.out, &value)?;
+        self.out.push(b'"');
+        Ok(())
+    }
+}
+
+impl ser::Serializer for KeyWriter<'_> {
+    type Ok = ();
+    type Error = Error;
+    type SerializeSeq = ser::Impossible<(), Error>;
+    type SerializeTuple = ser::Impossible<(), Error>;
+    type SerializeTupleStruct = ser::Impossible<(), Error>;
+    type SerializeTupleVariant = ser::Impossible<(), Error>;
+    type SerializeMap = ser::Impossible<(), Error>;
+    type SerializeStruct = ser::Impossible<(), Error>;
+    type SerializeStructVariant = ser::Impossible<(), Error>;
+
+    fn serialize_bool(self, v: bool) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i8(self, v: i8) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i16(self, v: i16) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i32(self, v: i32) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i64(self, v: i64) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_i128(self, v: i128) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u8(self, v: u8) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u16(self, v: u16) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u32(self, v: u32) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u64(self, v: u64) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_u128(self, v: u128) -> Result<(), Error> {
+        self.quoted(v)
+    }
+    fn serialize_f32(self, v: f32) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(Error::custom("float key must be finite"));
+        }
+        self.quoted(v)
+    }
+    fn serialize_f64(self, v: f64) -> Result<(), Error> {
+        if !v.is_finite() {
+            return Err(Error::custom("float key must be finite"));
+        }
+        self.quoted(v)
+    }
+    fn serialize_char(self, v: char) -> Result<(), Error> {
+        write_json_string(self.out, v.encode_utf8(&mut [0; 4]))
+    }
+    fn serialize_str(self, v: &str) -> Result<(), Error> {
+        write_json_string(self.out, v)
+    }
+    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_none(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_unit(self) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_unit_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        variant: &'static str,
+    ) -> Result<(), Error> {
+        write_json_string(self.out, variant)
+    }
+    fn serialize_newtype_struct<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        value: &T,
+    ) -> Result<(), Error> {
+        value.serialize(self)
+    }
+    fn serialize_newtype_variant<T: Serialize + ?Sized>(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _value: &T,
+    ) -> Result<(), Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_tuple_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeTupleVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct(
+        self,
+        _name: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStruct, Error> {
+        Err(key_must_be_a_string())
+    }
+    fn serialize_struct_variant(
+        self,
+        _name: &'static str,
+        _index: u32,
+        _variant: &'static str,
+        _len: usize,
+    ) -> Result<Self::SerializeStructVariant, Error> {
+        Err(key_must_be_a_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use serde::Serialize;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// The oracle: serde_json's own pretty printer.
+    fn oracle<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+        serde_json::to_vec_pretty(value).unwrap()
+    }
+
+    fn pretty<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+        write_pretty(value, Vec::new()).unwrap()
+    }
+
+    #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+    enum KeyKind {
+        First,
+        Second,
+    }
+
+    #[derive(Serialize, PartialEq, Eq, PartialOrd, Ord)]
+    struct Named(String);
+
+    #[derive(Serialize)]
+    struct Unit;
+
+    /// Bytes serialized with `serialize_bytes` (serde's `Vec<u8>` is a sequence).
+    struct Bytes(Vec<u8>);
+
+    impl Serialize for Bytes {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            serializer.serialize_bytes(&self.0)
+        }
+    }
+
+    #[derive(Serialize)]
+    enum Shape {
+        Unit,
+        Newtype(Vec<u8>),
+        EmptyTuple(),
+        Tuple(u8, Option<String>),
+        EmptyRecord {},
+        Record { zeta: f32, alpha: i128, mid: char },
+    }
+
+    #[derive(Serialize)]
+    struct Everything {
+        shapes: Vec<Shape>,
+        by_name: BTreeMap<Named, Shape>,
+        by_kind: BTreeMap<KeyKind, Vec<()>>,
+        by_number: BTreeMap<i64, f64>,
+        by_u128: BTreeMap<u128, Unit>,
+        by_flag: BTreeMap<bool, BTreeMap<String, u8>>,
+        by_char: BTreeMap<char, Bytes>,
+        by_option: BTreeMap<Option<u16>, i8>,
+        floats: Vec<f32>,
+        wide: (i128, u128),
+        text: String,
+        nothing: (),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        skipped: Option<u8>,
+        #[serde(flatten)]
+        flattened: BTreeMap<String, Vec<Vec<u8>>>,
+        after: bool,
+    }
+
+    #[test]
+    fn every_serde_shape_is_written_as_serde_json_writes_it() {
+        let everything = Everything {
+            shapes: vec![
+                Shape::Unit,
+                Shape::Newtype(vec![]),
+                Shape::Newtype(vec![0, 255]),
+                Shape::EmptyTuple(),
+                Shape::Tuple(7, None),
+                Shape::Tuple(8, Some("q\"u\\o\nte\u{1}é\u{7f}".to_owned())),
+                Shape::EmptyRecord {},
+                Shape::Record {
+                    zeta: 0.1,
+                    alpha: -5,
+                    mid: '"',
+                },
+                Shape::Record {
+                    zeta: f32::NAN,
+                    alpha: i128::MIN,
+                    mid: 'ß',
+                },
+            ],
+            by_name: [("b\"", Shape::Unit), ("a", Shape::EmptyRecord {})]
+                .into_iter()
+                .map(|(k, v)| (Named(k.to_owned()), v))
+                .collect(),
+            by_kind: [(KeyKind::Second, vec![()]), (KeyKind::First, vec![])]
+                .into_iter()
+                .collect(),
+            by_number: [(-1, 1.5), (2, f64::INFINITY), (10, 1e300), (11, -0.0)]
+                .into_iter()
+                .collect(),
+            by_u128: [(u128::MAX, Unit)].into_iter().collect(),
+            by_flag: [
+                (true, BTreeMap::new()),
+                (false, [("x".to_owned(), 1)].into()),
+            ]
+            .into_iter()
+            .collect(),
+            by_char: [('\n', Bytes(vec![1, 2])), ('k', Bytes(vec![]))]
+                .into_iter()
+                .collect(),
+            by_option: [(Some(3), -1)].into_iter().collect(),
+            floats: vec![0.1, f32::MAX, f32::MIN_POSITIVE, f32::NEG_INFINITY, 3.0],
+            wide: (i128::MAX, u128::MAX),
+            text: String::new(),
+            nothing: (),
+            skipped: None,
+            flattened: [
+                ("aa".to_owned(), vec![vec![1], vec![]]),
+                ("zz".to_owned(), vec![]),
+            ]
+            .into_iter()
+            .collect(),
+            after: false,
+        };
+        assert_eq!(
+            String::from_utf8(pretty(&everything)).unwrap(),
+            String::from_utf8(oracle(&everything)).unwrap()
+        );
+        assert_eq!(pretty(&Vec::<u8>::new()), oracle(&Vec::<u8>::new()));
+        assert_eq!(pretty(&3u8), oracle(&3u8));
+        assert_eq!(pretty(&Shape::Unit), oracle(&Shape::Unit));
+    }
+
+    #[test]
+    fn indentation_deeper_than_one_copy_is_written_whole() {
+        let mut value = Value::from(1);
+        for depth in 0..150 {
+            value = if depth % 2 == 0 {
+                Value::Array(vec![value, Value::Null])
+            } else {
+                Value::Object([("k".to_owned(), value)].into_iter().collect())
+            };
+        }
+        assert_eq!(pretty(&value), oracle(&value));
+    }
+
+    /// Records the size of every write it receives.
+    struct Writes(Vec<u8>, Vec<usize>);
+
+    impl Write for Writes {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(bytes);
+            self.1.push(bytes.len());
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_large_value_reaches_the_sink_in_chunks_and_whole() {
+        let rows: Vec<BTreeMap<String, Vec<u64>>> = (0..20_000u64)
+            .map(|n| [(format!("row.{n}"), vec![n, n * 3])].into())
+            .collect();
+        let Writes(bytes, sizes) = write_pretty(&rows, Writes(Vec::new(), Vec::new())).unwrap();
+        assert_eq!(bytes, oracle(&rows));
+        assert!(sizes.len() > 2, "{sizes:?}");
+        assert!(sizes[..sizes.len() - 1].iter().all(|&size| size >= CHUNK));
+    }
+
+    #[test]
+    fn keys_serde_json_refuses_are_refused() {
+        let empty: BTreeMap<u8, u8> = BTreeMap::new();
+        assert_eq!(pretty(&empty), b"{}");
+        struct FloatKey(f64);
+        impl Serialize for FloatKey {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use ser::SerializeMap;
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(&self.0, &0)?;
+                map.end()
+            }
+        }
+        assert_eq!(pretty(&FloatKey(2.5)), oracle(&FloatKey(2.5)));
+        let error = write_pretty(&FloatKey(f64::NAN), Vec::new()).unwrap_err();
+        assert!(error.to_string().contains("finite"), "{error}");
+        assert!(serde_json::to_vec_pretty(&FloatKey(f64::NAN)).is_err());
+        let mut list_keys = BTreeMap::new();
+        list_keys.insert(vec![1u8], 1u8);
+        let error = write_pretty(&list_keys, Vec::new()).unwrap_err();
+        assert!(
+            error.to_string().contains("key must be a string"),
+            "{error}"
+        );
+        assert!(serde_json::to_vec_pretty(&list_keys).is_err());
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_map(Value::from),
+            "\\PC{0,12}|[a-z\"\\\\\u{1}é]{0,8}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                proptest::collection::btree_map("\\PC{0,6}", inner, 0..6)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_json_value_is_written_as_serde_json_writes_it(value in json_value()) {
+            prop_assert_eq!(pretty(&value), oracle(&value));
+        }
+    }
+}
