@@ -18,13 +18,39 @@ pub const MAX_ID_BYTES: usize = crate::json_input::MAX_NAME_BYTES;
 /// Why a string is not a portable id: it must be an identifier at all
 /// ([`crate::json_input::name_problem`]) and use only ASCII letters, digits and `. _ - : /`.
 pub fn portable_id_problem(text: &str) -> Option<String> {
+    // The common case in one pass over the bytes: the length in range and every byte
+    // portable. A portable byte is printable ASCII, so neither a control nor an invisible
+    // formatting character: `name_problem` has nothing to say. Every id of every request
+    // and plan read comes here; decoding each as chars for `name_problem` was 2-6% of
+    // `plan` and `check` on DeepSeek-V3.
+    if (1..=MAX_ID_BYTES).contains(&text.len())
+        && text.bytes().all(|byte| PORTABLE[usize::from(byte)])
+    {
+        return None;
+    }
     if let Some(problem) = crate::json_input::name_problem(text) {
         return Some(problem);
     }
     text.chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':' | '/')))
+        .find(|&c| !u8::try_from(c).is_ok_and(is_portable_byte))
         .map(|c| format!("contains {c:?} (allowed: ASCII letters, digits and . _ - : /)"))
 }
+
+/// Whether a byte may appear in a portable id: an ASCII letter or digit, or `. _ - : /`.
+const fn is_portable_byte(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-' | b':' | b'/')
+}
+
+/// [`is_portable_byte`] of every byte value, looked up once per byte of an id.
+const PORTABLE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        table[byte] = is_portable_byte(byte as u8);
+        byte += 1;
+    }
+    table
+};
 
 macro_rules! portable_id {
     ($(#[$meta:meta])* $name:ident) => {
@@ -227,6 +253,31 @@ mod tests {
         assert!(NodeId::new("x".repeat(161)).is_err());
         let err = serde_json::from_str::<NodeId>("\"bad id\"").unwrap_err();
         assert!(err.to_string().contains("NodeId \"bad id\""), "{err}");
+    }
+
+    #[test]
+    fn every_byte_is_judged_as_the_rule_says() {
+        for code in 0u32..0x300 {
+            let c = char::from_u32(code).unwrap();
+            let allowed = c.is_ascii_alphanumeric() || ".:_-/".contains(c);
+            for text in [
+                format!("{c}"),
+                format!("a{c}"),
+                format!("{c}b"),
+                format!("a{c}b"),
+            ] {
+                let problem = portable_id_problem(&text);
+                assert_eq!(problem.is_none(), allowed, "{text:?}: {problem:?}");
+            }
+        }
+        assert_eq!(portable_id_problem(&"x".repeat(MAX_ID_BYTES)), None);
+        let long = portable_id_problem(&"x".repeat(MAX_ID_BYTES + 1)).unwrap();
+        assert!(long.contains("161 bytes long"), "{long}");
+        assert_eq!(portable_id_problem("").unwrap(), "is empty");
+        let control = portable_id_problem("a\u{202E}b").unwrap();
+        assert!(control.contains("U+202E"), "{control}");
+        let space = portable_id_problem("a b").unwrap();
+        assert!(space.contains("contains ' '"), "{space}");
     }
 
     #[test]
