@@ -25,9 +25,10 @@
 
 mod file_form;
 mod node_view;
+#[cfg(test)]
+mod one_pass_reading;
 mod payload_text;
 mod recorded;
-mod strict_parse;
 
 pub use node_view::{read_node_view, PlanNodeView};
 
@@ -262,7 +263,7 @@ fn check_form(
 /// [`check_stored_plan`], or `verify`, establish).
 ///
 /// Cost: one pass of the JSON reader, the typed parse under the strict rules
-/// ([`strict_parse`]); only a text that pass does not accept is scanned strictly and then
+/// ([`crate::json_input::parse_strictly`]); only a text that pass does not accept is scanned strictly and then
 /// parsed, to name the culprit (first a broken strict rule, then a parse error, by its
 /// JSON path).
 pub fn read_plan_as_stored(
@@ -270,7 +271,7 @@ pub fn read_plan_as_stored(
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
     if let Some(plan) =
-        strict_parse::parse_strictly(text, &crate::json_input::InputLimits::current())
+        crate::json_input::parse_strictly(text, &crate::json_input::InputLimits::current())
     {
         return Ok(plan);
     }
