@@ -286,7 +286,14 @@ pub(crate) fn derive_core(
     })
 }
 
-/// Derives the memory plan of built nodes (rules 4.1–4.7), then validates it (4.8).
+/// Derives the memory plan of built nodes (rules 4.1–4.7).
+///
+/// The result satisfies [`validate_memory_plan`](super::validate_memory_plan) (4.8) by
+/// construction, so it is not re-validated here: its rows are checked as they are emitted
+/// (unique ids, the static and descriptor rules, the instances), they are sorted by their
+/// maps, and every other field is `derive_core`'s own output over those rows, which the
+/// validation would compute again from the same rows and compare with itself. The
+/// independent checker re-derives the memory plan (its rules 15-24) on every build.
 pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryError> {
     let policy = input.policy;
     let usable = usable_capacity(
@@ -342,8 +349,6 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
         },
         reusable_source,
     )?;
-    // The derivation's working structures are freed before the validation builds its own.
-    drop((program, values, layouts, bytes));
     let plan = MemoryPlan {
         device_capacity_bytes: input.device_capacity_bytes,
         policy_capacity_bytes: policy.memory_capacity_bytes,
@@ -364,12 +369,5 @@ pub fn derive_memory_plan(input: &MemoryInput<'_>) -> Result<MemoryPlan, MemoryE
         invocation_liveness_mode: derived.mode,
         invocation_liveness: derived.liveness,
     };
-    // 13. Validate (the reference runs it on every derived plan).
-    super::validate::validate_memory_plan_within(
-        &plan,
-        input.nodes,
-        input.retained_resources,
-        limits,
-    )?;
     Ok(plan)
 }

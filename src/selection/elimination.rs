@@ -1,12 +1,12 @@
-//! The levels before the provider ids by variable elimination over a tree
-//! decomposition (bucket elimination).
+//! The levels of a part, the provider ids included, by variable
+//! elimination over a tree decomposition (bucket elimination).
 //!
-//! **What it computes.** Given a part and a list of levels none of which is
-//! the provider-id level, a choice of one candidate per node that is
-//! feasible (every used resource has a common profile) and optimal for the
-//! levels, or the fact that no choice is feasible.
+//! **What it computes.** Given a part and a list of levels, a choice of one
+//! candidate per node that is feasible (every used resource has a common
+//! profile) and optimal for the levels, or the fact that no choice is
+//! feasible.
 //!
-//! **Why it is exact.** Every level left is a sum of local terms, compared
+//! **Why it is exact.** Every level is a sum of local terms, compared
 //! as integers or as a vector of integers:
 //!
 //! * the preferred count and the `weighted` reward are sums over nodes of a
@@ -22,10 +22,21 @@
 //!   the sum over nodes of one bit each, and bits of different nodes never
 //!   carry into each other. Only the nodes whose candidates differ in
 //!   preference get a bit (in node order): the others never decide a
-//!   comparison, and a part with most nodes fixed keeps few words.
+//!   comparison, and a part with most nodes fixed keeps few words;
+//! * the provider ids in node order, compared lexicographically, are the
+//!   same construction with a field of several bits per node: a node's
+//!   candidates are sorted by provider id and no two share one, so the
+//!   provider sequence of a choice compares as the sequence of its
+//!   candidate indices, which is the mixed-radix integer whose field for
+//!   node `i` (most significant first, `⌈log2 k_i⌉` bits for `k_i`
+//!   candidates) holds `i`'s index. Fields are disjoint, so the integer is
+//!   the sum of one term per node with no carry between them; nodes with a
+//!   single candidate get no field. This is the exact form of "blocks of
+//!   nodes with mixed-radix weights": every word holds 62 bits, far from
+//!   overflow, and words compare in order.
 //!
 //! So the objective is `F(x) = Σ_f f(x|scope(f))`, one vector of integers
-//! per level (the bits of the last point split into 62-bit words, most
+//! per level (the bits of the last two points split into 62-bit words, most
 //! significant first), compared lexicographically level by level. Vector
 //! addition preserves that order (`a ≤ b` implies `a + c ≤ b + c`), which is
 //! all bucket elimination needs: eliminating a node `v` replaces the terms
@@ -55,9 +66,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::components::Comp;
+use super::components::{CCand, Comp};
 use super::objective::{Level, Weights};
-use super::problem::best_rank;
+use super::problem::{best_rank, Mask};
 
 /// Combinations one elimination may visit by default (its tables hold at
 /// most this many cells of a few words each).
@@ -99,10 +110,16 @@ struct Layout {
     /// flag is the same in every choice never decides a comparison), which
     /// keeps the words few once most nodes are fixed.
     lex_bit: Vec<Option<usize>>,
+    /// First word of the provider-id level.
+    ids: Option<usize>,
+    /// Each node's field in that level: its first bit position and its
+    /// width in bits. Only the nodes with more than one candidate get one,
+    /// in node order, wide enough for their largest candidate index.
+    id_field: Vec<Option<(usize, u32)>>,
 }
 
 impl Layout {
-    /// `None` when a level is not additive (the provider ids).
+    /// `None` when the weighted level's sums could come near overflow.
     fn new(comp: &Comp, levels: &[Level], weights: Option<&Weights>) -> Option<Layout> {
         let mut out = Layout {
             width: 0,
@@ -111,6 +128,8 @@ impl Layout {
             weighted: None,
             pref_lex: None,
             lex_bit: Vec::new(),
+            ids: None,
+            id_field: Vec::new(),
         };
         for level in levels {
             match *level {
@@ -144,7 +163,23 @@ impl Layout {
                     out.pref_lex = Some(out.width);
                     out.width += bits.div_ceil(LEX_BITS).max(1) - 1;
                 }
-                Level::ProviderLex => return None,
+                Level::ProviderLex => {
+                    let mut bits = 0usize;
+                    out.id_field = comp
+                        .nodes
+                        .iter()
+                        .map(|nd| {
+                            let n = nd.cands.len();
+                            (n > 1).then(|| {
+                                let width = usize::BITS - (n - 1).leading_zeros();
+                                bits += width as usize;
+                                (bits - width as usize, width)
+                            })
+                        })
+                        .collect();
+                    out.ids = Some(out.width);
+                    out.width += bits.div_ceil(LEX_BITS).max(1) - 1;
+                }
             }
             out.width += 1;
         }
@@ -154,9 +189,9 @@ impl Layout {
         Some(out)
     }
 
-    /// Adds the node term of `node` choosing a candidate with this
-    /// preferred flag.
-    fn node_term(&self, node: usize, preferred: bool, cost: &mut [i64]) {
+    /// Adds the node term of `node` choosing its candidate `cand` (local
+    /// index, provider order) with this preferred flag.
+    fn node_term(&self, node: usize, cand: usize, preferred: bool, cost: &mut [i64]) {
         if let Some(w) = self.pref_count {
             cost[w] -= i64::from(preferred);
         }
@@ -167,6 +202,17 @@ impl Layout {
             (self.pref_lex, self.lex_bit.get(node), preferred)
         {
             cost[w + bit / LEX_BITS] += 1i64 << (LEX_BITS - 1 - bit % LEX_BITS);
+        }
+        if let (Some(w), Some(Some((first, width)))) = (self.ids, self.id_field.get(node)) {
+            // The candidate index, most significant bit first, at the
+            // field's positions (a field may run over a word boundary: each
+            // bit position belongs to one node, so no sum carries).
+            for j in 0..*width {
+                if (cand >> (width - 1 - j)) & 1 == 1 {
+                    let bit = first + j as usize;
+                    cost[w + bit / LEX_BITS] += 1i64 << (LEX_BITS - 1 - bit % LEX_BITS);
+                }
+            }
         }
     }
 
@@ -193,26 +239,158 @@ impl Term {
     /// (a resource whose rank no level counts, a node whose candidates are
     /// alike on every level): such a node is no neighbour through this term,
     /// which keeps the elimination order narrow when few levels are asked.
-    fn minimized(mut self, domain: &[usize], w: usize) -> Term {
-        let mut j = 0;
-        while j < self.scope.len() {
-            let d = domain[self.scope[j]];
-            let inner = w * self.scope[j + 1..]
-                .iter()
-                .map(|&i| domain[i])
-                .product::<usize>();
-            let outer: usize = self.scope[..j].iter().map(|&i| domain[i]).product();
-            let block = |o: usize, x: usize| &self.table[(o * d + x) * inner..][..inner];
-            let independent = (0..outer).all(|o| (1..d).all(|x| block(o, x) == block(o, 0)));
-            if independent {
-                let table = (0..outer).flat_map(|o| block(o, 0).to_vec()).collect();
-                self.table = table;
-                self.scope.remove(j);
-            } else {
-                j += 1;
-            }
+    fn minimized(self, domain: &[usize], w: usize) -> Term {
+        let (scope, table) = minimized(self.scope, self.table, domain, w);
+        Term { scope, table }
+    }
+}
+
+/// `table` over `scope` (mixed radix, last node fastest, `w` entries a
+/// cell) without the scope nodes it does not depend on.
+fn minimized<T: PartialEq + Clone>(
+    mut scope: Vec<usize>,
+    mut table: Vec<T>,
+    domain: &[usize],
+    w: usize,
+) -> (Vec<usize>, Vec<T>) {
+    let mut j = 0;
+    while j < scope.len() {
+        let d = domain[scope[j]];
+        let inner = w * scope[j + 1..].iter().map(|&i| domain[i]).product::<usize>();
+        let outer: usize = scope[..j].iter().map(|&i| domain[i]).product();
+        let block = |o: usize, x: usize| &table[(o * d + x) * inner..][..inner];
+        let independent = (0..outer).all(|o| (1..d).all(|x| block(o, x) == block(o, 0)));
+        if independent {
+            table = (0..outer).flat_map(|o| block(o, 0).to_vec()).collect();
+            scope.remove(j);
+        } else {
+            j += 1;
         }
-        self
+    }
+    (scope, table)
+}
+
+/// A resource's term before the elimination order is known: each cell an
+/// index into a palette of distinct cost vectors (unused, each rank, and
+/// infeasible give at most a few), so that a large scope costs a byte a
+/// cell until the order shows the elimination fits.
+struct CompactTerm {
+    scope: Vec<usize>,
+    table: Vec<u8>,
+    palette: Vec<Vec<i64>>,
+}
+
+impl CompactTerm {
+    /// The term of resource `r` of `comp`, with only the nodes it depends
+    /// on; `None` when even the touchers that can change it make a table
+    /// larger than one step may visit (eliminating any node of its scope
+    /// visits every cell).
+    fn of_resource(
+        comp: &Comp,
+        r: usize,
+        scope: Vec<usize>,
+        domain: &[usize],
+        layout: &Layout,
+        step_budget: u64,
+    ) -> Option<CompactTerm> {
+        let full: Mask = if comp.profiles >= 64 {
+            Mask::MAX
+        } else {
+            (1 << comp.profiles) - 1
+        };
+        let r32 = r as u32;
+        let use_of = |c: &CCand| {
+            c.res
+                .binary_search_by_key(&r32, |&(x, _)| x)
+                .ok()
+                .map(|at| c.res[at].1)
+        };
+        // Touchers whose candidates all use `r` alike only fold into the
+        // starting intersection.
+        let (mut base_used, mut base_mask) = (false, full);
+        let scope: Vec<usize> = scope
+            .into_iter()
+            .filter(|&i| {
+                let cands = &comp.nodes[i].cands;
+                let first = use_of(&cands[0]);
+                let varies = cands[1..].iter().any(|c| use_of(c) != first);
+                if let (false, Some(m)) = (varies, first) {
+                    base_used = true;
+                    base_mask &= m;
+                }
+                varies
+            })
+            .collect();
+        let cells = scope
+            .iter()
+            .try_fold(1u64, |p, &i| p.checked_mul(domain[i] as u64))
+            .filter(|&c| c <= step_budget)? as usize;
+        // Palette: 0 unused, 1 infeasible, 2 + k rank k; entries with equal
+        // costs (a rank no level counts) share one index.
+        let w = layout.width;
+        let mut costs: Vec<Vec<i64>> = vec![vec![0; w], {
+            let mut v = vec![0; w];
+            v[0] = INF;
+            v
+        }];
+        for k in 0..comp.profiles {
+            let mut v = vec![0; w];
+            layout.rank_term(k, &mut v);
+            costs.push(v);
+        }
+        let mut palette: Vec<Vec<i64>> = Vec::new();
+        let index: Vec<u8> = costs
+            .into_iter()
+            .map(|c| match palette.iter().position(|p| *p == c) {
+                Some(at) => at as u8,
+                None => {
+                    palette.push(c);
+                    (palette.len() - 1) as u8
+                }
+            })
+            .collect();
+        let mut table = vec![0u8; cells];
+        let mut digits = vec![0usize; scope.len()];
+        for cell in table.iter_mut() {
+            let (mut used, mut mask) = (base_used, base_mask);
+            for (&i, &c) in scope.iter().zip(&digits) {
+                if let Some(m) = use_of(&comp.nodes[i].cands[c]) {
+                    used = true;
+                    mask &= m;
+                }
+            }
+            *cell = index[match (used, mask) {
+                (false, _) => 0,
+                (true, 0) => 1,
+                (true, m) => 2 + best_rank(m),
+            }];
+            advance(&mut digits, &scope, domain);
+        }
+        let (scope, table) = minimized(scope, table, domain, 1);
+        Some(CompactTerm {
+            scope,
+            table,
+            palette,
+        })
+    }
+
+    /// Whether every cell costs nothing (the term can be dropped).
+    fn is_zero(&self) -> bool {
+        self.table
+            .iter()
+            .all(|&c| self.palette[c as usize].iter().all(|&x| x == 0))
+    }
+
+    /// The term with a cost vector in every cell.
+    fn expanded(&self) -> Term {
+        Term {
+            scope: self.scope.clone(),
+            table: self
+                .table
+                .iter()
+                .flat_map(|&c| self.palette[c as usize].iter().copied())
+                .collect(),
+        }
     }
 }
 
@@ -301,9 +479,10 @@ impl Reach<'_> {
     }
 }
 
-/// Solves `comp` to `levels` by bucket elimination when every level is
-/// additive and the elimination fits `reach`; `None` otherwise, or when
-/// its deadline passes (nothing was decided).
+/// Solves `comp` to `levels` by bucket elimination when the elimination
+/// fits `reach`; `None` otherwise, or when its deadline passes (nothing
+/// was decided). With the provider ids among the levels the optimum is
+/// unique, and this is it.
 pub(crate) fn eliminate(
     comp: &Comp,
     levels: &[Level],
@@ -319,7 +498,7 @@ pub(crate) fn eliminate(
 }
 
 /// The forward pass of bucket elimination of `comp` to `levels`: `None`
-/// when a level is not additive, a node has more than 64 candidates, the
+/// when the weighted sums could overflow, a node has more than 64 candidates, the
 /// combinations exceed the budget, or the deadline passes.
 pub(crate) fn forward(
     comp: &Comp,
@@ -344,66 +523,50 @@ pub(crate) fn forward(
             constant,
         });
     }
-    let mut originals: Vec<Term> = Vec::new();
+    // Node terms (small), and resource terms in compact form; terms that
+    // depend on no node are constants, the others, with only the nodes they
+    // depend on, are what the order sees.
+    let mut node_terms: Vec<Term> = Vec::new();
     for (i, node) in comp.nodes.iter().enumerate() {
         let mut table = vec![0i64; domain[i] * w];
         for (c, cand) in node.cands.iter().enumerate() {
-            layout.node_term(i, cand.preferred, &mut table[c * w..(c + 1) * w]);
+            layout.node_term(i, c, cand.preferred, &mut table[c * w..(c + 1) * w]);
         }
-        originals.push(Term {
+        let term = Term {
             scope: vec![i],
             table,
-        });
+        }
+        .minimized(&domain, w);
+        if term.scope.is_empty() {
+            add_into(&mut constant, &term.table);
+        } else if term.table.iter().any(|&x| x != 0) {
+            node_terms.push(term);
+        }
     }
-    let full: u64 = if comp.profiles >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << comp.profiles) - 1
-    };
+    let mut resource_terms: Vec<CompactTerm> = Vec::new();
     for (r, scope) in comp.touchers().into_iter().enumerate() {
         if scope.is_empty() {
             continue;
         }
-        let cells: usize = scope.iter().map(|&i| domain[i]).product();
-        let mut table = vec![0i64; cells * w];
-        let mut digits = vec![0usize; scope.len()];
-        for cell in 0..cells {
-            let mut used = false;
-            let mut mask = full;
-            for (&i, &c) in scope.iter().zip(&digits) {
-                let cand = &comp.nodes[i].cands[c];
-                if let Ok(at) = cand.res.binary_search_by_key(&(r as u32), |&(x, _)| x) {
-                    used = true;
-                    mask &= cand.res[at].1;
-                }
-            }
-            let cost = &mut table[cell * w..(cell + 1) * w];
-            if used {
-                if mask == 0 {
-                    cost[0] = INF;
-                } else {
-                    layout.rank_term(best_rank(mask), cost);
-                }
-            }
-            advance(&mut digits, &scope, &domain);
-        }
-        originals.push(Term { scope, table });
-    }
-    // Terms that depend on no node are constants; the others, with only
-    // the nodes they depend on, are what the order sees.
-    let mut terms: Vec<Option<(Term, Option<usize>)>> = Vec::new();
-    for term in originals {
-        let term = term.minimized(&domain, w);
+        let term = CompactTerm::of_resource(
+            comp,
+            r,
+            scope,
+            &domain,
+            &layout,
+            reach.budget / BUCKET_SHARE,
+        )?;
         if term.scope.is_empty() {
-            add_into(&mut constant, &term.table);
-        } else if term.table.iter().any(|&x| x != 0) {
-            terms.push(Some((term, None)));
+            add_into(&mut constant, &term.palette[term.table[0] as usize]);
+        } else if !term.is_zero() {
+            resource_terms.push(term);
         }
     }
-    let scopes: Vec<&[usize]> = terms
+    let mut terms: Vec<Option<(Term, Option<usize>)>> = Vec::new();
+    let scopes: Vec<&[usize]> = node_terms
         .iter()
-        .flatten()
-        .map(|(t, _)| t.scope.as_slice())
+        .map(|t| t.scope.as_slice())
+        .chain(resource_terms.iter().map(|t| t.scope.as_slice()))
         .collect();
     let mut graph = DefaultHasher::new();
     (&domain, &scopes, reach.budget).hash(&mut graph);
@@ -423,6 +586,9 @@ pub(crate) fn forward(
         Err(Stop::Deadline) => return None,
     };
 
+    terms.extend(node_terms.into_iter().map(|t| Some((t, None))));
+    terms.extend(resource_terms.iter().map(|t| Some((t.expanded(), None))));
+    drop(resource_terms);
     // Terms by node, to find each bucket without scanning every term.
     let mut by_node: Vec<Vec<usize>> = vec![Vec::new(); n];
     for (t, term) in terms.iter().enumerate() {
@@ -758,6 +924,15 @@ pub(crate) mod tests {
             ),
             (vec![Level::PreferredLex, Level::RankCount(2)], None),
             (
+                vec![
+                    Level::PreferredCount,
+                    Level::RankCount(1),
+                    Level::ProviderLex,
+                ],
+                None,
+            ),
+            (vec![Level::ProviderLex], None),
+            (
                 vec![Level::Weighted, Level::PreferredLex, Level::RankCount(1)],
                 Some(Weights {
                     preferred: 3,
@@ -794,17 +969,113 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_provider_ids_and_an_exceeded_budget_leave_the_part_alone() {
+    fn an_exceeded_budget_leaves_the_part_alone() {
         let comp = small_parts().remove(1);
         let levels = [Level::RankCount(1), Level::ProviderLex];
-        assert_eq!(
-            eliminate(&comp, &levels, None, &Reach::budget(1 << 20)),
-            None
-        );
+        assert_eq!(eliminate(&comp, &levels, None, &Reach::budget(1)), None);
         assert_eq!(
             eliminate(&comp, &levels[..1], None, &Reach::budget(1)),
             None
         );
+    }
+
+    /// With the provider ids last, the answer is the unique optimum: the
+    /// smallest candidate sequence among the choices optimal on the other
+    /// levels, found here by enumerating them in that order.
+    #[test]
+    fn with_the_provider_ids_the_answer_is_the_smallest_optimum() {
+        let mut checked = 0;
+        for comp in small_parts() {
+            for (levels, weights) in [
+                (
+                    vec![Level::PreferredLex, Level::RankCount(1), Level::ProviderLex],
+                    None,
+                ),
+                (
+                    vec![Level::Weighted, Level::PreferredLex, Level::ProviderLex],
+                    Some(Weights {
+                        preferred: 2,
+                        ranks: vec![0, 1, 3, 5][..comp.profiles.min(4)].to_vec(),
+                    }),
+                ),
+            ] {
+                let prefix = &levels[..levels.len() - 1];
+                let Some(best) = best_by_enumeration(&comp, prefix, weights.as_ref()) else {
+                    continue;
+                };
+                let mut digits = vec![0usize; comp.nodes.len()];
+                let order: Vec<usize> = (0..comp.nodes.len()).collect();
+                let domain: Vec<usize> = comp.nodes.iter().map(|n| n.cands.len()).collect();
+                let cells: usize = domain.iter().product();
+                let mut smallest = None;
+                for _ in 0..cells {
+                    if let Some(score) = comp.evaluate_local(&digits) {
+                        let same = compare_scores(prefix, weights.as_ref(), &score, &best);
+                        if same == Ordering::Equal {
+                            smallest = Some(digits.clone());
+                            break;
+                        }
+                    }
+                    advance(&mut digits, &order, &domain);
+                }
+                let got = eliminate(&comp, &levels, weights.as_ref(), &Reach::budget(1 << 20));
+                assert_eq!(got, smallest.map(Eliminated::Optimal), "levels {levels:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 10, "only {checked} feasible cases");
+    }
+
+    /// The provider-id fields order choices exactly as their candidate
+    /// sequences, also when the fields run over several words (a part of
+    /// 120 nodes with up to 9 candidates: over three words).
+    #[test]
+    fn provider_id_fields_order_choices_as_their_sequences() {
+        let params = Params {
+            profiles: 2,
+            min_candidates: 1,
+            max_candidates: 9,
+            preferred_prob: 0.5,
+            workspace_prob: 0.0,
+            empty_prob: 0.0,
+            accept_prob: 1.0,
+            fallback: false,
+        };
+        let inst = Instance::new(&long_range(120, 0.0, &params, 5)).expect("a valid instance");
+        let nodes: Vec<u32> = (0..inst.nodes.len() as u32).collect();
+        let comp = Comp::from_instance(&inst, &nodes);
+        let layout = Layout::new(&comp, &[Level::ProviderLex], None).expect("a layout");
+        assert!(layout.width >= 4, "the fields span {} words", layout.width);
+        let cost = |choice: &[usize]| {
+            let mut sum = vec![0i64; layout.width];
+            for (i, &c) in choice.iter().enumerate() {
+                let pref = comp.nodes[i].cands[c].preferred;
+                layout.node_term(i, c, pref, &mut sum);
+            }
+            sum
+        };
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |k: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % k as u64) as usize
+        };
+        let mut disagreements = 0;
+        for round in 0..500 {
+            let a: Vec<usize> = comp.nodes.iter().map(|n| next(n.cands.len())).collect();
+            let mut b = a.clone();
+            // Change one node (sometimes a late one, sometimes an early one)
+            // and maybe a few after it.
+            let at = next(b.len());
+            for i in at..(at + 1 + round % 4).min(b.len()) {
+                b[i] = next(comp.nodes[i].cands.len());
+            }
+            if cost(&a).cmp(&cost(&b)) != a.cmp(&b) {
+                disagreements += 1;
+            }
+        }
+        assert_eq!(disagreements, 0);
     }
 
     #[test]

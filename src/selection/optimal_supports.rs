@@ -50,7 +50,7 @@
 //! (docs/solver.md, "Optimal supports").
 
 use super::components::Comp;
-use super::elimination::{advance, forward, Forward, Reach};
+use super::elimination::{advance, eliminate, forward, Eliminated, Forward, Reach};
 use super::ilp::{solve_ilp_proved, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{narrow, widen};
@@ -181,6 +181,10 @@ fn restrict(comp: &mut Comp, keep: &[u64]) {
     }
 }
 
+/// The share of the provider-id search's steps spent on the whole part
+/// before it is narrowed to the optima of the earlier levels.
+const FIRST_SEARCH_SHARE: u64 = 10;
+
 impl PartSolver<'_> {
     /// `comp` solved to `levels` after the candidates in no optimum of a
     /// leading run of additive levels are set aside: the shortest such run
@@ -278,34 +282,78 @@ impl PartSolver<'_> {
         solves: usize,
         method: PartMethod,
     ) -> Result<PartResult, String> {
-        if let Some(res) = self.search_provider_ids(comp, levels, &choice, solves, &method)? {
+        let prefix = &levels[..levels.len() - 1];
+        let can_narrow = !prefix.is_empty() && self.elimination_budget > 0 && self.optimal_supports;
+        // When the part can be narrowed, the search on the whole part gets
+        // a share of its steps: it finds the answer at once where the
+        // earlier levels leave little freedom, and past that the narrowed
+        // part is the cheaper place to look.
+        let first_steps = if can_narrow {
+            self.provider_search_steps / FIRST_SEARCH_SHARE
+        } else {
+            self.provider_search_steps
+        };
+        if let Some(res) =
+            self.search_provider_ids(comp, levels, &choice, solves, &method, first_steps)?
+        {
             return Ok(res);
         }
-        let prefix = &levels[..levels.len() - 1];
-        let narrowed =
-            if prefix.is_empty() || self.elimination_budget == 0 || !self.optimal_supports {
-                None
-            } else {
-                let red = drop_prefix_dominated(comp, None);
-                let base = red.as_ref().map_or(comp, |r| &r.reduced);
-                staged_supports(base, prefix, self.weights, &self.reach())
-                    .map(|s| match &red {
-                        Some(r) => lift_supports(comp, &r.reduced, &s),
-                        None => s,
-                    })
-                    .and_then(|keep| {
-                        let mut part = comp.clone();
-                        restrict(&mut part, &keep);
-                        let local = narrow(comp, &part, &choice)?;
-                        Some((part, local))
-                    })
-            };
+        let narrowed = if !can_narrow {
+            None
+        } else {
+            let red = drop_prefix_dominated(comp, None);
+            let base = red.as_ref().map_or(comp, |r| &r.reduced);
+            staged_supports(base, prefix, self.weights, &self.reach())
+                .map(|s| match &red {
+                    Some(r) => lift_supports(comp, &r.reduced, &s),
+                    None => s,
+                })
+                .and_then(|keep| {
+                    let mut part = comp.clone();
+                    restrict(&mut part, &keep);
+                    let local = narrow(comp, &part, &choice)?;
+                    Some((part, local))
+                })
+        };
         let Some((part, local)) = narrowed else {
             return self.provider_ids_past_search(comp, levels, choice, method);
         };
-        let mut res = match self.search_provider_ids(&part, levels, &local, solves, &method)? {
+        // The narrowed part is often narrow enough to take every level,
+        // the provider ids included, in one elimination (its answer is the
+        // unique optimum); else the search again, then the probes.
+        let eliminated = match eliminate(&part, levels, self.weights, &self.reach()) {
+            Some(Eliminated::Optimal(best)) => Some(PartResult {
+                outcome: IlpOutcome::Solved {
+                    choice: best,
+                    solves,
+                    stopped: None,
+                    gap: None,
+                },
+                method: PartMethod {
+                    searched_parts: method.searched_parts - 1,
+                    eliminated_parts: method.eliminated_parts + 1,
+                    ..method.clone()
+                },
+            }),
+            Some(Eliminated::Infeasible) => return Err(
+                "internal: the part restricted to the optima of the earlier levels is infeasible"
+                    .into(),
+            ),
+            None => None,
+        };
+        let mut res = match eliminated {
             Some(res) => res,
-            None => self.provider_ids_past_search(&part, levels, local, method)?,
+            None => match self.search_provider_ids(
+                &part,
+                levels,
+                &local,
+                solves,
+                &method,
+                self.provider_search_steps,
+            )? {
+                Some(res) => res,
+                None => self.provider_ids_past_search(&part, levels, local, method)?,
+            },
         };
         if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
             *choice = widen(comp, &part, choice).ok_or(
@@ -326,6 +374,7 @@ impl PartSolver<'_> {
         choice: &[usize],
         solves: usize,
         method: &PartMethod,
+        steps: u64,
     ) -> Result<Option<PartResult>, String> {
         let limits = &self.limits;
         let opt = comp
@@ -348,7 +397,7 @@ impl PartSolver<'_> {
             },
             method: method.clone(),
         };
-        match smallest_optimal(comp, &target, self.provider_search_steps, limits.deadline) {
+        match smallest_optimal(comp, &target, steps, limits.deadline) {
             Search::Found(best) => Ok(Some(solved(best, None))),
             // The deadline: the earlier levels are optimal, the provider ids
             // are not proved (no numeric bound exists for a sequence level).

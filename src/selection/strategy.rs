@@ -462,7 +462,17 @@ impl PartSolver<'_> {
         let bound = closure_state_bound(comp);
         let threshold = self.subpart_dp_states;
         if bound > threshold {
-            if let Some(r) = self.by_elimination(comp, levels) {
+            // With prefix dominance, the levels before the provider ids go
+            // to the part without its prefix-dominated candidates and the
+            // provider ids are chosen among their optima
+            // ([`Self::levels_then_ids`]): the whole part's elimination would
+            // be the widest of all, and a refusal costs its order.
+            let dominated_first =
+                self.prefix_dominance && levels.last() == Some(&Level::ProviderLex);
+            if let Some(r) = (!dominated_first)
+                .then(|| self.by_elimination(comp, levels))
+                .flatten()
+            {
                 return Ok(r);
             }
             if let Some(r) = self.by_optimal_supports(comp, levels)? {
