@@ -33,6 +33,7 @@ pub(crate) mod backend;
 pub(crate) mod certificate;
 pub(crate) mod components;
 mod count_levels;
+mod dual_bound;
 mod elimination;
 mod error;
 pub(crate) mod frontier;

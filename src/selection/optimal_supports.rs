@@ -50,6 +50,7 @@
 //! (docs/solver.md, "Optimal supports").
 
 use super::components::Comp;
+use super::dual_bound::reduced_cost_fixing;
 use super::elimination::{advance, eliminate, forward, Eliminated, Forward, Reach};
 use super::ilp::{solve_ilp_proved, IlpOutcome};
 use super::objective::{Level, Weights};
@@ -171,7 +172,7 @@ fn select(mask: u64, by_rank: u64) -> u64 {
 }
 
 /// Keeps, at every node, the candidates whose bit is set in `keep`.
-fn restrict(comp: &mut Comp, keep: &[u64]) {
+pub(super) fn restrict(comp: &mut Comp, keep: &[u64]) {
     for (nd, s) in comp.nodes.iter_mut().zip(keep) {
         let mut c = 0;
         nd.cands.retain(|_| {
@@ -298,23 +299,56 @@ impl PartSolver<'_> {
         {
             return Ok(res);
         }
-        let narrowed = if !can_narrow {
+        let mut cost_fixed = 0;
+        let keep = if !can_narrow {
             None
         } else {
-            let red = drop_prefix_dominated(comp, None);
-            let base = red.as_ref().map_or(comp, |r| &r.reduced);
-            staged_supports(base, prefix, self.weights, &self.reach())
-                .map(|s| match &red {
-                    Some(r) => lift_supports(comp, &r.reduced, &s),
-                    None => s,
-                })
-                .and_then(|keep| {
-                    let mut part = comp.clone();
-                    restrict(&mut part, &keep);
-                    let local = narrow(comp, &part, &choice)?;
-                    Some((part, local))
-                })
+            self.staged_keep(comp, prefix).or_else(|| {
+                // Too wide for the supports: on the part without its
+                // prefix-dominated candidates (where the bound is tighter),
+                // the reduced costs of the first earlier level's dual bound,
+                // against the proved optimum moved there, set aside
+                // candidates in none of its optima; the supports may fit
+                // what is left; lifted back as the supports are.
+                let red = drop_prefix_dominated(comp, Some(&choice));
+                let (base, start) = match &red {
+                    Some(r) => (&r.reduced, r.witness.clone()?),
+                    None => (comp, choice.clone()),
+                };
+                let fixing = reduced_cost_fixing(
+                    base,
+                    prefix[0],
+                    self.weights,
+                    &start,
+                    self.limits.deadline,
+                )
+                .filter(|f| self.reduced_costs && f.dropped > 0)?;
+                let mut fixed = base.clone();
+                restrict(&mut fixed, &fixing.keep);
+                let keep: Vec<u64> =
+                    match staged_supports(&fixed, prefix, self.weights, &self.reach()) {
+                        Some(inner) => fixing
+                            .keep
+                            .iter()
+                            .zip(&inner)
+                            .map(|(&outer, &inner)| select(outer, inner))
+                            .collect(),
+                        None => fixing.keep,
+                    };
+                let keep = match &red {
+                    Some(r) => lift_supports(comp, &r.reduced, &keep),
+                    None => keep,
+                };
+                cost_fixed = fixing.dropped;
+                Some(keep)
+            })
         };
+        let narrowed = keep.and_then(|keep| {
+            let mut part = comp.clone();
+            restrict(&mut part, &keep);
+            let local = narrow(comp, &part, &choice)?;
+            Some((part, local))
+        });
         let Some((part, local)) = narrowed else {
             return self.provider_ids_past_search(comp, levels, choice, method);
         };
@@ -361,8 +395,27 @@ impl PartSolver<'_> {
             )?;
         }
         let count = |c: &Comp| c.nodes.iter().map(|n| n.cands.len()).sum::<usize>();
-        res.method.unsupported += count(comp) - count(&part);
+        // Lifting may keep a candidate the reduced costs set aside on the
+        // part without the dominated ones (a kept candidate dominates it).
+        let aside = count(comp) - count(&part);
+        let cost_fixed = cost_fixed.min(aside);
+        res.method.unsupported += aside - cost_fixed;
+        res.method.cost_fixed += cost_fixed;
         Ok(res)
+    }
+
+    /// The candidates of `comp` that some optimum of `prefix` can take
+    /// ([`staged_supports`] on the part without its prefix-dominated
+    /// candidates, lifted back by [`lift_supports`]): `None` when an
+    /// elimination does not fit.
+    fn staged_keep(&self, comp: &Comp, prefix: &[Level]) -> Option<Vec<u64>> {
+        let red = drop_prefix_dominated(comp, None);
+        let base = red.as_ref().map_or(comp, |r| &r.reduced);
+        let s = staged_supports(base, prefix, self.weights, &self.reach())?;
+        Some(match &red {
+            Some(r) => lift_supports(comp, &r.reduced, &s),
+            None => s,
+        })
     }
 
     /// The depth-first search of [`Self::provider_ids_among_optima`] on

@@ -93,6 +93,11 @@ pub struct SolveOptions {
     /// off to test the paths it bypasses; docs/solver.md, "Optimal
     /// supports").
     pub optimal_supports: bool,
+    /// Whether candidates that the reduced costs of the first level's dual
+    /// bound rule out against an incumbent are set aside (on by default;
+    /// off to test the paths it bypasses; docs/solver.md, "Reduced costs
+    /// of a dual bound").
+    pub reduced_costs: bool,
     /// Told what the solve is doing (a progress display; none by default).
     /// It only watches: the solution does not depend on it.
     pub observer: Option<SolveObserver>,
@@ -115,6 +120,7 @@ impl Default for SolveOptions {
             provider_search_steps: PROVIDER_SEARCH_STEPS,
             elimination_budget: ELIMINATION_BUDGET,
             optimal_supports: true,
+            reduced_costs: true,
             observer: None,
         }
     }
@@ -291,6 +297,7 @@ pub fn solve(
                     provider_search_steps: ctx.opts.provider_search_steps,
                     elimination_budget: ctx.opts.elimination_budget,
                     optimal_supports: ctx.opts.optimal_supports,
+                    reduced_costs: ctx.opts.reduced_costs,
                     refused: Default::default(),
                 };
                 let r = solver.solve_part(&part.comp, None);

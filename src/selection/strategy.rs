@@ -68,6 +68,9 @@ pub(crate) struct PartSolver<'a> {
     pub optimal_supports: bool,
     /// Term graphs this part's eliminations found over the budget.
     pub refused: RefusedGraphs,
+    /// Whether candidates that the reduced costs of the first level's dual
+    /// bound rule out may be set aside (`dual_bound.rs`).
+    pub reduced_costs: bool,
 }
 
 /// How a part was solved, for its certificate.
@@ -100,6 +103,9 @@ pub(crate) struct PartMethod {
     /// Candidates set aside as in no optimum of a leading run of levels
     /// (optimal supports by variable elimination).
     pub unsupported: usize,
+    /// Candidates set aside by the reduced costs of the first level's dual
+    /// bound against an incumbent.
+    pub cost_fixed: usize,
 }
 
 impl PartMethod {
@@ -135,6 +141,12 @@ impl PartMethod {
             out.push(format!(
                 "{} candidates set aside as in no optimum of the leading levels (optimal supports by exact variable elimination)",
                 self.unsupported
+            ));
+        }
+        if self.cost_fixed > 0 {
+            out.push(format!(
+                "{} candidates set aside as in no optimum of the first level (reduced costs of its local-polytope dual bound against an incumbent)",
+                self.cost_fixed
             ));
         }
         if let Some((met, refuted)) = self.preferences {
@@ -200,6 +212,7 @@ impl PartMethod {
         self.prefix_dominated += other.prefix_dominated;
         self.probes += other.probes;
         self.unsupported += other.unsupported;
+        self.cost_fixed += other.cost_fixed;
     }
 }
 
@@ -477,6 +490,11 @@ impl PartSolver<'_> {
             }
             if let Some(r) = self.by_optimal_supports(comp, levels)? {
                 return Ok(r);
+            }
+            if !dominated_first {
+                if let Some(r) = self.by_reduced_costs(comp, levels, warm)? {
+                    return Ok(r);
+                }
             }
         }
         let budget = if bound <= threshold {

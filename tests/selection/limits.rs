@@ -10,7 +10,7 @@ use jointplan::selection::instances::{self, Params};
 use jointplan::selection::{solve, MaxPreferred, SelectionProblem, SolveOptions, Status};
 
 /// Random long-range sharing, 300 nodes, four profiles, 70% preferred: with
-/// `max-preferred` and variable elimination off (`elimination_budget: 0`)
+/// `max-preferred`, variable elimination and reduced costs off
 /// its large component needs many seconds of integer programming.
 fn hard() -> SelectionProblem {
     instances::long_range(
@@ -64,6 +64,7 @@ fn a_tiny_time_limit_returns_a_feasible_solution_with_a_gap() {
             time_limit: Some(limit),
             timings: false,
             elimination_budget: 0,
+            reduced_costs: false,
             ..SolveOptions::default()
         };
         assert_feasible_with_gap(&p, &opts);
@@ -77,6 +78,7 @@ fn a_node_limit_returns_a_feasible_solution_with_a_gap() {
         node_limit: Some(1),
         timings: false,
         elimination_budget: 0,
+        reduced_costs: false,
         ..SolveOptions::default()
     };
     assert_feasible_with_gap(&hard(), &opts);

@@ -17,6 +17,7 @@ mod objective_oracle;
 mod optimal_supports;
 mod prefix_dominance;
 mod progress_events;
+mod reduced_costs;
 mod selection_highs;
 mod selection_props;
 mod settled_levels;

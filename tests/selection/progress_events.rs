@@ -182,10 +182,12 @@ fn options(objective: Arc<dyn Objective>) -> SolveOptions {
     SolveOptions {
         objective,
         timings: false,
-        // Every sub-part to the integer program (no frontier, no elimination) and no
-        // count level settled by a witness, so that level solves are reported.
+        // Every sub-part to the integer program (no frontier, no elimination, no
+        // reduced costs) and no count level settled by a witness, so that level
+        // solves are reported.
         subpart_dp_states: 0,
         elimination_budget: 0,
+        reduced_costs: false,
         settle_counts: false,
         ..SolveOptions::default()
     }

@@ -1,0 +1,622 @@
+//! A lower bound of the first level by dual ascent on the local polytope,
+//! and the candidates its reduced costs rule out of every optimum.
+//!
+//! **What it computes.** For a part and its first level `L` (the preferred
+//! count, a rank count or the `weighted` score: each a sum of node terms
+//! `θ_i(x_i)` and resource terms `θ_r(x_S(r))`, as in `elimination.rs`), and
+//! a feasible choice of value `U` on `L`: the set of candidates `(i, c)` that
+//! no choice optimal on `L` takes.
+//!
+//! **The bound.** For any numbers `δ_{r,i}(c)` (one per resource term, node
+//! of its scope and candidate of that node), the reparametrised terms
+//!
+//! ```text
+//! θ'_i(c)   = θ_i(c) + Σ_{r ∋ i} δ_{r,i}(c)
+//! θ'_r(x_S) = θ_r(x_S) − Σ_{i ∈ S} δ_{r,i}(x_i)
+//! ```
+//!
+//! sum to the same objective for every choice `x`, since each `δ_{r,i}(x_i)`
+//! is added once and subtracted once. Hence for every choice `x` with
+//! `x_i = c`:
+//!
+//! ```text
+//! L(x) = Σ_j θ'_j(x_j) + Σ_r θ'_r(x_S(r)) ≥ B − min θ'_i + θ'_i(c) =: B_i(c),
+//! B   = Σ_j min θ'_j + Σ_r min θ'_r,
+//! ```
+//!
+//! each term bounded by its minimum, node `i`'s by its value at `c`.
+//! **Claim.** If `B_i(c) > U`, no choice optimal on `L` takes `c` at `i`:
+//! every choice taking it has `L(x) ≥ B_i(c) > U ≥ min L`. ∎
+//!
+//! Infeasible combinations cost a large finite `M` here instead of infinity:
+//! feasible choices keep their value, so the inequalities above hold for
+//! every feasible choice, which is all the claim uses. Resource terms with
+//! more cells than [`MAX_TERM_CELLS`] are left out: their costs are never
+//! negative, so leaving one out only lowers the bound.
+//!
+//! **Exact arithmetic.** The `δ` are found by block-coordinate ascent in
+//! floating point (the node-star update of min-sum diffusion: at node `i`
+//! every incident term's min-marginal and the node's own term are made
+//! equal, which never lowers `B`), on costs scaled by [`SCALE`]. They are
+//! then rounded to integers and `B` and every `B_i(c)` recomputed in
+//! integers: the identity holds for any `δ`, so rounding costs tightness,
+//! never validity.
+//!
+//! **Use.** Restricting the part to the candidates left keeps every
+//! optimum of `L`, hence every optimum of the whole objective (whose optima
+//! are among `L`'s), and the choice of value `U` is among them (its value is
+//! at least every `B_i(x_i)`), so the restricted part is feasible. On
+//! long-range sharing with every node preferred the `weighted` level is
+//! one wide part no elimination fits; the bound is tight enough there to
+//! fix most nodes, and what is left falls apart into parts that do.
+
+use std::time::Instant;
+
+use super::components::{CCand, Comp};
+use super::ilp::IlpOutcome;
+use super::objective::{Level, Weights};
+use super::optimal_supports::restrict;
+use super::preference::{narrow, widen};
+use super::problem::{best_rank, Mask};
+use super::propagation::Domains;
+use super::strategy::{PartResult, PartSolver};
+
+/// Costs are multiplied by this before the ascent; messages are rounded to
+/// integers at this scale.
+const SCALE: i64 = 256;
+
+/// Resource terms with more cells are left out of the bound.
+pub(crate) const MAX_TERM_CELLS: usize = 1 << 16;
+
+/// Sweeps of the ascent at most (one sweep updates every node twice, in
+/// node order and back). The count, not a clock, ends it, so the result is
+/// the same on every machine.
+const MAX_SWEEPS: usize = 400;
+
+/// The ascent stops earlier when a sweep raises the bound by less than
+/// this fraction of one unit of the level.
+const MIN_GAIN: f64 = 1e-3;
+
+/// A resource term: costs per cell (mixed radix over `scope`, last node
+/// fastest), scaled, and the messages to its scope's nodes.
+struct Term {
+    scope: Vec<usize>,
+    cost: Vec<i64>,
+    delta: Vec<Vec<f64>>,
+}
+
+/// The first level's costs, unscaled.
+struct LevelCosts<'a> {
+    level: Level,
+    weights: Option<&'a Weights>,
+}
+
+impl LevelCosts<'_> {
+    /// `None` for a level that is not one integer sum of local terms.
+    fn new(level: Level, weights: Option<&Weights>) -> Option<LevelCosts<'_>> {
+        match level {
+            Level::PreferredCount | Level::RankCount(_) => {}
+            Level::Weighted => {
+                weights?;
+            }
+            Level::PreferredLex | Level::ProviderLex => return None,
+        }
+        Some(LevelCosts { level, weights })
+    }
+
+    fn node(&self, preferred: bool) -> i64 {
+        let p = i64::from(preferred);
+        match (self.level, self.weights) {
+            (Level::PreferredCount, _) => -p,
+            (Level::Weighted, Some(w)) => -i64::from(w.preferred) * p,
+            _ => 0,
+        }
+    }
+
+    fn rank(&self, k: usize) -> i64 {
+        match (self.level, self.weights) {
+            (Level::RankCount(j), _) => i64::from(j == k),
+            (Level::Weighted, Some(w)) => i64::from(w.ranks.get(k).copied().unwrap_or(0)),
+            _ => 0,
+        }
+    }
+
+    /// The level's value of a feasible choice.
+    fn value(&self, comp: &Comp, choice: &[usize]) -> Option<i64> {
+        let score = comp.evaluate_local(choice)?;
+        let met = score.pref.iter().filter(|&&p| p).count() as i64;
+        let ranks: i64 = (0..comp.profiles)
+            .map(|k| self.rank(k) * score.counts[k] as i64)
+            .sum();
+        Some(ranks + self.node(true) * met)
+    }
+}
+
+/// The use candidate `c` makes of local resource `r`: its accepted mask,
+/// or `None` when it does not touch it.
+fn use_of(c: &CCand, r: u32) -> Option<Mask> {
+    c.res
+        .binary_search_by_key(&r, |&(x, _)| x)
+        .ok()
+        .map(|at| c.res[at].1)
+}
+
+/// What the reduced costs of the dual bound rule out.
+pub(crate) struct Fixing {
+    /// Per node, the candidates kept (bit `c` for local candidate `c`).
+    pub keep: Vec<u64>,
+    /// Candidates ruled out.
+    pub dropped: usize,
+    /// The best feasible choice found (its value is the `U` used).
+    pub incumbent: Vec<usize>,
+}
+
+/// The candidates of `comp` that no choice optimal on `level` takes, by the
+/// reduced costs of a dual bound against the better of `start` and the
+/// choices read from the bound; `None` when the level is not a sum of
+/// local terms, a node has more than 64 candidates, no feasible choice is
+/// known, or the deadline passed.
+pub(crate) fn reduced_cost_fixing(
+    comp: &Comp,
+    level: Level,
+    weights: Option<&Weights>,
+    start: &[usize],
+    deadline: Option<Instant>,
+) -> Option<Fixing> {
+    let costs = LevelCosts::new(level, weights)?;
+    let n = comp.nodes.len();
+    let domain: Vec<usize> = comp.nodes.iter().map(|nd| nd.cands.len()).collect();
+    if domain.iter().any(|&d| d > 64 || d == 0) {
+        return None;
+    }
+    let full: Mask = if comp.profiles >= 64 {
+        Mask::MAX
+    } else {
+        (1 << comp.profiles) - 1
+    };
+    // The cost of an infeasible combination: more than any feasible
+    // choice's whole spread of values, so a better bound is not given away.
+    let largest_rank = (0..comp.profiles).map(|k| costs.rank(k)).max().unwrap_or(0);
+    let spread = (largest_rank.max(0) + 1) * (comp.nres() as i64 + 1)
+        + costs.node(true).abs() * (n as i64 + 1);
+    let big = spread.checked_mul(SCALE)?;
+
+    let unary: Vec<Vec<i64>> = comp
+        .nodes
+        .iter()
+        .map(|nd| {
+            nd.cands
+                .iter()
+                .map(|c| costs.node(c.preferred) * SCALE)
+                .collect()
+        })
+        .collect();
+    let touchers = comp.touchers();
+    let mut constant = 0i64;
+    let mut terms: Vec<Term> = Vec::new();
+    for (r, scope) in touchers.iter().enumerate() {
+        let r32 = r as u32;
+        let (mut base_used, mut base_mask) = (false, full);
+        let scope: Vec<usize> = scope
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let cands = &comp.nodes[i].cands;
+                let first = use_of(&cands[0], r32);
+                let varies = cands[1..].iter().any(|c| use_of(c, r32) != first);
+                if let (false, Some(m)) = (varies, first) {
+                    base_used = true;
+                    base_mask &= m;
+                }
+                varies
+            })
+            .collect();
+        let cells = scope
+            .iter()
+            .try_fold(1usize, |p, &i| p.checked_mul(domain[i]))
+            .filter(|&c| c <= MAX_TERM_CELLS);
+        let Some(cells) = cells else {
+            continue;
+        };
+        let mut cost = vec![0i64; cells];
+        let mut digits = vec![0usize; scope.len()];
+        for cell in cost.iter_mut() {
+            let (mut used, mut mask) = (base_used, base_mask);
+            for (&i, &c) in scope.iter().zip(&digits) {
+                if let Some(m) = use_of(&comp.nodes[i].cands[c], r32) {
+                    used = true;
+                    mask &= m;
+                }
+            }
+            *cell = match (used, mask) {
+                (false, _) => 0,
+                (true, 0) => big,
+                (true, m) => costs.rank(best_rank(m)) * SCALE,
+            };
+            super::elimination::advance(&mut digits, &scope, &domain);
+        }
+        if scope.is_empty() {
+            constant += cost[0];
+        } else if cost.iter().any(|&x| x != 0) {
+            let delta = scope.iter().map(|&i| vec![0.0; domain[i]]).collect();
+            terms.push(Term { scope, cost, delta });
+        }
+    }
+    let mut incident: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for (t, term) in terms.iter().enumerate() {
+        for (p, &i) in term.scope.iter().enumerate() {
+            incident[i].push((t, p));
+        }
+    }
+
+    let mut best = (costs.value(comp, start)?, start.to_vec());
+    // The choice each node's reparametrised term prefers, improved by
+    // single-node moves, may beat the incumbent.
+    let decode = |terms: &[Term], best: &mut (i64, Vec<usize>)| {
+        let guess = Domains::new(comp).ok().and_then(|mut d| {
+            d.complete(|u, tries| {
+                let r = reparametrised(&unary[u], &incident[u], terms, domain[u]);
+                tries.extend(0..domain[u]);
+                tries.sort_by(|&a, &b| r[a].total_cmp(&r[b]));
+            })
+        });
+        for guess in guess.into_iter().chain([best.1.clone()]) {
+            let guess = improve(comp, &costs, &touchers, guess, big);
+            if let Some(v) = costs.value(comp, &guess) {
+                if v < best.0 {
+                    *best = (v, guess);
+                }
+            }
+        }
+    };
+    let mut last_bound = f64::NEG_INFINITY;
+    let order: Vec<usize> = (0..n).chain((0..n).rev()).collect();
+    for sweep in 0..MAX_SWEEPS {
+        if deadline.is_some_and(|t| Instant::now() >= t) {
+            return None;
+        }
+        for &i in &order {
+            star_update(i, &unary[i], &incident[i], &mut terms, &domain);
+        }
+        let bound = float_bound(&unary, &terms, &incident, &domain) + constant as f64;
+        if sweep % 20 == 19 {
+            decode(&terms, &mut best);
+        }
+        if (bound - last_bound) < MIN_GAIN * SCALE as f64 || bound >= (best.0 * SCALE) as f64 - 0.5
+        {
+            break;
+        }
+        last_bound = bound;
+    }
+    decode(&terms, &mut best);
+
+    // The exact bound with the messages rounded to integers.
+    let rounded: Vec<Vec<Vec<i64>>> = terms
+        .iter()
+        .map(|t| {
+            t.delta
+                .iter()
+                .map(|d| d.iter().map(|x| x.round() as i64).collect())
+                .collect()
+        })
+        .collect();
+    let mut bound = constant;
+    for (t, term) in terms.iter().enumerate() {
+        let mut digits = vec![0usize; term.scope.len()];
+        let mut least = i64::MAX;
+        for &cost in &term.cost {
+            let mut v = cost;
+            for (p, &c) in digits.iter().enumerate() {
+                v -= rounded[t][p][c];
+            }
+            least = least.min(v);
+            super::elimination::advance(&mut digits, &term.scope, &domain);
+        }
+        bound = bound.checked_add(least)?;
+    }
+    let node_terms: Vec<Vec<i64>> = (0..n)
+        .map(|i| {
+            (0..domain[i])
+                .map(|c| {
+                    unary[i][c]
+                        + incident[i]
+                            .iter()
+                            .map(|&(t, p)| rounded[t][p][c])
+                            .sum::<i64>()
+                })
+                .collect()
+        })
+        .collect();
+    for nt in &node_terms {
+        bound = bound.checked_add(*nt.iter().min()?)?;
+    }
+    let upper = best.0.checked_mul(SCALE)?;
+    let mut keep = vec![0u64; n];
+    let mut dropped = 0;
+    for (i, nt) in node_terms.iter().enumerate() {
+        let least = *nt.iter().min()?;
+        for (c, &v) in nt.iter().enumerate() {
+            if bound - least + v > upper {
+                dropped += 1;
+            } else {
+                keep[i] |= 1 << c;
+            }
+        }
+    }
+    Some(Fixing {
+        keep,
+        dropped,
+        incumbent: best.1,
+    })
+}
+
+/// The node-star update at `i`: every incident term's min-marginal at `i`
+/// and `i`'s reparametrised term become their average.
+fn star_update(
+    i: usize,
+    unary: &[i64],
+    incident: &[(usize, usize)],
+    terms: &mut [Term],
+    domain: &[usize],
+) {
+    if incident.is_empty() {
+        return;
+    }
+    let d = domain[i];
+    // μ_t(c): the term's min-marginal at i without its own message to i.
+    let mut mu: Vec<Vec<f64>> = Vec::with_capacity(incident.len());
+    let mut total: Vec<f64> = unary.iter().map(|&x| x as f64).collect();
+    for &(t, p) in incident {
+        let term = &terms[t];
+        let mut m = vec![f64::INFINITY; d];
+        let mut digits = vec![0usize; term.scope.len()];
+        for &cost in &term.cost {
+            let mut v = cost as f64;
+            for (q, &c) in digits.iter().enumerate() {
+                if q != p {
+                    v -= term.delta[q][c];
+                }
+            }
+            let x = &mut m[digits[p]];
+            if v < *x {
+                *x = v;
+            }
+            super::elimination::advance(&mut digits, &term.scope, domain);
+        }
+        for (tc, mc) in total.iter_mut().zip(&m) {
+            *tc += mc;
+        }
+        mu.push(m);
+    }
+    let share = (incident.len() + 1) as f64;
+    for (&(t, p), m) in incident.iter().zip(&mu) {
+        for c in 0..d {
+            terms[t].delta[p][c] = m[c] - total[c] / share;
+        }
+    }
+}
+
+/// `i`'s reparametrised term in floating point.
+fn reparametrised(
+    unary: &[i64],
+    incident: &[(usize, usize)],
+    terms: &[Term],
+    d: usize,
+) -> Vec<f64> {
+    (0..d)
+        .map(|c| {
+            unary[c] as f64
+                + incident
+                    .iter()
+                    .map(|&(t, p)| terms[t].delta[p][c])
+                    .sum::<f64>()
+        })
+        .collect()
+}
+
+/// The bound in floating point (to follow the ascent).
+fn float_bound(
+    unary: &[Vec<i64>],
+    terms: &[Term],
+    incident: &[Vec<(usize, usize)>],
+    domain: &[usize],
+) -> f64 {
+    let mut sum = 0.0;
+    for term in terms {
+        let mut digits = vec![0usize; term.scope.len()];
+        let mut least = f64::INFINITY;
+        for &cost in &term.cost {
+            let mut v = cost as f64;
+            for (p, &c) in digits.iter().enumerate() {
+                v -= term.delta[p][c];
+            }
+            least = least.min(v);
+            super::elimination::advance(&mut digits, &term.scope, domain);
+        }
+        sum += least;
+    }
+    for (i, u) in unary.iter().enumerate() {
+        let r = reparametrised(u, &incident[i], terms, domain[i]);
+        sum += r.iter().copied().fold(f64::INFINITY, f64::min);
+    }
+    sum
+}
+
+/// `choice` improved by single-node moves (each node in turn takes the
+/// candidate that lowers the level most, infeasible combinations costing
+/// `big`) until no move helps, at most a few sweeps.
+fn improve(
+    comp: &Comp,
+    costs: &LevelCosts,
+    touchers: &[Vec<usize>],
+    mut choice: Vec<usize>,
+    big: i64,
+) -> Vec<usize> {
+    let full: Mask = if comp.profiles >= 64 {
+        Mask::MAX
+    } else {
+        (1 << comp.profiles) - 1
+    };
+    let resources: Vec<Vec<u32>> = comp.nodes.iter().map(|nd| nd.resources()).collect();
+    let resource_cost = |r: u32, choice: &[usize]| -> i64 {
+        let (mut used, mut mask) = (false, full);
+        for &j in &touchers[r as usize] {
+            if let Some(m) = use_of(&comp.nodes[j].cands[choice[j]], r) {
+                used = true;
+                mask &= m;
+            }
+        }
+        match (used, mask) {
+            (false, _) => 0,
+            (true, 0) => big,
+            (true, m) => costs.rank(best_rank(m)) * SCALE,
+        }
+    };
+    for _ in 0..8 {
+        let mut moved = false;
+        for i in 0..comp.nodes.len() {
+            let local = |choice: &[usize]| -> i64 {
+                costs.node(comp.nodes[i].cands[choice[i]].preferred) * SCALE
+                    + resources[i]
+                        .iter()
+                        .map(|&r| resource_cost(r, choice))
+                        .sum::<i64>()
+            };
+            let now = choice[i];
+            let (mut best_c, mut best_v) = (now, local(&choice));
+            for c in 0..comp.nodes[i].cands.len() {
+                if c != now {
+                    choice[i] = c;
+                    let v = local(&choice);
+                    if v < best_v {
+                        (best_c, best_v) = (c, v);
+                    }
+                }
+            }
+            choice[i] = best_c;
+            moved |= best_c != now;
+        }
+        if !moved {
+            break;
+        }
+    }
+    choice
+}
+
+impl PartSolver<'_> {
+    /// `comp` solved to `levels` after the candidates that the reduced
+    /// costs of the first level's dual bound rule out are set aside (the
+    /// part is then presolved again and split). `None` when the first level
+    /// is not a sum of local terms, no feasible start is known, nothing is
+    /// ruled out, or the deadline passed.
+    pub(super) fn by_reduced_costs(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        warm: Option<&[usize]>,
+    ) -> Result<Option<PartResult>, String> {
+        if !self.reduced_costs {
+            return Ok(None);
+        }
+        let Some(&first) = levels.first() else {
+            return Ok(None);
+        };
+        let start = warm
+            .map(<[usize]>::to_vec)
+            .or_else(|| {
+                Domains::new(comp)
+                    .ok()
+                    .and_then(|mut d| d.complete(|_, _| {}))
+            })
+            .filter(|w| comp.evaluate_local(w).is_some());
+        let Some(start) = start else {
+            return Ok(None);
+        };
+        let Some(fixing) =
+            reduced_cost_fixing(comp, first, self.weights, &start, self.limits.deadline)
+        else {
+            return Ok(None);
+        };
+        if fixing.dropped == 0 {
+            return Ok(None);
+        }
+        let mut reduced = comp.clone();
+        restrict(&mut reduced, &fixing.keep);
+        let witness = narrow(comp, &reduced, &fixing.incumbent)
+            .ok_or("internal: the incumbent of the dual bound takes a candidate it ruled out")?;
+        let mut res = self.solve_split(&reduced, levels, Some(&witness))?;
+        if let IlpOutcome::Solved { choice, .. } = &mut res.outcome {
+            *choice = widen(comp, &reduced, choice)
+                .ok_or("internal: a part restricted by reduced costs chose an unknown candidate")?;
+        }
+        res.method.cost_fixed += fixing.dropped;
+        Ok(Some(res))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cmp::Ordering;
+
+    use super::*;
+    use crate::selection::elimination::advance;
+    use crate::selection::elimination::tests::{best_by_enumeration, small_parts};
+    use crate::selection::objective::compare_scores;
+
+    /// Every candidate some optimum of `level` takes is kept, and the
+    /// incumbent is feasible and no worse than the start, on every small
+    /// part and every level the bound supports (each optimum enumerated).
+    #[test]
+    fn every_optimum_keeps_its_candidates() {
+        let weights = Weights {
+            preferred: 3,
+            ranks: vec![0, 2, 4, 6],
+        };
+        let mut checked = 0;
+        let mut dropped = 0;
+        for comp in small_parts() {
+            let Some(start) = Domains::new(&comp)
+                .ok()
+                .and_then(|mut d| d.complete(|_, _| {}))
+            else {
+                continue;
+            };
+            let mut w = weights.clone();
+            w.ranks.truncate(comp.profiles);
+            for level in [Level::Weighted, Level::PreferredCount, Level::RankCount(1)] {
+                let levels = [level];
+                let best = best_by_enumeration(&comp, &levels, Some(&w)).expect("feasible");
+                let fixing = reduced_cost_fixing(&comp, level, Some(&w), &start, None)
+                    .expect("a supported level");
+                let inc = comp
+                    .evaluate_local(&fixing.incumbent)
+                    .expect("feasible incumbent");
+                let st = comp.evaluate_local(&start).expect("feasible start");
+                assert_ne!(
+                    compare_scores(&levels, Some(&w), &inc, &st),
+                    Ordering::Greater
+                );
+                let domain: Vec<usize> = comp.nodes.iter().map(|n| n.cands.len()).collect();
+                let scope: Vec<usize> = (0..domain.len()).collect();
+                let mut digits = vec![0usize; domain.len()];
+                for _ in 0..domain.iter().product::<usize>() {
+                    if let Some(s) = comp.evaluate_local(&digits) {
+                        if compare_scores(&levels, Some(&w), &s, &best) == Ordering::Equal {
+                            for (i, &c) in digits.iter().enumerate() {
+                                assert!(
+                                    fixing.keep[i] >> c & 1 == 1,
+                                    "{level:?}: optimum {digits:?} takes a candidate set aside"
+                                );
+                            }
+                        }
+                    }
+                    advance(&mut digits, &scope, &domain);
+                }
+                dropped += fixing.dropped;
+                checked += 1;
+            }
+        }
+        assert!(checked > 30, "only {checked} parts");
+        assert!(dropped > 0, "nothing was ever set aside");
+    }
+}
