@@ -21,6 +21,17 @@ pub(crate) struct CCand {
     pub res: Vec<(u32, Mask)>,
 }
 
+impl CCand {
+    /// The profiles this candidate accepts for local resource `r`, or
+    /// `None` when it does not touch it.
+    pub fn use_of(&self, r: u32) -> Option<Mask> {
+        self.res
+            .binary_search_by_key(&r, |&(x, _)| x)
+            .ok()
+            .map(|at| self.res[at].1)
+    }
+}
+
 /// A node inside a component.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct CNode {
@@ -77,6 +88,40 @@ impl Comp {
             }
         }
         out
+    }
+
+    /// Every profile of the component, as a mask.
+    pub fn all_profiles(&self) -> Mask {
+        if self.profiles >= 64 {
+            Mask::MAX
+        } else {
+            (1 << self.profiles) - 1
+        }
+    }
+
+    /// Of the `touchers` of local resource `r`, those whose candidates
+    /// differ in their use of it (touching it or not, the profiles
+    /// accepted): only they can change the resource's term. The others use
+    /// it alike whatever they choose; returned beside them: whether one of
+    /// those touches it, and the intersection of what they accept (every
+    /// profile when none does), where a term's intersection starts.
+    pub fn deciding_touchers(&self, r: u32, touchers: &[usize]) -> (Vec<usize>, bool, Mask) {
+        let (mut used, mut mask) = (false, self.all_profiles());
+        let deciding = touchers
+            .iter()
+            .copied()
+            .filter(|&i| {
+                let cands = &self.nodes[i].cands;
+                let first = cands[0].use_of(r);
+                let varies = cands[1..].iter().any(|c| c.use_of(r) != first);
+                if let (false, Some(m)) = (varies, first) {
+                    used = true;
+                    mask &= m;
+                }
+                varies
+            })
+            .collect();
+        (deciding, used, mask)
     }
 
     /// Evaluates a choice given as one local candidate index per node:

@@ -52,7 +52,7 @@
 
 use std::time::Instant;
 
-use super::components::{CCand, Comp};
+use super::components::Comp;
 use super::ilp::IlpOutcome;
 use super::objective::{Level, Weights};
 use super::optimal_supports::restrict;
@@ -132,15 +132,6 @@ impl LevelCosts<'_> {
     }
 }
 
-/// The use candidate `c` makes of local resource `r`: its accepted mask,
-/// or `None` when it does not touch it.
-fn use_of(c: &CCand, r: u32) -> Option<Mask> {
-    c.res
-        .binary_search_by_key(&r, |&(x, _)| x)
-        .ok()
-        .map(|at| c.res[at].1)
-}
-
 /// What the reduced costs of the dual bound rule out.
 pub(crate) struct Fixing {
     /// Per node, the candidates kept (bit `c` for local candidate `c`).
@@ -169,11 +160,6 @@ pub(crate) fn reduced_cost_fixing(
     if domain.iter().any(|&d| d > 64 || d == 0) {
         return None;
     }
-    let full: Mask = if comp.profiles >= 64 {
-        Mask::MAX
-    } else {
-        (1 << comp.profiles) - 1
-    };
     // The cost of an infeasible combination: more than any feasible
     // choice's whole spread of values, so a better bound is not given away.
     let largest_rank = (0..comp.profiles).map(|k| costs.rank(k)).max().unwrap_or(0);
@@ -196,21 +182,7 @@ pub(crate) fn reduced_cost_fixing(
     let mut terms: Vec<Term> = Vec::new();
     for (r, scope) in touchers.iter().enumerate() {
         let r32 = r as u32;
-        let (mut base_used, mut base_mask) = (false, full);
-        let scope: Vec<usize> = scope
-            .iter()
-            .copied()
-            .filter(|&i| {
-                let cands = &comp.nodes[i].cands;
-                let first = use_of(&cands[0], r32);
-                let varies = cands[1..].iter().any(|c| use_of(c, r32) != first);
-                if let (false, Some(m)) = (varies, first) {
-                    base_used = true;
-                    base_mask &= m;
-                }
-                varies
-            })
-            .collect();
+        let (scope, base_used, base_mask) = comp.deciding_touchers(r32, scope);
         let cells = scope
             .iter()
             .try_fold(1usize, |p, &i| p.checked_mul(domain[i]))
@@ -223,7 +195,7 @@ pub(crate) fn reduced_cost_fixing(
         for cell in cost.iter_mut() {
             let (mut used, mut mask) = (base_used, base_mask);
             for (&i, &c) in scope.iter().zip(&digits) {
-                if let Some(m) = use_of(&comp.nodes[i].cands[c], r32) {
+                if let Some(m) = comp.nodes[i].cands[c].use_of(r32) {
                     used = true;
                     mask &= m;
                 }
@@ -452,16 +424,12 @@ fn improve(
     mut choice: Vec<usize>,
     big: i64,
 ) -> Vec<usize> {
-    let full: Mask = if comp.profiles >= 64 {
-        Mask::MAX
-    } else {
-        (1 << comp.profiles) - 1
-    };
+    let full: Mask = comp.all_profiles();
     let resources: Vec<Vec<u32>> = comp.nodes.iter().map(|nd| nd.resources()).collect();
     let resource_cost = |r: u32, choice: &[usize]| -> i64 {
         let (mut used, mut mask) = (false, full);
         for &j in &touchers[r as usize] {
-            if let Some(m) = use_of(&comp.nodes[j].cands[choice[j]], r) {
+            if let Some(m) = comp.nodes[j].cands[choice[j]].use_of(r) {
                 used = true;
                 mask &= m;
             }

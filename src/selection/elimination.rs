@@ -66,9 +66,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use super::components::{CCand, Comp};
+use super::components::Comp;
 use super::objective::{Level, Weights};
-use super::problem::{best_rank, Mask};
+use super::problem::best_rank;
 
 /// Combinations one elimination may visit by default (its tables hold at
 /// most this many cells of a few words each).
@@ -293,34 +293,10 @@ impl CompactTerm {
         layout: &Layout,
         step_budget: u64,
     ) -> Option<CompactTerm> {
-        let full: Mask = if comp.profiles >= 64 {
-            Mask::MAX
-        } else {
-            (1 << comp.profiles) - 1
-        };
-        let r32 = r as u32;
-        let use_of = |c: &CCand| {
-            c.res
-                .binary_search_by_key(&r32, |&(x, _)| x)
-                .ok()
-                .map(|at| c.res[at].1)
-        };
         // Touchers whose candidates all use `r` alike only fold into the
         // starting intersection.
-        let (mut base_used, mut base_mask) = (false, full);
-        let scope: Vec<usize> = scope
-            .into_iter()
-            .filter(|&i| {
-                let cands = &comp.nodes[i].cands;
-                let first = use_of(&cands[0]);
-                let varies = cands[1..].iter().any(|c| use_of(c) != first);
-                if let (false, Some(m)) = (varies, first) {
-                    base_used = true;
-                    base_mask &= m;
-                }
-                varies
-            })
-            .collect();
+        let r32 = r as u32;
+        let (scope, base_used, base_mask) = comp.deciding_touchers(r32, &scope);
         let cells = scope
             .iter()
             .try_fold(1u64, |p, &i| p.checked_mul(domain[i] as u64))
@@ -354,7 +330,7 @@ impl CompactTerm {
         for cell in table.iter_mut() {
             let (mut used, mut mask) = (base_used, base_mask);
             for (&i, &c) in scope.iter().zip(&digits) {
-                if let Some(m) = use_of(&comp.nodes[i].cands[c]) {
+                if let Some(m) = comp.nodes[i].cands[c].use_of(r32) {
                     used = true;
                     mask &= m;
                 }
