@@ -165,7 +165,10 @@ pub(crate) fn reduced_cost_fixing(
     let largest_rank = (0..comp.profiles).map(|k| costs.rank(k)).max().unwrap_or(0);
     let spread = (largest_rank.max(0) + 1) * (comp.nres() as i64 + 1)
         + costs.node(true).abs() * (n as i64 + 1);
-    let big = spread.checked_mul(SCALE)?;
+    // Far below overflow for every sum below (a few terms per node, and
+    // the bound's checked sum); weights too large for that leave the part
+    // to the other methods.
+    let big = spread.checked_mul(SCALE).filter(|&b| b < 1 << 40)?;
 
     let unary: Vec<Vec<i64>> = comp
         .nodes
@@ -443,12 +446,12 @@ fn improve(
     for _ in 0..8 {
         let mut moved = false;
         for i in 0..comp.nodes.len() {
+            // Saturating: several infeasible resources at `big` each.
             let local = |choice: &[usize]| -> i64 {
-                costs.node(comp.nodes[i].cands[choice[i]].preferred) * SCALE
-                    + resources[i]
-                        .iter()
-                        .map(|&r| resource_cost(r, choice))
-                        .sum::<i64>()
+                resources[i].iter().fold(
+                    costs.node(comp.nodes[i].cands[choice[i]].preferred) * SCALE,
+                    |sum, &r| sum.saturating_add(resource_cost(r, choice)),
+                )
             };
             let now = choice[i];
             let (mut best_c, mut best_v) = (now, local(&choice));
