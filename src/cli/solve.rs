@@ -53,6 +53,23 @@ impl BackendArg {
     }
 }
 
+/// A step of the solver that `--without` switches off, for ablation
+/// studies: the answer stays the same (every step is exact), only the time
+/// and the certificate change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StepArg {
+    /// Leading count levels settled by re-checked witnesses.
+    SettledCounts,
+    /// The levels before the provider ids solved without prefix-dominated candidates.
+    PrefixDominance,
+    /// Variable elimination over a tree decomposition (and the optimal supports it finds).
+    Elimination,
+    /// Candidates in no optimum of the leading levels set aside by elimination.
+    OptimalSupports,
+    /// Candidates set aside by the reduced costs of the dual bound (and the guess at the bound).
+    ReducedCosts,
+}
+
 /// Arguments of `jointplan solve`.
 #[derive(Debug, Args)]
 pub struct SolveArgs {
@@ -85,6 +102,11 @@ pub struct SolveArgs {
     /// Worker threads (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Switch a step of the solver off (repeatable), to measure what it buys:
+    /// the answer is unchanged, only the time and the certificate differ
+    /// (docs/solver.md describes each step).
+    #[arg(long, value_enum, value_name = "STEP")]
+    pub without: Vec<StepArg>,
     /// Report every `seconds` as 0.0 (byte-identical output across runs).
     #[arg(long)]
     pub no_timings: bool,
@@ -184,7 +206,18 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         }
         None => None,
     };
+    let on = |step| !args.without.contains(&step);
+    let defaults = SolveOptions::default();
     Ok(SolveOptions {
+        settle_counts: on(StepArg::SettledCounts),
+        prefix_dominance: on(StepArg::PrefixDominance),
+        elimination_budget: if on(StepArg::Elimination) {
+            defaults.elimination_budget
+        } else {
+            0
+        },
+        optimal_supports: on(StepArg::OptimalSupports),
+        reduced_costs: on(StepArg::ReducedCosts),
         objective: Arc::from(objective),
         method: match args.solver {
             SolverArg::Ilp => Method::Ilp,
@@ -197,7 +230,7 @@ fn options(args: &SolveArgs) -> Result<SolveOptions, SelectionError> {
         timings: !args.no_timings,
         presolve: true,
         backend,
-        ..SolveOptions::default()
+        ..defaults
     })
 }
 

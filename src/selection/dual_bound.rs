@@ -140,6 +140,17 @@ pub(crate) struct Fixing {
     pub dropped: usize,
     /// The best feasible choice found (its value is the `U` used).
     pub incumbent: Vec<usize>,
+    /// The incumbent's value on the level.
+    pub value: i64,
+    /// The least value any choice can take on the level: the exact bound,
+    /// rounded up to the level's integer units.
+    pub lower: i64,
+    /// Per node and candidate, the reparametrised node term (scaled).
+    node_terms: Vec<Vec<i64>>,
+    /// Per node, the least of its reparametrised terms (scaled).
+    least: Vec<i64>,
+    /// The exact bound (scaled).
+    bound: i64,
 }
 
 /// The candidates of `comp` that no choice optimal on `level` takes, by the
@@ -235,7 +246,8 @@ pub(crate) fn reduced_cost_fixing(
                 tries.sort_by(|&a, &b| r[a].total_cmp(&r[b]));
             })
         });
-        for guess in guess.into_iter().chain([best.1.clone()]) {
+        let sequential = sequential_decode(&unary, &incident, terms, &domain);
+        for guess in guess.into_iter().chain([sequential, best.1.clone()]) {
             let guess = improve(comp, &costs, &touchers, guess, big);
             if let Some(v) = costs.value(comp, &guess) {
                 if v < best.0 {
@@ -305,24 +317,45 @@ pub(crate) fn reduced_cost_fixing(
     for nt in &node_terms {
         bound = bound.checked_add(*nt.iter().min()?)?;
     }
-    let upper = best.0.checked_mul(SCALE)?;
-    let mut keep = vec![0u64; n];
-    let mut dropped = 0;
-    for (i, nt) in node_terms.iter().enumerate() {
-        let least = *nt.iter().min()?;
-        for (c, &v) in nt.iter().enumerate() {
-            if bound - least + v > upper {
-                dropped += 1;
-            } else {
-                keep[i] |= 1 << c;
+    // Every node has a candidate (checked above), so every minimum exists.
+    let least: Vec<i64> = node_terms
+        .iter()
+        .map(|nt| nt.iter().copied().min().unwrap_or(0))
+        .collect();
+    let lower = -(bound.checked_neg()?.div_euclid(SCALE));
+    let mut fixing = Fixing {
+        keep: Vec::new(),
+        dropped: 0,
+        incumbent: best.1,
+        value: best.0,
+        lower,
+        node_terms,
+        least,
+        bound,
+    };
+    (fixing.keep, fixing.dropped) = fixing.within(best.0)?;
+    Some(fixing)
+}
+
+impl Fixing {
+    /// Per node the candidates that some choice of value at most `upper`
+    /// on the level may take (every candidate whose `B_i(c)` is at most
+    /// `upper`), and how many are set aside; `None` on overflow.
+    pub fn within(&self, upper: i64) -> Option<(Vec<u64>, usize)> {
+        let upper = upper.checked_mul(SCALE)?;
+        let mut keep = vec![0u64; self.node_terms.len()];
+        let mut dropped = 0;
+        for (i, nt) in self.node_terms.iter().enumerate() {
+            for (c, &v) in nt.iter().enumerate() {
+                if self.bound - self.least[i] + v > upper {
+                    dropped += 1;
+                } else {
+                    keep[i] |= 1 << c;
+                }
             }
         }
+        Some((keep, dropped))
     }
-    Some(Fixing {
-        keep,
-        dropped,
-        incumbent: best.1,
-    })
 }
 
 /// The node-star update at `i`: every incident term's min-marginal at `i`
@@ -369,6 +402,61 @@ fn star_update(
             terms[t].delta[p][c] = m[c] - total[c] / share;
         }
     }
+}
+
+/// A choice read from the reparametrised terms in node order: each node
+/// takes the candidate that minimises its own term plus, for every
+/// incident resource term, the least cell agreeing with the nodes already
+/// chosen (the decoding of sequential tree-reweighted message passing).
+/// Where the bound is tight this follows the optimum's minimal cells, which
+/// a choice by each node's own term alone misses when several candidates
+/// tie there.
+fn sequential_decode(
+    unary: &[Vec<i64>],
+    incident: &[Vec<(usize, usize)>],
+    terms: &[Term],
+    domain: &[usize],
+) -> Vec<usize> {
+    let mut choice = vec![usize::MAX; unary.len()];
+    for u in 0..unary.len() {
+        let mut score = reparametrised(&unary[u], &incident[u], terms, domain[u]);
+        for &(t, p) in &incident[u] {
+            let term = &terms[t];
+            let mut m = vec![f64::INFINITY; domain[u]];
+            let mut digits = vec![0usize; term.scope.len()];
+            for &cost in &term.cost {
+                let agrees = term
+                    .scope
+                    .iter()
+                    .zip(&digits)
+                    .all(|(&j, &c)| choice[j] == usize::MAX || choice[j] == c);
+                if agrees {
+                    let mut v = cost as f64;
+                    for (q, &c) in digits.iter().enumerate() {
+                        v -= term.delta[q][c];
+                    }
+                    let x = &mut m[digits[p]];
+                    if v < *x {
+                        *x = v;
+                    }
+                }
+                super::elimination::advance(&mut digits, &term.scope, domain);
+            }
+            for (s, x) in score.iter_mut().zip(&m) {
+                *s += x;
+            }
+        }
+        // The first of the least (a total order on floats; ties to the
+        // smaller index).
+        let mut pick = 0;
+        for c in 1..domain[u] {
+            if score[c] < score[pick] {
+                pick = c;
+            }
+        }
+        choice[u] = pick;
+    }
+    choice
 }
 
 /// `i`'s reparametrised term in floating point.
@@ -508,6 +596,9 @@ impl PartSolver<'_> {
         else {
             return Ok(None);
         };
+        if let Some(res) = self.at_the_bound(comp, levels, &fixing)? {
+            return Ok(Some(res));
+        }
         if fixing.dropped == 0 {
             return Ok(None);
         }
@@ -523,6 +614,51 @@ impl PartSolver<'_> {
         res.method.cost_fixed += fixing.dropped;
         Ok(Some(res))
     }
+
+    /// `comp` solved to `levels` on the guess that the first level's
+    /// optimum is its dual bound: the part restricted to the candidates a
+    /// choice of value at most [`Fixing::lower`] may take is solved, and
+    /// when its optimum reaches that value it is the whole part's optimum
+    /// (docs/solver.md, "Reduced costs of a dual bound", Claim 5). `None`
+    /// when the incumbent is already at the bound, nothing would be set
+    /// aside, the guess is refuted (the restricted part is infeasible or
+    /// its optimum is above the bound), or a limit stopped its solve.
+    fn at_the_bound(
+        &self,
+        comp: &Comp,
+        levels: &[Level],
+        fixing: &Fixing,
+    ) -> Result<Option<PartResult>, String> {
+        if fixing.lower >= fixing.value {
+            return Ok(None);
+        }
+        let Some((keep, dropped)) = fixing.within(fixing.lower) else {
+            return Ok(None);
+        };
+        if dropped == 0 || keep.contains(&0) {
+            return Ok(None);
+        }
+        let mut reduced = comp.clone();
+        restrict(&mut reduced, &keep);
+        let mut res = self.solve_split(&reduced, levels, None)?;
+        let IlpOutcome::Solved {
+            choice,
+            stopped: None,
+            ..
+        } = &mut res.outcome
+        else {
+            return Ok(None);
+        };
+        *choice = widen(comp, &reduced, choice)
+            .ok_or("internal: a part restricted at its dual bound chose an unknown candidate")?;
+        let costs = LevelCosts::new(levels[0], self.weights)
+            .ok_or("internal: the dual bound's level has no local terms")?;
+        if costs.value(comp, choice).is_none_or(|v| v > fixing.lower) {
+            return Ok(None);
+        }
+        res.method.bound_fixed += dropped;
+        Ok(Some(res))
+    }
 }
 
 #[cfg(test)]
@@ -530,6 +666,7 @@ mod tests {
     use std::cmp::Ordering;
 
     use super::*;
+    use crate::selection::components::Score;
     use crate::selection::elimination::advance;
     use crate::selection::elimination::tests::{best_by_enumeration, small_parts};
     use crate::selection::objective::compare_scores;
@@ -567,27 +704,119 @@ mod tests {
                     compare_scores(&levels, Some(&w), &inc, &st),
                     Ordering::Greater
                 );
-                let domain: Vec<usize> = comp.nodes.iter().map(|n| n.cands.len()).collect();
-                let scope: Vec<usize> = (0..domain.len()).collect();
-                let mut digits = vec![0usize; domain.len()];
-                for _ in 0..domain.iter().product::<usize>() {
-                    if let Some(s) = comp.evaluate_local(&digits) {
+                every_choice(&comp, |choice| {
+                    if let Some(s) = comp.evaluate_local(choice) {
                         if compare_scores(&levels, Some(&w), &s, &best) == Ordering::Equal {
-                            for (i, &c) in digits.iter().enumerate() {
+                            for (i, &c) in choice.iter().enumerate() {
                                 assert!(
                                     fixing.keep[i] >> c & 1 == 1,
-                                    "{level:?}: optimum {digits:?} takes a candidate set aside"
+                                    "{level:?}: optimum {choice:?} takes a candidate set aside"
                                 );
                             }
                         }
                     }
-                    advance(&mut digits, &scope, &domain);
-                }
+                });
                 dropped += fixing.dropped;
                 checked += 1;
             }
         }
         assert!(checked > 30, "only {checked} parts");
         assert!(dropped > 0, "nothing was ever set aside");
+    }
+
+    /// The guess at the bound (Claim 5): for every threshold `t` from just
+    /// below the bound up to the incumbent's value, every choice of value at most `t`
+    /// keeps its candidates under [`Fixing::within`], and whenever the
+    /// part restricted there has a choice of value at most `t`, its optimum
+    /// under the whole objective is the part's, and below the optimum the
+    /// guess is refuted (each enumerated), with
+    /// steep weights where the bound is tight and the incumbent is not.
+    #[test]
+    fn a_guess_at_the_bound_that_holds_gives_the_optimum() {
+        let mut held = 0;
+        let mut refuted = 0;
+        for weights in [
+            Weights {
+                preferred: 3,
+                ranks: vec![0, 2, 4, 6],
+            },
+            Weights {
+                preferred: 5,
+                ranks: vec![0, 1, 3, 9],
+            },
+        ] {
+            for comp in small_parts() {
+                let Some(start) = Domains::new(&comp)
+                    .ok()
+                    .and_then(|mut d| d.complete(|_, _| {}))
+                else {
+                    continue;
+                };
+                let mut w = weights.clone();
+                w.ranks.truncate(comp.profiles);
+                let levels = [Level::Weighted, Level::ProviderLex];
+                let best = best_by_enumeration(&comp, &levels, Some(&w)).expect("feasible");
+                let costs = LevelCosts::new(Level::Weighted, Some(&w)).expect("additive");
+                let fixing = reduced_cost_fixing(&comp, Level::Weighted, Some(&w), &start, None)
+                    .expect("a supported level");
+                let optimum = costs
+                    .value(&comp, &best_choice(&comp, &best))
+                    .expect("feasible");
+                assert!(fixing.lower <= optimum, "the bound exceeds the optimum");
+                for t in fixing.lower - 2..=fixing.value {
+                    let (keep, _) = fixing.within(t).expect("no overflow");
+                    every_choice(&comp, |choice| {
+                        if costs.value(&comp, choice).is_some_and(|v| v <= t) {
+                            for (i, &c) in choice.iter().enumerate() {
+                                assert!(keep[i] >> c & 1 == 1, "a choice at most {t} set aside");
+                            }
+                        }
+                    });
+                    if keep.contains(&0) {
+                        refuted += 1;
+                        continue;
+                    }
+                    let mut reduced = comp.clone();
+                    restrict(&mut reduced, &keep);
+                    match best_by_enumeration(&reduced, &levels, Some(&w)) {
+                        Some(b)
+                            if costs
+                                .value(&reduced, &best_choice(&reduced, &b))
+                                .is_some_and(|v| v <= t) =>
+                        {
+                            assert_eq!(
+                                compare_scores(&levels, Some(&w), &b, &best),
+                                Ordering::Equal
+                            );
+                            held += 1;
+                        }
+                        _ => refuted += 1,
+                    }
+                }
+            }
+        }
+        assert!(held > 30 && refuted > 0, "held {held}, refuted {refuted}");
+    }
+
+    /// Calls `f` with every choice of `comp` (feasible or not).
+    fn every_choice(comp: &Comp, mut f: impl FnMut(&[usize])) {
+        let domain: Vec<usize> = comp.nodes.iter().map(|n| n.cands.len()).collect();
+        let scope: Vec<usize> = (0..domain.len()).collect();
+        let mut digits = vec![0usize; domain.len()];
+        for _ in 0..domain.iter().product::<usize>() {
+            f(&digits);
+            advance(&mut digits, &scope, &domain);
+        }
+    }
+
+    /// A choice of `comp` whose score is `score`.
+    fn best_choice(comp: &Comp, score: &Score) -> Vec<usize> {
+        let mut found = None;
+        every_choice(comp, |choice| {
+            if found.is_none() && comp.evaluate_local(choice).as_ref() == Some(score) {
+                found = Some(choice.to_vec());
+            }
+        });
+        found.expect("a choice with the enumerated score")
     }
 }

@@ -106,6 +106,9 @@ pub(crate) struct PartMethod {
     /// Candidates set aside by the reduced costs of the first level's dual
     /// bound against an incumbent.
     pub cost_fixed: usize,
+    /// Candidates set aside as in no choice that reaches the first level's
+    /// dual bound, in parts whose restricted optimum reached it.
+    pub bound_fixed: usize,
 }
 
 impl PartMethod {
@@ -147,6 +150,12 @@ impl PartMethod {
             out.push(format!(
                 "{} candidates set aside as in no optimum of the first level (reduced costs of its local-polytope dual bound against an incumbent)",
                 self.cost_fixed
+            ));
+        }
+        if self.bound_fixed > 0 {
+            out.push(format!(
+                "{} candidates set aside as in no choice reaching the first level's local-polytope dual bound, which the optimum of the part left reaches",
+                self.bound_fixed
             ));
         }
         if let Some((met, refuted)) = self.preferences {
@@ -213,6 +222,7 @@ impl PartMethod {
         self.probes += other.probes;
         self.unsupported += other.unsupported;
         self.cost_fixed += other.cost_fixed;
+        self.bound_fixed += other.bound_fixed;
     }
 }
 

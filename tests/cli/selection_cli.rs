@@ -332,3 +332,53 @@ fn a_closed_stdout_pipe_ends_the_solve_output_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(output.status.code(), Some(0), "{stderr}");
 }
+
+/// `--without STEP` switches a solver step off: every answer (choices and profiles) is the
+/// default one, only the certificate changes; the step named is absent from it.
+#[test]
+fn without_a_step_the_answer_is_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p.json").to_string_lossy().into_owned();
+    let out = jointplan(&["solve", "--generate", "long-range:200:2:4:100", &p]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let w = write(&dir, "w.json", r#"{"preferred": 5, "ranks": [0, 1, 3, 9]}"#);
+    for objective in ["seed-lex", "max-preferred", "min-penalty", "weighted"] {
+        let mut args = vec!["solve", &p, "--no-timings", "--objective", objective];
+        if objective == "weighted" {
+            args.extend(["--weights", &w]);
+        }
+        let base = json(&jointplan(&args));
+        assert_eq!(base["status"], "optimal", "{objective}");
+        for step in [
+            "settled-counts",
+            "prefix-dominance",
+            "elimination",
+            "optimal-supports",
+            "reduced-costs",
+        ] {
+            let mut with = args.clone();
+            with.extend(["--without", step]);
+            let v = json(&jointplan(&with));
+            assert_eq!(v["status"], "optimal", "{objective} without {step}");
+            assert_eq!(v["choices"], base["choices"], "{objective} without {step}");
+            assert_eq!(
+                v["profiles"], base["profiles"],
+                "{objective} without {step}"
+            );
+            let certificates = v["components"].to_string();
+            let absent = match step {
+                "prefix-dominance" => "prefix-dominated",
+                "elimination" => "variable elimination",
+                "optimal-supports" => "optimal supports",
+                "reduced-costs" => "dual bound",
+                _ => "settled at their best possible value",
+            };
+            assert!(
+                !certificates.contains(absent),
+                "{objective} without {step}: {certificates}"
+            );
+        }
+    }
+    let bad = jointplan(&["solve", &p, "--without", "presolve"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
