@@ -13,13 +13,16 @@
 //! `--time-limit` = `--limit`, 10 s by default), timed as a whole. A cell
 //! stopped by the limit prints `limit` with the gap of the level it was
 //! solving; every other cell is a certified optimum. `weighted` uses the
-//! weights `{"preferred": 3, "ranks": [0, 2, 4, 6]}`.
+//! weights `{"preferred": 3, "ranks": [0, 2, 4, 6]}`, or those of the JSON
+//! file given with `--weights FILE` (as `jointplan solve --weights`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jointplan::selection::instances::{self, Params};
-use jointplan::selection::{solve, Objective, SelectionProblem, SolveOptions, Status};
+use jointplan::selection::{
+    solve, Objective, SelectionProblem, SolveOptions, Status, Weighted, Weights,
+};
 
 /// One timed solve: seconds and a note (`optimal`, or the limit and gap).
 fn timed(p: &SelectionProblem, objective: Arc<dyn Objective>, limit: Duration) -> (f64, String) {
@@ -56,12 +59,14 @@ fn timed(p: &SelectionProblem, objective: Arc<dyn Objective>, limit: Duration) -
 struct Args {
     sizes: Vec<usize>,
     limit: Duration,
+    weights: Option<Weights>,
 }
 
 fn args() -> Result<Args, String> {
     let mut out = Args {
         sizes: vec![300, 1_000, 3_000],
         limit: Duration::from_secs(10),
+        weights: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
@@ -81,9 +86,16 @@ fn args() -> Result<Args, String> {
                     .ok_or(format!("--limit: bad seconds `{value}`"))?;
                 out.limit = Duration::from_secs_f64(s);
             }
+            "--weights" => {
+                let text = std::fs::read_to_string(&value)
+                    .map_err(|e| format!("--weights: cannot read `{value}`: {e}"))?;
+                out.weights = Some(
+                    Weights::from_json_str(&text).map_err(|e| format!("--weights `{value}`: {e}"))?,
+                );
+            }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (expected --sizes N,N,... or --limit SECONDS)"
+                    "unknown argument `{other}` (expected --sizes N,N,..., --limit SECONDS or --weights FILE)"
                 ))
             }
         }
@@ -99,7 +111,11 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let objectives = instances::benchmark_objectives();
+    let mut objectives = instances::benchmark_objectives();
+    if let Some(w) = args.weights {
+        objectives.retain(|o| o.name() != "weighted");
+        objectives.push(Arc::new(Weighted(w)));
+    }
     println!(
         "| shape | nodes | preferred | seed-lex | max-preferred (x seed-lex) | min-penalty (x seed-lex) | weighted (x seed-lex) |"
     );

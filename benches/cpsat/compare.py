@@ -526,10 +526,19 @@ def main():
     tmp = tempfile.mkdtemp(prefix="jointplan-cpsat-")
 
     def weights_for(profiles):
+        """The weights for instances of `profiles` profiles: the --weights file, its `ranks`
+        cut to the first `profiles` entries when it has more (still non-decreasing)."""
         if args.weights:
             with open(args.weights) as f:
-                return json.load(f), args.weights
-        w = default_weights(profiles)
+                w = json.load(f)
+            if len(w["ranks"]) == profiles:
+                return w, args.weights
+            if len(w["ranks"]) < profiles:
+                raise SystemExit(f"compare.py: {args.weights} has {len(w['ranks'])} ranks, "
+                                 f"an instance has {profiles} profiles")
+            w = {**w, "ranks": w["ranks"][:profiles]}
+        else:
+            w = default_weights(profiles)
         path = os.path.join(tmp, f"weights-{profiles}.json")
         with open(path, "w") as f:
             json.dump(w, f)

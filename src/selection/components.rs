@@ -124,6 +124,39 @@ impl Comp {
         (deciding, used, mask)
     }
 
+    /// Resource `r`'s state in every combination of candidates of `scope`
+    /// (its deciding touchers; `base` is the starting `used` and mask that
+    /// [`Comp::deciding_touchers`] returns beside them), in mixed radix over
+    /// `scope` with the last node fastest: `f` gets one state per cell, in
+    /// order. The tables of a resource's term (the elimination's, the dual
+    /// bound's) are built from it.
+    pub fn for_each_resource_state(
+        &self,
+        r: u32,
+        scope: &[usize],
+        base: (bool, Mask),
+        domain: &[usize],
+        mut f: impl FnMut(ResourceState),
+    ) {
+        let cells: usize = scope.iter().map(|&i| domain[i]).product();
+        let mut digits = vec![0usize; scope.len()];
+        for _ in 0..cells {
+            let (mut used, mut mask) = base;
+            for (&i, &c) in scope.iter().zip(&digits) {
+                if let Some(m) = self.nodes[i].cands[c].use_of(r) {
+                    used = true;
+                    mask &= m;
+                }
+            }
+            f(match (used, mask) {
+                (false, _) => ResourceState::Unused,
+                (true, 0) => ResourceState::Infeasible,
+                (true, m) => ResourceState::Rank(best_rank(m)),
+            });
+            advance(&mut digits, scope, domain);
+        }
+    }
+
     /// Evaluates a choice given as one local candidate index per node:
     /// `None` when it is infeasible (some resource has an empty intersection)
     /// or malformed.
@@ -245,4 +278,27 @@ pub(crate) fn instance_components(inst: &Instance) -> Vec<Vec<u32>> {
         .into_iter()
         .map(|g| g.into_iter().map(|i| i as u32).collect())
         .collect()
+}
+
+/// What a resource is under one combination of its touchers' candidates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ResourceState {
+    /// No chosen candidate touches it.
+    Unused,
+    /// The chosen candidates that touch it accept no common profile.
+    Infeasible,
+    /// Used, with the lowest rank of the common profiles.
+    Rank(usize),
+}
+
+/// Steps the mixed-radix `digits` over `scope` (last varies fastest): the
+/// cell order of every table over a scope of nodes.
+pub(crate) fn advance(digits: &mut [usize], scope: &[usize], domain: &[usize]) {
+    for j in (0..digits.len()).rev() {
+        digits[j] += 1;
+        if digits[j] < domain[scope[j]] {
+            return;
+        }
+        digits[j] = 0;
+    }
 }

@@ -49,9 +49,9 @@
 //! fix most nodes, and the levels after it are then solved on what is left
 //! (docs/solver.md, "Optimal supports").
 
-use super::components::Comp;
+use super::components::{advance, Comp};
 use super::dual_bound::reduced_cost_fixing;
-use super::elimination::{advance, eliminate, forward, Eliminated, Forward, Reach};
+use super::elimination::{eliminate, forward, Eliminated, Forward, Reach};
 use super::ilp::{solve_ilp_proved, IlpOutcome};
 use super::objective::{Level, Weights};
 use super::preference::{narrow, widen};
