@@ -19,15 +19,7 @@ fn every_optimum_keeps_its_candidates() {
     };
     let mut checked = 0;
     let mut dropped = 0;
-    for comp in small_parts() {
-        let Some(start) = Domains::new(&comp)
-            .ok()
-            .and_then(|mut d| d.complete(|_, _| {}))
-        else {
-            continue;
-        };
-        let mut w = weights.clone();
-        w.ranks.truncate(comp.profiles);
+    for (comp, start, w) in parts_with_starts(&weights) {
         for level in [Level::Weighted, Level::PreferredCount, Level::RankCount(1)] {
             let levels = [level];
             let best = best_by_enumeration(&comp, &levels, Some(&w)).expect("feasible");
@@ -82,15 +74,7 @@ fn a_guess_at_the_bound_that_holds_gives_the_optimum() {
             ranks: vec![0, 1, 3, 9],
         },
     ] {
-        for comp in small_parts() {
-            let Some(start) = Domains::new(&comp)
-                .ok()
-                .and_then(|mut d| d.complete(|_, _| {}))
-            else {
-                continue;
-            };
-            let mut w = weights.clone();
-            w.ranks.truncate(comp.profiles);
+        for (comp, start, w) in parts_with_starts(&weights) {
             let levels = [Level::Weighted, Level::ProviderLex];
             let best = best_by_enumeration(&comp, &levels, Some(&w)).expect("feasible");
             let costs = LevelCosts::new(Level::Weighted, Some(&w)).expect("additive");
@@ -133,6 +117,22 @@ fn a_guess_at_the_bound_that_holds_gives_the_optimum() {
         }
     }
     assert!(held > 30 && refuted > 0, "held {held}, refuted {refuted}");
+}
+
+/// The small parts that have a completion by propagation, each with it
+/// and with `weights` cut to the part's profiles.
+fn parts_with_starts(weights: &Weights) -> Vec<(Comp, Vec<usize>, Weights)> {
+    small_parts()
+        .into_iter()
+        .filter_map(|comp| {
+            let start = Domains::new(&comp)
+                .ok()
+                .and_then(|mut d| d.complete(|_, _| {}))?;
+            let mut w = weights.clone();
+            w.ranks.truncate(comp.profiles);
+            Some((comp, start, w))
+        })
+        .collect()
 }
 
 /// Calls `f` with every choice of `comp` (feasible or not).
