@@ -59,7 +59,7 @@ use super::optimal_supports::restrict;
 use super::preference::{narrow, widen};
 use super::problem::{best_rank, Mask};
 use super::propagation::Domains;
-use super::strategy::{PartResult, PartSolver};
+use super::strategy::{start_of, PartResult, PartSolver};
 
 /// Costs are multiplied by this before the ascent; messages are rounded to
 /// integers at this scale.
@@ -571,15 +571,7 @@ impl PartSolver<'_> {
         let Some(&first) = levels.first() else {
             return Ok(None);
         };
-        let start = warm
-            .map(<[usize]>::to_vec)
-            .or_else(|| {
-                Domains::new(comp)
-                    .ok()
-                    .and_then(|mut d| d.complete(|_, _| {}))
-            })
-            .filter(|w| comp.evaluate_local(w).is_some());
-        let Some(start) = start else {
+        let Some(start) = start_of(comp, warm) else {
             return Ok(None);
         };
         let Some(fixing) =

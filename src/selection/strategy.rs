@@ -613,16 +613,8 @@ impl PartSolver<'_> {
             }
             _ => None,
         };
-        // A start: the warm solution, else a completion by propagation; with
-        // it a time limit always leaves a solution to report.
-        let start: Option<Vec<usize>> = warm
-            .map(<[usize]>::to_vec)
-            .or_else(|| {
-                Domains::new(comp)
-                    .ok()
-                    .and_then(|mut d| d.complete(|_, _| {}))
-            })
-            .filter(|w| comp.evaluate_local(w).is_some());
+        // With a start a time limit always leaves a solution to report.
+        let start = start_of(comp, warm);
         let mut prefix_method = None;
         let (choice, solves) = if prefix.is_empty() {
             // Only the provider ids: any solution is a target.
@@ -707,6 +699,19 @@ impl PartSolver<'_> {
         self.provider_ids_among_optima(comp, levels, choice, solves, method)
             .map(Some)
     }
+}
+
+/// A feasible choice of `comp` to start from: the warm solution, else a
+/// completion by propagation in node order; `None` when neither is
+/// feasible (which proves nothing).
+pub(super) fn start_of(comp: &Comp, warm: Option<&[usize]>) -> Option<Vec<usize>> {
+    warm.map(<[usize]>::to_vec)
+        .or_else(|| {
+            Domains::new(comp)
+                .ok()
+                .and_then(|mut d| d.complete(|_, _| {}))
+        })
+        .filter(|w| comp.evaluate_local(w).is_some())
 }
 
 /// Steps of the provider-id search before probing (or the integer program)
