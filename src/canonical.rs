@@ -17,8 +17,10 @@
 //! The plan file's pretty form ([`write_pretty`], byte for byte serde_json's pretty printer)
 //! lives here too: it shares the string writer whose bytes must equal serde_json's.
 
+mod compound;
 mod digest;
 mod json_string;
+mod map_key;
 mod pretty;
 mod writer;
 
@@ -27,7 +29,9 @@ use std::io::Write;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
+pub(crate) use compound::compound_traits;
 pub(crate) use json_string::needs_escape;
+pub(crate) use map_key::{append_key_text, key_str, KeyRules};
 use writer::CanonicalWriter;
 
 pub use digest::Sha256Hex;

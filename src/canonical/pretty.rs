@@ -15,10 +15,12 @@
 
 use std::io::Write;
 
-use serde::ser::{self, Error as _, Serialize};
+use serde::ser::{self, Serialize};
 use serde_json::Error;
 
+use super::compound::compound_traits;
 use super::json_string::write_json_string;
+use super::map_key::{write_key, KeyRules};
 
 /// The buffer is sent to the sink once it holds this many bytes (at the end of a value).
 const CHUNK: usize = 256 * 1024;
@@ -37,6 +39,7 @@ pub fn write_pretty<T: Serialize + ?Sized, W: Write>(value: &T, sink: W) -> Resu
         sink,
         out: Vec::with_capacity(CHUNK + CHUNK / 4),
         depth: 0,
+        key_text: Vec::new(),
     };
     value.serialize(&mut writer)?;
     writer.sink.write_all(&writer.out).map_err(Error::io)?;
@@ -48,6 +51,8 @@ struct PrettyWriter<W: Write> {
     sink: W,
     out: Vec<u8>,
     depth: usize,
+    /// Scratch for a map key's text.
+    key_text: Vec<u8>,
 }
 
 impl<W: Write> PrettyWriter<W> {
@@ -143,9 +148,13 @@ impl<W: Write> Compound<'_, W> {
 
     fn key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
         self.next_line();
-        key.serialize(KeyWriter {
-            out: &mut self.writer.out,
-        })
+        let writer = &mut *self.writer;
+        write_key(
+            key,
+            KeyRules::Printer,
+            &mut writer.key_text,
+            &mut writer.out,
+        )
     }
 
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
@@ -158,6 +167,16 @@ impl<W: Write> Compound<'_, W> {
         self.next_line();
         write_json_string(&mut self.writer.out, key)?;
         self.value(value)
+    }
+
+    fn end_sequence(self) -> Result<(), Error> {
+        self.close(b']');
+        Ok(())
+    }
+
+    fn end_object(self) -> Result<(), Error> {
+        self.close(b'}');
+        Ok(())
     }
 
     /// Closes the array or object with `close`, then the variant's object if any.
@@ -344,263 +363,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
     }
 }
 
-impl<W: Write> ser::SerializeSeq for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeTuple for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeTupleStruct for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeTupleVariant for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b']');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeMap for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
-        self.key(key)
-    }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.value(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b'}');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b'}');
-        Ok(())
-    }
-}
-
-impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.close(b'}');
-        Ok(())
-    }
-}
-
-/// Writes a map key as serde_json does: a JSON string, numbers and booleans quoted.
-struct KeyWriter<'k> {
-    out: &'k mut Vec<u8>,
-}
-
-fn key_must_be_a_string() -> Error {
-    Error::custom("key must be a string")
-}
-
-impl KeyWriter<'_> {
-    /// A number or boolean printed by serde_json, in quotes.
-    fn quoted<T: Serialize>(self, value: T) -> Result<(), Error> {
-        self.out.push(b'"');
-        serde_json::to_writer(&mut *self.out, &value)?;
-        self.out.push(b'"');
-        Ok(())
-    }
-}
-
-impl ser::Serializer for KeyWriter<'_> {
-    type Ok = ();
-    type Error = Error;
-    type SerializeSeq = ser::Impossible<(), Error>;
-    type SerializeTuple = ser::Impossible<(), Error>;
-    type SerializeTupleStruct = ser::Impossible<(), Error>;
-    type SerializeTupleVariant = ser::Impossible<(), Error>;
-    type SerializeMap = ser::Impossible<(), Error>;
-    type SerializeStruct = ser::Impossible<(), Error>;
-    type SerializeStructVariant = ser::Impossible<(), Error>;
-
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.quoted(v)
-    }
-    fn serialize_f32(self, v: f32) -> Result<(), Error> {
-        if !v.is_finite() {
-            return Err(Error::custom("float key must be finite"));
-        }
-        self.quoted(v)
-    }
-    fn serialize_f64(self, v: f64) -> Result<(), Error> {
-        if !v.is_finite() {
-            return Err(Error::custom("float key must be finite"));
-        }
-        self.quoted(v)
-    }
-    fn serialize_char(self, v: char) -> Result<(), Error> {
-        write_json_string(self.out, v.encode_utf8(&mut [0; 4]))
-    }
-    fn serialize_str(self, v: &str) -> Result<(), Error> {
-        write_json_string(self.out, v)
-    }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_none(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, value: &T) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_unit(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        variant: &'static str,
-    ) -> Result<(), Error> {
-        write_json_string(self.out, variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Error> {
-        Err(key_must_be_a_string())
-    }
-}
+compound_traits!([W: Write] Compound<'_, W>, Error);
 
 #[cfg(test)]
 mod tests {

@@ -21,7 +21,9 @@ use std::io::Write;
 use serde::ser::{self, Error as _, Serialize};
 use serde_json::Error;
 
+use super::compound::compound_traits;
 use super::json_string::write_json_string;
+use super::map_key::{append_key_text, key_str, KeyRules};
 
 /// One entry of an open object: its raw key and `"key":value` bytes (in `out`).
 #[derive(Clone, Copy, Debug)]
@@ -209,11 +211,8 @@ impl<W: Write> CanonicalWriter<W> {
     fn begin_entry<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
         self.separate_entry()?;
         let key_start = self.keys.len();
-        key.serialize(KeySerializer {
-            keys: &mut self.keys,
-        })?;
-        let text = std::str::from_utf8(&self.keys[key_start..])
-            .map_err(|_| Error::custom("map key is not UTF-8"))?;
+        append_key_text(key, KeyRules::Canonical, &mut self.keys)?;
+        let text = key_str(&self.keys[key_start..])?;
         let start = self.out.len();
         write_json_string(&mut self.out, text)?;
         let key = Key::Map {
@@ -422,6 +421,16 @@ impl<W: Write> Compound<'_, W> {
         Ok(())
     }
 
+    fn key<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
+        self.writer.begin_entry(key)
+    }
+
+    fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
+        value.serialize(&mut *self.writer)?;
+        self.writer.end_entry();
+        Ok(())
+    }
+
     fn end_object(self) -> Result<(), Error> {
         self.writer.close_object()?;
         if self.wrapped {
@@ -607,252 +616,4 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
     }
 }
 
-impl<W: Write> ser::SerializeSeq for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_sequence()
-    }
-}
-
-impl<W: Write> ser::SerializeTuple for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_sequence()
-    }
-}
-
-impl<W: Write> ser::SerializeTupleStruct for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_sequence()
-    }
-}
-
-impl<W: Write> ser::SerializeTupleVariant for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_sequence()
-    }
-}
-
-impl<W: Write> ser::SerializeMap for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Error> {
-        self.writer.begin_entry(key)
-    }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        value.serialize(&mut *self.writer)?;
-        self.writer.end_entry();
-        Ok(())
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_object()
-    }
-}
-
-impl<W: Write> ser::SerializeStruct for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_object()
-    }
-}
-
-impl<W: Write> ser::SerializeStructVariant for Compound<'_, W> {
-    type Ok = ();
-    type Error = Error;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        self.field(key, value)
-    }
-    fn end(self) -> Result<(), Error> {
-        self.end_object()
-    }
-}
-
-/// Writes a map key's raw text, converting keys the way `serde_json::to_value` does.
-struct KeySerializer<'k> {
-    keys: &'k mut Vec<u8>,
-}
-
-fn key_must_be_a_string() -> Error {
-    Error::custom("key must be a string")
-}
-
-impl KeySerializer<'_> {
-    fn text(self, text: &str) -> Result<(), Error> {
-        self.keys.extend_from_slice(text.as_bytes());
-        Ok(())
-    }
-}
-
-impl ser::Serializer for KeySerializer<'_> {
-    type Ok = ();
-    type Error = Error;
-    type SerializeSeq = ser::Impossible<(), Error>;
-    type SerializeTuple = ser::Impossible<(), Error>;
-    type SerializeTupleStruct = ser::Impossible<(), Error>;
-    type SerializeTupleVariant = ser::Impossible<(), Error>;
-    type SerializeMap = ser::Impossible<(), Error>;
-    type SerializeStruct = ser::Impossible<(), Error>;
-    type SerializeStructVariant = ser::Impossible<(), Error>;
-
-    fn serialize_bool(self, v: bool) -> Result<(), Error> {
-        self.text(if v { "true" } else { "false" })
-    }
-    fn serialize_i8(self, v: i8) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_i16(self, v: i16) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_i32(self, v: i32) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_i64(self, v: i64) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_i128(self, v: i128) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_u8(self, v: u8) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_u16(self, v: u16) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_u32(self, v: u32) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_u64(self, v: u64) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_u128(self, v: u128) -> Result<(), Error> {
-        self.text(&v.to_string())
-    }
-    fn serialize_f32(self, _v: f32) -> Result<(), Error> {
-        // serde_json prints float keys with its own float formatter; no plan has one, so
-        // refuse rather than risk different bytes.
-        Err(Error::custom(
-            "float map keys are not supported canonically",
-        ))
-    }
-    fn serialize_f64(self, _v: f64) -> Result<(), Error> {
-        Err(Error::custom(
-            "float map keys are not supported canonically",
-        ))
-    }
-    fn serialize_char(self, v: char) -> Result<(), Error> {
-        self.text(v.encode_utf8(&mut [0; 4]))
-    }
-    fn serialize_str(self, v: &str) -> Result<(), Error> {
-        self.text(v)
-    }
-    fn serialize_bytes(self, _v: &[u8]) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_none(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_some<T: Serialize + ?Sized>(self, _value: &T) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit(self) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit_struct(self, _name: &'static str) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_unit_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        variant: &'static str,
-    ) -> Result<(), Error> {
-        self.text(variant)
-    }
-    fn serialize_newtype_struct<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        value: &T,
-    ) -> Result<(), Error> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: Serialize + ?Sized>(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _value: &T,
-    ) -> Result<(), Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_seq(self, _len: Option<usize>) -> Result<Self::SerializeSeq, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple(self, _len: usize) -> Result<Self::SerializeTuple, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeTupleVariant, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_map(self, _len: Option<usize>) -> Result<Self::SerializeMap, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct(
-        self,
-        _name: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStruct, Error> {
-        Err(key_must_be_a_string())
-    }
-    fn serialize_struct_variant(
-        self,
-        _name: &'static str,
-        _index: u32,
-        _variant: &'static str,
-        _len: usize,
-    ) -> Result<Self::SerializeStructVariant, Error> {
-        Err(key_must_be_a_string())
-    }
-}
+compound_traits!([W: Write] Compound<'_, W>, Error);

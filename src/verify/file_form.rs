@@ -25,9 +25,7 @@ use serde::ser::{self, Serialize};
 
 use crate::plan::ExecutionPlan;
 
-mod map_key;
-
-use map_key::MapKey;
+use crate::canonical::{append_key_text, compound_traits, key_str, KeyRules};
 
 /// Whether `text` is exactly `plan.write_json` (pretty JSON and the final newline). Stops
 /// at the first byte that differs.
@@ -41,6 +39,7 @@ fn is_pretty_form<T: Serialize + ?Sized>(value: &T, text: &str, tail: &[u8]) -> 
         rest: text.as_bytes(),
         indent: 0,
         scratch: Vec::new(),
+        key_text: Vec::new(),
     };
     value.serialize(&mut comparison).is_ok() && comparison.rest == tail
 }
@@ -73,6 +72,8 @@ struct Comparison<'t> {
     indent: usize,
     /// Where a value serde_json prints with escapes or a float is printed to be compared.
     scratch: Vec<u8>,
+    /// Where a map key's text is made to be compared.
+    key_text: Vec<u8>,
 }
 
 /// Spaces the indentation is compared against, a slice at a time.
@@ -113,6 +114,21 @@ impl<'t> Comparison<'t> {
             return Ok(());
         }
         self.printed(text)
+    }
+
+    /// A map key as serde_json's printer writes it (a string; see
+    /// [`crate::canonical::KeyRules`]).
+    fn key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Differs> {
+        let mut text = std::mem::take(&mut self.key_text);
+        text.clear();
+        let result = match append_key_text(key, KeyRules::Printer, &mut text) {
+            Ok(()) => key_str(&text)
+                .map_err(|_| Differs)
+                .and_then(|key| self.string(key)),
+            Err(_) => Err(Differs),
+        };
+        self.key_text = text;
+        result
     }
 
     /// Any scalar as serde_json prints it.
@@ -261,12 +277,29 @@ impl<'t> Compound<'_, 't> {
     }
 
     fn key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Differs> {
-        key.serialize(MapKey(&mut *self.next()?))
+        self.next()?.key(key)
     }
 
     fn value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
         self.comparison.expect(b": ")?;
         value.serialize(&mut *self.comparison)
+    }
+
+    fn field<T: Serialize + ?Sized>(
+        &mut self,
+        name: &'static str,
+        value: &T,
+    ) -> Result<(), Differs> {
+        self.next()?.string(name)?;
+        self.value(value)
+    }
+
+    fn end_sequence(self) -> Result<(), Differs> {
+        self.close()
+    }
+
+    fn end_object(self) -> Result<(), Differs> {
+        self.close()
     }
 }
 
@@ -412,95 +445,7 @@ impl<'c, 't> ser::Serializer for &'c mut Comparison<'t> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
-        self.element(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeMap for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Differs> {
-        self.key(key)
-    }
-    fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Differs> {
-        self.value(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Differs> {
-        self.key(key)?;
-        self.value(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Differs;
-    fn serialize_field<T: Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Differs> {
-        self.key(key)?;
-        self.value(value)
-    }
-    fn end(self) -> Result<(), Differs> {
-        self.close()
-    }
-}
+compound_traits!([] Compound<'_, '_>, Differs);
 
 #[cfg(test)]
 mod tests {
