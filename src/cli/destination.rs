@@ -95,6 +95,44 @@ pub struct Destination {
     target: PathBuf,
     /// The temporary file; `None` once it has been renamed into place.
     temporary: Option<tempfile::NamedTempFile>,
+    /// The thread of a [`StreamingFile`]'s write-behind syncs, joined before the rename.
+    background_sync: Mutex<Option<BackgroundSync>>,
+}
+
+/// The thread of write-behind syncs: how many syncs it ran, or the first that failed.
+type BackgroundSync = std::thread::JoinHandle<std::io::Result<u64>>;
+
+/// Bytes a [`StreamingFile`] writes between two requests to sync in the background.
+pub const WRITE_BEHIND_STEP: u64 = 64 << 20;
+
+/// A writer into a destination's temporary file that has the bytes written so far synced
+/// in the background every [`WRITE_BEHIND_STEP`] bytes (see
+/// [`Destination::streaming_writer`]). Dropping it ends the background syncs.
+pub struct StreamingFile<'d> {
+    file: &'d std::fs::File,
+    since_sync: u64,
+    step: u64,
+    signal: std::sync::mpsc::SyncSender<()>,
+}
+
+impl Write for StreamingFile<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let mut file = self.file;
+        let written = file.write(bytes)?;
+        self.since_sync = self.since_sync.saturating_add(written as u64);
+        if self.since_sync >= self.step {
+            self.since_sync = 0;
+            // Full: a sync is running and another is queued, which will cover these bytes.
+            // Disconnected: the thread stopped on an error, which the commit reports.
+            let _ = self.signal.try_send(());
+        }
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut file = self.file;
+        file.flush()
+    }
 }
 
 impl Destination {
@@ -186,6 +224,7 @@ impl Destination {
             given: given.to_path_buf(),
             target,
             temporary: Some(temporary),
+            background_sync: Mutex::new(None),
         })
     }
 
@@ -231,12 +270,56 @@ impl Destination {
         self.commit()
     }
 
-    /// The temporary file, for a caller that streams into it itself and then calls
-    /// [`Destination::commit_written`]; `None` once renamed into place.
-    pub fn temporary_file(&self) -> Option<&std::fs::File> {
-        self.temporary
-            .as_ref()
-            .map(tempfile::NamedTempFile::as_file)
+    /// A writer into the temporary file, for a caller that streams into it itself and then
+    /// calls [`Destination::commit_written`]; `None` once renamed into place (or when a
+    /// second handle on the file cannot be opened: the error is returned then).
+    ///
+    /// Every [`WRITE_BEHIND_STEP`] bytes the writer asks a thread of its own to sync what
+    /// has been written so far, and goes on writing: the disk works while the caller
+    /// computes, and the sync before the rename has only the tail left. On a 932 MB plan the
+    /// one sync at the end was about 1.7 s of the command's wall time, every core idle.
+    pub fn streaming_writer(&self) -> Result<Option<StreamingFile<'_>>, DestinationError> {
+        self.streaming_writer_every(WRITE_BEHIND_STEP)
+    }
+
+    /// [`Destination::streaming_writer`] with a sync requested every `step` bytes.
+    fn streaming_writer_every(
+        &self,
+        step: u64,
+    ) -> Result<Option<StreamingFile<'_>>, DestinationError> {
+        let Some(temporary) = &self.temporary else {
+            return Ok(None);
+        };
+        let file = temporary.as_file();
+        let syncing = file.try_clone().map_err(|source| DestinationError::Io {
+            file: self.given.clone(),
+            source,
+        })?;
+        let (signal, requests) = std::sync::mpsc::sync_channel::<()>(1);
+        let thread = std::thread::spawn(move || -> std::io::Result<u64> {
+            // Requests that arrive while a sync runs are coalesced by the channel's room of
+            // one: the next sync covers them.
+            let mut syncs = 0;
+            for () in requests {
+                syncing.sync_data()?;
+                syncs += 1;
+            }
+            Ok(syncs)
+        });
+        let mut background = self
+            .background_sync
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(previous) = background.replace(thread) {
+            // A second writer on one destination: the first one's thread is joined now.
+            let _ = previous.join();
+        }
+        Ok(Some(StreamingFile {
+            file,
+            since_sync: 0,
+            step,
+            signal,
+        }))
     }
 
     /// Renames the temporary file, written by the caller through
@@ -262,12 +345,28 @@ impl Destination {
             source,
         };
         let temporary_path = temporary.path().to_path_buf();
-        let result = temporary.as_file().sync_all().map_err(io).and_then(|()| {
-            temporary
-                .persist(&self.target)
-                .map(drop)
-                .map_err(|e| io(e.error))
-        });
+        let background = self
+            .background_sync
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        // The write-behind syncs end when their writer is dropped; the last one is waited
+        // for, and its failure is this destination's failure.
+        let synced_behind = match background.map(std::thread::JoinHandle::join) {
+            None | Some(Ok(Ok(_))) => Ok(()),
+            Some(Ok(Err(error))) => Err(io(error)),
+            Some(Err(_)) => Err(io(std::io::Error::other(
+                "the thread syncing the file in the background stopped",
+            ))),
+        };
+        let result = synced_behind
+            .and_then(|()| temporary.as_file().sync_all().map_err(io))
+            .and_then(|()| {
+                temporary
+                    .persist(&self.target)
+                    .map(drop)
+                    .map_err(|e| io(e.error))
+            });
         pending().remove(&temporary_path);
         result
     }
@@ -356,6 +455,36 @@ mod tests {
             super::super::output::pretty_json(&value).unwrap()
         );
         assert_eq!(entries(dir.path()), ["value.json"]);
+    }
+
+    #[test]
+    fn a_streamed_file_is_synced_behind_its_writer_and_committed_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("plan.json");
+        let destination = Destination::open(&file, &[], false, None).unwrap();
+        let bytes: Vec<u8> = (0..4000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        {
+            let mut writer = destination.streaming_writer_every(100).unwrap().unwrap();
+            for chunk in bytes.chunks(37) {
+                writer.write_all(chunk).unwrap();
+            }
+            writer.flush().unwrap();
+        }
+        // The writer is dropped: the thread ends after the syncs it was asked for.
+        let thread = destination.background_sync.lock().unwrap().take().unwrap();
+        let syncs = thread.join().unwrap().unwrap();
+        assert!((1..=40).contains(&syncs), "{syncs} syncs");
+        destination.commit_written(Ok(())).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), bytes);
+        assert_eq!(entries(dir.path()), ["plan.json"]);
+        // A second streamed write over the first, its thread joined by the commit itself.
+        let destination = Destination::open(&file, &[], false, None).unwrap();
+        let mut writer = destination.streaming_writer_every(10).unwrap().unwrap();
+        writer.write_all(b"[1, 2, 3]\n").unwrap();
+        drop(writer);
+        destination.commit_written(Ok(())).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"[1, 2, 3]\n");
+        assert_eq!(entries(dir.path()), ["plan.json"]);
     }
 
     #[test]

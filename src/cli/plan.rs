@@ -254,11 +254,14 @@ pub fn run(args: &Args) -> Result<(), Error> {
     // The plan file streams into the destination's temporary file while the plan is
     // checked (`ExecutionPlan::build_writing`); it is renamed into place only after every
     // check and every refusal below has passed, and removed otherwise.
-    let file: Box<dyn Write + Send + '_> =
-        match destination.as_ref().and_then(Destination::temporary_file) {
-            Some(file) => Box::new(file),
-            None => Box::new(std::io::sink()),
-        };
+    let streaming = match &destination {
+        Some(destination) => destination.streaming_writer()?,
+        None => None,
+    };
+    let file: Box<dyn Write + Send + '_> = match streaming {
+        Some(file) => Box::new(file),
+        None => Box::new(std::io::sink()),
+    };
     let (outcome, written) = match ExecutionPlan::build_writing(&request, &options, file) {
         Ok(built) => built,
         Err(error) => {
