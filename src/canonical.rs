@@ -35,7 +35,7 @@ pub(crate) use map_key::{append_key_text, key_str, KeyRules};
 use writer::CanonicalWriter;
 
 pub use digest::Sha256Hex;
-pub use pretty::write_pretty;
+pub use pretty::{write_pretty, write_pretty_replacing_field};
 
 /// Why a value could not be put in canonical form.
 #[derive(Debug, thiserror::Error)]

@@ -36,14 +36,14 @@ use crate::request::{
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
-use crate::plan::hash::{plan_hash, plan_id, unset_plan_hash, UNSET_PLAN_ID};
+use crate::plan::hash::{plan_hash, plan_id, UNSET_PLAN_ID};
 use crate::plan::{
     ExecutionPlan, ExecutionPlanPayload, PlanNode, RecordedWeights, RetainedCompletionValue,
     SelectionSettings, DEFAULT_OBJECTIVE, PLAN_SCHEMA,
 };
 
 use error::PlanError;
-use plan_file::{write_plan_file, PlanFileWrite};
+use plan_file::{write_plan_file, write_sealing_plan_file, PlanFileWrite};
 use retention::{resolve_retained_values, terminal_output_resources};
 
 /// A stage of the build pipeline, reported to a [`BuildObserver`] when it begins.
@@ -66,7 +66,8 @@ pub enum BuildStage {
     Hash,
     /// The internal validation and the independent checker of the finished plan, beside
     /// the serialization of its plan file (they run concurrently; the internal validation
-    /// begins during the hash, and this stage when the hash is done).
+    /// and every rule of the checker but the identity begin during the hash, and this
+    /// stage when the hash is done and the plan file begins).
     Checks,
 }
 
@@ -502,45 +503,51 @@ fn first_failure(
 
 /// Step 18 and the passes over its result: hashes `payload` into its plan hash and plan
 /// id, and checks and writes the finished plan ([`check_beside_writing`]'s three passes and
-/// their order of failures). The internal validation reads every payload field but the plan
-/// id, so it starts at once, beside the hash; the checker and the plan file, which read the
-/// plan id, start when the hash is done. On two threads one takes the hash and then the
-/// checker, the other the internal validation and then the plan file (whichever is idle
-/// first steals the plan file); on one thread they run one after another. A hash that
-/// fails is the error before all of them, as it was when the hash ran first. The
-/// [`BuildStage::Checks`] stage begins when the hash is done.
+/// their order of failures).
+///
+/// Only the plan id and the plan hash are not known before the hash, and only the
+/// checker's identity rule reads them; so every pass starts at once: the checker's other
+/// rules ([`crate::check::check_beside_sealing`]) and the internal validation read the
+/// payload while the hash runs, and the plan file is written as soon as the hash is done,
+/// from the same payload with the plan id put in by the writer
+/// ([`plan_file::write_sealing_plan_file`]); the identity is checked on the sealed plan at
+/// the end. On two threads one takes the hash and then the plan file, the other the rules;
+/// on one thread they run one after another. A hash that fails is the error before all of
+/// them, as it was when the hash ran first. The [`BuildStage::Checks`] stage begins when
+/// the hash is done.
 pub fn hash_check_and_write<W: Write + Send>(
-    payload: ExecutionPlanPayload,
+    mut payload: ExecutionPlanPayload,
     request: &PlanRequest,
     options: &BuildOptions,
     file: W,
 ) -> Result<(ExecutionPlan, PlanFileWrite), PlanError> {
     let limit = plan_file_limit(request);
-    let mut plan = ExecutionPlan {
-        payload,
-        // Replaced by the payload's hash before any pass but the internal validation (which
-        // does not read it) starts.
-        plan_hash: unset_plan_hash(),
-    };
+    let observer = options.observer.as_deref();
     let mut internal = Ok(());
-    // An in-place scope: the hash runs on this thread, the internal validation on the pool.
-    let passes = rayon::in_place_scope(|scope| {
-        let content = internal::payload_content!(plan.payload);
+    // An in-place scope: the internal validation on the pool, the rules and the hash with
+    // the plan file beside each other.
+    let (rules, sealed) = rayon::in_place_scope(|scope| {
+        let content = internal::payload_content!(payload);
         let internal = &mut internal;
         scope.spawn(move |_| *internal = internal::validate_request_facts(&content, request));
-        let hash = plan_hash(&plan.payload)?;
-        plan.payload.plan_id = plan_id(&hash);
-        plan.plan_hash = hash;
-        options.stage(BuildStage::Checks);
-        let plan = &plan;
-        // The plan is sealed just above: the checker takes that hash as the payload's
-        // (`check_sealed_plan`) instead of hashing the payload again with the same function.
-        Ok::<_, crate::canonical::CanonicalError>(rayon::join(
-            || crate::check::check_sealed_plan(plan),
-            || write_plan_file(plan, file, limit),
-        ))
+        let payload = &payload;
+        crate::check::check_beside_sealing(payload, move || {
+            let hash = plan_hash(payload)?;
+            if let Some(observer) = observer {
+                observer.stage_started(BuildStage::Checks);
+            }
+            let id = plan_id(&hash);
+            let written = write_sealing_plan_file(payload, &id, &hash, file, limit);
+            Ok::<_, crate::canonical::CanonicalError>((hash, id, written))
+        })
     });
-    let (report, written) = passes?;
+    let (hash, id, written) = sealed?;
+    payload.plan_id = id;
+    let plan = ExecutionPlan {
+        payload,
+        plan_hash: hash,
+    };
+    let report = rules.sealed(&plan);
     let written = first_failure(internal, report, written, limit)?;
     Ok((plan, written))
 }

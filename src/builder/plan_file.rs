@@ -12,7 +12,10 @@
 
 use std::io::Write;
 
-use crate::plan::ExecutionPlan;
+use serde::Serialize;
+
+use crate::canonical::{write_pretty_replacing_field, Sha256Hex};
+use crate::plan::{ExecutionPlan, ExecutionPlanPayload};
 
 /// What streaming the plan file form produced.
 #[derive(Debug)]
@@ -68,13 +71,46 @@ pub fn write_plan_file<W: Write>(
     destination: W,
     limit: u64,
 ) -> Result<PlanFileWrite, serde_json::Error> {
+    write_counted(destination, limit, |counted| plan.write_json(counted))
+}
+
+/// [`write_plan_file`] of the plan `payload` is sealed into (its plan id `plan_id`, its plan
+/// hash `plan_hash`), written from the payload before the plan id is set in it, so that the
+/// checks of the payload run beside the file's serialization: the same bytes.
+pub fn write_sealing_plan_file<W: Write>(
+    payload: &ExecutionPlanPayload,
+    plan_id: &str,
+    plan_hash: &Sha256Hex,
+    destination: W,
+    limit: u64,
+) -> Result<PlanFileWrite, serde_json::Error> {
+    /// [`ExecutionPlan`]'s fields, in its order, borrowed.
+    #[derive(Serialize)]
+    struct FileForm<'p> {
+        payload: &'p ExecutionPlanPayload,
+        plan_hash: &'p Sha256Hex,
+    }
+    let form = FileForm { payload, plan_hash };
+    write_counted(destination, limit, |counted| {
+        let mut counted = write_pretty_replacing_field(&form, counted, "plan_id", plan_id)?;
+        counted.write_all(b"\n").map_err(serde_json::Error::io)?;
+        Ok(counted)
+    })
+}
+
+/// Runs `write` into a [`LimitedFile`] over `destination` and reports what it counted.
+fn write_counted<W: Write>(
+    destination: W,
+    limit: u64,
+    write: impl FnOnce(LimitedFile<W>) -> Result<LimitedFile<W>, serde_json::Error>,
+) -> Result<PlanFileWrite, serde_json::Error> {
     let counted = LimitedFile {
         destination,
         bytes: 0,
         limit,
         write_error: None,
     };
-    let mut counted = plan.write_json(counted)?;
+    let mut counted = write(counted)?;
     // The counter never fails; a failed flush of the destination is recorded.
     counted.flush().map_err(serde_json::Error::io)?;
     Ok(PlanFileWrite {
@@ -133,6 +169,31 @@ mod tests {
         file.write_all(b"ij").unwrap();
         assert_eq!(file.bytes, 10);
         assert_eq!(file.destination, b"abcde");
+    }
+
+    #[test]
+    fn the_file_written_while_sealing_is_the_sealed_plans_file() {
+        let request = crate::request::PlanRequest::read(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("models/decoder-2layer/request.json"),
+        )
+        .unwrap();
+        let plan =
+            ExecutionPlan::build(&request, &crate::builder::BuildOptions::default()).unwrap();
+        let mut unsealed = plan.payload.clone();
+        unsealed.plan_id = crate::plan::hash::UNSET_PLAN_ID.to_owned();
+        let mut sealed_file = Vec::new();
+        let written = write_sealing_plan_file(
+            &unsealed,
+            &plan.payload.plan_id,
+            &plan.plan_hash,
+            &mut sealed_file,
+            u64::MAX,
+        )
+        .unwrap();
+        assert_eq!(sealed_file, plan.write_json(Vec::new()).unwrap());
+        assert_eq!(written.bytes, sealed_file.len() as u64);
+        assert!(written.write_error.is_none());
     }
 
     #[test]

@@ -15,7 +15,7 @@
 
 use std::io::Write;
 
-use serde::ser::{self, Serialize};
+use serde::ser::{self, Error as _, Serialize};
 use serde_json::Error;
 
 use super::compound::compound_traits;
@@ -35,13 +35,44 @@ const INDENT: [u8; 129] = {
 /// Writes the pretty JSON of `value` (without a final newline) to `sink` and returns the
 /// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes.
 pub fn write_pretty<T: Serialize + ?Sized, W: Write>(value: &T, sink: W) -> Result<W, Error> {
+    write_pretty_replacing(value, sink, None)
+}
+
+/// [`write_pretty`], with the value of the first struct field named `field` written as the
+/// JSON string `text` instead of the field's own value; an error if no struct field has
+/// that name.
+///
+/// Why: the builder writes a plan's file while the plan is still being checked, from the
+/// payload the checks read, before the plan id is set in it (the plan id is the payload's
+/// hash, which is not yet known when the checks start). The file gets the id by this
+/// replacement; the bytes are those of the sealed plan's own [`write_pretty`].
+pub fn write_pretty_replacing_field<T: Serialize + ?Sized, W: Write>(
+    value: &T,
+    sink: W,
+    field: &'static str,
+    text: &str,
+) -> Result<W, Error> {
+    write_pretty_replacing(value, sink, Some((field, text.to_owned())))
+}
+
+fn write_pretty_replacing<T: Serialize + ?Sized, W: Write>(
+    value: &T,
+    sink: W,
+    replacement: Option<(&'static str, String)>,
+) -> Result<W, Error> {
     let mut writer = PrettyWriter {
         sink,
         out: Vec::with_capacity(CHUNK + CHUNK / 4),
         depth: 0,
         key_text: Vec::new(),
+        replacement,
     };
     value.serialize(&mut writer)?;
+    if let Some((field, _)) = writer.replacement {
+        return Err(Error::custom(format!(
+            "no struct field named {field} to write a replacement for"
+        )));
+    }
     writer.sink.write_all(&writer.out).map_err(Error::io)?;
     Ok(writer.sink)
 }
@@ -53,6 +84,8 @@ struct PrettyWriter<W: Write> {
     depth: usize,
     /// Scratch for a map key's text.
     key_text: Vec<u8>,
+    /// A struct field's name and the string written as its value, until that field comes.
+    replacement: Option<(&'static str, String)>,
 }
 
 impl<W: Write> PrettyWriter<W> {
@@ -166,7 +199,14 @@ impl<W: Write> Compound<'_, W> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
         self.next_line();
         write_json_string(&mut self.writer.out, key)?;
-        self.value(value)
+        let replaced = match &self.writer.replacement {
+            Some((field, _)) if *field == key => self.writer.replacement.take(),
+            _ => None,
+        };
+        match replaced {
+            Some((_, text)) => self.value(text.as_str()),
+            None => self.value(value),
+        }
     }
 
     fn end_sequence(self) -> Result<(), Error> {
@@ -537,6 +577,39 @@ mod tests {
         assert_eq!(bytes, oracle(&rows));
         assert!(sizes.len() > 2, "{sizes:?}");
         assert!(sizes[..sizes.len() - 1].iter().all(|&size| size >= CHUNK));
+    }
+
+    #[test]
+    fn a_replaced_field_is_written_as_the_value_it_would_have() {
+        #[derive(Serialize, Clone)]
+        struct Inner {
+            schema: u8,
+            plan_id: String,
+            rows: Vec<BTreeMap<String, String>>,
+        }
+        #[derive(Serialize, Clone)]
+        struct Outer {
+            payload: Inner,
+            plan_id: String,
+        }
+        let unset = Outer {
+            payload: Inner {
+                schema: 1,
+                plan_id: "unset".to_owned(),
+                rows: vec![[("plan_id".to_owned(), "a map key, not a field".to_owned())].into()],
+            },
+            plan_id: "not the first".to_owned(),
+        };
+        let mut sealed = unset.clone();
+        sealed.payload.plan_id = "plan/sha256/\"quoted\"".to_owned();
+        // The first field of that name (depth first, in order) only; a map key is no field.
+        let replaced =
+            write_pretty_replacing_field(&unset, Vec::new(), "plan_id", "plan/sha256/\"quoted\"")
+                .unwrap();
+        assert_eq!(replaced, oracle(&sealed));
+        let error =
+            write_pretty_replacing_field(&unset, Vec::new(), "no_such_field", "x").unwrap_err();
+        assert!(error.to_string().contains("no_such_field"), "{error}");
     }
 
     #[test]

@@ -214,8 +214,23 @@ fn check_with_payload_hash(
     plan: &ExecutionPlan,
     payload_hash: impl FnOnce() -> Result<Sha256Hex, crate::canonical::CanonicalError> + Send,
 ) -> (CheckReport, Option<Sha256Hex>) {
+    let (rules, hash) = check_beside_sealing(&plan.payload, payload_hash);
+    let report = rules.with_identity(plan, &hash);
+    (report, hash.ok())
+}
+
+/// Runs every rule but the identity (rule 2) on `payload` beside `beside` (on the threads
+/// of the current rayon pool) and returns their findings with `beside`'s result.
+///
+/// Why: the identity is the only rule that reads the plan id and the plan hash, so the
+/// others can check a payload its caller is still sealing. The builder hashes the payload
+/// and writes the plan file beside these rules, instead of hashing first and checking
+/// after; [`UnsealedReport::sealed`] then adds the identity of the sealed plan.
+pub fn check_beside_sealing<T: Send>(
+    payload: &ExecutionPlanPayload,
+    beside: impl FnOnce() -> T + Send,
+) -> (UnsealedReport, T) {
     let mut found = Findings::default();
-    let payload = &plan.payload;
     // 1.
     if payload.schema != PLAN_SCHEMA {
         found.add(
@@ -224,11 +239,10 @@ fn check_with_payload_hash(
             format!("schema {} is not {PLAN_SCHEMA}", payload.schema),
         );
     }
-    // 2.
-    // The payload hash and the three rule families read the plan and nothing else, so
-    // they run side by side (on the threads of the current rayon pool); the violations
-    // are sorted below, so the report is the same whatever ran first.
-    let (hash, (node_rules, (storage_rules, memory_rules))) = rayon::join(payload_hash, || {
+    // The three rule families read the payload and nothing else, so they run side by side
+    // (and beside `beside`); the violations are sorted when the report is made, so it is
+    // the same whatever ran first.
+    let (beside, (node_rules, (storage_rules, memory_rules))) = rayon::join(beside, || {
         rayon::join(
             || findings_of(nodes::check, payload),
             || {
@@ -239,37 +253,70 @@ fn check_with_payload_hash(
             },
         )
     });
-    match &hash {
-        Ok(hash) => {
-            if *hash != plan.plan_hash {
-                found.add(
-                    2,
-                    "plan_hash",
-                    format!(
-                        "the payload hashes to {hash}, the plan says {}",
-                        plan.plan_hash
-                    ),
-                );
-            }
-            if payload.plan_id != plan_id(&plan.plan_hash) {
-                found.add(
-                    2,
-                    "payload.plan_id",
-                    format!("{} is not {}", payload.plan_id, plan_id(&plan.plan_hash)),
-                );
-            }
-        }
-        Err(error) => found.add(
-            2,
-            "payload",
-            format!("the payload cannot be hashed: {error}"),
-        ),
-    }
     let mut violations = found.0;
     violations.extend(node_rules.0);
     violations.extend(storage_rules.0);
     violations.extend(memory_rules.0);
-    violations.sort();
-    violations.dedup();
-    (CheckReport { violations }, hash.ok())
+    (UnsealedReport { violations }, beside)
+}
+
+/// The violations of every rule but the identity (rule 2), found by
+/// [`check_beside_sealing`] on a payload not yet sealed.
+#[derive(Debug)]
+pub struct UnsealedReport {
+    violations: Vec<Violation>,
+}
+
+impl UnsealedReport {
+    /// The report on `plan`, sealed from the payload these rules checked (its plan id and
+    /// plan hash set, nothing else changed): these violations and the identity, with
+    /// `plan.plan_hash` taken as the payload's hash, as [`check_sealed_plan`] takes it.
+    pub fn sealed(self, plan: &ExecutionPlan) -> CheckReport {
+        self.with_identity(plan, &Ok(plan.plan_hash.clone()))
+    }
+
+    /// These violations and rule 2's, with `hash` the payload's plan hash (or why it
+    /// cannot be hashed), in rule order.
+    fn with_identity(
+        self,
+        plan: &ExecutionPlan,
+        hash: &Result<Sha256Hex, crate::canonical::CanonicalError>,
+    ) -> CheckReport {
+        let mut found = Findings(self.violations);
+        // 2.
+        match hash {
+            Ok(hash) => {
+                if *hash != plan.plan_hash {
+                    found.add(
+                        2,
+                        "plan_hash",
+                        format!(
+                            "the payload hashes to {hash}, the plan says {}",
+                            plan.plan_hash
+                        ),
+                    );
+                }
+                if plan.payload.plan_id != plan_id(&plan.plan_hash) {
+                    found.add(
+                        2,
+                        "payload.plan_id",
+                        format!(
+                            "{} is not {}",
+                            plan.payload.plan_id,
+                            plan_id(&plan.plan_hash)
+                        ),
+                    );
+                }
+            }
+            Err(error) => found.add(
+                2,
+                "payload",
+                format!("the payload cannot be hashed: {error}"),
+            ),
+        }
+        let mut violations = found.0;
+        violations.sort();
+        violations.dedup();
+        CheckReport { violations }
+    }
 }

@@ -27,12 +27,6 @@ use super::{
 /// The plan id of a payload whose hash is not computed yet.
 pub const UNSET_PLAN_ID: &str = "plan/unset";
 
-/// The plan hash of a plan whose hash is not computed yet (64 zeros): held only while the
-/// builder computes the real one, by no pass that reads it.
-pub(crate) fn unset_plan_hash() -> Sha256Hex {
-    Sha256Hex::from_digest_text("0".repeat(64))
-}
-
 /// The payload as hashed: every field borrowed, the plan id replaced by [`UNSET_PLAN_ID`].
 /// Field names equal the payload's. They are declared in key order (byte-wise sorted), so
 /// the hash is written field by field ([`sorted_struct_fingerprint`]) without holding the
