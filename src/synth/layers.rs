@@ -22,8 +22,8 @@
 
 use crate::request::{ElementType, ModelFamilyId, ProgramValueId, WeightLayoutId};
 
+use super::architecture::{Architecture, FeedForwardKind, GateActivation, MixerKind};
 use super::catalog::Operation;
-use super::config::{Architecture, FeedForwardKind, GateActivation, MixerKind};
 use super::program::{Attr, ProgramBuilder, ProgramParts};
 use super::weights::{WeightClass, WeightFormat};
 use super::SynthError;

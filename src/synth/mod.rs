@@ -11,6 +11,7 @@
 //!
 //! See `docs/synth.md` for the mapping and what is approximated.
 
+pub mod architecture;
 pub(crate) mod catalog;
 pub mod config;
 pub mod device;
@@ -34,7 +35,8 @@ use crate::request::{
     WeightLayoutId, WireLimits,
 };
 
-pub use config::{Architecture, ModelConfig};
+pub use architecture::Architecture;
+pub use config::ModelConfig;
 pub use device::{Backend, DeviceDescription};
 pub use policy::PolicyPreset;
 pub use source::{ModelSource, Synthesized, DEFAULT_POLICY, DEFAULT_WEIGHT_FORMAT};

@@ -6,7 +6,8 @@
 //! say (Qwen2's attention biases, Phi-3's fused checkpoint tensors, Gemma's GeGLU, sandwich
 //! norms, tied head and sliding-window layers) to the validated architecture.
 
-use super::config::{Architecture, GateActivation, MixerKind, ModelConfig};
+use super::architecture::{Architecture, GateActivation, MixerKind};
+use super::config::ModelConfig;
 use super::SynthError;
 
 /// Which attention layers use the configuration's `sliding_window`.
