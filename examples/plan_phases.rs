@@ -5,7 +5,8 @@
 //! concurrently (`check_beside_writing`: both checks beside the plan file's serialization
 //! into a temporary file; `hash_check_and_write`: the same with the plan hash, as `plan`
 //! runs them, the internal validation beside the hash), so that the concurrent window can
-//! be compared with the sum of its parts. Wall seconds.
+//! be compared with the sum of its parts. Wall seconds; the whole build also per stage,
+//! with the CPU seconds the process used meanwhile (so a stage on one core shows).
 //!
 //! ```text
 //! cargo run --release --example plan_phases -- REQUEST.json
@@ -16,7 +17,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use jointplan::builder::internal::validate_internal;
-use jointplan::builder::{build_core, check_beside_writing, hash_check_and_write, BuildOptions};
+use jointplan::builder::{
+    build_core, check_beside_writing, hash_check_and_write, BuildOptions, BuildStage,
+};
 use jointplan::canonical::{canonical_fingerprint, write_canonical};
 use jointplan::check::check_plan;
 use jointplan::plan::hash::{plan_hash, UNSET_PLAN_ID};
@@ -34,6 +37,27 @@ impl Write for Count {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// CPU seconds (user + system) of this process so far, from `/proc/self/stat` (Linux; 0
+/// elsewhere). Clock ticks of 1/100 s.
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let Some((_, after)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |index: usize| {
+        fields
+            .get(index)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -57,9 +81,41 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     time("validate + steps 1-16", start);
     println!("  {} nodes", core.nodes.len());
     drop(core);
+    // The whole build again, each stage timed by the build's observer: wall seconds and
+    // the CPU seconds of the process meanwhile, so that a stage on one core shows.
+    let stages = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observed = {
+        let stages = std::sync::Arc::clone(&stages);
+        BuildOptions {
+            observer: Some(std::sync::Arc::new(move |stage: BuildStage| {
+                let mark = (format!("{stage:?}"), Instant::now(), cpu_seconds());
+                stages
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(mark);
+            })),
+            ..BuildOptions::default()
+        }
+    };
     let start = Instant::now();
-    let plan = ExecutionPlan::build(&request, &options)?;
+    let start_cpu = cpu_seconds();
+    let plan = ExecutionPlan::build(&request, &observed)?;
     time("build (total)", start);
+    let mut marks = stages
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    marks.insert(0, ("Start".to_owned(), start, start_cpu));
+    marks.push(("End".to_owned(), Instant::now(), cpu_seconds()));
+    for pair in marks.windows(2) {
+        let ((stage, at, cpu), (_, next, next_cpu)) = (&pair[0], &pair[1]);
+        let wall = next.duration_since(*at).as_secs_f64();
+        let used = next_cpu - cpu;
+        println!(
+            "  stage {stage:<22} {wall:>7.3} s wall {used:>7.3} s CPU ({:.2} cores)",
+            used / wall.max(1e-9)
+        );
+    }
     let start = Instant::now();
     plan_hash(&plan.payload)?;
     time("plan hash", start);

@@ -27,13 +27,17 @@ use std::path::Path;
 use std::sync::RwLock;
 
 mod document_check;
+mod split_parse;
 mod strict_parse;
 #[cfg(test)]
 mod tests;
 
 use document_check::check_document_counting;
 pub(crate) use document_check::ObjectKeys;
-pub(crate) use strict_parse::parse_strictly;
+#[cfg(test)]
+pub(crate) use split_parse::parse_split_from;
+pub(crate) use split_parse::{parse_strictly_split, LargeArray};
+pub(crate) use strict_parse::{parse_strictly, parse_strictly_at};
 
 /// A JSON document that is malformed, has a duplicate key or trailing bytes, breaks an
 /// input limit, or does not match the expected format.
@@ -423,6 +427,26 @@ pub fn parse_strict_counting<T: serde::de::DeserializeOwned>(
     limits: &InputLimits,
     counted: Option<CountedArray>,
 ) -> Result<T, StrictJsonError> {
+    parse_strict_with(text, limits, counted, parse_strictly)
+}
+
+/// [`parse_strict_counting`] of a document whose bulk is one array, read on every core
+/// ([`parse_strictly_split`]) when the text is large.
+pub(crate) fn parse_large_strict_counting<T: LargeArray>(
+    text: &str,
+    limits: &InputLimits,
+    counted: Option<CountedArray>,
+) -> Result<T, StrictJsonError> {
+    parse_strict_with(text, limits, counted, parse_strictly_split)
+}
+
+/// [`parse_strict_counting`] with `one_pass` as the strict one-pass reading.
+fn parse_strict_with<T: serde::de::DeserializeOwned>(
+    text: &str,
+    limits: &InputLimits,
+    counted: Option<CountedArray>,
+    one_pass_reading: fn(&str, &InputLimits) -> Option<T>,
+) -> Result<T, StrictJsonError> {
     // One pass first: the typed parse under the strict rules ([`parse_strictly`]). The
     // counted array's own limit holds every array there (stricter, never looser: an input
     // with a longer array elsewhere only takes the two-pass way below). Only a text that
@@ -432,7 +456,7 @@ pub fn parse_strict_counting<T: serde::de::DeserializeOwned>(
     if let Some(counted) = counted {
         one_pass.array_elements = one_pass.array_elements.min(limits.get(counted.limit));
     }
-    if let Some(value) = parse_strictly(text, &one_pass) {
+    if let Some(value) = one_pass_reading(text, &one_pass) {
         return Ok(value);
     }
     check_document_counting(text, limits, counted)?;

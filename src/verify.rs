@@ -262,8 +262,8 @@ fn check_form(
 /// plan with no unknown field; it is not hashed (whether the plan is intact is what
 /// [`check_stored_plan`], or `verify`, establish).
 ///
-/// Cost: one pass of the JSON reader, the typed parse under the strict rules
-/// ([`crate::json_input::parse_strictly`]); only a text that pass does not accept is scanned strictly and then
+/// Cost: one pass of the JSON reader, the typed parse under the strict rules with the
+/// plan's nodes read on every core ([`crate::json_input::parse_strictly_split`]); only a text that pass does not accept is scanned strictly and then
 /// parsed, to name the culprit (first a broken strict rule, then a parse error, by its
 /// JSON path).
 pub fn read_plan_as_stored(
@@ -271,7 +271,7 @@ pub fn read_plan_as_stored(
     text: &str,
 ) -> Result<ExecutionPlan, VerifyError> {
     if let Some(plan) =
-        crate::json_input::parse_strictly(text, &crate::json_input::InputLimits::current())
+        crate::json_input::parse_strictly_split(text, &crate::json_input::InputLimits::current())
     {
         return Ok(plan);
     }

@@ -246,16 +246,18 @@ impl Destination {
         self.commit()
     }
 
-    /// Writes `value` as pretty JSON with a final newline, streamed through a buffered
-    /// writer (a large plan is never held in memory as text), and renames it into place.
+    /// Writes `value` as JSON (pretty, with a final newline, or compact), streamed through
+    /// a buffered writer (a large plan is never held in memory as text), and renames it
+    /// into place.
     pub fn write_json<T: Serialize>(self, value: &T, pretty: bool) -> Result<(), DestinationError> {
         let io = |source: std::io::Error| DestinationError::Io {
             file: self.given.clone(),
             source,
         };
-        if let Some(temporary) = &self.temporary {
-            let mut file = temporary.as_file();
-            let mut writer = std::io::BufWriter::new(&mut file);
+        // Through the write-behind writer: a request of 100 MB is mostly on disk when the
+        // last byte is serialized, so the sync before the rename has only the tail left.
+        if let Some(streaming) = self.streaming_writer()? {
+            let mut writer = std::io::BufWriter::with_capacity(1 << 20, streaming);
             let written = if pretty {
                 serde_json::to_writer_pretty(&mut writer, value)
             } else {

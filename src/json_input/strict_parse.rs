@@ -34,11 +34,21 @@ pub(crate) fn parse_strictly<T: serde::de::DeserializeOwned>(
     text: &str,
     limits: &InputLimits,
 ) -> Option<T> {
+    parse_strictly_at(text, limits, 0)
+}
+
+/// [`parse_strictly`] of a value that stands inside `depth` arrays and objects of its
+/// document (the depth limit counts them).
+pub(crate) fn parse_strictly_at<T: serde::de::DeserializeOwned>(
+    text: &str,
+    limits: &InputLimits,
+    depth: u64,
+) -> Option<T> {
     let mut reader = serde_json::Deserializer::from_str(text);
     let value = T::deserialize(Strict {
         inner: &mut reader,
         limits,
-        depth: 0,
+        depth,
     })
     .ok()?;
     reader.end().ok()?;

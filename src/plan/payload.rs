@@ -323,6 +323,15 @@ pub struct ExecutionPlan {
     pub plan_hash: Sha256Hex,
 }
 
+/// A plan is mostly its nodes (77% of DeepSeek-V3's): read on every core.
+impl crate::json_input::LargeArray for ExecutionPlan {
+    type Element = PlanNode;
+    const PATH: &'static [&'static str] = &["payload", "nodes"];
+    fn elements_mut(&mut self) -> &mut Vec<PlanNode> {
+        &mut self.payload.nodes
+    }
+}
+
 impl ExecutionPlan {
     /// Writes the plan file form (pretty JSON and a final newline: the bytes of
     /// `serde_json::to_writer_pretty`, by [`crate::canonical::write_pretty`]) to `writer`,

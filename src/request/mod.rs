@@ -154,12 +154,52 @@ impl PlanRequest {
     /// of every JSON input, the `nodes` limit is applied to `node_resolutions` (one per
     /// program node) while the text is scanned, before any typed value is built.
     pub fn parse(file: &Path, text: &str) -> Result<Self, LoadError> {
-        use crate::json_input::{parse_strict_counting, CountedArray, InputLimits, Limit};
+        use crate::json_input::{parse_large_strict_counting, CountedArray, InputLimits, Limit};
         let counted = CountedArray {
             path: &["node_resolutions"],
             limit: Limit::Nodes,
         };
-        parse_strict_counting(text, &InputLimits::current(), Some(counted))
+        parse_large_strict_counting(text, &InputLimits::current(), Some(counted))
             .map_err(|err| LoadError::from_strict(file, err))
+    }
+}
+
+/// A request is mostly its node resolutions (70% of DeepSeek-V3's): read on every core.
+impl crate::json_input::LargeArray for PlanRequest {
+    type Element = NodeResolution;
+    const PATH: &'static [&'static str] = &["node_resolutions"];
+    fn elements_mut(&mut self) -> &mut Vec<NodeResolution> {
+        &mut self.node_resolutions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::json_input::{parse_split_from, parse_strictly, InputLimits};
+
+    /// The shipped requests read with their node resolutions on every core: the same
+    /// request as the one-core pass reads, under the default limits and a lowered array
+    /// limit that the node resolutions break.
+    #[test]
+    fn the_split_reading_reads_the_shipped_requests_as_the_one_pass_does() {
+        for model in ["tiny", "decoder-2layer", "hybrid-block"] {
+            let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("models")
+                .join(model)
+                .join("request.json");
+            let text = std::fs::read_to_string(file).unwrap();
+            let one: super::PlanRequest = parse_strictly(&text, &InputLimits::DEFAULT).unwrap();
+            let split: super::PlanRequest =
+                parse_split_from(&text, &InputLimits::DEFAULT, 0).unwrap();
+            assert_eq!(
+                crate::canonical::canonical_json("request", &split).unwrap(),
+                crate::canonical::canonical_json("request", &one).unwrap(),
+                "{model}"
+            );
+            let mut lowered = InputLimits::DEFAULT;
+            lowered.array_elements = one.node_resolutions.len() as u64 - 1;
+            let refused: Option<super::PlanRequest> = parse_split_from(&text, &lowered, 0);
+            assert!(refused.is_none(), "{model}");
+        }
     }
 }

@@ -1,8 +1,10 @@
 //! The one-pass strict reading of stored plans ([`crate::json_input::parse_strictly`]),
 //! held against the two-pass reading (the strict scan, then the typed parse) on the shipped
-//! plans: it accepts only what the two passes accept, with the same plan.
+//! plans: it accepts only what the two passes accept, with the same plan; and the same
+//! reading with the nodes read on every core ([`crate::json_input::parse_strictly_split`])
+//! held against it.
 
-use crate::json_input::{check_document_within, parse_strictly, InputLimits};
+use crate::json_input::{check_document_within, parse_split_from, parse_strictly, InputLimits};
 use crate::plan::ExecutionPlan;
 
 fn plan_text(model: &str) -> String {
@@ -54,6 +56,9 @@ fn accepts_exactly_what_the_strict_scan_and_the_parse_accept() {
                 }
                 let one = parse_strictly::<ExecutionPlan>(&text, &limits);
                 let two = two_pass(&text, &limits);
+                // The nodes read on every core: exactly what the one pass reads.
+                let split = parse_split_from::<ExecutionPlan>(&text, &limits, 0);
+                assert_eq!(split, one, "{model}: {limit} {value}, split");
                 refused += usize::from(two.is_none());
                 if exact {
                     assert_eq!(one, two, "{model}: {limit} {value}");
@@ -79,6 +84,11 @@ fn refuses_a_duplicate_key_the_typed_parse_alone_would_take() {
     let member = text[at..member_end].trim_start();
     assert!(member.starts_with('"'), "{member}");
     let doubled = format!("{}{member},\n{}", &text[..at], &text[at..]);
+    // (The attributes are a node's: inside the array the split reading reads on the pool.)
+    assert_eq!(
+        parse_split_from::<ExecutionPlan>(&doubled, &InputLimits::DEFAULT, 0),
+        None
+    );
     // serde keeps the last copy of a map key: only the strict rules see the duplicate.
     assert!(serde_json::from_str::<ExecutionPlan>(&doubled).is_ok());
     assert!(check_document_within(&doubled, &InputLimits::DEFAULT).is_err());
@@ -93,14 +103,29 @@ fn refuses_a_duplicate_key_the_typed_parse_alone_would_take() {
         1,
     );
     assert_ne!(field, text);
-    assert_eq!(
-        parse_strictly::<ExecutionPlan>(&field, &InputLimits::DEFAULT),
-        None
+    let nodes_twice = text.replacen(
+        "{\n  \"payload\": {\n",
+        "{\n  \"payload\": {\n    \"nodes\": [],\n",
+        1,
     );
+    for refused in [&field, &nodes_twice] {
+        assert_eq!(
+            parse_strictly::<ExecutionPlan>(refused, &InputLimits::DEFAULT),
+            None
+        );
+        assert_eq!(
+            parse_split_from::<ExecutionPlan>(refused, &InputLimits::DEFAULT, 0),
+            None
+        );
+    }
     for tail in ["x", "{}", "1"] {
         let extended = format!("{text}{tail}");
         assert_eq!(
             parse_strictly::<ExecutionPlan>(&extended, &InputLimits::DEFAULT),
+            None
+        );
+        assert_eq!(
+            parse_split_from::<ExecutionPlan>(&extended, &InputLimits::DEFAULT, 0),
             None
         );
     }
