@@ -605,14 +605,30 @@ impl ExecutionPlan {
         let core = build_core(request, options)?;
         // Step 17: the memory plan.
         options.stage(BuildStage::Memory);
-        let memory = derive_memory_plan(&MemoryInput {
-            device_capacity_bytes: request.catalog.device.total_memory_bytes,
-            policy: &request.policy,
-            program: &request.family.program,
-            nodes: &core.nodes,
-            selected_profiles: &core.profiles,
-            retained_resources: &core.retained_resources,
-        })?;
+        // The memory plan runs on one core: the request's fingerprints the payload quotes
+        // (the program's alone is a pass over the whole program) are taken beside it.
+        let (memory, fingerprints) = rayon::join(
+            || {
+                derive_memory_plan(&MemoryInput {
+                    device_capacity_bytes: request.catalog.device.total_memory_bytes,
+                    policy: &request.policy,
+                    program: &request.family.program,
+                    nodes: &core.nodes,
+                    selected_profiles: &core.profiles,
+                    retained_resources: &core.retained_resources,
+                })
+            },
+            || -> Result<_, crate::canonical::CanonicalError> {
+                Ok((
+                    program_fingerprint(&request.family.program)?,
+                    catalog_fingerprint(&request.catalog)?,
+                    policy_fingerprint(&request.policy)?,
+                ))
+            },
+        );
+        let memory = memory?;
+        let (program_fingerprint, capability_catalog_fingerprint, policy_fingerprint) =
+            fingerprints?;
         // Only the memory plan reads these: freed before the payload is hashed and checked.
         drop(core.profiles);
         drop(core.retained_resources);
@@ -630,10 +646,10 @@ impl ExecutionPlan {
                 .runtime_implementation_fingerprint
                 .clone(),
             prepared_family_fingerprint: core.family_fingerprint,
-            program_fingerprint: program_fingerprint(&request.family.program)?,
-            capability_catalog_fingerprint: catalog_fingerprint(&request.catalog)?,
+            program_fingerprint,
+            capability_catalog_fingerprint,
             policy_version: request.policy.version,
-            policy_fingerprint: policy_fingerprint(&request.policy)?,
+            policy_fingerprint,
             maximum_scheduled_tokens: request.policy.maximum_scheduled_tokens,
             weight_format: schema.format_id.clone(),
             quantization_formats: schema.quantization_formats(),
