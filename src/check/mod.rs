@@ -110,6 +110,8 @@ mod liveness;
 mod memory;
 mod nodes;
 mod order;
+mod pools;
+mod state;
 mod storage;
 
 use std::fmt;

@@ -13,7 +13,7 @@ use crate::request::{
     WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
 };
 
-use super::catalog::{Kernel, Operation};
+use super::operation::{Kernel, Operation};
 use super::SynthError;
 
 /// Version of every synthesized estimator.

@@ -23,7 +23,7 @@
 use crate::request::{ElementType, ModelFamilyId, ProgramValueId, WeightLayoutId};
 
 use super::architecture::{Architecture, FeedForwardKind, GateActivation, MixerKind};
-use super::catalog::Operation;
+use super::operation::Operation;
 use super::program::{Attr, ProgramBuilder, ProgramParts};
 use super::weights::{WeightClass, WeightFormat};
 use super::SynthError;

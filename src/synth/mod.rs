@@ -17,6 +17,7 @@ pub mod config;
 pub mod device;
 pub(crate) mod estimate;
 pub(crate) mod layers;
+pub(crate) mod operation;
 pub mod policy;
 pub(crate) mod program;
 pub mod registry;
@@ -326,7 +327,7 @@ pub fn synthesize(
             ),
         ));
     }
-    let used: BTreeSet<catalog::Operation> = parts.operations.iter().copied().collect();
+    let used: BTreeSet<operation::Operation> = parts.operations.iter().copied().collect();
     let catalog = catalog::build_catalog(device, &used)?;
     let canonical_config = serde_json::to_value(&effective)
         .map_err(|e| SynthError::Internal(format!("configuration does not serialize: {e}")))?;

@@ -22,7 +22,7 @@ use crate::request::{
     WeightLayoutId, WeightReference, WeightSchema, WeightTensorSpec, WorkSpec,
 };
 
-use super::catalog::Operation;
+use super::operation::Operation;
 use super::weights::{weight_layout, WeightClass, WeightFormat};
 use super::{portable, SynthError};
 

@@ -22,9 +22,10 @@ use crate::request::{
     ValueRole, WeightFormatId, WorkspaceKind,
 };
 
-use super::catalog::{dtype_capability, provider_id, Kernel, Operation};
+use super::catalog::{dtype_capability, provider_id};
 use super::device::DeviceDescription;
 use super::estimate::{estimate, EstimateContext};
+use super::operation::{Kernel, Operation};
 use super::program::ProgramParts;
 use super::weights::{GPTQ_QUANTIZATION, Q4K_QUANTIZATION, Q6K_QUANTIZATION, Q8_0_QUANTIZATION};
 use super::SynthError;

@@ -3,7 +3,7 @@
 //! [`super`] give each one's nodes), and the optional sandwich norm after a sublayer.
 
 use crate::request::{ElementType, ProgramValueId, StateCapacityDemand, StateInitialization};
-use crate::synth::catalog::Operation;
+use crate::synth::operation::Operation;
 use crate::synth::program::Attr;
 use crate::synth::weights::WeightClass;
 use crate::synth::SynthError;
