@@ -20,6 +20,10 @@
 //! `Value` tree, so a 100-million-element array in an opaque field costs one scan of its
 //! text, not a tree of it; then the typed parse. The path of a failure is assembled only
 //! when one happens, while the error unwinds.
+//!
+//! A large request or plan is mostly one array; its one pass runs on every core
+//! (`split_parse`, for the documents that name their array with
+//! `LargeArray`) and accepts exactly what the one-core pass accepts.
 
 use std::fmt;
 use std::io::Read;
