@@ -24,6 +24,7 @@ mod map_key;
 mod pretty;
 mod writer;
 
+use std::cell::Cell;
 use std::io::Write;
 
 use serde::Serialize;
@@ -32,7 +33,7 @@ use sha2::{Digest, Sha256};
 pub(crate) use compound::compound_traits;
 pub(crate) use json_string::needs_escape;
 pub(crate) use map_key::{append_key_text, key_str, KeyRules};
-use writer::CanonicalWriter;
+use writer::{CanonicalWriter, WriterBuffers};
 
 pub use digest::Sha256Hex;
 pub use pretty::{write_pretty, write_pretty_replacing_field};
@@ -73,9 +74,7 @@ pub fn write_canonical<T: Serialize + ?Sized, W: Write>(
     value: &T,
     sink: W,
 ) -> Result<W, CanonicalError> {
-    CanonicalWriter::new(sink)
-        .write_value(value)
-        .map_err(|source| CanonicalError { what, source })
+    write_with_reused_buffers(what, value, sink, false)
 }
 
 /// SHA-256 (lowercase hex) of the canonical JSON of `value`, hashed as it is written.
@@ -95,10 +94,39 @@ pub fn sorted_struct_fingerprint<T: Serialize + ?Sized>(
     what: &'static str,
     value: &T,
 ) -> Result<Sha256Hex, CanonicalError> {
-    let hasher = CanonicalWriter::streaming_sorted(HashSink(Sha256::new()))
-        .write_value(value)
-        .map_err(|source| CanonicalError { what, source })?;
+    let hasher = write_with_reused_buffers(what, value, HashSink(Sha256::new()), true)?;
     Ok(hex_digest(hasher.0.finalize().as_slice()))
+}
+
+/// The most capacity of each byte buffer a thread keeps between two canonical values: the
+/// text of one top-level value of a plan (a node) is tens of kilobytes; a larger one is
+/// freed rather than held for the life of the thread.
+const KEPT_BUFFER_BYTES: usize = 1 << 20;
+
+thread_local! {
+    /// The writer buffers of this thread, lent to one canonical value at a time.
+    static REUSED_BUFFERS: Cell<WriterBuffers> = Cell::new(WriterBuffers::default());
+}
+
+/// Writes `value` canonically with this thread's buffers, and gives them back emptied. A
+/// value written while another is being written on the same thread (a `Serialize` that
+/// fingerprints something) finds the slot empty and grows buffers of its own. The bytes
+/// never depend on the buffers: they hold only capacity and a field-order cache that is
+/// checked on every use.
+fn write_with_reused_buffers<T: Serialize + ?Sized, W: Write>(
+    what: &'static str,
+    value: &T,
+    sink: W,
+    streaming_sorted: bool,
+) -> Result<W, CanonicalError> {
+    // A thread being torn down has no slot left: it writes with buffers of its own.
+    let buffers = REUSED_BUFFERS.try_with(Cell::take).unwrap_or_default();
+    let (written, mut buffers) =
+        CanonicalWriter::with_buffers(sink, buffers, streaming_sorted).write_value(value);
+    buffers.reset(KEPT_BUFFER_BYTES);
+    // Dropped instead when the slot is gone (the same teardown).
+    let _ = REUSED_BUFFERS.try_with(|slot| slot.set(buffers));
+    written.map_err(|source| CanonicalError { what, source })
 }
 
 /// An `io::Write` that feeds a SHA-256.

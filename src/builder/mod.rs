@@ -24,15 +24,15 @@ use crate::canonical::Sha256Hex;
 use crate::memory::{derive_memory_plan, MemoryInput};
 use crate::node::alias::check_global_aliasing;
 use crate::node::semantic::check_coverage;
-use crate::node::{build_node, prepare_estimates, NodeBuildState, NodeChoice, NodePlanContext};
+use crate::node::{build_nodes, NodeBuildState, NodeChoice, NodePlanContext};
 use crate::request::fingerprints::{
     catalog_fingerprint, family_fingerprint, identity_execution_weights, policy_fingerprint,
     program_fingerprint,
 };
 use crate::request::validate::validate_request;
 use crate::request::{
-    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId,
-    ProviderResourcePlan, ResourceId, StorageProfile,
+    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId, ResourceId,
+    StorageProfile,
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
@@ -366,29 +366,22 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
         &execution_weights.schema,
         &family_fp,
     )?;
-    // Step 10: every node in order (the estimator input fingerprints and the shape checks of
-    // the chosen resource plans computed first, in parallel).
-    let chosen_plans: Vec<&ProviderResourcePlan> = joint.chosen.iter().map(|c| c.plan).collect();
-    let prepared = prepare_estimates(&ctx, &pairs, &chosen_plans);
+    // Step 10: every node (each one's own checks in parallel, then the checks across nodes
+    // in program order).
+    let choices: Vec<NodeChoice<'_>> = pairs
+        .iter()
+        .zip(&joint.chosen)
+        .map(|((node, _), chosen)| NodeChoice {
+            resources: chosen.plan,
+            storage_rejection: joint.storage_rejections.get(&node.id),
+        })
+        .collect();
+    let used_rejections = choices
+        .iter()
+        .filter(|choice| choice.storage_rejection.is_some())
+        .count();
     let mut state = NodeBuildState::default();
-    let mut nodes = Vec::with_capacity(pairs.len());
-    let mut used_rejections = 0usize;
-    for (index, ((node, resolution), chosen)) in pairs.iter().zip(&joint.chosen).enumerate() {
-        let storage_rejection = joint.storage_rejections.get(&node.id);
-        used_rejections += usize::from(storage_rejection.is_some());
-        nodes.push(build_node(
-            &ctx,
-            &mut state,
-            index,
-            node,
-            resolution,
-            &NodeChoice {
-                resources: chosen.plan,
-                storage_rejection,
-                prepared: prepared.get(index),
-            },
-        )?);
-    }
+    let nodes = build_nodes(&ctx, &mut state, &pairs, &choices)?;
     // Step 11: leftovers (unknown resolutions were rejected when indexing).
     if joint.chosen.len() != nodes.len() || used_rejections != joint.storage_rejections.len() {
         let node = joint

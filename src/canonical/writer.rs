@@ -65,6 +65,44 @@ struct Frame {
     streamed: bool,
 }
 
+/// The growable buffers of a writer. They hold nothing between values but capacity and
+/// the remembered field orders of the structs seen, so one set serves any number of values
+/// written one after another (see [`super::reused_buffers`]): writing the estimator input
+/// of every node of a large plan with fresh buffers spent about a third of that time in
+/// the allocator, growing and freeing them.
+#[derive(Default)]
+pub(crate) struct WriterBuffers {
+    out: Vec<u8>,
+    keys: Vec<u8>,
+    entries: Vec<Entry>,
+    frames: Vec<Frame>,
+    scratch: Vec<u8>,
+    order: Vec<usize>,
+    kept: Vec<Entry>,
+    /// Per struct name, the field order last seen and the entries it emits, in output
+    /// order: a struct serialized again with the same fields is reordered without
+    /// comparing keys. A cache checked on every use (the arrival order must match), so it
+    /// stays valid from one value to the next.
+    struct_orders: HashMap<StaticKey, StructOrder, BuildHasherDefault<AddressHasher>>,
+}
+
+impl WriterBuffers {
+    /// Empties every buffer (keeping its capacity, unless it grew past `keep_bytes`) and
+    /// keeps the remembered struct orders.
+    pub(crate) fn reset(&mut self, keep_bytes: usize) {
+        for bytes in [&mut self.out, &mut self.keys, &mut self.scratch] {
+            bytes.clear();
+            if bytes.capacity() > keep_bytes {
+                *bytes = Vec::new();
+            }
+        }
+        self.entries.clear();
+        self.frames.clear();
+        self.order.clear();
+        self.kept.clear();
+    }
+}
+
 /// The canonical JSON writer over a sink.
 pub(crate) struct CanonicalWriter<W: Write> {
     sink: W,
@@ -75,9 +113,6 @@ pub(crate) struct CanonicalWriter<W: Write> {
     scratch: Vec<u8>,
     order: Vec<usize>,
     kept: Vec<Entry>,
-    /// Per struct name, the field order last seen and the entries it emits, in output
-    /// order: a struct serialized again with the same fields is reordered without
-    /// comparing keys.
     struct_orders: HashMap<StaticKey, StructOrder, BuildHasherDefault<AddressHasher>>,
     /// Whether the outermost struct is streamed (its fields arrive in key order).
     stream_outermost: bool,
@@ -117,37 +152,66 @@ struct StructOrder {
 }
 
 impl<W: Write> CanonicalWriter<W> {
-    pub(crate) fn new(sink: W) -> Self {
+    /// A writer over `sink` that grows `buffers` (empty ones, as [`WriterBuffers::reset`]
+    /// leaves them). `streaming_sorted`: the value is a struct whose fields are declared
+    /// (so serialized) in key order, and each field goes to the sink as soon as it is
+    /// written, so the arena holds one field's text at a time instead of the whole value's;
+    /// a field whose name does not follow the one before it is an error (never different
+    /// bytes).
+    pub(crate) fn with_buffers(sink: W, buffers: WriterBuffers, streaming_sorted: bool) -> Self {
+        let WriterBuffers {
+            out,
+            keys,
+            entries,
+            frames,
+            scratch,
+            order,
+            kept,
+            struct_orders,
+        } = buffers;
         CanonicalWriter {
             sink,
-            out: Vec::new(),
-            keys: Vec::new(),
-            entries: Vec::new(),
-            frames: Vec::new(),
-            scratch: Vec::new(),
-            order: Vec::new(),
-            kept: Vec::new(),
-            struct_orders: HashMap::default(),
-            stream_outermost: false,
+            out,
+            keys,
+            entries,
+            frames,
+            scratch,
+            order,
+            kept,
+            struct_orders,
+            stream_outermost: streaming_sorted,
         }
     }
 
-    /// A writer for a value that is a struct whose fields are declared (so serialized) in
-    /// key order: each field goes to the sink as soon as it is written, so the arena holds
-    /// one field's text at a time instead of the whole value's. A field whose name does not
-    /// follow the one before it is an error (never different bytes).
-    pub(crate) fn streaming_sorted(sink: W) -> Self {
-        CanonicalWriter {
-            stream_outermost: true,
-            ..Self::new(sink)
-        }
-    }
-
-    /// Serializes one value and returns the sink.
-    pub(crate) fn write_value<T: Serialize + ?Sized>(mut self, value: &T) -> Result<W, Error> {
-        value.serialize(&mut self)?;
-        self.flush_free()?;
-        Ok(self.sink)
+    /// Serializes one value; returns the sink (or the error) and the buffers, to be reused.
+    pub(crate) fn write_value<T: Serialize + ?Sized>(
+        mut self,
+        value: &T,
+    ) -> (Result<W, Error>, WriterBuffers) {
+        let written = value.serialize(&mut self).and_then(|()| self.flush_free());
+        let CanonicalWriter {
+            sink,
+            out,
+            keys,
+            entries,
+            frames,
+            scratch,
+            order,
+            kept,
+            struct_orders,
+            stream_outermost: _,
+        } = self;
+        let buffers = WriterBuffers {
+            out,
+            keys,
+            entries,
+            frames,
+            scratch,
+            order,
+            kept,
+            struct_orders,
+        };
+        (written.map(|()| sink), buffers)
     }
 
     /// Sends the arena to the sink when no object is open but a streamed outermost struct.

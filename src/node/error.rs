@@ -14,7 +14,7 @@ pub enum NodeError {
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
 
-    // ---- 2.2 build_node ----------------------------------------------------------------------
+    // ---- 2.2 build_nodes ---------------------------------------------------------------------
     /// The node's operation is not in the catalog.
     #[error("node {node}: operation {operation} is not in the capability catalog")]
     UnknownOperation {

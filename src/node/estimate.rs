@@ -226,10 +226,6 @@ pub struct EstimateContext<'a> {
     pub operation_fingerprint: &'a Sha256Hex,
     /// Its resolution.
     pub resolution: &'a NodeResolution,
-    /// The estimator input fingerprint of the selected provider, when the caller has
-    /// already computed it (the builder computes every node's in parallel before its
-    /// sequential pass); `None` computes it here.
-    pub estimator_input: Option<&'a Sha256Hex>,
 }
 
 /// Verifies the chosen estimate of a node (rules 2.2) and returns the selected catalog
@@ -315,22 +311,15 @@ pub fn verify_estimate<'c>(
             });
         }
     }
-    let computed;
-    let expected = match ctx.estimator_input {
-        Some(expected) => expected,
-        None => {
-            computed = node_estimator_input_fingerprint(
-                ctx.family_fingerprint,
-                ctx.operation,
-                ctx.operation_fingerprint,
-                ctx.node,
-                ctx.resolution,
-                selected,
-            )?;
-            &computed
-        }
-    };
-    if *expected != plan.estimator_input_fingerprint {
+    let expected = node_estimator_input_fingerprint(
+        ctx.family_fingerprint,
+        ctx.operation,
+        ctx.operation_fingerprint,
+        ctx.node,
+        ctx.resolution,
+        selected,
+    )?;
+    if expected != plan.estimator_input_fingerprint {
         return Err(NodeError::EstimatorInputMismatch {
             node: node.clone(),
             provider: selected.clone(),

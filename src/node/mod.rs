@@ -1,5 +1,6 @@
 //! Per-node checks of plan building (rules 2.2-2.7), one module per concept, and
-//! [`build_node`], which runs them in the reference order and emits a [`PlanNode`].
+//! [`build_nodes`], which runs them (each node's own checks in parallel, those across nodes in
+//! program order) with the errors of the reference order and emits each [`PlanNode`].
 // `NodeError` names its culprits by id, so it is large; errors are the cold path and the
 // variants stay directly matchable, so results carry it unboxed.
 #![allow(clippy::result_large_err)]
@@ -122,90 +123,147 @@ pub(crate) struct NodeChoice<'a> {
     pub resources: &'a ProviderResourcePlan,
     /// Storage rejection evidence for the preferred provider, if any.
     pub storage_rejection: Option<&'a RejectedProvider>,
-    /// The chosen provider's estimator input fingerprint, if already computed
-    /// ([`prepare_estimates`]).
-    pub prepared: Option<&'a PreparedEstimate>,
 }
 
-/// The costly pure parts of one node's estimate verification, computed before the
-/// sequential pass ([`prepare_estimates`]).
-pub(crate) struct PreparedEstimate {
-    /// The chosen provider's estimator input fingerprint; `None` where the node's operation
-    /// is unknown or the fingerprint fails (the sequential pass reports that).
-    pub estimator_input: Option<Sha256Hex>,
+/// Where a node's own checks stopped, in the order [`build_nodes`] runs them.
+enum FailurePoint {
+    /// A check before the node's bindings are recorded (signature, bindings, aliases,
+    /// work, state effects).
+    BeforeBindings,
+    /// The semantic check of the binding at this index (the bindings before it are
+    /// recorded first: their cross-node consistency is checked before this error).
+    Binding(usize),
+    /// A check after every binding is recorded (compatibility, selection, estimate).
+    AfterBindings,
 }
 
-/// The estimator input fingerprint of each node's chosen provider (`chosen[i]` is node
-/// `i`'s), computed in parallel: the costly pure part of the per-node checks (one canonical
-/// hash per node), which the sequential pass then only consults, at the same point of the
-/// same checks, so the first error reported is the same.
-pub(crate) fn prepare_estimates(
-    ctx: &NodePlanContext<'_>,
-    pairs: &[(&ProgramNode, &NodeResolution)],
-    chosen: &[&ProviderResourcePlan],
-) -> Vec<PreparedEstimate> {
-    use rayon::prelude::*;
-    pairs
-        .par_iter()
-        .zip(chosen.par_iter())
-        .map(|((node, resolution), plan)| PreparedEstimate {
-            estimator_input: ctx
-                .catalog
-                .operations
-                .get(&node.operation_id)
-                .and_then(|operation| {
-                    let operation_fingerprint = ctx.operation_fingerprints.get(&operation.id)?;
-                    crate::request::fingerprints::node_estimator_input_fingerprint(
-                        ctx.family_fingerprint,
-                        operation,
-                        operation_fingerprint,
-                        node,
-                        resolution,
-                        &plan.provider_id,
-                    )
-                    .ok()
-                }),
-        })
-        .collect()
+/// One node checked on its own: every check of rules 2.2 that reads nothing other nodes'
+/// checks produce. What is left for the pass in program order is the cross-node
+/// consistency of the values each node binds and the state hazard dependencies.
+struct NodeDraft {
+    /// The node as planned, but its `dependencies` (empty here).
+    node: Result<PlanNode, (FailurePoint, NodeError)>,
+    /// The producers of the node's inputs (its dependencies before the state hazards).
+    producer_dependencies: BTreeSet<NodeId>,
 }
 
-/// Checks node `index` and builds its [`PlanNode`] (rules 2.2).
-pub(crate) fn build_node<'a>(
+/// Checks every node (rules 2.2, step 10 of rules 2.1) and builds its [`PlanNode`], in
+/// program order: `pairs[i]` is node `i` with its resolution, `choices[i]` its decision.
+///
+/// Each node's own checks run in parallel ([`draft_node`]); then one pass in program order
+/// records the values each node binds (their cross-node consistency) and its state
+/// effects (the hazard dependencies). The error is the one the checks would give run one
+/// node after another: the first failing node in program order, and within it the first
+/// failing check in the reference order.
+pub(crate) fn build_nodes<'a>(
     ctx: &NodePlanContext<'_>,
     state: &mut NodeBuildState<'a>,
-    index: usize,
+    pairs: &[(&'a ProgramNode, &'a NodeResolution)],
+    choices: &[NodeChoice<'_>],
+) -> Result<Vec<PlanNode>, NodeError> {
+    use rayon::prelude::*;
+    let drafts: Vec<NodeDraft> = pairs
+        .par_iter()
+        .zip(choices.par_iter())
+        .enumerate()
+        .map(|(index, (&(node, resolution), choice))| {
+            draft_node(ctx, index, node, resolution, choice)
+        })
+        .collect();
+    let mut nodes = Vec::with_capacity(drafts.len());
+    for (&(node, resolution), draft) in pairs.iter().zip(drafts) {
+        nodes.push(finish_node(state, node, resolution, draft)?);
+    }
+    Ok(nodes)
+}
+
+/// The checks of one node that need other nodes' results, run in program order after its
+/// own: the bound values' cross-node consistency, then the node's own first failure, then
+/// the state hazard dependencies.
+fn finish_node<'a>(
+    state: &mut NodeBuildState<'a>,
     node: &'a ProgramNode,
     resolution: &'a NodeResolution,
-    choice: &NodeChoice<'_>,
+    draft: NodeDraft,
 ) -> Result<PlanNode, NodeError> {
+    let values = &resolution.values;
+    let recorded = match &draft.node {
+        Ok(_) | Err((FailurePoint::AfterBindings, _)) => values.len(),
+        Err((FailurePoint::Binding(index), _)) => *index,
+        Err((FailurePoint::BeforeBindings, _)) => 0,
+    };
+    if !matches!(draft.node, Err((FailurePoint::BeforeBindings, _))) {
+        for binding in &values[..recorded] {
+            state.bound.record(&node.id, binding)?;
+        }
+    }
+    let mut planned = draft.node.map_err(|(_, error)| error)?;
+    let mut dependencies = draft.producer_dependencies;
+    dependencies.extend(state.hazards.record(&node.id, &planned.state_effects));
+    dependencies.remove(&node.id);
+    planned.dependencies = dependencies.into_iter().collect();
+    Ok(planned)
+}
+
+/// Runs the checks of node `index` that read only the plan-wide context, in the reference
+/// order, and builds its [`PlanNode`] without its dependencies ([`finish_node`] adds them).
+fn draft_node(
+    ctx: &NodePlanContext<'_>,
+    index: usize,
+    node: &ProgramNode,
+    resolution: &NodeResolution,
+    choice: &NodeChoice<'_>,
+) -> NodeDraft {
+    let producer_dependencies = node
+        .inputs
+        .iter()
+        .filter_map(|v| ctx.producers.get(v).map(|n| (*n).clone()))
+        .collect();
+    NodeDraft {
+        node: plan_node(ctx, index, node, resolution, choice),
+        producer_dependencies,
+    }
+}
+
+/// Checks node `index` on its own (rules 2.2) and builds its [`PlanNode`], dependencies
+/// left empty; a failure says where in the reference order it stopped.
+fn plan_node(
+    ctx: &NodePlanContext<'_>,
+    index: usize,
+    node: &ProgramNode,
+    resolution: &NodeResolution,
+    choice: &NodeChoice<'_>,
+) -> Result<PlanNode, (FailurePoint, NodeError)> {
+    let before = |error| (FailurePoint::BeforeBindings, error);
+    let after = |error| (FailurePoint::AfterBindings, error);
     let id = &node.id;
     let Some(operation) = ctx.catalog.operations.get(&node.operation_id) else {
-        return Err(NodeError::UnknownOperation {
+        return Err(before(NodeError::UnknownOperation {
             node: id.clone(),
             operation: node.operation_id.clone(),
-        });
+        }));
     };
     if !operation.version.satisfies(node.required_version) {
-        return Err(NodeError::IncompatibleOperationVersion {
+        return Err(before(NodeError::IncompatibleOperationVersion {
             node: id.clone(),
             operation: operation.id.clone(),
             required: node.required_version,
             available: operation.version,
-        });
+        }));
     }
-    attributes::validate_attributes(id, operation, &node.attributes)?;
+    attributes::validate_attributes(id, operation, &node.attributes).map_err(before)?;
     let values = &resolution.values;
-    bindings::validate_bindings(id, operation, values)?;
+    bindings::validate_bindings(id, operation, values).map_err(before)?;
     if node.inputs.len() != operation.inputs.len() || node.outputs.len() != operation.outputs.len()
     {
-        return Err(NodeError::SignatureMismatch {
+        return Err(before(NodeError::SignatureMismatch {
             node: id.clone(),
             operation: operation.id.clone(),
             program_inputs: node.inputs.len(),
             program_outputs: node.outputs.len(),
             operation_inputs: operation.inputs.len(),
             operation_outputs: operation.outputs.len(),
-        });
+        }));
     }
     let program_slots = node
         .inputs
@@ -220,28 +278,28 @@ pub(crate) fn build_node<'a>(
         );
     for ((role, ordinal, expected), binding) in program_slots.zip(values) {
         if &binding.value_id != expected {
-            return Err(NodeError::BindingMirror {
+            return Err(before(NodeError::BindingMirror {
                 node: id.clone(),
                 role,
                 ordinal: ordinal as u32,
                 expected: expected.clone(),
                 found: binding.value_id.clone(),
-            });
+            }));
         }
     }
-    let exact_aliases = extract_exact_aliases(id, values)?;
-    let work = work::derive_work_contract(id, operation, &node.work, values)?;
+    let exact_aliases = extract_exact_aliases(id, values).map_err(before)?;
+    let work = work::derive_work_contract(id, operation, &node.work, values).map_err(before)?;
     let liveness = AliasLiveness {
         state_values: &ctx.state_values,
         program_outputs: &ctx.classes.outputs,
         last_consumers: &ctx.last_consumers,
         node_ids: &ctx.node_ids,
     };
-    check_alias_liveness(&liveness, index, id, &exact_aliases, values)?;
-    let state_effects = derive_state_effects(id, &ctx.program.states, values)?;
-    for binding in values {
-        check_semantic_binding(&ctx.classes, ctx.execution_schema, id, binding)?;
-        state.bound.record(id, binding)?;
+    check_alias_liveness(&liveness, index, id, &exact_aliases, values).map_err(before)?;
+    let state_effects = derive_state_effects(id, &ctx.program.states, values).map_err(before)?;
+    for (position, binding) in values.iter().enumerate() {
+        check_semantic_binding(&ctx.classes, ctx.execution_schema, id, binding)
+            .map_err(|error| (FailurePoint::Binding(position), error))?;
     }
 
     let mut required_capabilities = operation.provider.required_capabilities.clone();
@@ -268,10 +326,11 @@ pub(crate) fn build_node<'a>(
         resolution.preferred_provider.as_ref(),
         selected,
         choice.storage_rejection,
-    )?;
+    )
+    .map_err(after)?;
     let operation_fingerprint = match ctx.operation_fingerprints.get(&operation.id) {
         Some(fingerprint) => fingerprint.clone(),
-        None => operation_fingerprint(operation)?,
+        None => operation_fingerprint(operation).map_err(|e| after(e.into()))?,
     };
     let descriptor = verify_estimate(
         &EstimateContext {
@@ -280,22 +339,12 @@ pub(crate) fn build_node<'a>(
             operation,
             operation_fingerprint: &operation_fingerprint,
             resolution,
-            estimator_input: choice
-                .prepared
-                .and_then(|prepared| prepared.estimator_input.as_ref()),
         },
         ctx.catalog.providers.get(&operation.id).map(Vec::as_slice),
         selected,
         choice.resources,
-    )?;
-
-    let mut dependencies: BTreeSet<NodeId> = node
-        .inputs
-        .iter()
-        .filter_map(|v| ctx.producers.get(v).map(|n| (*n).clone()))
-        .collect();
-    dependencies.extend(state.hazards.record(id, &state_effects));
-    dependencies.remove(id);
+    )
+    .map_err(after)?;
 
     let estimate = &choice.resources.estimate_fingerprint;
     let workspace = |kind: WorkspaceKind| {
@@ -320,7 +369,7 @@ pub(crate) fn build_node<'a>(
 
     Ok(PlanNode {
         id: id.clone(),
-        dependencies: dependencies.into_iter().collect(),
+        dependencies: Vec::new(),
         operation_id: operation.id.clone(),
         operation_version: node.required_version,
         operation_fingerprint,

@@ -1,4 +1,4 @@
-//! One test per rule of rules 2.1-2.6 (policy, resolutions, `build_node`, binding
+//! One test per rule of rules 2.1-2.6 (policy, resolutions, `build_nodes`, binding
 //! contracts, aliases, work contracts, state effects): each mutates the valid fixture in one
 //! place and asserts the exact `PlanError` variant. Evidence, estimates, candidates and
 //! selection are in `tests/planner/build_evidence.rs`.
@@ -53,7 +53,7 @@ fn unknown_resolution() {
     assert_variant!(err, PlanError::UnknownResolutions { ref nodes } if nodes[0].as_str() == "node/ghost");
 }
 
-// ---- 2.2 build_node ------------------------------------------------------------------
+// ---- 2.2 build_nodes -----------------------------------------------------------------
 
 #[test]
 fn unknown_operation() {
@@ -478,6 +478,72 @@ fn cross_node_value_consistency() {
     let err =
         fails(|r| resolution_mut(r, "node/c").values[1].storage.components[0].length_bytes = 48);
     assert_variant!(err, PlanError::Node(NodeError::CrossNodeInconsistency { ref node, .. }) if node.as_str() == "node/c");
+}
+
+/// Each node's own checks run beside the other nodes'; the cross-node consistency of the
+/// values it binds is checked after, in program order. The error is still the first in
+/// the reference order: for each binding its semantic check, then its consistency with
+/// the node that bound it first; the node's own later checks after all of its bindings;
+/// an earlier node before a later one.
+#[test]
+fn node_errors_keep_the_reference_order() {
+    fn inconsistent_state(r: &mut PlanRequest) {
+        resolution_mut(r, "node/c").values[1].storage.components[0].length_bytes = 48;
+    }
+    fn misaligned(r: &mut PlanRequest, node: &str) {
+        for candidate in &mut resolution_mut(r, node).provider_resource_candidates {
+            candidate.value_alignment_bytes = 8;
+        }
+    }
+    fn unknown_attribute(r: &mut PlanRequest, node: &str) {
+        node_mut(r, node)
+            .attributes
+            .insert(id("bogus"), SemanticValue::Unsigned(1));
+    }
+    let cross_at_c = |err: PlanError| {
+        assert_variant!(err, PlanError::Node(NodeError::CrossNodeInconsistency { ref node, ref value, .. })
+            if node.as_str() == "node/c" && value.as_str() == "value.state");
+    };
+    // Alone, each change is its own error.
+    assert_variant!(fails(|r| misaligned(r, "node/c")),
+        PlanError::Node(NodeError::ValueAlignment { ref node, .. }) if node.as_str() == "node/c");
+    assert_variant!(fails(|r| unknown_attribute(r, "node/d")),
+        PlanError::Node(NodeError::UnknownAttribute { ref node, .. }) if node.as_str() == "node/d");
+    // A binding's consistency comes before the node's estimate checks.
+    cross_at_c(fails(|r| {
+        inconsistent_state(r);
+        misaligned(r, "node/c");
+    }));
+    // A binding's own semantic check comes before its consistency.
+    assert_variant!(
+        fails(|r| {
+            inconsistent_state(r);
+            resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations;
+        }),
+        PlanError::Node(NodeError::SemanticUsage { ref node, class: "state", .. }) if node.as_str() == "node/c"
+    );
+    // The node's checks before its bindings come first.
+    assert_variant!(
+        fails(|r| {
+            inconsistent_state(r);
+            unknown_attribute(r, "node/c");
+        }),
+        PlanError::Node(NodeError::UnknownAttribute { ref node, .. }) if node.as_str() == "node/c"
+    );
+    // An earlier node's consistency comes before a later node's own first check, and an
+    // earlier node's own checks before a later node's consistency.
+    cross_at_c(fails(|r| {
+        inconsistent_state(r);
+        unknown_attribute(r, "node/d");
+        misaligned(r, "node/d");
+    }));
+    assert_variant!(
+        fails(|r| {
+            misaligned(r, "node/b");
+            inconsistent_state(r);
+        }),
+        PlanError::Node(NodeError::ValueAlignment { ref node, .. }) if node.as_str() == "node/b"
+    );
 }
 
 #[test]
