@@ -194,6 +194,59 @@ mod tests {
         );
     }
 
+    /// The buffers a thread lends from one value to the next (and the field orders they
+    /// remember) never change the bytes: not after a struct of the same name with other
+    /// fields, not after a failed value, not inside a value that fingerprints another.
+    #[test]
+    fn reused_buffers_never_change_the_bytes() {
+        #[derive(Serialize)]
+        #[serde(rename = "Same")]
+        struct First {
+            z: u8,
+            a: Vec<u8>,
+        }
+        #[derive(Serialize)]
+        #[serde(rename = "Same")]
+        struct Second {
+            b: u8,
+            y: u8,
+            a: u8,
+        }
+        #[derive(Serialize)]
+        struct OutOfOrder {
+            b: u8,
+            a: u8,
+        }
+        struct Nested;
+        impl Serialize for Nested {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let inner = canonical_json("inner", &Second { b: 1, y: 2, a: 3 })
+                    .map_err(serde::ser::Error::custom)?;
+                serializer.serialize_str(&inner)
+            }
+        }
+        fn text<T: Serialize>(value: &T) -> String {
+            canonical_json("value", value).unwrap()
+        }
+        let first = || First {
+            z: 1,
+            a: vec![2, 3],
+        };
+        let fresh = text(&first());
+        assert_eq!(fresh, r#"{"a":[2,3],"z":1}"#);
+        for _ in 0..3 {
+            assert_eq!(text(&Second { b: 1, y: 2, a: 3 }), r#"{"a":3,"b":1,"y":2}"#);
+            assert_eq!(text(&first()), fresh);
+            assert!(sorted_struct_fingerprint("out of order", &OutOfOrder { b: 1, a: 2 }).is_err());
+            assert_eq!(text(&first()), fresh);
+            assert_eq!(text(&vec![Nested]), r#"["{\"a\":3,\"b\":1,\"y\":2}"]"#);
+            assert_eq!(
+                canonical_fingerprint("value", &first()).unwrap(),
+                sha256_hex(fresh.as_bytes())
+            );
+        }
+    }
+
     #[test]
     fn canonical_sorts_nested_keys() {
         #[derive(Serialize)]
