@@ -15,6 +15,7 @@
 mod catalog;
 mod policy;
 mod program;
+mod providers;
 mod resolution;
 mod weights;
 

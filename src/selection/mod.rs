@@ -41,6 +41,7 @@ pub(crate) mod ilp;
 pub mod instances;
 mod objective;
 mod optimal_supports;
+mod part_method;
 mod preference;
 mod preference_groups;
 mod prefix_dominance;

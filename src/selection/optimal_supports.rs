@@ -54,10 +54,11 @@ use super::dual_bound::reduced_cost_fixing;
 use super::elimination::{eliminate, forward, Eliminated, Forward, Reach};
 use super::ilp::{solve_ilp_proved, IlpOutcome};
 use super::objective::{Level, Weights};
+use super::part_method::PartMethod;
 use super::preference::{narrow, widen};
 use super::prefix_dominance::{drop_prefix_dominated, lift_supports};
 use super::provider_ids::{smallest_optimal, Search, Target};
-use super::strategy::{PartMethod, PartResult, PartSolver};
+use super::strategy::{PartResult, PartSolver};
 
 /// The optimal support of every node of a forward pass that is feasible:
 /// bit `c` of entry `v` is set when some optimal choice takes candidate

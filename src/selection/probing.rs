@@ -57,9 +57,10 @@ use std::time::Instant;
 use super::components::{CCand, CNode, Comp, Score};
 use super::ilp::IlpOutcome;
 use super::objective::{compare_scores, Level};
+use super::part_method::PartMethod;
 use super::preference::widen;
 use super::prefix_dominance::{drop_prefix_dominated, undominated};
-use super::strategy::{PartMethod, PartResult, PartSolver};
+use super::strategy::{PartResult, PartSolver};
 
 /// What the probes of one part share: who touches what, and which nodes
 /// are free before any decision.

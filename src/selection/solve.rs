@@ -15,13 +15,12 @@ use super::error::SelectionError;
 use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
 use super::ilp::{IlpLimits, IlpOutcome};
 use super::objective::{Level, Objective, SeedLex, Weights};
+use super::part_method::PartMethod;
 use super::presolve::{presolve, Part, PresolveStats, Presolved};
 use super::problem::{best_rank, Instance, SelectionProblem};
 use super::progress::{PartReporter, SolveObserver, SolveProgress};
 use super::solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
-use super::strategy::{
-    PartMethod, PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES,
-};
+use super::strategy::{PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
