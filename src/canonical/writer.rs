@@ -106,14 +106,8 @@ impl WriterBuffers {
 /// The canonical JSON writer over a sink.
 pub(crate) struct CanonicalWriter<W: Write> {
     sink: W,
-    out: Vec<u8>,
-    keys: Vec<u8>,
-    entries: Vec<Entry>,
-    frames: Vec<Frame>,
-    scratch: Vec<u8>,
-    order: Vec<usize>,
-    kept: Vec<Entry>,
-    struct_orders: HashMap<StaticKey, StructOrder, BuildHasherDefault<AddressHasher>>,
+    /// The buffers it grows, lent by the caller and handed back by [`Self::write_value`].
+    buf: WriterBuffers,
     /// Whether the outermost struct is streamed (its fields arrive in key order).
     stream_outermost: bool,
 }
@@ -159,26 +153,9 @@ impl<W: Write> CanonicalWriter<W> {
     /// a field whose name does not follow the one before it is an error (never different
     /// bytes).
     pub(crate) fn with_buffers(sink: W, buffers: WriterBuffers, streaming_sorted: bool) -> Self {
-        let WriterBuffers {
-            out,
-            keys,
-            entries,
-            frames,
-            scratch,
-            order,
-            kept,
-            struct_orders,
-        } = buffers;
         CanonicalWriter {
             sink,
-            out,
-            keys,
-            entries,
-            frames,
-            scratch,
-            order,
-            kept,
-            struct_orders,
+            buf: buffers,
             stream_outermost: streaming_sorted,
         }
     }
@@ -189,47 +166,25 @@ impl<W: Write> CanonicalWriter<W> {
         value: &T,
     ) -> (Result<W, Error>, WriterBuffers) {
         let written = value.serialize(&mut self).and_then(|()| self.flush_free());
-        let CanonicalWriter {
-            sink,
-            out,
-            keys,
-            entries,
-            frames,
-            scratch,
-            order,
-            kept,
-            struct_orders,
-            stream_outermost: _,
-        } = self;
-        let buffers = WriterBuffers {
-            out,
-            keys,
-            entries,
-            frames,
-            scratch,
-            order,
-            kept,
-            struct_orders,
-        };
-        (written.map(|()| sink), buffers)
+        (written.map(|()| self.sink), self.buf)
     }
 
     /// Sends the arena to the sink when no object is open but a streamed outermost struct.
     fn flush_free(&mut self) -> Result<(), Error> {
-        let free = match self.frames.as_slice() {
+        let free = match self.buf.frames.as_slice() {
             [] => true,
             [outermost] => outermost.streamed,
             _ => false,
         };
-        if free && !self.out.is_empty() {
-            self.sink.write_all(&self.out).map_err(Error::io)?;
-            self.out.clear();
+        if free && !self.buf.out.is_empty() {
+            self.sink.write_all(&self.buf.out).map_err(Error::io)?;
+            self.buf.out.clear();
         }
         Ok(())
     }
 
     fn push_json<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
-        serde_json::to_writer(&mut self.out, value)?;
+        serde_json::to_writer(&mut self.buf.out, value)?;
         self.flush_free()
     }
 
@@ -238,35 +193,36 @@ impl<W: Write> CanonicalWriter<W> {
     /// otherwise. Strings were about a quarter of the plan hash's time in that escaper,
     /// which looks every byte up in a table.
     fn push_str(&mut self, text: &str) -> Result<(), Error> {
-        write_json_string(&mut self.out, text)?;
+        write_json_string(&mut self.buf.out, text)?;
         self.flush_free()
     }
 
     fn push_raw(&mut self, bytes: &[u8]) -> Result<(), Error> {
-        self.out.extend_from_slice(bytes);
+        self.buf.out.extend_from_slice(bytes);
         self.flush_free()
     }
 
     fn open_object(&mut self, struct_name: Option<&'static str>) {
-        self.out.push(b'{');
-        let streamed = self.stream_outermost && self.frames.is_empty() && struct_name.is_some();
-        self.frames.push(Frame {
+        self.buf.out.push(b'{');
+        let streamed = self.stream_outermost && self.buf.frames.is_empty() && struct_name.is_some();
+        self.buf.frames.push(Frame {
             streamed,
             struct_name: struct_name.map_or(NO_STATIC_KEY, static_key),
-            entries_base: self.entries.len(),
-            keys_base: self.keys.len(),
-            out_start: self.out.len(),
+            entries_base: self.buf.entries.len(),
+            keys_base: self.buf.keys.len(),
+            out_start: self.buf.out.len(),
         });
     }
 
     /// Writes the comma before an entry of the innermost object, if it is not the first.
     fn separate_entry(&mut self) -> Result<(), Error> {
         let frame = self
+            .buf
             .frames
             .last()
             .ok_or_else(|| Error::custom("object entry outside an object"))?;
-        if self.entries.len() > frame.entries_base {
-            self.out.push(b',');
+        if self.buf.entries.len() > frame.entries_base {
+            self.buf.out.push(b',');
         }
         Ok(())
     }
@@ -274,14 +230,14 @@ impl<W: Write> CanonicalWriter<W> {
     /// Starts a map entry: a comma if needed, the key (raw and escaped) and the colon.
     fn begin_entry<K: Serialize + ?Sized>(&mut self, key: &K) -> Result<(), Error> {
         self.separate_entry()?;
-        let key_start = self.keys.len();
-        append_key_text(key, KeyRules::Canonical, &mut self.keys)?;
-        let text = key_str(&self.keys[key_start..])?;
-        let start = self.out.len();
-        write_json_string(&mut self.out, text)?;
+        let key_start = self.buf.keys.len();
+        append_key_text(key, KeyRules::Canonical, &mut self.buf.keys)?;
+        let text = key_str(&self.buf.keys[key_start..])?;
+        let start = self.buf.out.len();
+        write_json_string(&mut self.buf.out, text)?;
         let key = Key::Map {
             start: key_start,
-            end: self.keys.len(),
+            end: self.buf.keys.len(),
         };
         self.push_entry(key, start);
         Ok(())
@@ -289,9 +245,9 @@ impl<W: Write> CanonicalWriter<W> {
 
     /// Starts an entry named by a struct field's or a variant's static name.
     fn begin_named_entry(&mut self, key: &'static str) -> Result<(), Error> {
-        if let Some(frame) = self.frames.last().filter(|frame| frame.streamed) {
-            let previous = self.entries[frame.entries_base..].last();
-            if previous.is_some_and(|entry| key_of(&self.keys, entry) >= key.as_bytes()) {
+        if let Some(frame) = self.buf.frames.last().filter(|frame| frame.streamed) {
+            let previous = self.buf.entries[frame.entries_base..].last();
+            if previous.is_some_and(|entry| key_of(&self.buf.keys, entry) >= key.as_bytes()) {
                 return Err(Error::custom(format!(
                     "field {key:?} is declared after a field that sorts after it: a streamed \
                      struct must declare its fields in key order"
@@ -299,16 +255,16 @@ impl<W: Write> CanonicalWriter<W> {
             }
         }
         self.separate_entry()?;
-        let start = self.out.len();
-        write_json_string(&mut self.out, key)?;
+        let start = self.buf.out.len();
+        write_json_string(&mut self.buf.out, key)?;
         self.push_entry(Key::Static(key), start);
         Ok(())
     }
 
     /// Records an entry whose escaped key is written from `start`, and writes the colon.
     fn push_entry(&mut self, key: Key, start: usize) {
-        self.out.push(b':');
-        self.entries.push(Entry {
+        self.buf.out.push(b':');
+        self.buf.entries.push(Entry {
             key,
             start,
             end: start,
@@ -316,8 +272,8 @@ impl<W: Write> CanonicalWriter<W> {
     }
 
     fn end_entry(&mut self) {
-        let end = self.out.len();
-        if let Some(entry) = self.entries.last_mut() {
+        let end = self.buf.out.len();
+        if let Some(entry) = self.buf.entries.last_mut() {
             entry.end = end;
         }
     }
@@ -325,61 +281,66 @@ impl<W: Write> CanonicalWriter<W> {
     /// Closes the innermost object: its entries in key order, the last of equal keys kept.
     fn close_object(&mut self) -> Result<(), Error> {
         let frame = self
+            .buf
             .frames
             .pop()
             .ok_or_else(|| Error::custom("object end outside an object"))?;
         if frame.streamed {
             // Every field went out in order as it was written.
-            self.entries.truncate(frame.entries_base);
-            self.keys.truncate(frame.keys_base);
+            self.buf.entries.truncate(frame.entries_base);
+            self.buf.keys.truncate(frame.keys_base);
             return self.push_raw(b"}");
         }
         if !self.order_entries(frame) {
-            let kept = std::mem::take(&mut self.kept);
-            if self.frames.is_empty() {
+            let kept = std::mem::take(&mut self.buf.kept);
+            if self.buf.frames.is_empty() {
                 // The outermost object: emit straight from the arena to the sink.
                 let sink = &mut self.sink;
-                sink.write_all(&self.out[..frame.out_start])
+                sink.write_all(&self.buf.out[..frame.out_start])
                     .map_err(Error::io)?;
                 for (position, entry) in kept.iter().enumerate() {
                     if position > 0 {
                         sink.write_all(b",").map_err(Error::io)?;
                     }
-                    sink.write_all(&self.out[entry.start..entry.end])
+                    sink.write_all(&self.buf.out[entry.start..entry.end])
                         .map_err(Error::io)?;
                 }
-                self.out.clear();
+                self.buf.out.clear();
             } else {
-                self.scratch.clear();
-                self.scratch.extend_from_slice(&self.out[frame.out_start..]);
-                self.out.truncate(frame.out_start);
+                self.buf.scratch.clear();
+                self.buf
+                    .scratch
+                    .extend_from_slice(&self.buf.out[frame.out_start..]);
+                self.buf.out.truncate(frame.out_start);
                 for (position, entry) in kept.iter().enumerate() {
                     if position > 0 {
-                        self.out.push(b',');
+                        self.buf.out.push(b',');
                     }
                     let start = entry.start - frame.out_start;
                     let end = entry.end - frame.out_start;
-                    self.out.extend_from_slice(&self.scratch[start..end]);
+                    self.buf
+                        .out
+                        .extend_from_slice(&self.buf.scratch[start..end]);
                 }
             }
-            self.kept = kept;
+            self.buf.kept = kept;
         }
-        self.entries.truncate(frame.entries_base);
-        self.keys.truncate(frame.keys_base);
+        self.buf.entries.truncate(frame.entries_base);
+        self.buf.keys.truncate(frame.keys_base);
         self.push_raw(b"}")
     }
 }
 
 impl<W: Write> CanonicalWriter<W> {
-    /// Puts the entries of `frame` in output order into `self.kept`, unless they already
+    /// Puts the entries of `frame` in output order into `self.buf.kept`, unless they already
     /// are in order (then returns true and `kept` is left empty).
     fn order_entries(&mut self, frame: Frame) -> bool {
-        let entries = &self.entries[frame.entries_base..];
-        self.kept.clear();
+        let entries = &self.buf.entries[frame.entries_base..];
+        self.buf.kept.clear();
         let all_static = frame.struct_name != NO_STATIC_KEY
             && entries.iter().all(|e| matches!(e.key, Key::Static(_)));
         if all_static {
-            if let Some(remembered) = self.struct_orders.get(&frame.struct_name) {
+            if let Some(remembered) = self.buf.struct_orders.get(&frame.struct_name) {
                 let same_fields = remembered.arrival.len() == entries.len()
                     && remembered
                         .arrival
@@ -390,17 +351,18 @@ impl<W: Write> CanonicalWriter<W> {
                     if remembered.emitted.is_empty() {
                         return true;
                     }
-                    self.kept
+                    self.buf
+                        .kept
                         .extend(remembered.emitted.iter().map(|&index| entries[index]));
                     return false;
                 }
             }
         }
-        let keys = &self.keys;
+        let keys = &self.buf.keys;
         let sorted = entries
             .windows(2)
             .all(|pair| key_of(keys, &pair[0]) < key_of(keys, &pair[1]));
-        let order = &mut self.order;
+        let order = &mut self.buf.order;
         order.clear();
         if !sorted {
             order.extend(0..entries.len());
@@ -419,12 +381,14 @@ impl<W: Write> CanonicalWriter<W> {
                     order.remove(position);
                 }
             }
-            self.kept.extend(order.iter().map(|&index| entries[index]));
+            self.buf
+                .kept
+                .extend(order.iter().map(|&index| entries[index]));
         }
         if all_static {
             // Remember the order (empty `emitted`: already sorted) for the next struct of
             // this name with the same fields.
-            let remembered = self.struct_orders.entry(frame.struct_name).or_default();
+            let remembered = self.buf.struct_orders.entry(frame.struct_name).or_default();
             remembered.arrival.clear();
             remembered
                 .arrival
@@ -463,7 +427,7 @@ pub(crate) struct Compound<'a, W: Write> {
 impl<W: Write> Compound<'_, W> {
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Error> {
         if !self.first {
-            self.writer.out.push(b',');
+            self.writer.buf.out.push(b',');
         }
         self.first = false;
         value.serialize(&mut *self.writer)
@@ -613,7 +577,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
         self.close_object()
     }
     fn serialize_seq(self, _len: Option<usize>) -> Result<Compound<'a, W>, Error> {
-        self.out.push(b'[');
+        self.buf.out.push(b'[');
         Ok(Compound {
             writer: self,
             first: true,
@@ -639,7 +603,7 @@ impl<'a, W: Write> ser::Serializer for &'a mut CanonicalWriter<W> {
     ) -> Result<Compound<'a, W>, Error> {
         self.open_object(None);
         self.begin_named_entry(variant)?;
-        self.out.push(b'[');
+        self.buf.out.push(b'[');
         Ok(Compound {
             writer: self,
             first: true,
