@@ -192,10 +192,8 @@ fn finish_node<'a>(
         Err((FailurePoint::Binding(index), _)) => *index,
         Err((FailurePoint::BeforeBindings, _)) => 0,
     };
-    if !matches!(draft.node, Err((FailurePoint::BeforeBindings, _))) {
-        for binding in &values[..recorded] {
-            state.bound.record(&node.id, binding)?;
-        }
+    for binding in &values[..recorded] {
+        state.bound.record(&node.id, binding)?;
     }
     let mut planned = draft.node.map_err(|(_, error)| error)?;
     let mut dependencies = draft.producer_dependencies;
