@@ -14,6 +14,12 @@
 mod research;
 mod sweep;
 
+/// The allocator of the extension's Rust code (Python's objects keep Python's): planning
+/// allocates and frees many small values across threads, where mimalloc is faster than the
+/// system allocator (as in the `jointplan` binary; the library itself sets none).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroUsize;
 use std::path::Path;
