@@ -150,7 +150,7 @@ struct NodeDraft {
 /// Checks every node (rules 2.2, step 10 of rules 2.1) and builds its [`PlanNode`], in
 /// program order: `pairs[i]` is node `i` with its resolution, `choices[i]` its decision.
 ///
-/// Each node's own checks run in parallel ([`draft_node`]); then one pass in program order
+/// Each node's own checks run in parallel ([`plan_node`]); then one pass in program order
 /// records the values each node binds (their cross-node consistency) and its state
 /// effects (the hazard dependencies). The error is the one the checks would give run one
 /// node after another: the first failing node in program order, and within it the first
@@ -166,8 +166,13 @@ pub(crate) fn build_nodes<'a>(
         .par_iter()
         .zip(choices.par_iter())
         .enumerate()
-        .map(|(index, (&(node, resolution), choice))| {
-            draft_node(ctx, index, node, resolution, choice)
+        .map(|(index, (&(node, resolution), choice))| NodeDraft {
+            node: plan_node(ctx, index, node, resolution, choice),
+            producer_dependencies: node
+                .inputs
+                .iter()
+                .filter_map(|v| ctx.producers.get(v).map(|n| (*n).clone()))
+                .collect(),
         })
         .collect();
     let mut nodes = Vec::with_capacity(drafts.len());
@@ -201,26 +206,6 @@ fn finish_node<'a>(
     dependencies.remove(&node.id);
     planned.dependencies = dependencies.into_iter().collect();
     Ok(planned)
-}
-
-/// Runs the checks of node `index` that read only the plan-wide context, in the reference
-/// order, and builds its [`PlanNode`] without its dependencies ([`finish_node`] adds them).
-fn draft_node(
-    ctx: &NodePlanContext<'_>,
-    index: usize,
-    node: &ProgramNode,
-    resolution: &NodeResolution,
-    choice: &NodeChoice<'_>,
-) -> NodeDraft {
-    let producer_dependencies = node
-        .inputs
-        .iter()
-        .filter_map(|v| ctx.producers.get(v).map(|n| (*n).clone()))
-        .collect();
-    NodeDraft {
-        node: plan_node(ctx, index, node, resolution, choice),
-        producer_dependencies,
-    }
 }
 
 /// Checks node `index` on its own (rules 2.2) and builds its [`PlanNode`], dependencies
