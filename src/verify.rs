@@ -7,16 +7,18 @@
 //! its JSON path**, then checks the hash and re-runs [`validate_internal`] and the
 //! independent checker on the stored plan.
 //!
-//! Cost: before the rebuild the stored text is scanned strictly, its payload is hashed as
-//! plan-hash material by streaming the text through the canonical writer (no `Value` tree,
-//! no typed plan: [`payload_text`]), and its recorded selection settings are read by a
-//! partial parse ([`recorded`]). The rebuilt plan carries its own plan hash, so the text
-//! is the rebuilt plan's canonical form when that hash, its `plan_hash` and its `plan_id`
-//! agree with the rebuilt plan's (and it has no other top-level member); equal hashes
-//! mean equal canonical texts. Only when they differ is the stored text parsed whole into
-//! a typed plan (a malformed plan is reported as such), its form checked, and, to name the
-//! first differing field, are the two documents built as trees and walked: rejections pay
-//! for the diagnosis, acceptances do not.
+//! Cost: before the rebuild the stored text is scanned strictly and its recorded selection
+//! settings are read by a partial parse ([`recorded`]). After it, the text is held against
+//! the rebuilt plan's file form without printing it ([`file_form`]: every plan file
+//! jointplan writes is that form, and an equal text is the rebuilt plan byte for byte).
+//! Any other text has its payload hashed as plan-hash material by streaming it through the
+//! canonical writer (no `Value` tree, no typed plan: [`payload_text`]); the rebuilt plan
+//! carries its own plan hash, so the text is the rebuilt plan's canonical form when that
+//! hash, its `plan_hash` and its `plan_id` agree with the rebuilt plan's (and it has no
+//! other top-level member); equal hashes mean equal canonical texts. Only when they differ
+//! is the stored text parsed whole into a typed plan (a malformed plan is reported as
+//! such), its form checked, and, to name the first differing field, are the two documents
+//! built as trees and walked: rejections pay for the diagnosis, acceptances do not.
 //!
 //! Order of the checks: the rebuild-and-compare runs before the internal checks because a
 //! tampered field almost always also breaks the plan hash, and "the hash does not match" is
@@ -136,17 +138,14 @@ impl VerifyError {
 }
 
 /// A stored plan read from its text by [`read_stored_plan_to_rebuild`]: its recorded
-/// selection settings and what the text says about its identity (the plan hash of its
-/// payload, its `plan_hash` and `plan_id`); the typed plan is parsed only if the rebuilt
-/// plan differs.
+/// selection settings and the text; the text is hashed only if it is not the rebuilt
+/// plan's file form, and parsed whole only if the rebuilt plan differs.
 #[derive(Debug)]
 pub struct StoredPlan<'t> {
     /// The recorded selection settings (`payload.selection_settings`).
     settings: crate::plan::SelectionSettings,
     /// The stored text.
     text: &'t str,
-    /// What the text says about its identity (`None`: not a plan's shape).
-    identity: Option<payload_text::TextIdentity>,
 }
 
 /// The canonical hash of JSON text, streamed through the canonical writer.
@@ -206,19 +205,17 @@ pub fn check_stored_plan(
 }
 
 /// Reads a stored plan for [`verify_stored`]: the text must be one JSON value with each key
-/// once and within the input limits (else bad input); its payload is hashed as plan-hash
-/// material and its recorded selection settings are read. Whether it parses strictly into
-/// a plan (no unknown field) and is that plan's canonical form is left to
-/// [`verify_stored`]: when the rebuilt plan's identity is the text's, the text is the
-/// canonical form of a plan the builder made, so it is neither parsed whole nor hashed
-/// whole (for DeepSeek-V3, a 286 MB text).
+/// once and within the input limits (else bad input), and its recorded selection settings
+/// are read. Whether it parses strictly into a plan (no unknown field) and is that plan's
+/// canonical form is left to [`verify_stored`]: when the text is the rebuilt plan's file
+/// form, or its identity is the rebuilt plan's, the text is a plan the builder made, so it
+/// is not parsed whole (for DeepSeek-V3, a 286 MB text).
 pub fn read_stored_plan_to_rebuild<'t>(
     file: &std::path::Path,
     text: &'t str,
 ) -> Result<StoredPlan<'t>, VerifyError> {
     crate::json_input::check_document(text)
         .map_err(|err| crate::request::LoadError::from_strict(file, err))?;
-    let identity = payload_text::stored_identity(text);
     let settings = match recorded::recorded_settings(text) {
         Ok(settings) => settings,
         // The whole parse names the culprit by its path; should it pass, the partial
@@ -231,11 +228,7 @@ pub fn read_stored_plan_to_rebuild<'t>(
             });
         }
     };
-    Ok(StoredPlan {
-        settings,
-        text,
-        identity,
-    })
+    Ok(StoredPlan { settings, text })
 }
 
 /// Checks that the typed plan serializes back to the stored document whose canonical hash
@@ -318,7 +311,8 @@ pub fn verify_text(
 
 /// Verifies a plan already read by [`read_stored_plan_to_rebuild`].
 ///
-/// When the rebuilt plan's plan hash, `plan_hash` and `plan_id` are the stored text's
+/// When the stored text is the rebuilt plan's file form ([`file_form`]), or else the
+/// rebuilt plan's plan hash, `plan_hash` and `plan_id` are the stored text's
 /// ([`payload_text`]), the stored document
 /// is, field for field, the plan the builder has just made and checked (its internal
 /// checks and the independent checker run inside the build), so the plan returned is the
@@ -359,10 +353,9 @@ pub fn verify_stored(
             return Err(error.into());
         }
     };
-    if stored
-        .identity
-        .as_ref()
-        .is_some_and(|identity| identity.is_plan(&rebuilt))
+    if file_form::is_file_form(&rebuilt, stored.text)
+        || payload_text::stored_identity(stored.text)
+            .is_some_and(|identity| identity.is_plan(&rebuilt))
     {
         return Ok(rebuilt);
     }

@@ -13,8 +13,8 @@
 //! pass over the text instead of two over the whole document (the text's and the typed
 //! plan's).
 //!
-//! `verify` uses the same pass without parsing the text into a typed plan at all: the
-//! rebuilt plan carries its own plan hash and plan id, so the stored text is the rebuilt
+//! `verify` uses the same pass, for a text that is not the rebuilt plan's file form,
+//! without parsing the text into a typed plan at all: the rebuilt plan carries its own plan hash and plan id, so the stored text is the rebuilt
 //! plan's canonical form exactly when its only members are `payload` and `plan_hash`, its
 //! payload hashes to the rebuilt plan hash, and its `plan_hash` and `plan_id` strings are
 //! the rebuilt plan's ([`TextIdentity::is_plan`]).

@@ -11,7 +11,7 @@ use jointplan::builder::BuildOptions;
 use jointplan::plan::hash::{plan_hash, plan_id};
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::{PlanRequest, ResourceId};
-use jointplan::verify::{verify, VerifyError};
+use jointplan::verify::{verify, verify_text, VerifyError};
 use serde_json::Value;
 
 struct Built {
@@ -90,6 +90,46 @@ fn the_untampered_plan_verifies() {
     let built = decoder();
     let verified = verify(&built.request, &built.tree, &BuildOptions::default()).unwrap();
     assert_eq!(verified, built.plan);
+}
+
+/// The plan file form (what `plan -o` writes) of `plan`.
+fn file_text(plan: &ExecutionPlan) -> String {
+    String::from_utf8(plan.write_json(Vec::new()).unwrap()).unwrap()
+}
+
+#[test]
+fn the_plan_file_and_every_other_layout_of_it_verify() {
+    // The file form is accepted by holding it against the rebuilt plan's file form; any
+    // other layout (compact, sorted keys, other indentation) by the hash of its payload.
+    let built = decoder();
+    let layouts = [
+        file_text(&built.plan),
+        built.tree.to_string(),
+        serde_json::to_string_pretty(&built.tree).unwrap(),
+        file_text(&built.plan).replace("\n  ", "\n    "),
+    ];
+    for (k, text) in layouts.iter().enumerate() {
+        let verified = verify_text(&built.request, text, &BuildOptions::default())
+            .unwrap_or_else(|e| panic!("layout {k}: {e}"));
+        assert_eq!(verified, built.plan, "layout {k}");
+    }
+}
+
+#[test]
+fn a_changed_plan_file_is_caught_at_its_path() {
+    let built = decoder();
+    let i = node_index("node.layer.1.attention");
+    let mut changed = built.plan.clone();
+    changed.payload.nodes[i].selection.selected_provider =
+        serde_json::from_value(Value::from("provider.cuda.causal_paged_attention.f16.flash"))
+            .unwrap();
+    let error = verify_text(&built.request, &file_text(&changed), &BuildOptions::default())
+        .expect_err("a changed provider in a plan file must be caught");
+    assert_path(
+        &error,
+        &format!("payload.nodes[{i}].selection.selected_provider"),
+    );
+    differs_with_internal(&error);
 }
 
 #[test]
