@@ -256,9 +256,9 @@ fn check_form(
 /// [`check_stored_plan`], or `verify`, establish).
 ///
 /// Cost: one pass of the JSON reader, the typed parse under the strict rules with the
-/// plan's nodes read on every core ([`crate::json_input::parse_strictly_split`]); only a text that pass does not accept is scanned strictly and then
-/// parsed, to name the culprit (first a broken strict rule, then a parse error, by its
-/// JSON path).
+/// plan's nodes read on every core ([`crate::json_input::parse_strictly_split`]); only a
+/// text that pass does not accept is scanned strictly and then parsed, to name the
+/// culprit (first a broken strict rule, then a parse error, by its JSON path).
 pub fn read_plan_as_stored(
     file: &std::path::Path,
     text: &str,

@@ -14,10 +14,11 @@
 //! plan's).
 //!
 //! `verify` uses the same pass, for a text that is not the rebuilt plan's file form,
-//! without parsing the text into a typed plan at all: the rebuilt plan carries its own plan hash and plan id, so the stored text is the rebuilt
-//! plan's canonical form exactly when its only members are `payload` and `plan_hash`, its
-//! payload hashes to the rebuilt plan hash, and its `plan_hash` and `plan_id` strings are
-//! the rebuilt plan's ([`TextIdentity::is_plan`]).
+//! without parsing the text into a typed plan at all: the rebuilt plan carries its own
+//! plan hash and plan id, so the stored text is the rebuilt plan's canonical form exactly
+//! when its only members are `payload` and `plan_hash`, its payload hashes to the rebuilt
+//! plan hash, and its `plan_hash` and `plan_id` strings are the rebuilt plan's
+//! ([`TextIdentity::is_plan`]).
 //!
 //! The text is transcoded through the canonical writer member by member, streamed from the
 //! JSON reader: no `Value` tree and no typed value is built.

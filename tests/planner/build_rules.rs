@@ -522,6 +522,16 @@ fn node_errors_keep_the_reference_order() {
         }),
         PlanError::Node(NodeError::SemanticUsage { ref node, class: "state", .. }) if node.as_str() == "node/c"
     );
+    // An earlier binding's consistency comes before a later binding's own semantic check
+    // (`value.mid` is bound first by node/b; binding 1 is the state).
+    assert_variant!(
+        fails(|r| {
+            resolution_mut(r, "node/c").values[0].storage.components[0].length_bytes = 72;
+            resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations;
+        }),
+        PlanError::Node(NodeError::CrossNodeInconsistency { ref node, ref value, .. })
+            if node.as_str() == "node/c" && value.as_str() == "value.mid"
+    );
     // The node's checks before its bindings come first.
     assert_variant!(
         fails(|r| {

@@ -13,7 +13,7 @@ use jointplan::plan::{ExecutionPlan, RejectionReason, SettingRejection};
 use jointplan::request::{NodeId, PlanRequest, ProviderId};
 use jointplan::selection::{objective_by_name, Weights};
 use jointplan::synth::ModelSource;
-use jointplan::verify::{verify, VerifyError};
+use jointplan::verify::{verify, verify_text, VerifyError};
 use serde_json::Value;
 
 use crate::common;
@@ -72,6 +72,18 @@ fn tree(plan: &ExecutionPlan) -> Value {
     serde_json::to_value(plan).unwrap()
 }
 
+/// Verifies `plan` with the default verify options, as the plan file `plan -o` writes (held
+/// against the rebuilt plan's file form) and as compact JSON with sorted keys (held to the
+/// rebuilt plan's hash): the recorded settings must be read the same way from both.
+fn verifies(request: &PlanRequest, plan: &ExecutionPlan, what: &str) {
+    let file = String::from_utf8(plan.write_json(Vec::new()).unwrap()).unwrap();
+    for (layout, text) in [("plan file", file), ("compact", tree(plan).to_string())] {
+        let verified = verify_text(request, &text, &BuildOptions::default())
+            .unwrap_or_else(|e| panic!("{what}, {layout}: {e}"));
+        assert_eq!(&verified, plan, "{what}, {layout}");
+    }
+}
+
 /// Re-hashes an edited plan tree, so that only the edited field is false.
 fn rehash(tree: Value) -> Value {
     let mut plan: ExecutionPlan = serde_json::from_value(tree).unwrap();
@@ -96,7 +108,7 @@ fn every_objectives_plan_verifies_with_default_verify_options() {
             assert_eq!(recorded["objective"], name);
         }
         // verify is given the defaults: it must rebuild with the recorded settings.
-        verify(request(), &t, &BuildOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        verifies(request(), &plan, name);
         ids.insert(plan.payload.plan_id.clone());
     }
     assert_eq!(ids.len(), 4, "settings are part of the hash: {ids:?}");
@@ -235,7 +247,7 @@ fn pins_and_forbids_are_honoured_recorded_and_verified() {
         vec![&RejectionReason::Setting(SettingRejection::Forbidden)]
     );
     assert_eq!(plan.payload.selection_settings.pins.len(), 1);
-    verify(request(), &tree(&plan), &BuildOptions::default()).unwrap();
+    verifies(request(), &plan, "pins and forbids");
     assert!(check_plan(&plan).is_valid());
 
     // The checker holds the plan to its settings: a pin to the other provider, and a forbid
@@ -304,7 +316,11 @@ fn a_plan_recorded_as_uncertified_verifies_by_replaying_its_choices() {
     t["payload"]["selection_settings"] =
         serde_json::json!({"uncertified_components": ["node.embedding"]});
     let t = rehash(t);
-    verify(request(), &t, &BuildOptions::default()).unwrap();
+    verifies(
+        request(),
+        &serde_json::from_value(t.clone()).unwrap(),
+        "uncertified",
+    );
     // The same record on a plan that was certified is part of the hash: dropping it fails.
     let mut dropped = t.clone();
     dropped["payload"]

@@ -120,11 +120,16 @@ fn a_changed_plan_file_is_caught_at_its_path() {
     let built = decoder();
     let i = node_index("node.layer.1.attention");
     let mut changed = built.plan.clone();
-    changed.payload.nodes[i].selection.selected_provider =
-        serde_json::from_value(Value::from("provider.cuda.causal_paged_attention.f16.flash"))
-            .unwrap();
-    let error = verify_text(&built.request, &file_text(&changed), &BuildOptions::default())
-        .expect_err("a changed provider in a plan file must be caught");
+    changed.payload.nodes[i].selection.selected_provider = serde_json::from_value(Value::from(
+        "provider.cuda.causal_paged_attention.f16.flash",
+    ))
+    .unwrap();
+    let error = verify_text(
+        &built.request,
+        &file_text(&changed),
+        &BuildOptions::default(),
+    )
+    .expect_err("a changed provider in a plan file must be caught");
     assert_path(
         &error,
         &format!("payload.nodes[{i}].selection.selected_provider"),
