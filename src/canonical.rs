@@ -36,7 +36,7 @@ pub(crate) use map_key::{append_key_text, key_str, KeyRules};
 use writer::{CanonicalWriter, WriterBuffers};
 
 pub use digest::Sha256Hex;
-pub use pretty::{write_pretty, write_pretty_replacing_field};
+pub use pretty::{write_pretty, write_pretty_with, FieldValue, PrintedElements, Replacement};
 
 /// Why a value could not be put in canonical form.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,7 @@ use std::io::Write;
 
 use serde::Serialize;
 
-use crate::canonical::{write_pretty_replacing_field, Sha256Hex};
+use crate::canonical::{write_pretty_with, FieldValue, Replacement, Sha256Hex};
 use crate::plan::{ExecutionPlan, ExecutionPlanPayload};
 
 /// What streaming the plan file form produced.
@@ -92,7 +92,15 @@ pub fn write_sealing_plan_file<W: Write>(
     }
     let form = FileForm { payload, plan_hash };
     write_counted(destination, limit, |counted| {
-        let mut counted = write_pretty_replacing_field(&form, counted, "plan_id", plan_id)?;
+        let replacements = [
+            Replacement {
+                struct_name: "ExecutionPlanPayload",
+                field: "plan_id",
+                value: FieldValue::Text(plan_id),
+            },
+            payload.nodes_printed_on_the_pool(),
+        ];
+        let mut counted = write_pretty_with(&form, counted, &replacements)?;
         counted.write_all(b"\n").map_err(serde_json::Error::io)?;
         Ok(counted)
     })

@@ -14,7 +14,9 @@
 //! as strings; booleans and numbers quoted; a non-finite float or any other key is an error.
 
 use std::io::Write;
+use std::ops::Range;
 
+use rayon::prelude::*;
 use serde::ser::{self, Error as _, Serialize};
 use serde_json::Error;
 
@@ -33,44 +35,156 @@ const INDENT: [u8; 129] = {
 };
 
 /// Writes the pretty JSON of `value` (without a final newline) to `sink` and returns the
-/// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes.
+/// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes (and, of
+/// [`FieldValue::Elements`], one write a piece of elements).
 pub fn write_pretty<T: Serialize + ?Sized, W: Write>(value: &T, sink: W) -> Result<W, Error> {
-    write_pretty_replacing(value, sink, None)
+    write_pretty_with(value, sink, &[])
 }
 
-/// [`write_pretty`], with the value of the first struct field named `field` written as the
-/// JSON string `text` instead of the field's own value; an error if no struct field has
-/// that name.
-///
-/// Why: the builder writes a plan's file while the plan is still being checked, from the
-/// payload the checks read, before the plan id is set in it (the plan id is the payload's
-/// hash, which is not yet known when the checks start). The file gets the id by this
-/// replacement; the bytes are those of the sealed plan's own [`write_pretty`].
-pub fn write_pretty_replacing_field<T: Serialize + ?Sized, W: Write>(
+/// The value of one struct field written otherwise than by the field's own `Serialize`:
+/// the field `field` of the struct named `struct_name` (serde's name, the type's name
+/// unless renamed), the first such field met (depth first, in order).
+pub struct Replacement<'r> {
+    /// The struct's serde name.
+    pub struct_name: &'static str,
+    /// The field's name.
+    pub field: &'static str,
+    /// What is written as its value.
+    pub value: FieldValue<'r>,
+}
+
+/// What a [`Replacement`] writes as a field's value.
+pub enum FieldValue<'r> {
+    /// The JSON string of this text.
+    ///
+    /// Why: the builder writes a plan's file while the plan is still being checked, from
+    /// the payload the checks read, before the plan id is set in it (the plan id is the
+    /// payload's hash, which is not yet known when the checks start). The file gets the id
+    /// by this replacement; the bytes are those of the sealed plan's own [`write_pretty`].
+    Text(&'r str),
+    /// The field's own value, a sequence of these elements, with its elements printed on
+    /// the rayon pool a window at a time: the same bytes.
+    ///
+    /// Why: a plan's nodes are three quarters of its file (700 MB for 50,000 nodes), and
+    /// printing them on one core was the last phase of `plan` still running alone.
+    Elements(&'r (dyn PrintedElements + 'r)),
+}
+
+/// A sequence whose elements can be printed apart from one another: a vector of values.
+pub trait PrintedElements: Sync {
+    /// The number of elements.
+    fn count(&self) -> usize;
+    /// Appends the elements `range` to `out` as they stand in their array at `depth`: each
+    /// after a comma (but the array's first), a line break and the indentation of `depth`.
+    fn print(&self, range: Range<usize>, depth: usize, out: &mut Vec<u8>) -> Result<(), Error>;
+}
+
+impl<T: Serialize + Sync> PrintedElements for Vec<T> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+
+    fn print(&self, range: Range<usize>, depth: usize, out: &mut Vec<u8>) -> Result<(), Error> {
+        // Printed straight into `out`: a writer that never sends a chunk.
+        let mut writer = PrettyWriter {
+            sink: std::io::sink(),
+            out: std::mem::take(out),
+            depth,
+            key_text: Vec::new(),
+            replacements: &[],
+            used: Vec::new(),
+            split: Split::DEFAULT,
+            chunk: usize::MAX,
+        };
+        for index in range {
+            let element = self.get(index).ok_or_else(|| {
+                Error::custom(format!("element {index} of {} printed", self.len()))
+            })?;
+            if index > 0 {
+                writer.out.push(b',');
+            }
+            push_line(&mut writer.out, depth);
+            element.serialize(&mut writer)?;
+        }
+        *out = writer.out;
+        Ok(())
+    }
+}
+
+/// The elements `range` printed in pieces of `piece` elements on the pool, in order.
+fn print_window(
+    elements: &dyn PrintedElements,
+    range: Range<usize>,
+    piece: usize,
+    depth: usize,
+    room: usize,
+) -> Vec<Result<Vec<u8>, Error>> {
+    let end = range.end;
+    let pieces: Vec<Range<usize>> = range
+        .step_by(piece)
+        .map(|first| first..end.min(first.saturating_add(piece)))
+        .collect();
+    pieces
+        .into_par_iter()
+        .map(|piece| {
+            let mut out = Vec::with_capacity(room);
+            elements.print(piece, depth, &mut out)?;
+            Ok(out)
+        })
+        .collect()
+}
+
+/// [`write_pretty`], with the values of the [`Replacement`]s' fields written as they say;
+/// an error if a replacement's field is never met.
+pub fn write_pretty_with<T: Serialize + ?Sized, W: Write>(
     value: &T,
     sink: W,
-    field: &'static str,
-    text: &str,
+    replacements: &[Replacement<'_>],
 ) -> Result<W, Error> {
-    write_pretty_replacing(value, sink, Some((field, text.to_owned())))
+    write_pretty_split(value, sink, replacements, Split::DEFAULT)
 }
 
-fn write_pretty_replacing<T: Serialize + ?Sized, W: Write>(
+/// How [`FieldValue::Elements`] are cut: `window` elements printed at once (the memory
+/// held), in pieces of `piece` elements (the pool's tasks).
+#[derive(Clone, Copy)]
+struct Split {
+    window: usize,
+    piece: usize,
+}
+
+impl Split {
+    /// About 4 MB of a plan's nodes at once, in pieces of a quarter megabyte.
+    const DEFAULT: Split = Split {
+        window: 256,
+        piece: 16,
+    };
+}
+
+fn write_pretty_split<T: Serialize + ?Sized, W: Write>(
     value: &T,
     sink: W,
-    replacement: Option<(&'static str, String)>,
+    replacements: &[Replacement<'_>],
+    split: Split,
 ) -> Result<W, Error> {
     let mut writer = PrettyWriter {
         sink,
         out: Vec::with_capacity(CHUNK + CHUNK / 4),
         depth: 0,
         key_text: Vec::new(),
-        replacement,
+        replacements,
+        used: vec![false; replacements.len()],
+        split,
+        chunk: CHUNK,
     };
     value.serialize(&mut writer)?;
-    if let Some((field, _)) = writer.replacement {
+    if let Some(missing) = replacements
+        .iter()
+        .zip(&writer.used)
+        .find_map(|(replacement, used)| (!used).then_some(replacement))
+    {
         return Err(Error::custom(format!(
-            "no struct field named {field} to write a replacement for"
+            "no field {} of a struct {} to write a replacement for",
+            missing.field, missing.struct_name
         )));
     }
     writer.sink.write_all(&writer.out).map_err(Error::io)?;
@@ -78,33 +192,42 @@ fn write_pretty_replacing<T: Serialize + ?Sized, W: Write>(
 }
 
 /// The pretty JSON writer over a sink: the bytes not yet sent and the current depth.
-struct PrettyWriter<W: Write> {
+struct PrettyWriter<'r, W: Write> {
     sink: W,
     out: Vec<u8>,
     depth: usize,
     /// Scratch for a map key's text.
     key_text: Vec<u8>,
-    /// A struct field's name and the string written as its value, until that field comes.
-    replacement: Option<(&'static str, String)>,
+    /// The fields written otherwise, and which of them were written.
+    replacements: &'r [Replacement<'r>],
+    used: Vec<bool>,
+    split: Split,
+    /// The buffer goes to the sink once it holds this many bytes.
+    chunk: usize,
 }
 
-impl<W: Write> PrettyWriter<W> {
+/// Appends a line break and the indentation of `depth`.
+fn push_line(out: &mut Vec<u8>, depth: usize) {
+    let mut spaces = 2 * depth;
+    let first = spaces.min(INDENT.len() - 1);
+    out.extend_from_slice(&INDENT[..=first]);
+    spaces -= first;
+    while spaces > 0 {
+        let more = spaces.min(INDENT.len() - 1);
+        out.extend_from_slice(&INDENT[1..=more]);
+        spaces -= more;
+    }
+}
+
+impl<W: Write> PrettyWriter<'_, W> {
     /// A line break and the indentation of the current depth.
     fn new_line(&mut self) {
-        let mut spaces = 2 * self.depth;
-        let first = spaces.min(INDENT.len() - 1);
-        self.out.extend_from_slice(&INDENT[..=first]);
-        spaces -= first;
-        while spaces > 0 {
-            let more = spaces.min(INDENT.len() - 1);
-            self.out.extend_from_slice(&INDENT[1..=more]);
-            spaces -= more;
-        }
+        push_line(&mut self.out, self.depth);
     }
 
     /// Sends the buffer to the sink once it holds a chunk.
     fn send_full_chunk(&mut self) -> Result<(), Error> {
-        if self.out.len() >= CHUNK {
+        if self.out.len() >= self.chunk {
             self.sink.write_all(&self.out).map_err(Error::io)?;
             self.out.clear();
         }
@@ -138,6 +261,54 @@ impl<W: Write> PrettyWriter<W> {
         Ok(())
     }
 
+    /// Writes the array of `elements` at the current depth, its elements printed on the
+    /// pool a window at a time (see [`FieldValue::Elements`]): the bytes serde_json's
+    /// printer writes for the sequence. A window is sent to the sink while the next one is
+    /// printed.
+    fn write_elements(&mut self, elements: &dyn PrintedElements) -> Result<(), Error> {
+        let count = elements.count();
+        if count == 0 {
+            self.out.extend_from_slice(b"[]");
+            return Ok(());
+        }
+        self.out.push(b'[');
+        let depth = self.depth + 1;
+        let Split { window, piece } = self.split;
+        let windows = (0..count)
+            .step_by(window)
+            .map(|first| first..count.min(first.saturating_add(window)));
+        // Each window's pieces go to the sink as they are (after what the buffer holds),
+        // while the next window is printed; a piece is given the room the largest piece
+        // before it took.
+        let mut printed = Vec::new();
+        let mut room = 0;
+        for next in windows.map(Some).chain([None]) {
+            let mut next_printed = Vec::new();
+            rayon::in_place_scope(|scope| {
+                if let Some(range) = next {
+                    let slot = &mut next_printed;
+                    scope.spawn(move |_| *slot = print_window(elements, range, piece, depth, room));
+                }
+                if printed.is_empty() {
+                    return Ok(());
+                }
+                self.sink.write_all(&self.out).map_err(Error::io)?;
+                self.out.clear();
+                printed
+                    .drain(..)
+                    .try_for_each(|text: Result<Vec<u8>, Error>| {
+                        let text = text?;
+                        room = room.max(text.len());
+                        self.sink.write_all(&text).map_err(Error::io)
+                    })
+            })?;
+            printed = next_printed;
+        }
+        self.new_line();
+        self.out.push(b']');
+        Ok(())
+    }
+
     /// Closes what [`PrettyWriter::open_variant`] opened.
     fn close_variant(&mut self) {
         self.depth -= 1;
@@ -156,14 +327,16 @@ enum State {
 }
 
 /// A sequence or an object being written, possibly inside a variant's one-key object.
-struct Compound<'a, W: Write> {
-    writer: &'a mut PrettyWriter<W>,
+struct Compound<'a, 'r, W: Write> {
+    writer: &'a mut PrettyWriter<'r, W>,
     state: State,
     /// Inside a `{"variant": ...}` object that closes with the compound.
     wrapped: bool,
+    /// The serde name of the struct whose fields these are (empty for anything else).
+    name: &'static str,
 }
 
-impl<W: Write> Compound<'_, W> {
+impl<W: Write> Compound<'_, '_, W> {
     /// The separator and line of the next element or key.
     fn next_line(&mut self) {
         if self.state == State::Rest {
@@ -199,13 +372,22 @@ impl<W: Write> Compound<'_, W> {
     fn field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Error> {
         self.next_line();
         write_json_string(&mut self.writer.out, key)?;
-        let replaced = match &self.writer.replacement {
-            Some((field, _)) if *field == key => self.writer.replacement.take(),
-            _ => None,
+        let replacements = self.writer.replacements;
+        let replaced = (0..replacements.len()).find(|&k| {
+            let replacement = &replacements[k];
+            !self.writer.used[k] && replacement.struct_name == self.name && replacement.field == key
+        });
+        let Some(k) = replaced else {
+            return self.value(value);
         };
-        match replaced {
-            Some((_, text)) => self.value(text.as_str()),
-            None => self.value(value),
+        self.writer.used[k] = true;
+        match replacements[k].value {
+            FieldValue::Text(text) => self.value(text),
+            FieldValue::Elements(elements) => {
+                self.writer.out.extend_from_slice(b": ");
+                self.writer.write_elements(elements)?;
+                self.writer.send_full_chunk()
+            }
         }
     }
 
@@ -234,16 +416,16 @@ impl<W: Write> Compound<'_, W> {
     }
 }
 
-impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
+impl<'a, 'r, W: Write> ser::Serializer for &'a mut PrettyWriter<'r, W> {
     type Ok = ();
     type Error = Error;
-    type SerializeSeq = Compound<'a, W>;
-    type SerializeTuple = Compound<'a, W>;
-    type SerializeTupleStruct = Compound<'a, W>;
-    type SerializeTupleVariant = Compound<'a, W>;
-    type SerializeMap = Compound<'a, W>;
-    type SerializeStruct = Compound<'a, W>;
-    type SerializeStructVariant = Compound<'a, W>;
+    type SerializeSeq = Compound<'a, 'r, W>;
+    type SerializeTuple = Compound<'a, 'r, W>;
+    type SerializeTupleStruct = Compound<'a, 'r, W>;
+    type SerializeTupleVariant = Compound<'a, 'r, W>;
+    type SerializeMap = Compound<'a, 'r, W>;
+    type SerializeStruct = Compound<'a, 'r, W>;
+    type SerializeStructVariant = Compound<'a, 'r, W>;
 
     fn serialize_bool(self, v: bool) -> Result<(), Error> {
         self.out
@@ -342,22 +524,23 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
         self.close_variant();
         Ok(())
     }
-    fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+    fn serialize_seq(self, len: Option<usize>) -> Result<Compound<'a, 'r, W>, Error> {
         let state = self.open(b'[', b']', len);
         Ok(Compound {
             writer: self,
             state,
             wrapped: false,
+            name: "",
         })
     }
-    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, W>, Error> {
+    fn serialize_tuple(self, len: usize) -> Result<Compound<'a, 'r, W>, Error> {
         self.serialize_seq(Some(len))
     }
     fn serialize_tuple_struct(
         self,
         _name: &'static str,
         len: usize,
-    ) -> Result<Compound<'a, W>, Error> {
+    ) -> Result<Compound<'a, 'r, W>, Error> {
         self.serialize_seq(Some(len))
     }
     fn serialize_tuple_variant(
@@ -366,25 +549,33 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
         _index: u32,
         variant: &'static str,
         len: usize,
-    ) -> Result<Compound<'a, W>, Error> {
+    ) -> Result<Compound<'a, 'r, W>, Error> {
         self.open_variant(variant)?;
         let state = self.open(b'[', b']', Some(len));
         Ok(Compound {
             writer: self,
             state,
             wrapped: true,
+            name: "",
         })
     }
-    fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, W>, Error> {
+    fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, 'r, W>, Error> {
         let state = self.open(b'{', b'}', len);
         Ok(Compound {
             writer: self,
             state,
             wrapped: false,
+            name: "",
         })
     }
-    fn serialize_struct(self, _name: &'static str, len: usize) -> Result<Compound<'a, W>, Error> {
-        self.serialize_map(Some(len))
+    fn serialize_struct(
+        self,
+        name: &'static str,
+        len: usize,
+    ) -> Result<Compound<'a, 'r, W>, Error> {
+        let mut compound = self.serialize_map(Some(len))?;
+        compound.name = name;
+        Ok(compound)
     }
     fn serialize_struct_variant(
         self,
@@ -392,18 +583,19 @@ impl<'a, W: Write> ser::Serializer for &'a mut PrettyWriter<W> {
         _index: u32,
         variant: &'static str,
         len: usize,
-    ) -> Result<Compound<'a, W>, Error> {
+    ) -> Result<Compound<'a, 'r, W>, Error> {
         self.open_variant(variant)?;
         let state = self.open(b'{', b'}', Some(len));
         Ok(Compound {
             writer: self,
             state,
             wrapped: true,
+            name: "",
         })
     }
 }
 
-compound_traits!([W: Write] Compound<'_, W>, Error);
+compound_traits!([W: Write] Compound<'_, '_, W>, Error);
 
 #[cfg(test)]
 mod tests {
@@ -598,18 +790,84 @@ mod tests {
                 plan_id: "unset".to_owned(),
                 rows: vec![[("plan_id".to_owned(), "a map key, not a field".to_owned())].into()],
             },
-            plan_id: "not the first".to_owned(),
+            plan_id: "another struct's".to_owned(),
         };
         let mut sealed = unset.clone();
         sealed.payload.plan_id = "plan/sha256/\"quoted\"".to_owned();
-        // The first field of that name (depth first, in order) only; a map key is no field.
-        let replaced =
-            write_pretty_replacing_field(&unset, Vec::new(), "plan_id", "plan/sha256/\"quoted\"")
-                .unwrap();
+        // The field of that struct only; a map key is no field.
+        let replacement = |struct_name| Replacement {
+            struct_name,
+            field: "plan_id",
+            value: FieldValue::Text("plan/sha256/\"quoted\""),
+        };
+        let replaced = write_pretty_with(&unset, Vec::new(), &[replacement("Inner")]).unwrap();
         assert_eq!(replaced, oracle(&sealed));
-        let error =
-            write_pretty_replacing_field(&unset, Vec::new(), "no_such_field", "x").unwrap_err();
-        assert!(error.to_string().contains("no_such_field"), "{error}");
+        let error = write_pretty_with(&unset, Vec::new(), &[replacement("Missing")]).unwrap_err();
+        assert!(error.to_string().contains("Missing"), "{error}");
+    }
+
+    #[derive(Serialize)]
+    struct Row {
+        id: String,
+        values: Vec<BTreeMap<String, Shape>>,
+        tail: Option<Vec<u8>>,
+    }
+
+    #[derive(Serialize)]
+    struct Rows {
+        head: u8,
+        rows: Vec<Row>,
+        nested: Vec<Vec<Row>>,
+    }
+
+    fn rows(count: usize) -> Vec<Row> {
+        (0..count)
+            .map(|k| Row {
+                id: format!("row \"{k}\""),
+                values: (0..k % 3)
+                    .map(|v| [(format!("v{v}"), Shape::Tuple(v as u8, None))].into())
+                    .collect(),
+                tail: (k % 2 == 0).then(|| vec![k as u8; k % 4]),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn elements_printed_on_the_pool_are_the_bytes_of_the_sequence() {
+        // Windows and pieces of every size against the serial printer: counts around them,
+        // an empty sequence, and the sequence at the top, inside a struct and deeper.
+        for count in [0, 1, 2, 3, 5, 7, 8, 17] {
+            let value = Rows {
+                head: 1,
+                rows: rows(count),
+                nested: vec![rows(count), Vec::new()],
+            };
+            for (window, piece) in [(1, 1), (3, 2), (4, 4), (5, 1), (64, 16)] {
+                let split = Split { window, piece };
+                let replacement = Replacement {
+                    struct_name: "Rows",
+                    field: "rows",
+                    value: FieldValue::Elements(&value.rows),
+                };
+                let printed = write_pretty_split(&value, Vec::new(), &[replacement], split);
+                assert_eq!(
+                    printed.unwrap(),
+                    oracle(&value),
+                    "{count} in {window}/{piece}"
+                );
+                let top = Replacement {
+                    struct_name: "Rows",
+                    field: "nested",
+                    value: FieldValue::Elements(&value.nested),
+                };
+                let printed = write_pretty_split(&value, Vec::new(), &[top], split);
+                assert_eq!(
+                    printed.unwrap(),
+                    oracle(&value),
+                    "{count} in {window}/{piece}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::memory_plan::{AllocationLifetime, MemoryPlan};
 use super::settings::SelectionSettings;
+use crate::canonical::{FieldValue, Replacement};
 use crate::request::{
     AttributeId, CapabilityId, ContractVersion, DeviceId, ExecutionSemantics, ExecutionWeightPlan,
     ModelFamilyId, NodeId, OperationId, ProgramValueId, ProviderId, ProviderResourcePlan,
@@ -332,12 +333,27 @@ impl crate::json_input::LargeArray for ExecutionPlan {
     }
 }
 
+impl ExecutionPlanPayload {
+    /// The nodes of the plan file form printed on the rayon pool
+    /// ([`FieldValue::Elements`]): a replacement for [`crate::canonical::write_pretty_with`]
+    /// that leaves the bytes as they are.
+    pub fn nodes_printed_on_the_pool(&self) -> Replacement<'_> {
+        Replacement {
+            struct_name: "ExecutionPlanPayload",
+            field: "nodes",
+            value: FieldValue::Elements(&self.nodes),
+        }
+    }
+}
+
 impl ExecutionPlan {
     /// Writes the plan file form (pretty JSON and a final newline: the bytes of
-    /// `serde_json::to_writer_pretty`, by [`crate::canonical::write_pretty`]) to `writer`,
-    /// streamed in chunks of a quarter megabyte, so a file needs no `BufWriter`.
+    /// `serde_json::to_writer_pretty`, by [`crate::canonical::write_pretty_with`], the nodes
+    /// printed on the rayon pool) to `writer`, streamed in chunks of a quarter megabyte, so
+    /// a file needs no `BufWriter`.
     pub fn write_json<W: Write>(&self, writer: W) -> Result<W, serde_json::Error> {
-        let mut writer = crate::canonical::write_pretty(self, writer)?;
+        let nodes = self.payload.nodes_printed_on_the_pool();
+        let mut writer = crate::canonical::write_pretty_with(self, writer, &[nodes])?;
         writer.write_all(b"\n").map_err(serde_json::Error::io)?;
         Ok(writer)
     }
