@@ -844,28 +844,21 @@ mod tests {
             };
             for (window, piece) in [(1, 1), (3, 2), (4, 4), (5, 1), (64, 16)] {
                 let split = Split { window, piece };
-                let replacement = Replacement {
-                    struct_name: "Rows",
-                    field: "rows",
-                    value: FieldValue::Elements(&value.rows),
-                };
-                let printed = write_pretty_split(&value, Vec::new(), &[replacement], split);
-                assert_eq!(
-                    printed.unwrap(),
-                    oracle(&value),
-                    "{count} in {window}/{piece}"
-                );
-                let top = Replacement {
-                    struct_name: "Rows",
-                    field: "nested",
-                    value: FieldValue::Elements(&value.nested),
-                };
-                let printed = write_pretty_split(&value, Vec::new(), &[top], split);
-                assert_eq!(
-                    printed.unwrap(),
-                    oracle(&value),
-                    "{count} in {window}/{piece}"
-                );
+                let sequences: [(&'static str, &dyn PrintedElements); 2] =
+                    [("rows", &value.rows), ("nested", &value.nested)];
+                for (field, elements) in sequences {
+                    let replacement = Replacement {
+                        struct_name: "Rows",
+                        field,
+                        value: FieldValue::Elements(elements),
+                    };
+                    let printed = write_pretty_split(&value, Vec::new(), &[replacement], split);
+                    assert_eq!(
+                        printed.unwrap(),
+                        oracle(&value),
+                        "{field}: {count} in {window}/{piece}"
+                    );
+                }
             }
         }
     }
