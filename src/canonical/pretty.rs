@@ -35,8 +35,7 @@ const INDENT: [u8; 129] = {
 };
 
 /// Writes the pretty JSON of `value` (without a final newline) to `sink` and returns the
-/// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes (and, of
-/// [`FieldValue::Elements`], one write a piece of elements).
+/// sink, not flushed. The sink sees writes of about [`CHUNK`] bytes.
 pub fn write_pretty<T: Serialize + ?Sized, W: Write>(value: &T, sink: W) -> Result<W, Error> {
     write_pretty_with(value, sink, &[])
 }
@@ -98,7 +97,10 @@ impl<T: Serialize + Sync> PrintedElements for Vec<T> {
         };
         for index in range {
             let element = self.get(index).ok_or_else(|| {
-                Error::custom(format!("element {index} of {} printed", self.len()))
+                Error::custom(format!(
+                    "no element {index} in a sequence of {}",
+                    self.len()
+                ))
             })?;
             if index > 0 {
                 writer.out.push(b',');
@@ -135,7 +137,8 @@ fn print_window(
 }
 
 /// [`write_pretty`], with the values of the [`Replacement`]s' fields written as they say;
-/// an error if a replacement's field is never met.
+/// an error if a replacement's field is never met. The elements of a
+/// [`FieldValue::Elements`] reach the sink one write a piece.
 pub fn write_pretty_with<T: Serialize + ?Sized, W: Write>(
     value: &T,
     sink: W,
