@@ -97,6 +97,10 @@ pub struct Destination {
     temporary: Option<tempfile::NamedTempFile>,
     /// The thread of a [`StreamingFile`]'s write-behind syncs, joined before the rename.
     background_sync: Mutex<Option<BackgroundSync>>,
+    /// The outcome of [`Destination::sync`] when it ran before the commit: the commit
+    /// reports a failure kept here rather than sync again (a second `fsync` after a failed
+    /// one can succeed without the lost data being on disk).
+    synced: Option<Result<(), DestinationError>>,
 }
 
 /// The thread of write-behind syncs: how many syncs it ran, or the first that failed.
@@ -225,6 +229,7 @@ impl Destination {
             target,
             temporary: Some(temporary),
             background_sync: Mutex::new(None),
+            synced: None,
         })
     }
 
@@ -338,15 +343,24 @@ impl Destination {
         }
     }
 
-    fn commit(mut self) -> Result<(), DestinationError> {
-        let Some(temporary) = self.temporary.take() else {
+    /// Makes what was written to the temporary file durable (the write-behind syncs
+    /// waited for, then one sync of the rest), without renaming it into place: the slow
+    /// half of the commit, which `plan` runs beside its report on the plan. The commit
+    /// that follows reports this outcome and does not sync again.
+    pub fn sync(&mut self) {
+        if self.synced.is_none() && self.temporary.is_some() {
+            self.synced = Some(self.sync_now());
+        }
+    }
+
+    fn sync_now(&mut self) -> Result<(), DestinationError> {
+        let Some(temporary) = &self.temporary else {
             return Ok(());
         };
         let io = |source: std::io::Error| DestinationError::Io {
             file: self.given.clone(),
             source,
         };
-        let temporary_path = temporary.path().to_path_buf();
         let background = self
             .background_sync
             .get_mut()
@@ -354,21 +368,36 @@ impl Destination {
             .take();
         // The write-behind syncs end when their writer is dropped; the last one is waited
         // for, and its failure is this destination's failure.
-        let synced_behind = match background.map(std::thread::JoinHandle::join) {
-            None | Some(Ok(Ok(_))) => Ok(()),
-            Some(Ok(Err(error))) => Err(io(error)),
-            Some(Err(_)) => Err(io(std::io::Error::other(
-                "the thread syncing the file in the background stopped",
-            ))),
+        match background.map(std::thread::JoinHandle::join) {
+            None | Some(Ok(Ok(_))) => {}
+            Some(Ok(Err(error))) => return Err(io(error)),
+            Some(Err(_)) => {
+                return Err(io(std::io::Error::other(
+                    "the thread syncing the file in the background stopped",
+                )))
+            }
+        }
+        temporary.as_file().sync_all().map_err(io)
+    }
+
+    fn commit(mut self) -> Result<(), DestinationError> {
+        let synced = match self.synced.take() {
+            Some(synced) => synced,
+            None => self.sync_now(),
         };
-        let result = synced_behind
-            .and_then(|()| temporary.as_file().sync_all().map_err(io))
-            .and_then(|()| {
-                temporary
-                    .persist(&self.target)
-                    .map(drop)
-                    .map_err(|e| io(e.error))
-            });
+        let Some(temporary) = self.temporary.take() else {
+            return Ok(());
+        };
+        let temporary_path = temporary.path().to_path_buf();
+        let result = synced.and_then(|()| {
+            temporary
+                .persist(&self.target)
+                .map(drop)
+                .map_err(|e| DestinationError::Io {
+                    file: self.given.clone(),
+                    source: e.error,
+                })
+        });
         pending().remove(&temporary_path);
         result
     }
@@ -486,6 +515,19 @@ mod tests {
         drop(writer);
         destination.commit_written(Ok(())).unwrap();
         assert_eq!(std::fs::read(&file).unwrap(), b"[1, 2, 3]\n");
+        assert_eq!(entries(dir.path()), ["plan.json"]);
+        // Synced before the commit (as `plan` does beside its report): nothing is renamed
+        // by the sync, and the commit renames without waiting again.
+        let mut destination = Destination::open(&file, &[], false, None).unwrap();
+        let mut writer = destination.streaming_writer_every(10).unwrap().unwrap();
+        writer.write_all(b"[4]\n").unwrap();
+        drop(writer);
+        destination.sync();
+        assert!(matches!(destination.synced, Some(Ok(()))));
+        assert!(destination.background_sync.lock().unwrap().is_none());
+        assert_eq!(std::fs::read(&file).unwrap(), b"[1, 2, 3]\n");
+        destination.commit_written(Ok(())).unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"[4]\n");
         assert_eq!(entries(dir.path()), ["plan.json"]);
     }
 

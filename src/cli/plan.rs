@@ -237,7 +237,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let (request, inputs) = load(args, &progress)?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
-    let destination = match &args.output {
+    let mut destination = match &args.output {
         Some(output) => {
             let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
             Some(Destination::open(
@@ -270,8 +270,18 @@ pub fn run(args: &Args) -> Result<(), Error> {
         }
     };
     let plan = &outcome.plan;
-    let serving = ServingReport::with_limits(&request, plan)
-        .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
+    // The plan file is made durable (on a large plan, a wait on the disk with every core
+    // idle) while the serving report is derived; nothing is renamed before the refusal
+    // below, and a failed sync is reported by the commit, in its place.
+    let (serving, ()) = rayon::join(
+        || ServingReport::with_limits(&request, plan),
+        || match &mut destination {
+            Some(destination) if written.write_error.is_none() => destination.sync(),
+            _ => {}
+        },
+    );
+    let serving =
+        serving.map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
     // A serving engine refuses to start when not even one sequence fits: so does `plan`,
     // before the plan file is renamed into place (its temporary file is removed).
     if let Some(refusal) = serving.0.refusal(&serving.1) {
