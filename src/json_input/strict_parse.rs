@@ -17,6 +17,7 @@
 //! as the scan checks it. (The differential tests run on the shipped plans, in
 //! `verify::one_pass_reading`, and on requests, in `json_input`'s tests.)
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess};
@@ -69,6 +70,9 @@ struct Guard<'l, V> {
     visitor: V,
     limits: &'l InputLimits,
     depth: u64,
+    /// The field names of the struct this value is read as, if it is one: its keys are
+    /// then told apart by their position among them (see [`MemberKeys`]).
+    fields: Option<&'static [&'static str]>,
 }
 
 impl<'l, V> Guard<'l, V> {
@@ -97,6 +101,7 @@ macro_rules! forward_deserialize {
                     visitor,
                     limits: self.limits,
                     depth: self.depth,
+                    fields: None,
                 })
             }
         )*
@@ -149,6 +154,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -164,6 +170,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -179,6 +186,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -196,6 +204,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -213,6 +222,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: Some(fields),
             },
         )
     }
@@ -230,6 +240,7 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Strict<'_, D> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -336,7 +347,8 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Guard<'_, V> {
             inner,
             limits: self.limits,
             depth,
-            keys: ObjectKeys::default(),
+            members: 0,
+            keys: MemberKeys::new(self.fields),
         })
     }
 
@@ -398,7 +410,54 @@ struct StrictMap<'de, 'l, A> {
     limits: &'l InputLimits,
     /// The depth of the values.
     depth: u64,
-    keys: ObjectKeys<'de>,
+    /// The members read so far.
+    members: u64,
+    keys: MemberKeys<'de>,
+}
+
+/// The keys seen so far in one object, to refuse one read twice. In an object read as a
+/// struct, a key that names one of the struct's fields (nearly every key of a plan or a
+/// request) is marked by the field's position, found first where the fields are declared
+/// (the order jointplan writes them in): one comparison and one bit, where keeping each
+/// key cost an allocation per object, about 7% of `check` on DeepSeek-V3. Any other key,
+/// and every key of a map, is kept in [`ObjectKeys`].
+struct MemberKeys<'de> {
+    /// The struct's field names (none for a map, or a struct of more than 64 fields).
+    fields: &'static [&'static str],
+    /// Bit `i`: `fields[i]` was read.
+    read: u64,
+    others: ObjectKeys<'de>,
+}
+
+impl<'de> MemberKeys<'de> {
+    fn new(fields: Option<&'static [&'static str]>) -> Self {
+        MemberKeys {
+            fields: fields.filter(|names| names.len() <= 64).unwrap_or(&[]),
+            read: 0,
+            others: ObjectKeys::default(),
+        }
+    }
+
+    /// Records `key`, the `member`-th key read (from 0); false if it was read before.
+    fn first_read(&mut self, key: Cow<'de, str>, member: u64) -> bool {
+        let declared = usize::try_from(member)
+            .ok()
+            .filter(|&at| self.fields.get(at) == Some(&key.as_ref()))
+            .or_else(|| self.fields.iter().position(|name| *name == key.as_ref()));
+        match declared {
+            Some(at) => {
+                let bit = 1u64 << at;
+                let first = self.read & bit == 0;
+                self.read |= bit;
+                first
+            }
+            None if self.others.contains(&key) => false,
+            None => {
+                self.others.insert(key);
+                true
+            }
+        }
+    }
 }
 
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for StrictMap<'de, '_, A> {
@@ -420,13 +479,13 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StrictMap<'de, '_, A> {
         if text.len() as u64 > self.limits.string_bytes {
             return Err(de::Error::custom("a key over the string-bytes limit"));
         }
-        if self.keys.len() as u64 >= self.limits.object_members {
+        if self.members >= self.limits.object_members {
             return Err(de::Error::custom("an object over the object-members limit"));
         }
-        if self.keys.contains(&text) {
+        if !self.keys.first_read(text, self.members) {
             return Err(de::Error::custom("a duplicate key"));
         }
-        self.keys.insert(text);
+        self.members += 1;
         Ok(key)
     }
 
@@ -501,6 +560,7 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for StrictSeed<'_, A> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: None,
             },
         )
     }
@@ -516,6 +576,7 @@ impl<'de, A: VariantAccess<'de>> VariantAccess<'de> for StrictSeed<'_, A> {
                 visitor,
                 limits: self.limits,
                 depth: self.depth,
+                fields: Some(fields),
             },
         )
     }

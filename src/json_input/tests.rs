@@ -182,3 +182,70 @@ fn deep_nesting_is_an_error_not_a_crash() {
     let text = "[".repeat(100_000);
     assert!(check_document(&text).is_err());
 }
+
+/// A struct that takes unknown keys (serde itself refuses a known field read twice, not an
+/// unknown key), and the same fields as an enum's struct variant.
+#[derive(Debug, PartialEq, serde::Deserialize)]
+struct OpenStruct {
+    a: Option<u8>,
+    b: Option<u8>,
+    c: Option<u8>,
+}
+
+#[derive(Debug, PartialEq, serde::Deserialize)]
+enum OpenVariant {
+    V {
+        a: Option<u8>,
+        b: Option<u8>,
+        c: Option<u8>,
+    },
+}
+
+#[test]
+fn the_one_pass_refuses_every_repeated_key_of_a_struct_as_the_scan_does() {
+    // Every sequence of up to four keys: fields in and out of their declared place,
+    // unknown keys, and a field spelled with an escape (the same key).
+    let spellings = ["a", "b", "c", "x", "y", "\\u0061"];
+    let mut sequences: Vec<Vec<&str>> = vec![Vec::new()];
+    for _ in 0..4 {
+        let longer: Vec<Vec<&str>> = sequences
+            .iter()
+            .filter(|keys| keys.len() == sequences.last().map_or(0, Vec::len))
+            .flat_map(|keys| {
+                spellings.iter().map(move |key| {
+                    let mut keys = keys.clone();
+                    keys.push(key);
+                    keys
+                })
+            })
+            .collect();
+        sequences.extend(longer);
+    }
+    let mut refused = 0;
+    for keys in &sequences {
+        let members: Vec<String> = keys.iter().map(|key| format!("\"{key}\": 1")).collect();
+        let object = format!("{{{}}}", members.join(", "));
+        let strict = check_document(&object).is_ok();
+        let one = parse_strictly::<OpenStruct>(&object, &InputLimits::DEFAULT);
+        assert_eq!(one.is_some(), strict, "{object}");
+        let variant = format!("{{\"V\": {object}}}");
+        let one = parse_strictly::<OpenVariant>(&variant, &InputLimits::DEFAULT);
+        assert_eq!(one.is_some(), strict, "{variant}");
+        refused += usize::from(!strict);
+    }
+    assert!(refused > 1000, "only {refused} sequences repeat a key");
+    let read = parse_strictly::<OpenStruct>(r#"{"c": 3, "x": 0, "a": 1}"#, &InputLimits::DEFAULT);
+    assert_eq!(
+        read,
+        Some(OpenStruct {
+            a: Some(1),
+            b: None,
+            c: Some(3)
+        })
+    );
+    // The members limit counts every key, known or not.
+    let mut limits = InputLimits::DEFAULT;
+    limits.object_members = 2;
+    assert!(parse_strictly::<OpenStruct>(r#"{"a": 1, "x": 1}"#, &limits).is_some());
+    assert!(parse_strictly::<OpenStruct>(r#"{"a": 1, "x": 1, "b": 1}"#, &limits).is_none());
+}
