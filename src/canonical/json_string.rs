@@ -20,27 +20,39 @@ pub(crate) fn write_json_string(out: &mut Vec<u8>, text: &str) -> Result<(), Err
 /// Whether serde_json escapes any byte of `bytes`: a control byte (below 0x20), a quote or
 /// a backslash. Eight bytes at a time: a word has a byte below 0x20 when subtracting 0x20
 /// from every byte borrows into a byte whose top bit was clear, and a byte equal to `c` when
-/// the word XOR `c` repeated has a zero byte (the same test with 0x01).
+/// the word XOR `c` repeated has a zero byte (the same test with 0x01). The last bytes are
+/// one more word, not a byte loop (ids are mostly a few words long and rarely a multiple
+/// of eight): the last eight bytes of the text when it has eight, read again where they
+/// overlap the words before (a test of bytes, so a byte seen twice changes nothing), or
+/// the short text padded with bytes that need no escape.
 pub(crate) fn needs_escape(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    let below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGHS != 0;
+    let escaped = |word: [u8; 8]| {
+        let word = u64::from_le_bytes(word);
+        let below = |word: u64, n: u64| word.wrapping_sub(ONES * n) & !word & HIGHS != 0;
+        below(word, 0x20)
+            || below(word ^ (ONES * u64::from(b'"')), 1)
+            || below(word ^ (ONES * u64::from(b'\\')), 1)
+    };
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
-        let word = u64::from_le_bytes(word);
-        if below(word, 0x20)
-            || below(word ^ (ONES * u64::from(b'"')), 1)
-            || below(word ^ (ONES * u64::from(b'\\')), 1)
-        {
+        if escaped(word) {
             return true;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    let tail = chunks.remainder();
+    if tail.is_empty() {
+        return false;
+    }
+    let mut word = [b'a'; 8];
+    match bytes.len().checked_sub(8) {
+        Some(start) => word.copy_from_slice(&bytes[start..]),
+        None => word[..tail.len()].copy_from_slice(tail),
+    }
+    escaped(word)
 }
 
 #[cfg(test)]
@@ -54,6 +66,7 @@ mod tests {
 
     #[test]
     fn every_byte_at_every_position_of_a_word_is_escaped_as_serde_json_escapes_it() {
+        assert!(!needs_escape(b""));
         for byte in 0u8..=0x7f {
             let needs = byte < 0x20 || byte == b'"' || byte == b'\\';
             for length in 1..=17 {
