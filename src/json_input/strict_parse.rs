@@ -354,9 +354,12 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Guard<'_, V> {
 
     fn visit_enum<A: EnumAccess<'de>>(self, inner: A) -> Result<V::Value, A::Error> {
         // A variant with content is an object of one member (one level deeper); a variant
-        // written as a bare string is not, but is held to the same depth (a refusal only
-        // sends the text down the two-pass reading).
+        // written as a bare string is not, but is held to the same depth and the same
+        // members limit (a refusal only sends the text down the two-pass reading).
         let depth = self.nested()?;
+        if self.limits.object_members == 0 {
+            return Err(de::Error::custom("an object over the object-members limit"));
+        }
         self.visitor.visit_enum(StrictEnum {
             inner,
             limits: self.limits,
@@ -417,10 +420,10 @@ struct StrictMap<'de, 'l, A> {
 
 /// The keys seen so far in one object, to refuse one read twice. In an object read as a
 /// struct, a key that names one of the struct's fields (nearly every key of a plan or a
-/// request) is marked by the field's position, found first where the fields are declared
-/// (the order jointplan writes them in): one comparison and one bit, where keeping each
-/// key cost an allocation per object, about 7% of `check` on DeepSeek-V3. Any other key,
-/// and every key of a map, is kept in [`ObjectKeys`].
+/// request) is marked by a bit at the first position of that name among the fields (a
+/// field list may name a key twice: serde lists a field's aliases beside the names), where
+/// keeping each key cost an allocation per object, about 7% of `check` on DeepSeek-V3. Any
+/// other key, and every key of a map, is kept in [`ObjectKeys`].
 struct MemberKeys<'de> {
     /// The struct's field names (none for a map, or a struct of more than 64 fields).
     fields: &'static [&'static str],
@@ -438,13 +441,9 @@ impl<'de> MemberKeys<'de> {
         }
     }
 
-    /// Records `key`, the `member`-th key read (from 0); false if it was read before.
-    fn first_read(&mut self, key: Cow<'de, str>, member: u64) -> bool {
-        let declared = usize::try_from(member)
-            .ok()
-            .filter(|&at| self.fields.get(at) == Some(&key.as_ref()))
-            .or_else(|| self.fields.iter().position(|name| *name == key.as_ref()));
-        match declared {
+    /// Records `key`; false if it was read before.
+    fn first_read(&mut self, key: Cow<'de, str>) -> bool {
+        match self.fields.iter().position(|name| *name == key.as_ref()) {
             Some(at) => {
                 let bit = 1u64 << at;
                 let first = self.read & bit == 0;
@@ -482,7 +481,7 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StrictMap<'de, '_, A> {
         if self.members >= self.limits.object_members {
             return Err(de::Error::custom("an object over the object-members limit"));
         }
-        if !self.keys.first_read(text, self.members) {
+        if !self.keys.first_read(text) {
             return Err(de::Error::custom("a duplicate key"));
         }
         self.members += 1;

@@ -249,3 +249,59 @@ fn the_one_pass_refuses_every_repeated_key_of_a_struct_as_the_scan_does() {
     assert!(parse_strictly::<OpenStruct>(r#"{"a": 1, "x": 1}"#, &limits).is_some());
     assert!(parse_strictly::<OpenStruct>(r#"{"a": 1, "x": 1, "b": 1}"#, &limits).is_none());
 }
+
+/// A struct read by hand: its field list names `a` twice (as serde lists an alias beside a
+/// name) and it takes any key any number of times, so only the strict rules refuse a repeat.
+#[derive(Debug, PartialEq)]
+struct RepeatedNames;
+
+impl<'de> serde::Deserialize<'de> for RepeatedNames {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = RepeatedNames;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RepeatedNames, A::Error> {
+                while map.next_entry::<String, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(RepeatedNames)
+            }
+        }
+        deserializer.deserialize_struct("RepeatedNames", &["a", "a", "b"], Members)
+    }
+}
+
+#[test]
+fn a_field_list_that_names_a_key_twice_still_refuses_the_key_read_twice() {
+    for text in [
+        r#"{"a": 1, "a": 2}"#,
+        r#"{"b": 1, "a": 1, "a": 2}"#,
+        r#"{"x": 1, "a": 1, "a": 2}"#,
+        r#"{"a": 1, "b": 1, "a": 2}"#,
+    ] {
+        assert!(check_document(text).is_err(), "{text}");
+        assert_eq!(
+            parse_strictly::<RepeatedNames>(text, &InputLimits::DEFAULT),
+            None,
+            "{text}"
+        );
+    }
+    let read = parse_strictly::<RepeatedNames>(r#"{"a": 1, "b": 2}"#, &InputLimits::DEFAULT);
+    assert_eq!(read, Some(RepeatedNames));
+}
+
+#[test]
+fn an_enum_variant_is_held_to_a_members_limit_of_zero() {
+    let mut limits = InputLimits::DEFAULT;
+    limits.object_members = 0;
+    let text = r#"{"V": {}}"#;
+    assert!(check_document_within(text, &limits).is_err());
+    assert_eq!(parse_strictly::<OpenVariant>(text, &limits), None);
+    limits.object_members = 1;
+    assert!(check_document_within(text, &limits).is_ok());
+    assert!(parse_strictly::<OpenVariant>(text, &limits).is_some());
+}
