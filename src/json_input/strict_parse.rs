@@ -347,7 +347,6 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Guard<'_, V> {
             inner,
             limits: self.limits,
             depth,
-            members: 0,
             keys: MemberKeys::new(self.fields),
         })
     }
@@ -413,8 +412,6 @@ struct StrictMap<'de, 'l, A> {
     limits: &'l InputLimits,
     /// The depth of the values.
     depth: u64,
-    /// The members read so far.
-    members: u64,
     keys: MemberKeys<'de>,
 }
 
@@ -439,6 +436,11 @@ impl<'de> MemberKeys<'de> {
             read: 0,
             others: ObjectKeys::default(),
         }
+    }
+
+    /// The keys read so far (each once).
+    fn len(&self) -> u64 {
+        u64::from(self.read.count_ones()) + self.others.len() as u64
     }
 
     /// Records `key`; false if it was read before.
@@ -478,13 +480,12 @@ impl<'de, A: MapAccess<'de>> MapAccess<'de> for StrictMap<'de, '_, A> {
         if text.len() as u64 > self.limits.string_bytes {
             return Err(de::Error::custom("a key over the string-bytes limit"));
         }
-        if self.members >= self.limits.object_members {
+        if self.keys.len() >= self.limits.object_members {
             return Err(de::Error::custom("an object over the object-members limit"));
         }
         if !self.keys.first_read(text) {
             return Err(de::Error::custom("a duplicate key"));
         }
-        self.members += 1;
         Ok(key)
     }
 
