@@ -34,7 +34,7 @@ use jointplan::{BuildOptions, ErrorKind, PlanRequest, SelectionProblem, SolveOpt
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 create_exception!(
     _native,
@@ -287,14 +287,25 @@ fn plan(
         let outcome = jointplan::build(&request, &options)?;
         let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
-        to_json(&json!({
-            "plan": outcome.plan,
-            "components": outcome.selection,
-            "report": report,
-            "limits": limits,
-        }))
+        // Serialized from the plan itself (no `Value` tree of a large plan), its fields in
+        // the plan file's order.
+        to_json(&PlanOutcome {
+            plan: &outcome.plan,
+            components: &outcome.selection,
+            report: &report,
+            limits: &limits,
+        })
     })
     .map_err(Failure::into_py)
+}
+
+/// What [`plan`] returns, borrowed from the build's outcome.
+#[derive(serde::Serialize)]
+struct PlanOutcome<'a, P, C, R, L> {
+    plan: &'a P,
+    components: &'a C,
+    report: &'a R,
+    limits: &'a L,
 }
 
 /// Verifies a stored plan (JSON text) against its request (JSON) or model source (JSON);

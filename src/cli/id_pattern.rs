@@ -5,13 +5,21 @@
 //! repeated node or resource, exceptions listed under it) instead of 15,000 lines.
 //!
 //! A numbered segment is a segment of ASCII digits (at most 18, so that it fits a `u64`)
-//! between separators (`.` or `/`) or at either end; a segment of 64 hex digits is a
-//! content digest and groups as `<digest>`. Everything else is literal (`layer.3a`).
+//! between separators (any of `. / _ - :`, the punctuation an id may hold) or at either
+//! end, written without leading zeros (`007` is literal: a pattern never stands for an id
+//! that does not exist); a segment of 64 hex digits is a content digest and groups as
+//! `<digest>`. Everything else is literal (`layer.3a`).
+//!
+//! How a group's numbers print: one number as itself, a few ranges as `[0-2,5]`, values
+//! with one step as `[0-40 step 2]`, up to [`MAXIMUM_LISTED`] scattered values each by
+//! name (`[3,17,29]`), more as a count and a span (`[64 values in 0-255]`). A pattern with
+//! several numbers prints each position's set; when the members are not every combination
+//! of those sets, the line says how many of them they are (`(65 of 133 combinations)`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The separators between segments of an id.
-const SEPARATORS: [char; 2] = ['.', '/'];
+const SEPARATORS: [char; 5] = ['.', '/', '_', '-', ':'];
 
 /// What a content digest (64 hex digits) stands as in a pattern: content-addressed ids
 /// (scratch and binding resources, pools) group by what precedes their digest.
@@ -19,6 +27,9 @@ const DIGEST: &str = "<digest>";
 
 /// Most ranges a number set prints before it is summarised as a count and a span.
 const MAXIMUM_RANGES: usize = 4;
+
+/// Most scattered values a number set lists by name before it is summarised.
+const MAXIMUM_LISTED: usize = 8;
 
 /// An id split into its pattern (numbered segments replaced by `*`) and its numbers.
 fn split(id: &str) -> (String, Vec<u64>) {
@@ -30,7 +41,8 @@ fn split(id: &str) -> (String, Vec<u64>) {
         let segment = &rest[..end];
         let numbered = !segment.is_empty()
             && segment.len() <= 18
-            && segment.bytes().all(|b| b.is_ascii_digit());
+            && segment.bytes().all(|b| b.is_ascii_digit())
+            && (segment.len() == 1 || !segment.starts_with('0'));
         let digest = segment.len() == 64 && segment.bytes().all(|b| b.is_ascii_hexdigit());
         match segment.parse::<u64>() {
             Ok(number) if numbered => {
@@ -93,18 +105,31 @@ impl<'a, T> PatternGroup<'a, T> {
     /// one number as itself, several as `[0-2,5]`, many as `[64 values in 0-255]`.
     fn shown<'n>(&self, numbers: impl Iterator<Item = &'n Vec<u64>>) -> String {
         let mut sets: Vec<BTreeSet<u64>> = Vec::new();
+        let mut members = 0usize;
         for member in numbers {
+            members += 1;
             sets.resize_with(member.len().max(sets.len()), BTreeSet::new);
             for (set, number) in sets.iter_mut().zip(member) {
                 set.insert(*number);
             }
         }
         let mut out = String::with_capacity(self.pattern.len() + 8 * sets.len());
-        let mut sets = sets.iter();
+        let mut next_set = sets.iter();
         for c in self.pattern.chars() {
-            match (c == '*').then(|| sets.next()).flatten() {
+            match (c == '*').then(|| next_set.next()).flatten() {
                 Some(set) => out.push_str(&number_set(set)),
                 None => out.push(c),
+            }
+        }
+        // Several numbered positions print as a grid of their sets: say so when the members
+        // are fewer than the grid (members are distinct ids, so never more).
+        if sets.len() > 1 {
+            let grid = sets
+                .iter()
+                .try_fold(1usize, |product, set| product.checked_mul(set.len()));
+            if grid.is_none_or(|grid| grid > members) {
+                let grid = grid.map_or_else(|| "more".to_owned(), |grid| grid.to_string());
+                out.push_str(&format!(" ({members} of {grid} combinations)"));
             }
         }
         out
@@ -125,6 +150,13 @@ fn number_set(set: &BTreeSet<u64>) -> String {
         [(a, b)] if a == b => a.to_string(),
         _ if ranges.len() > MAXIMUM_RANGES => {
             let (first, last) = (ranges[0].0, ranges[ranges.len() - 1].1);
+            if let Some(step) = common_step(set) {
+                return format!("[{first}-{last} step {step}]");
+            }
+            if set.len() <= MAXIMUM_LISTED {
+                let listed: Vec<String> = set.iter().map(u64::to_string).collect();
+                return format!("[{}]", listed.join(","));
+            }
             format!("[{} values in {first}-{last}]", set.len())
         }
         _ => {
@@ -141,6 +173,24 @@ fn number_set(set: &BTreeSet<u64>) -> String {
             format!("[{}]", parts.join(","))
         }
     }
+}
+
+/// The one difference between consecutive numbers of `set`, when there is one (and at
+/// least three numbers, so that the step is a pattern and not a pair).
+fn common_step(set: &BTreeSet<u64>) -> Option<u64> {
+    let mut numbers = set.iter();
+    let (&first, &second) = (numbers.next()?, numbers.next()?);
+    let step = second - first;
+    let mut previous = second;
+    let mut count = 2;
+    for &n in numbers {
+        if n - previous != step {
+            return None;
+        }
+        previous = n;
+        count += 1;
+    }
+    (count >= 3).then_some(step)
 }
 
 /// Groups `items` by the pattern of their ids, groups in the order of their first member.
@@ -212,10 +262,55 @@ mod tests {
     }
 
     #[test]
-    fn scattered_numbers_are_counted() {
+    fn scattered_numbers_are_stepped_listed_or_counted() {
         let set: BTreeSet<u64> = (0..20).map(|n| n * 3).collect();
-        assert_eq!(number_set(&set), "[20 values in 0-57]");
+        assert_eq!(number_set(&set), "[0-57 step 3]");
         let set: BTreeSet<u64> = [0, 1, 2, 9].into_iter().collect();
         assert_eq!(number_set(&set), "[0-2,9]");
+        // A few exceptions are named, so that a reader can find them.
+        let set: BTreeSet<u64> = [7, 12, 19, 33, 50].into_iter().collect();
+        assert_eq!(number_set(&set), "[7,12,19,33,50]");
+        // Many with no common step are a count and a span.
+        let set: BTreeSet<u64> = (0..20).map(|n| n * n).collect();
+        assert_eq!(number_set(&set), "[20 values in 0-361]");
+        // Two values are two ranges, not a step.
+        let set: BTreeSet<u64> = [3, 9].into_iter().collect();
+        assert_eq!(number_set(&set), "[3,9]");
+        assert_eq!(common_step(&set), None);
+    }
+
+    #[test]
+    fn zero_padded_numbers_are_literal_and_every_id_punctuation_separates() {
+        assert_eq!(split("expert.007.w").1, Vec::<u64>::new());
+        assert_eq!(split("expert.0.w").1, vec![0]);
+        assert_eq!(
+            split("blk_3_attn-2:x"),
+            ("blk_*_attn-*:x".to_owned(), vec![3, 2])
+        );
+        // `007` and `7` are different ids and never one group.
+        let ids = ["e.007", "e.7", "e.8"];
+        let groups = group_by_pattern(&ids, |id| id);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].parts(|_| ())[0].0, "e.007");
+        assert_eq!(groups[1].parts(|_| ())[0].0, "e.[7-8]");
+    }
+
+    #[test]
+    fn a_grid_the_members_do_not_fill_says_how_many_they_are() {
+        let mut ids: Vec<String> = Vec::new();
+        for layer in 0..3 {
+            for expert in 0..4 {
+                ids.push(format!("l.{layer}.e.{expert}"));
+            }
+        }
+        let groups = group_by_pattern(&ids, |id| id.as_str());
+        assert_eq!(groups[0].parts(|_| ())[0].0, "l.[0-2].e.[0-3]");
+        // Layer 0 has one expert fewer: 11 of the 12 combinations.
+        let partial: Vec<&String> = ids.iter().filter(|id| *id != "l.0.e.3").collect();
+        let groups = group_by_pattern(&partial, |id| id.as_str());
+        assert_eq!(
+            groups[0].parts(|_| ())[0].0,
+            "l.[0-2].e.[0-3] (11 of 12 combinations)"
+        );
     }
 }

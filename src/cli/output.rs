@@ -276,8 +276,9 @@ pub struct MemorySummary {
     pub pools: Vec<PoolSummary>,
     /// The report in serving terms (rules in `jointplan::study::report`).
     pub report: ServingReport,
-    /// The ceilings the report was computed at (text only).
-    #[serde(skip)]
+    /// The ceilings the report was computed at (usable capacity, the policy's maximum
+    /// active sequences, the largest context), which the text prints beside the report.
+    #[serde(rename = "serving_ceilings")]
     pub limits: ServingLimits,
 }
 

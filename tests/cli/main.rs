@@ -11,6 +11,7 @@ mod common;
 mod backend;
 mod commands;
 mod fuzz_exit_codes;
+mod golden_synthesized;
 mod hash;
 mod memory_fidelity;
 mod output_rules;
