@@ -143,6 +143,42 @@ impl fmt::Display for Violation {
     }
 }
 
+/// Orders JSON paths as their places in the document: array indices as numbers
+/// (`nodes[9]` before `nodes[10]`), everything else byte by byte. Total: paths that tie
+/// as numbers (`[01]`, `[1]`) fall back to their bytes.
+fn document_order(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
+    loop {
+        match (x.first(), y.first()) {
+            (None, None) => return a.cmp(b),
+            (None, Some(_)) => return Ordering::Less,
+            (Some(_), None) => return Ordering::Greater,
+            (Some(p), Some(q)) if p.is_ascii_digit() && q.is_ascii_digit() => {
+                let digits = |s: &[u8]| s.iter().take_while(|c| c.is_ascii_digit()).count();
+                let (m, n) = (digits(x), digits(y));
+                // Numbers without their leading zeros: longer is larger, then by digits.
+                let trim = |s: &[u8]| {
+                    let zeros = s.iter().take_while(|&&c| c == b'0').count();
+                    s[zeros.min(s.len() - 1)..].to_vec()
+                };
+                let (u, v) = (trim(&x[..m]), trim(&y[..n]));
+                let order = u.len().cmp(&v.len()).then_with(|| u.cmp(&v));
+                if order != Ordering::Equal {
+                    return order;
+                }
+                (x, y) = (&x[m..], &y[n..]);
+            }
+            (Some(p), Some(q)) => {
+                if p != q {
+                    return p.cmp(q);
+                }
+                (x, y) = (&x[1..], &y[1..]);
+            }
+        }
+    }
+}
+
 /// Every violation the checker found, in rule order, or none.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CheckReport {
@@ -317,8 +353,47 @@ impl UnsealedReport {
             ),
         }
         let mut violations = found.0;
-        violations.sort();
+        violations.sort_by(|a, b| {
+            a.rule
+                .cmp(&b.rule)
+                .then_with(|| document_order(&a.json_path, &b.json_path))
+                .then_with(|| a.message.cmp(&b.message))
+        });
         violations.dedup();
         CheckReport { violations }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::document_order;
+    use std::cmp::Ordering;
+
+    #[test]
+    fn paths_sort_in_document_order() {
+        let mut paths = vec![
+            "payload.nodes[100].id",
+            "payload.nodes[10].id",
+            "payload.nodes[9].values[2]",
+            "payload.nodes[9].values[10]",
+            "payload.memory",
+            "payload.nodes[9]",
+            "payload.nodes[09]",
+        ];
+        paths.sort_by(|a, b| document_order(a, b));
+        assert_eq!(
+            paths,
+            [
+                "payload.memory",
+                "payload.nodes[09]",
+                "payload.nodes[9]",
+                "payload.nodes[9].values[2]",
+                "payload.nodes[9].values[10]",
+                "payload.nodes[10].id",
+                "payload.nodes[100].id",
+            ]
+        );
+        assert_eq!(document_order("a[0]", "a[00]"), "a[0]".cmp("a[00]"));
+        assert_eq!(document_order("x", "x"), Ordering::Equal);
     }
 }

@@ -13,9 +13,15 @@ pub struct Args {
     /// The stored plan (JSON).
     pub plan: PathBuf,
     /// Print the report as JSON (`{"plan_id", "valid", "violations": [{rule, json_path, message}]}`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "full")]
     pub json: bool,
+    /// List every violation (by default the first few of each rule, and how many more).
+    #[arg(long)]
+    pub full: bool,
 }
+
+/// Violations of one rule the text lists before it says how many more there are.
+const SHOWN_PER_RULE: usize = 10;
 
 /// Runs `jointplan check`; returns whether the plan is valid.
 pub fn run(args: &Args) -> Result<bool, Error> {
@@ -45,8 +51,27 @@ pub fn run(args: &Args) -> Result<bool, Error> {
             args.plan.display(),
             report.violations.len()
         );
-        for violation in &report.violations {
-            text.push_str(&format!("  {violation}\n"));
+        // In rule order, then document order: the first few of each rule, unless --full.
+        let mut rest = report.violations.as_slice();
+        while let Some(first) = rest.first() {
+            let count = rest.iter().take_while(|v| v.rule == first.rule).count();
+            let (of_rule, after) = rest.split_at(count);
+            let shown = if args.full {
+                count
+            } else {
+                count.min(SHOWN_PER_RULE)
+            };
+            for violation in &of_rule[..shown] {
+                text.push_str(&format!("  {violation}\n"));
+            }
+            if shown < count {
+                text.push_str(&format!(
+                    "  ... and {} more violations of rule {} (--full or --json lists every one)\n",
+                    count - shown,
+                    first.rule
+                ));
+            }
+            rest = after;
         }
         text
     };

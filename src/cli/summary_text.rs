@@ -78,7 +78,7 @@ pub fn summary_text(summary: &PlanSummary, detail: Detail) -> String {
             write_nodes_grouped(&mut out, &summary.nodes);
             write_resources_grouped(&mut out, &summary.dynamic_resources);
             out.push_str(
-                "\n(grouped by id pattern: [a-b] stands for every number in the range; --full lists every node, resource and component; --json is complete)\n",
+                "\n(grouped by id pattern: [a-b] stands for every number in the range, [a-b step s] for every s-th, [n values in a-b] for n of them; --full lists every node, resource and component; --json is complete)\n",
             );
         }
         Detail::Full => {

@@ -272,3 +272,59 @@ fn check_reports_every_violation_with_its_rule_and_path() {
     let missing = jointplan(&["check", &path_str(&dir.path().join("none.json"))]);
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn check_text_lists_the_first_violations_of_each_rule_in_document_order() {
+    let dir = temp();
+    let plan = dir.path().join("llama.plan.json");
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b");
+    let planned = jointplan(&[
+        "plan",
+        &path_str(&folder),
+        "--layers",
+        "2",
+        "-o",
+        &path_str(&plan),
+    ]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned.stderr));
+    // Every node's selection reason changed: one rule-5 violation per node.
+    let stored = std::fs::read_to_string(&plan).unwrap();
+    let nodes = stored.matches("\"preferred_compatible\"").count();
+    assert!(nodes > 12, "{nodes} preferred nodes");
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        stored.replace("\"preferred_compatible\"", "\"fallback_from_preferred\""),
+    )
+    .unwrap();
+    let short = jointplan(&["check", &path_str(&bad)]);
+    assert_eq!(short.status.code(), Some(1));
+    let short = text(&short.stdout);
+    let rule_5: Vec<&str> = short
+        .lines()
+        .filter(|l| l.starts_with("  rule 5 at"))
+        .collect();
+    assert_eq!(rule_5.len(), 10, "{short}");
+    assert!(
+        short.contains(&format!(
+            "... and {} more violations of rule 5 (--full or --json lists every one)",
+            nodes - 10
+        )),
+        "{short}"
+    );
+    // Document order: nodes[0] to nodes[9], not nodes[0], nodes[10], nodes[11], ...
+    for (index, line) in rule_5.iter().enumerate() {
+        assert!(
+            line.contains(&format!("payload.nodes[{index}].selection")),
+            "{line}"
+        );
+    }
+    let full = jointplan(&["check", &path_str(&bad), "--full"]);
+    let full = text(&full.stdout);
+    let listed = full
+        .lines()
+        .filter(|l| l.starts_with("  rule 5 at"))
+        .count();
+    assert_eq!(listed, nodes, "{full}");
+    assert!(!full.contains("more violations"), "{full}");
+}

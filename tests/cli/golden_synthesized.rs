@@ -150,12 +150,12 @@ fn a_large_plan_is_deterministic_and_reads_back(
 
     // One selection reason changed in the large file: both refuse it.
     let stored = String::from_utf8(two_threads.to_vec()).unwrap();
-    let tampered_text = stored.replacen(
-        "\"preferred_compatible\"",
-        "\"fallback_from_preferred\"",
-        1,
+    let tampered_text =
+        stored.replacen("\"preferred_compatible\"", "\"fallback_from_preferred\"", 1);
+    assert_ne!(
+        tampered_text, stored,
+        "the plan has a preferred_compatible node"
     );
-    assert_ne!(tampered_text, stored, "the plan has a preferred_compatible node");
     let tampered = dir.join("deepseek-tampered.plan.json");
     std::fs::write(&tampered, tampered_text).unwrap();
     for args in [
@@ -164,7 +164,11 @@ fn a_large_plan_is_deterministic_and_reads_back(
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let refused = jointplan_in(2, &args);
-        assert_eq!(refused.status.code(), Some(1), "{args:?} accepted a tampered plan");
+        assert_eq!(
+            refused.status.code(),
+            Some(1),
+            "{args:?} accepted a tampered plan"
+        );
         // `check` reports its findings on stdout, `verify` its error on stderr: both name
         // the plan hash the payload no longer has.
         let said = text(&refused.stdout) + &text(&refused.stderr);

@@ -61,8 +61,14 @@ fn plan_json_has_the_report_and_labelled_pools() {
     // The ceilings the text prints beside the report are in the JSON too: `--json` is
     // the complete summary.
     let ceilings = &summary["memory"]["serving_ceilings"];
-    assert!(ceilings["maximum_active_sequences"].as_u64().unwrap() > 0, "{ceilings}");
-    assert!(ceilings["context_tokens"].as_u64().unwrap() > 0, "{ceilings}");
+    assert!(
+        ceilings["maximum_active_sequences"].as_u64().unwrap() > 0,
+        "{ceilings}"
+    );
+    assert!(
+        ceilings["context_tokens"].as_u64().unwrap() > 0,
+        "{ceilings}"
+    );
     assert_eq!(
         ceilings["usable_capacity_bytes"],
         summary["memory"]["usable_capacity_bytes"]
