@@ -25,6 +25,7 @@
 //! far less useful than the path of the field that was changed. When the trees differ, the
 //! internal finding on the stored plan (if any) is attached as context.
 
+mod difference;
 mod file_form;
 mod node_view;
 #[cfg(test)]
@@ -32,6 +33,7 @@ mod one_pass_reading;
 mod payload_text;
 mod recorded;
 
+pub use difference::first_difference;
 pub use node_view::{read_node_view, PlanNodeView};
 
 use std::fmt;
@@ -287,15 +289,6 @@ fn parse_plan(text: &str) -> Result<ExecutionPlan, VerifyError> {
     })
 }
 
-/// Verifies a stored plan tree against its request (see [`verify_text`]).
-pub fn verify(
-    request: &PlanRequest,
-    stored: &Value,
-    options: &BuildOptions,
-) -> Result<ExecutionPlan, VerifyError> {
-    verify_text(request, &stored.to_string(), options)
-}
-
 /// Verifies a stored plan (the text of a plan file) against its request: strict read,
 /// rebuild under the plan's recorded selection settings, canonical comparison (the first
 /// differing JSON path on a difference), hash, internal checks, independent checker.
@@ -359,10 +352,13 @@ pub fn verify_stored(
     {
         return Ok(rebuilt);
     }
-    let plan = parse_plan(stored.text)?;
+    let mut plan = parse_plan(stored.text)?;
     check_form(&plan, stored.text, &canonical_text_hash(stored.text)?)?;
+    // The stored text is the typed plan's canonical form (`check_form`), so the two typed
+    // plans are compared, one node at a time: no tree of either whole plan.
+    let mut rebuilt = rebuilt;
     let difference =
-        first_difference(&tree(stored.text)?, &to_tree(&rebuilt)?).unwrap_or(FieldDifference {
+        difference::first_plan_difference(&mut plan, &mut rebuilt)?.unwrap_or(FieldDifference {
             path: ".".to_owned(),
             stored: "the stored plan".to_owned(),
             rebuilt: "the rebuilt plan".to_owned(),
@@ -372,102 +368,6 @@ pub fn verify_stored(
         difference,
         internal,
     })
-}
-
-/// The first field at which two JSON trees differ: object keys are walked in sorted order
-/// (a key missing on one side differs there), arrays by index (a length difference differs
-/// at the first missing index). `None` if the trees are equal.
-pub fn first_difference(stored: &Value, rebuilt: &Value) -> Option<FieldDifference> {
-    let mut path = String::new();
-    walk(stored, rebuilt, &mut path)
-}
-
-fn walk(stored: &Value, rebuilt: &Value, path: &mut String) -> Option<FieldDifference> {
-    match (stored, rebuilt) {
-        (Value::Object(a), Value::Object(b)) => {
-            // serde_json maps are sorted (no `preserve_order`), so merging the two key
-            // sequences visits keys in byte order.
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                let mark = path.len();
-                push_key(path, key);
-                let found = match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => walk(x, y, path),
-                    (x, y) => Some(difference(path, x, y)),
-                };
-                if found.is_some() {
-                    return found;
-                }
-                path.truncate(mark);
-            }
-            None
-        }
-        (Value::Array(a), Value::Array(b)) => {
-            for index in 0..a.len().max(b.len()) {
-                let mark = path.len();
-                path.push_str(&format!("[{index}]"));
-                let found = match (a.get(index), b.get(index)) {
-                    (Some(x), Some(y)) => walk(x, y, path),
-                    (x, y) => Some(difference(path, x, y)),
-                };
-                if found.is_some() {
-                    return found;
-                }
-                path.truncate(mark);
-            }
-            None
-        }
-        (x, y) if x == y => None,
-        (x, y) => Some(difference(path, Some(x), Some(y))),
-    }
-}
-
-fn push_key(path: &mut String, key: &str) {
-    let plain = !key.is_empty()
-        && key
-            .chars()
-            .next()
-            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if plain {
-        if !path.is_empty() {
-            path.push('.');
-        }
-        path.push_str(key);
-    } else {
-        path.push_str(&format!("[{key:?}]"));
-    }
-}
-
-const SHOWN_CHARS: usize = 160;
-
-fn shown(value: Option<&Value>) -> String {
-    match value {
-        None => "<absent>".to_owned(),
-        Some(v) => {
-            let text = v.to_string();
-            if text.chars().count() <= SHOWN_CHARS {
-                text
-            } else {
-                let cut: String = text.chars().take(SHOWN_CHARS).collect();
-                format!("{cut}… ({} chars)", text.chars().count())
-            }
-        }
-    }
-}
-
-fn difference(path: &str, stored: Option<&Value>, rebuilt: Option<&Value>) -> FieldDifference {
-    FieldDifference {
-        path: if path.is_empty() {
-            ".".to_owned()
-        } else {
-            path.to_owned()
-        },
-        stored: shown(stored),
-        rebuilt: shown(rebuilt),
-    }
 }
 
 // Wrappers displayed with context are not also returned as `source()` (a reporter that

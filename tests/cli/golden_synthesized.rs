@@ -173,5 +173,10 @@ fn a_large_plan_is_deterministic_and_reads_back(
         // the plan hash the payload no longer has.
         let said = text(&refused.stdout) + &text(&refused.stderr);
         assert!(said.contains("plan_hash"), "{args:?}: {said}");
+        // Both name the field changed, by its JSON path.
+        assert!(
+            said.contains(".selection.selection_reason"),
+            "{args:?}: {said}"
+        );
     }
 }
