@@ -62,6 +62,38 @@ fn split(id: &str) -> (String, Vec<u64>) {
     (pattern, numbers)
 }
 
+/// An id split at its first numbered segment: the text before it (with its separator),
+/// the number, and the text after it (without its separator). `node.layer.12.expert.3`
+/// is (`node.layer.`, 12, `expert.3`); `None` for an id without a numbered segment.
+pub fn split_first_number(id: &str) -> Option<(&str, u64, &str)> {
+    let mut start = 0;
+    loop {
+        let end = id[start..]
+            .find(SEPARATORS)
+            .map_or(id.len(), |offset| start + offset);
+        let segment = &id[start..end];
+        let numbered = !segment.is_empty()
+            && segment.len() <= 18
+            && segment.bytes().all(|b| b.is_ascii_digit())
+            && (segment.len() == 1 || !segment.starts_with('0'));
+        if numbered {
+            let number = segment.parse().ok()?;
+            // Separators are one byte (ASCII).
+            let rest = id.get(end + 1..).unwrap_or("");
+            return Some((&id[..start], number, rest));
+        }
+        if end == id.len() {
+            return None;
+        }
+        start = end + 1;
+    }
+}
+
+/// A set of numbers as the summary prints it (see [`PatternGroup`]'s patterns).
+pub fn numbers_shown(numbers: impl IntoIterator<Item = u64>) -> String {
+    number_set(&numbers.into_iter().collect())
+}
+
 /// One member of a group: its numbers (one per `*`), its id and the item.
 type Member<'a, T> = (Vec<u64>, &'a str, &'a T);
 
@@ -277,6 +309,18 @@ mod tests {
         let set: BTreeSet<u64> = [3, 9].into_iter().collect();
         assert_eq!(number_set(&set), "[3,9]");
         assert_eq!(common_step(&set), None);
+    }
+
+    #[test]
+    fn an_id_splits_at_its_first_number() {
+        assert_eq!(
+            split_first_number("node.layer.12.expert.3"),
+            Some(("node.layer.", 12, "expert.3"))
+        );
+        assert_eq!(split_first_number("blk_7"), Some(("blk_", 7, "")));
+        assert_eq!(split_first_number("node.embedding"), None);
+        assert_eq!(split_first_number("e.007.x"), None);
+        assert_eq!(numbers_shown([3, 1, 2, 9]), "[1-3,9]");
     }
 
     #[test]

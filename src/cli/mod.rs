@@ -12,6 +12,7 @@ pub mod fit;
 pub mod hash;
 pub mod id_pattern;
 pub mod infeasible_text;
+pub mod layer_pattern;
 pub mod output;
 pub mod plan;
 pub mod progress;

@@ -6,6 +6,7 @@ use jointplan::selection::Status;
 use std::collections::BTreeMap;
 
 use super::id_pattern::group_by_pattern;
+use super::layer_pattern::write_layers;
 use super::output::{
     human_bytes, human_signed_bytes, ComponentSummary, DynamicResourceSummary, NodeSummary,
     PlanSummary, UncertifiedComponent,
@@ -75,6 +76,7 @@ pub fn summary_text(summary: &PlanSummary, detail: Detail) -> String {
         Detail::Grouped => {
             write_selection_grouped(&mut out, &summary.selection);
             write_uncertified(&mut out, &summary.uncertified);
+            write_layers(&mut out, &summary.nodes, choice_text);
             write_nodes_grouped(&mut out, &summary.nodes);
             write_resources_grouped(&mut out, &summary.dynamic_resources);
             out.push_str(

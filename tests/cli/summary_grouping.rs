@@ -60,3 +60,38 @@ fn full_lists_every_node_and_json_stays_complete() {
         "--full conflicts with --json"
     );
 }
+
+#[test]
+fn moe_layers_print_as_one_layer_pattern_with_the_dense_layers_as_its_exception() {
+    // DeepSeek-V3's first three layers are dense, the others route to experts (four of
+    // seven here: the most common structure prints first).
+    let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/deepseek-v3");
+    let folder = folder.display().to_string();
+    let result = jointplan(&["plan", &folder, "--layers", "7", "--experts", "8"]);
+    ok(&result);
+    let summary = text(&result.stdout);
+    let layers: Vec<&str> = summary
+        .lines()
+        .skip_while(|line| !line.starts_with("layers ("))
+        .take_while(|line| !line.is_empty())
+        .collect();
+    assert_eq!(layers.len(), 3, "{summary}");
+    assert_eq!(
+        layers[0],
+        "layers (7 numbered node.layer.N, in 2 structures; the nodes of each layer):"
+    );
+    assert!(
+        layers[1].starts_with("  node.layer.[3-6]  x4  20 nodes: input_norm, ")
+            && layers[1].ends_with(", router, shared_expert, shared_residual, expert.[0-7] x8"),
+        "{}",
+        layers[1]
+    );
+    assert_eq!(
+        layers[2],
+        "    except node.layer.[0-2]  x3  11 nodes: without router, shared_expert, \
+         shared_residual, expert.[0-7] x8; with feed_forward, output"
+    );
+    // The layers come after the totals and before the node list.
+    let at = |section: &str| summary.find(section).expect(section);
+    assert!(at("\nmemory:") < at("\nlayers (") && at("\nlayers (") < at("\nnodes ("));
+}

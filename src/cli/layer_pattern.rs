@@ -1,0 +1,242 @@
+//! The layers of a model as repeated structure: the `layers` section of the text summary.
+//!
+//! The nodes whose ids share the text before their first number (`node.layer.` in
+//! `node.layer.12.q_proj`) are that number's layer. A layer is described by its nodes with
+//! the layer number taken out, grouped by id pattern (`expert.[0-255]  x256`), each with its
+//! chosen provider; layers with the same description print as one line with their numbers
+//! and a count (DeepSeek-V3's 58 MoE layers), the most common first. Every other structure
+//! is listed under it by how it differs, in the input's terms: the kinds of node it lacks,
+//! the kinds it has besides, and the nodes whose provider differs. When several id prefixes
+//! are numbered, the one with the most layers is the model's layers.
+
+use std::collections::BTreeMap;
+
+use super::id_pattern::{group_by_pattern, numbers_shown, split_first_number};
+use super::output::NodeSummary;
+
+/// One kind of node of a layer: its pattern with the layer number taken out, how many
+/// nodes, and their provider and reason.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Part {
+    shown: String,
+    count: usize,
+    choice: String,
+}
+
+impl Part {
+    /// `expert.[0-255] x256`, or `q_proj`.
+    fn label(&self) -> String {
+        let shown = if self.shown.is_empty() {
+            "(the layer's own node)"
+        } else {
+            &self.shown
+        };
+        if self.count > 1 {
+            format!("{shown} x{}", self.count)
+        } else {
+            shown.to_owned()
+        }
+    }
+}
+
+/// Layers of one structure: the parts in node order and the layer numbers.
+struct Structure {
+    parts: Vec<Part>,
+    layers: Vec<u64>,
+}
+
+/// Writes the `layers` section, or nothing when no id prefix numbers two layers or more.
+/// `choice` is the provider-and-reason text of a node.
+pub fn write_layers(
+    out: &mut String,
+    nodes: &[NodeSummary],
+    choice: impl Fn(&NodeSummary) -> String,
+) {
+    let mut by_prefix: BTreeMap<&str, BTreeMap<u64, Vec<(&str, &NodeSummary)>>> = BTreeMap::new();
+    for node in nodes {
+        if let Some((prefix, layer, rest)) = split_first_number(&node.node_id) {
+            by_prefix
+                .entry(prefix)
+                .or_default()
+                .entry(layer)
+                .or_default()
+                .push((rest, node));
+        }
+    }
+    // The prefix with the most layers (the first in byte order on a tie).
+    let Some((prefix, layers)) = by_prefix
+        .iter()
+        .rev()
+        .max_by_key(|(_, layers)| layers.len())
+        .filter(|(_, layers)| layers.len() >= 2)
+    else {
+        return;
+    };
+    let mut structures: Vec<Structure> = Vec::new();
+    let mut index_of: BTreeMap<Vec<Part>, usize> = BTreeMap::new();
+    for (&layer, members) in layers {
+        let mut parts = Vec::new();
+        for group in group_by_pattern(members, |(rest, _)| rest) {
+            for (shown, grouped) in group.parts(|(_, node)| choice(node)) {
+                parts.push(Part {
+                    shown,
+                    count: grouped.len(),
+                    choice: choice(grouped[0].1),
+                });
+            }
+        }
+        let mut key = parts.clone();
+        key.sort();
+        let index = *index_of.entry(key).or_insert_with(|| {
+            structures.push(Structure {
+                parts,
+                layers: Vec::new(),
+            });
+            structures.len() - 1
+        });
+        structures[index].layers.push(layer);
+    }
+    // The most common structure first; ties in the order of their first layer.
+    structures.sort_by_key(|s| std::cmp::Reverse(s.layers.len()));
+    out.push_str(&format!(
+        "\nlayers ({} numbered {prefix}N, in {} structure{}; the nodes of each layer):\n",
+        layers.len(),
+        structures.len(),
+        if structures.len() == 1 { "" } else { "s" }
+    ));
+    let common = &structures[0];
+    for (index, structure) in structures.iter().enumerate() {
+        let numbers = numbers_shown(structure.layers.iter().copied());
+        let count = structure.layers.len();
+        let counted = if count > 1 {
+            format!("  x{count}")
+        } else {
+            String::new()
+        };
+        let nodes: usize = structure.parts.iter().map(|p| p.count).sum();
+        let nodes = format!("{nodes} node{}", if nodes == 1 { "" } else { "s" });
+        if index == 0 {
+            let labels: Vec<String> = structure.parts.iter().map(Part::label).collect();
+            out.push_str(&format!(
+                "  {prefix}{numbers}{counted}  {nodes}: {}\n",
+                labels.join(", ")
+            ));
+        } else {
+            out.push_str(&format!(
+                "    except {prefix}{numbers}{counted}  {nodes}: {}\n",
+                differences(&common.parts, &structure.parts)
+            ));
+        }
+    }
+}
+
+/// How `other` differs from `common`: the kinds of node it lacks, those it has besides,
+/// and those whose provider differs.
+fn differences(common: &[Part], other: &[Part]) -> String {
+    let by_shown = |parts: &[Part]| -> BTreeMap<String, Part> {
+        parts.iter().map(|p| (p.shown.clone(), p.clone())).collect()
+    };
+    let (mine, theirs) = (by_shown(other), by_shown(common));
+    let without: Vec<String> = common
+        .iter()
+        .filter(|p| !mine.contains_key(&p.shown))
+        .map(Part::label)
+        .collect();
+    let with: Vec<String> = other
+        .iter()
+        .filter(|p| !theirs.contains_key(&p.shown))
+        .map(Part::label)
+        .collect();
+    let changed: Vec<String> = other
+        .iter()
+        .filter_map(|p| {
+            let usual = theirs.get(&p.shown)?;
+            (usual.choice != p.choice).then(|| {
+                format!(
+                    "{} on {} (the others: {})",
+                    p.label(),
+                    p.choice,
+                    usual.choice
+                )
+            })
+        })
+        .collect();
+    let mut said = Vec::new();
+    if !without.is_empty() {
+        said.push(format!("without {}", without.join(", ")));
+    }
+    if !with.is_empty() {
+        said.push(format!("with {}", with.join(", ")));
+    }
+    said.extend(changed);
+    said.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, provider: &str) -> NodeSummary {
+        NodeSummary {
+            node_id: id.to_owned(),
+            operation_id: "operation.x".to_owned(),
+            selected_provider: provider.to_owned(),
+            requested_provider: None,
+            reason: "preferred_compatible",
+            rejected: Vec::new(),
+        }
+    }
+
+    fn text(nodes: &[NodeSummary]) -> String {
+        let mut out = String::new();
+        write_layers(&mut out, nodes, |n| n.selected_provider.clone());
+        out
+    }
+
+    #[test]
+    fn dense_and_expert_layers_print_as_one_pattern_and_its_exception() {
+        let mut nodes = vec![node("node.embedding", "p.gather")];
+        for layer in 0..6 {
+            nodes.push(node(&format!("node.layer.{layer}.attention"), "p.paged"));
+            if layer < 2 {
+                nodes.push(node(&format!("node.layer.{layer}.feed_forward"), "p.dense"));
+            } else {
+                nodes.push(node(&format!("node.layer.{layer}.router"), "p.topk"));
+                for expert in 0..4 {
+                    nodes.push(node(
+                        &format!("node.layer.{layer}.expert.{expert}"),
+                        "p.expert",
+                    ));
+                }
+            }
+        }
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (6 numbered node.layer.N, in 2 structures; the nodes of each layer):\n\
+             \x20 node.layer.[2-5]  x4  6 nodes: attention, router, expert.[0-3] x4\n\
+             \x20   except node.layer.[0-1]  x2  2 nodes: without router, expert.[0-3] x4; with feed_forward\n"
+        );
+    }
+
+    #[test]
+    fn a_layer_on_another_provider_is_an_exception_by_name() {
+        let nodes: Vec<NodeSummary> = (0..8)
+            .map(|layer| {
+                let provider = if layer == 5 { "p.flash" } else { "p.paged" };
+                node(&format!("blk_{layer}_attention"), provider)
+            })
+            .collect();
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (8 numbered blk_N, in 2 structures; the nodes of each layer):\n\
+             \x20 blk_[0-4,6-7]  x7  1 node: attention\n\
+             \x20   except blk_5  1 node: attention on p.flash (the others: p.paged)\n"
+        );
+    }
+
+    #[test]
+    fn one_layer_or_none_prints_nothing() {
+        assert_eq!(text(&[node("node.layer.0.attention", "p")]), "");
+        assert_eq!(text(&[node("node.embedding", "p")]), "");
+    }
+}
