@@ -105,8 +105,17 @@ pub fn write_layers(
         if structures.len() == 1 { "" } else { "s" }
     ));
     let common = &structures[0];
+    let (first, last) = (
+        layers.keys().next().copied().unwrap_or(0),
+        layers.keys().next_back().copied().unwrap_or(0),
+    );
     for (index, structure) in structures.iter().enumerate() {
-        let numbers = numbers_shown(structure.layers.iter().copied());
+        let mut numbers = numbers_shown(structure.layers.iter().copied());
+        // The common structure's layers as what the exceptions leave, when they are too
+        // scattered to list (Qwen3-Next's linear-attention layers around every fourth).
+        if index == 0 && structures.len() > 1 && numbers.contains(" values in ") {
+            numbers = format!("[the other {} of {first}-{last}]", structure.layers.len());
+        }
         let count = structure.layers.len();
         let counted = if count > 1 {
             format!("  x{count}")
@@ -231,6 +240,26 @@ mod tests {
             "\nlayers (8 numbered blk_N, in 2 structures; the nodes of each layer):\n\
              \x20 blk_[0-4,6-7]  x7  1 node: attention\n\
              \x20   except blk_5  1 node: attention on p.flash (the others: p.paged)\n"
+        );
+    }
+
+    #[test]
+    fn scattered_common_layers_print_as_what_the_exceptions_leave() {
+        let nodes: Vec<NodeSummary> = (0..32)
+            .map(|layer| {
+                let kind = if layer % 4 == 3 {
+                    "attention"
+                } else {
+                    "linear_attention"
+                };
+                node(&format!("node.layer.{layer}.{kind}"), "p")
+            })
+            .collect();
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (32 numbered node.layer.N, in 2 structures; the nodes of each layer):\n\
+             \x20 node.layer.[the other 24 of 0-31]  x24  1 node: linear_attention\n\
+             \x20   except node.layer.[3-31 step 4]  x8  1 node: without linear_attention; with attention\n"
         );
     }
 
