@@ -39,6 +39,10 @@ impl Part {
     }
 }
 
+/// The nodes of each layer of one id prefix, by layer number: each node with the rest of
+/// its id after the layer number.
+type Layers<'n> = BTreeMap<u64, Vec<(&'n str, &'n NodeSummary)>>;
+
 /// Layers of one structure: the parts in node order and the layer numbers.
 struct Structure {
     parts: Vec<Part>,
@@ -52,7 +56,7 @@ pub fn write_layers(
     nodes: &[NodeSummary],
     choice: impl Fn(&NodeSummary) -> String,
 ) {
-    let mut by_prefix: BTreeMap<&str, BTreeMap<u64, Vec<(&str, &NodeSummary)>>> = BTreeMap::new();
+    let mut by_prefix: BTreeMap<&str, Layers<'_>> = BTreeMap::new();
     for node in nodes {
         if let Some((prefix, layer, rest)) = split_first_number(&node.node_id) {
             by_prefix

@@ -70,11 +70,8 @@ type NodesHook<'h> = dyn FnMut(&mut String) -> Result<Option<FieldDifference>, V
 /// at the first missing index). `None` if the trees are equal.
 pub fn first_difference(stored: &Value, rebuilt: &Value) -> Option<FieldDifference> {
     let mut path = String::new();
-    match walk(stored, rebuilt, &mut path, &mut None) {
-        Ok(found) => found,
-        // Only a hook fails, and there is none.
-        Err(_) => None,
-    }
+    // Only a hook fails, and there is none.
+    walk(stored, rebuilt, &mut path, &mut None).unwrap_or_default()
 }
 
 /// The walk of [`first_difference`]; `hook`, when given, compares what is at

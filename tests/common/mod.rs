@@ -17,3 +17,13 @@ pub mod request_fixture;
 pub mod request_generator;
 pub mod selection_instances;
 pub mod shipped;
+
+/// `verify` of a stored plan held as a JSON tree (tests build and tamper with trees; the
+/// library reads stored plans as text).
+pub fn verify_tree(
+    request: &jointplan::request::PlanRequest,
+    stored: &serde_json::Value,
+    options: &jointplan::builder::BuildOptions,
+) -> Result<jointplan::plan::ExecutionPlan, jointplan::verify::VerifyError> {
+    jointplan::verify::verify_text(request, &stored.to_string(), options)
+}

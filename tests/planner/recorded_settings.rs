@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::sync::{Arc, OnceLock};
 
+use crate::common::verify_tree as verify;
 use jointplan::builder::BuildOptions;
 use jointplan::check::check_plan;
 use jointplan::plan::hash::{plan_hash, plan_id};
@@ -13,7 +14,7 @@ use jointplan::plan::{ExecutionPlan, RejectionReason, SettingRejection};
 use jointplan::request::{NodeId, PlanRequest, ProviderId};
 use jointplan::selection::{objective_by_name, Weights};
 use jointplan::synth::ModelSource;
-use jointplan::verify::{verify, verify_text, VerifyError};
+use jointplan::verify::{verify_text, VerifyError};
 use serde_json::Value;
 
 use crate::common;

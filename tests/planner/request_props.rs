@@ -23,6 +23,7 @@ use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::common::verify_tree as verify;
 use common::model_parts::{FLASH, PAGED};
 use common::request_generator::*;
 use jointplan::builder::BuildOptions;
@@ -33,7 +34,7 @@ use jointplan::request::{NodeId, NodeResolution, PlanRequest, ProgramNode, Stora
 use jointplan::selection::{
     brute_force, frontier_solve, FrontierKind, FrontierResult, SeedLex, SelectionProblem,
 };
-use jointplan::verify::{verify, VerifyError};
+use jointplan::verify::VerifyError;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::Value;

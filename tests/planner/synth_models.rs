@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::common::verify_tree as verify;
 use jointplan::builder::error::PlanError;
 use jointplan::builder::BuildOptions;
 use jointplan::memory::MemoryError;
@@ -12,7 +13,7 @@ use jointplan::request::{PlanRequest, StateCapacityDemand, WireLimits};
 use jointplan::synth::{
     synthesize, DeviceDescription, ModelFolder, PolicyPreset, SynthOptions, WeightFormat,
 };
-use jointplan::verify::{verify, VerifyError};
+use jointplan::verify::VerifyError;
 
 fn models() -> Vec<ModelFolder> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("models")

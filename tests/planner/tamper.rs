@@ -6,12 +6,13 @@ use crate::common;
 
 use std::sync::OnceLock;
 
+use crate::common::verify_tree as verify;
 use jointplan::builder::internal::{validate_internal, InternalError};
 use jointplan::builder::BuildOptions;
 use jointplan::plan::hash::{plan_hash, plan_id};
 use jointplan::plan::{ExecutionPlan, RejectionReason, SelectionReason};
 use jointplan::request::{PlanRequest, ResourceId};
-use jointplan::verify::{verify, verify_text, VerifyError};
+use jointplan::verify::{verify_text, VerifyError};
 use serde_json::Value;
 
 struct Built {
