@@ -1,6 +1,6 @@
-//! `jointplan check PLAN.json [--json]`: the independent checker on a stored plan alone (no
-//! request): every violation with its rule and JSON path (exit 0 valid, 1 violations, 2
-//! unreadable plan).
+//! `jointplan check PLAN.json [--json | --full]`: the independent checker on a stored plan alone (no
+//! request): the violations by rule and in document order, each with its JSON path (the
+//! first ten of each rule unless `--full`; exit 0 valid, 1 violations, 2 unreadable plan).
 
 use std::path::PathBuf;
 
