@@ -43,14 +43,9 @@ pub(super) fn first_plan_difference(
                     node_tree(stored_nodes.get(index))?,
                     node_tree(rebuilt_nodes.get(index))?,
                 );
-                let found = match (&x, &y) {
-                    (Some(x), Some(y)) => walk(x, y, path, &mut None)?,
-                    (x, y) => Some(difference(path, x.as_ref(), y.as_ref())),
-                };
-                if found.is_some() {
-                    return Ok(found);
+                if let Some(found) = compare_at(path, mark, x.as_ref(), y.as_ref(), &mut None)? {
+                    return Ok(Some(found));
                 }
-                path.truncate(mark);
             }
             Ok(None)
         };
@@ -97,14 +92,9 @@ fn walk(
             for key in keys {
                 let mark = path.len();
                 push_key(path, key);
-                let found = match (a.get(key), b.get(key)) {
-                    (Some(x), Some(y)) => walk(x, y, path, hook)?,
-                    (x, y) => Some(difference(path, x, y)),
-                };
-                if found.is_some() {
-                    return Ok(found);
+                if let Some(found) = compare_at(path, mark, a.get(key), b.get(key), hook)? {
+                    return Ok(Some(found));
                 }
-                path.truncate(mark);
             }
             None
         }
@@ -112,20 +102,34 @@ fn walk(
             for index in 0..a.len().max(b.len()) {
                 let mark = path.len();
                 path.push_str(&format!("[{index}]"));
-                let found = match (a.get(index), b.get(index)) {
-                    (Some(x), Some(y)) => walk(x, y, path, hook)?,
-                    (x, y) => Some(difference(path, x, y)),
-                };
-                if found.is_some() {
-                    return Ok(found);
+                if let Some(found) = compare_at(path, mark, a.get(index), b.get(index), hook)? {
+                    return Ok(Some(found));
                 }
-                path.truncate(mark);
             }
             None
         }
         (x, y) if x == y => None,
         (x, y) => Some(difference(path, Some(x), Some(y))),
     })
+}
+
+/// Compares the values at one key or index (`path` already names it; it was `mark` long
+/// before): the first difference within them, or `path` put back when they are equal.
+fn compare_at(
+    path: &mut String,
+    mark: usize,
+    stored: Option<&Value>,
+    rebuilt: Option<&Value>,
+    hook: &mut Option<&mut NodesHook<'_>>,
+) -> Result<Option<FieldDifference>, VerifyError> {
+    let found = match (stored, rebuilt) {
+        (Some(x), Some(y)) => walk(x, y, path, hook)?,
+        (x, y) => Some(difference(path, x, y)),
+    };
+    if found.is_none() {
+        path.truncate(mark);
+    }
+    Ok(found)
 }
 
 fn push_key(path: &mut String, key: &str) {

@@ -83,20 +83,9 @@ fn every_model_folder_plans_to_its_golden_hash() {
         }
         hashes.insert(name, hash);
     }
-    if std::env::var_os("JOINTPLAN_BLESS").is_some() {
-        let mut text = serde_json::to_string_pretty(&hashes).unwrap();
-        text.push('\n');
-        std::fs::write(&golden_file, text).unwrap();
+    let Some(golden) = crate::common::golden::bless_or_read(&golden_file, &hashes) else {
         return;
-    }
-    let golden: BTreeMap<String, String> =
-        serde_json::from_str(&std::fs::read_to_string(&golden_file).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (bless with JOINTPLAN_BLESS=1)",
-                golden_file.display()
-            )
-        }))
-        .unwrap();
+    };
     let moved: Vec<String> = golden
         .keys()
         .chain(hashes.keys())

@@ -8,6 +8,7 @@
 #[macro_use]
 pub mod build_fixture;
 pub mod fuzz;
+pub mod golden;
 pub mod memory_fixture;
 pub mod model_fixtures;
 pub mod model_parts;

@@ -108,7 +108,7 @@ fn build_in(threads: usize, request: &PlanRequest) -> String {
 fn every_model_has_its_golden_hash_and_builds_deterministically() {
     let golden_file = root().join("tests/golden/plan-hashes.json");
     let plans_dir = root().join("tests/golden/plans");
-    let bless = std::env::var_os("JOINTPLAN_BLESS").is_some();
+    let bless = common::golden::blessing();
     let mut hashes = BTreeMap::new();
     let mut changed = Vec::new();
     for (name, file) in model_requests() {
@@ -142,20 +142,9 @@ fn every_model_has_its_golden_hash_and_builds_deterministically() {
         }
         hashes.insert(name, plan.plan_hash.to_string());
     }
-    if bless {
-        let mut text = serde_json::to_string_pretty(&hashes).unwrap();
-        text.push('\n');
-        std::fs::write(&golden_file, text).unwrap();
+    let Some(golden) = common::golden::bless_or_read(&golden_file, &hashes) else {
         return;
-    }
-    let golden: BTreeMap<String, String> =
-        serde_json::from_str(&std::fs::read_to_string(&golden_file).unwrap_or_else(|e| {
-            panic!(
-                "{}: {e} (bless with JOINTPLAN_BLESS=1)",
-                golden_file.display()
-            )
-        }))
-        .unwrap();
+    };
     assert!(
         changed.is_empty(),
         "plans changed (first 40 differing JSON paths per model); if intended, bless with \
