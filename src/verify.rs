@@ -17,12 +17,14 @@
 //! hash, its `plan_hash` and its `plan_id` agree with the rebuilt plan's (and it has no
 //! other top-level member); equal hashes mean equal canonical texts. Only when they differ
 //! is the stored text parsed whole into a typed plan (a malformed plan is reported as
-//! such), its form checked, and, to name the first differing field, are the two documents
-//! built as trees and walked: rejections pay for the diagnosis, acceptances do not.
+//! such), its form checked (its own file form, or else the canonical hash of its text), and,
+//! to name the first differing field, the two typed plans compared node by node
+//! ([`difference`]: a tree of each plan without its nodes, then one pair of node trees at a
+//! time): rejections pay for the diagnosis, acceptances do not.
 //!
 //! Order of the checks: the rebuild-and-compare runs before the internal checks because a
 //! tampered field almost always also breaks the plan hash, and "the hash does not match" is
-//! far less useful than the path of the field that was changed. When the trees differ, the
+//! far less useful than the path of the field that was changed. When the plans differ, the
 //! internal finding on the stored plan (if any) is attached as context.
 
 mod difference;
@@ -358,7 +360,7 @@ pub fn verify_stored(
     if !file_form::is_file_form(&plan, stored.text) {
         check_form(&plan, stored.text, &canonical_text_hash(stored.text)?)?;
     }
-    // The stored text is the typed plan's canonical form (`check_form`), so the two typed
+    // The stored text is the typed plan's canonical form (`is_file_form` or `check_form`), so the two typed
     // plans are compared, one node at a time: no tree of either whole plan.
     let mut rebuilt = rebuilt;
     let difference =

@@ -143,10 +143,10 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Orders JSON paths as their places in the document: array indices as numbers
-/// (`nodes[9]` before `nodes[10]`), everything else byte by byte. Total: paths that tie
-/// as numbers (`[01]`, `[1]`) fall back to their bytes.
-fn document_order(a: &str, b: &str) -> std::cmp::Ordering {
+/// Orders JSON paths with their array indices as numbers (`nodes[9]` before `nodes[10]`)
+/// and everything else byte by byte (keys in the order of canonical JSON, not of the plan
+/// file). Total: paths that tie as numbers (`[01]`, `[1]`) fall back to their bytes.
+fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     let (mut x, mut y) = (a.as_bytes(), b.as_bytes());
     loop {
@@ -356,7 +356,7 @@ impl UnsealedReport {
         violations.sort_by(|a, b| {
             a.rule
                 .cmp(&b.rule)
-                .then_with(|| document_order(&a.json_path, &b.json_path))
+                .then_with(|| path_order(&a.json_path, &b.json_path))
                 .then_with(|| a.message.cmp(&b.message))
         });
         violations.dedup();
@@ -366,11 +366,11 @@ impl UnsealedReport {
 
 #[cfg(test)]
 mod tests {
-    use super::document_order;
+    use super::path_order;
     use std::cmp::Ordering;
 
     #[test]
-    fn paths_sort_in_document_order() {
+    fn paths_sort_in_path_order() {
         let mut paths = vec![
             "payload.nodes[100].id",
             "payload.nodes[10].id",
@@ -380,7 +380,7 @@ mod tests {
             "payload.nodes[9]",
             "payload.nodes[09]",
         ];
-        paths.sort_by(|a, b| document_order(a, b));
+        paths.sort_by(|a, b| path_order(a, b));
         assert_eq!(
             paths,
             [
@@ -393,7 +393,7 @@ mod tests {
                 "payload.nodes[100].id",
             ]
         );
-        assert_eq!(document_order("a[0]", "a[00]"), "a[0]".cmp("a[00]"));
-        assert_eq!(document_order("x", "x"), Ordering::Equal);
+        assert_eq!(path_order("a[0]", "a[00]"), "a[0]".cmp("a[00]"));
+        assert_eq!(path_order("x", "x"), Ordering::Equal);
     }
 }

@@ -1,5 +1,5 @@
 //! `jointplan check PLAN.json [--json | --full]`: the independent checker on a stored plan alone (no
-//! request): the violations by rule and in document order, each with its JSON path (the
+//! request): the violations by rule and JSON path (array indices as numbers; the
 //! first ten of each rule unless `--full`; exit 0 valid, 1 violations, 2 unreadable plan).
 
 use std::path::PathBuf;
@@ -51,7 +51,7 @@ pub fn run(args: &Args) -> Result<bool, Error> {
             args.plan.display(),
             report.violations.len()
         );
-        // In rule order, then document order: the first few of each rule, unless --full.
+        // By rule, then by path: the first few of each rule, unless --full.
         let mut rest = report.violations.as_slice();
         while let Some(first) = rest.first() {
             let count = rest.iter().take_while(|v| v.rule == first.rule).count();
@@ -65,9 +65,10 @@ pub fn run(args: &Args) -> Result<bool, Error> {
                 text.push_str(&format!("  {violation}\n"));
             }
             if shown < count {
+                let more = count - shown;
                 text.push_str(&format!(
-                    "  ... and {} more violations of rule {} (--full or --json lists every one)\n",
-                    count - shown,
+                    "  ... and {more} more violation{} of rule {} (--full or --json lists every one)\n",
+                    if more == 1 { "" } else { "s" },
                     first.rule
                 ));
             }

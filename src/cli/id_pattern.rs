@@ -107,6 +107,11 @@ pub struct PatternGroup<'a, T> {
 }
 
 impl<'a, T> PatternGroup<'a, T> {
+    /// The group's pattern, numbered segments as `*` (`expert.*`).
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
     /// The group's members split by `key` (the majority first, then by first appearance),
     /// each part with its own printed pattern (a part of one member prints its id).
     pub fn parts<K: Ord>(&self, key: impl Fn(&T) -> K) -> Vec<(String, Vec<&'a T>)> {

@@ -18,9 +18,13 @@ use super::output::NodeSummary;
 /// nodes, and their provider and reason.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Part {
+    /// The id pattern with its number sets (`expert.[0-255]`).
     shown: String,
     count: usize,
     choice: String,
+    /// The id pattern, numbered segments as `*` (`expert.*`): parts of two layers with
+    /// the same pattern are the same kind of node, whatever their numbers or providers.
+    pattern: String,
 }
 
 impl Part {
@@ -42,6 +46,9 @@ impl Part {
 /// The nodes of each layer of one id prefix, by layer number: each node with the rest of
 /// its id after the layer number.
 type Layers<'n> = BTreeMap<u64, Vec<(&'n str, &'n NodeSummary)>>;
+
+/// Structures listed under the common one before the rest are counted.
+const MAXIMUM_EXCEPTIONS: usize = 8;
 
 /// Layers of one structure: the parts in node order and the layer numbers.
 struct Structure {
@@ -86,6 +93,7 @@ pub fn write_layers(
                     shown,
                     count: grouped.len(),
                     choice: choice(grouped[0].1),
+                    pattern: group.pattern().to_owned(),
                 });
             }
         }
@@ -114,10 +122,21 @@ pub fn write_layers(
         layers.keys().next_back().copied().unwrap_or(0),
     );
     for (index, structure) in structures.iter().enumerate() {
+        if index > MAXIMUM_EXCEPTIONS {
+            let rest = &structures[index..];
+            let layers: usize = rest.iter().map(|s| s.layers.len()).sum();
+            out.push_str(&format!(
+                "    ... and {} more structures of {layers} layers (the nodes section lists every kind of node)\n",
+                rest.len()
+            ));
+            break;
+        }
         let mut numbers = numbers_shown(structure.layers.iter().copied());
         // The common structure's layers as what the exceptions leave, when they are too
-        // scattered to list (Qwen3-Next's linear-attention layers around every fourth).
-        if index == 0 && structures.len() > 1 && numbers.contains(" values in ") {
+        // scattered to list (Qwen3-Next's linear-attention layers around every fourth) and
+        // the layers are numbered without a gap (so that the exceptions say which).
+        let gapless = u64::try_from(layers.len()).is_ok_and(|n| last - first + 1 == n);
+        if index == 0 && structures.len() > 1 && gapless && numbers.contains(" values in ") {
             numbers = format!("[the other {} of {first}-{last}]", structure.layers.len());
         }
         let count = structure.layers.len();
@@ -143,37 +162,57 @@ pub fn write_layers(
     }
 }
 
-/// How `other` differs from `common`: the kinds of node it lacks, those it has besides,
-/// and those whose provider differs.
+/// How `other` differs from `common`, kind of node by kind of node (parts with the same id
+/// pattern): the kinds it lacks, those it has besides, and those whose numbers or providers
+/// differ, with what the common structure has instead.
 fn differences(common: &[Part], other: &[Part]) -> String {
-    let by_shown = |parts: &[Part]| -> BTreeMap<String, Part> {
-        parts.iter().map(|p| (p.shown.clone(), p.clone())).collect()
+    let by_pattern = |parts: &[Part]| -> BTreeMap<String, Vec<Part>> {
+        let mut kinds: BTreeMap<String, Vec<Part>> = BTreeMap::new();
+        for part in parts {
+            kinds
+                .entry(part.pattern.clone())
+                .or_default()
+                .push(part.clone());
+        }
+        kinds
     };
-    let (mine, theirs) = (by_shown(other), by_shown(common));
+    let (mine, theirs) = (by_pattern(other), by_pattern(common));
     let without: Vec<String> = common
         .iter()
-        .filter(|p| !mine.contains_key(&p.shown))
+        .filter(|p| !mine.contains_key(&p.pattern))
         .map(Part::label)
         .collect();
     let with: Vec<String> = other
         .iter()
-        .filter(|p| !theirs.contains_key(&p.shown))
+        .filter(|p| !theirs.contains_key(&p.pattern))
         .map(Part::label)
         .collect();
-    let changed: Vec<String> = other
-        .iter()
-        .filter_map(|p| {
-            let usual = theirs.get(&p.shown)?;
-            (usual.choice != p.choice).then(|| {
-                format!(
-                    "{} on {} (the others: {})",
-                    p.label(),
-                    p.choice,
-                    usual.choice
-                )
-            })
-        })
-        .collect();
+    let on = |parts: &[Part]| -> String {
+        let labels: Vec<String> = parts
+            .iter()
+            .map(|p| format!("{} on {}", p.label(), p.choice))
+            .collect();
+        labels.join(", ")
+    };
+    // Kinds of node both have, by pattern.
+    let mut changed: Vec<String> = Vec::new();
+    for (pattern, parts) in &mine {
+        match theirs.get(pattern) {
+            Some(usual) if usual != parts => {
+                changed.push(match (parts.as_slice(), usual.as_slice()) {
+                    // One kind, the same nodes, another provider: the provider is the difference.
+                    ([part], [common]) if part.shown == common.shown => format!(
+                        "{} on {} (the others: {})",
+                        part.label(),
+                        part.choice,
+                        common.choice
+                    ),
+                    _ => format!("{} (the others: {})", on(parts), on(usual)),
+                })
+            }
+            _ => {}
+        }
+    }
     let mut said = Vec::new();
     if !without.is_empty() {
         said.push(format!("without {}", without.join(", ")));
@@ -264,6 +303,77 @@ mod tests {
             "\nlayers (32 numbered node.layer.N, in 2 structures; the nodes of each layer):\n\
              \x20 node.layer.[the other 24 of 0-31]  x24  1 node: linear_attention\n\
              \x20   except node.layer.[3-31 step 4]  x8  1 node: without linear_attention; with attention\n"
+        );
+    }
+
+    #[test]
+    fn part_of_a_kind_on_another_provider_names_both_providers() {
+        let mut nodes = Vec::new();
+        for layer in 0..4 {
+            for expert in 0..4 {
+                let provider = if layer == 2 && expert == 3 {
+                    "p.other"
+                } else {
+                    "p.expert"
+                };
+                nodes.push(node(
+                    &format!("node.layer.{layer}.expert.{expert}"),
+                    provider,
+                ));
+            }
+        }
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (4 numbered node.layer.N, in 2 structures; the nodes of each layer):\n\
+             \x20 node.layer.[0-1,3]  x3  4 nodes: expert.[0-3] x4\n\
+             \x20   except node.layer.2  4 nodes: expert.[0-2] x3 on p.expert, expert.3 on p.other \
+             (the others: expert.[0-3] x4 on p.expert)\n"
+        );
+    }
+
+    #[test]
+    fn many_structures_are_listed_up_to_a_cap() {
+        // Every layer but the first four has its own provider: 12 exceptions.
+        let nodes: Vec<NodeSummary> = (0..16)
+            .map(|layer| {
+                let provider = if layer < 4 {
+                    "p.common".to_owned()
+                } else {
+                    format!("p.{layer}")
+                };
+                node(&format!("node.layer.{layer}.attention"), &provider)
+            })
+            .collect();
+        let out = text(&nodes);
+        assert_eq!(
+            out.matches("    except ").count(),
+            MAXIMUM_EXCEPTIONS,
+            "{out}"
+        );
+        assert!(
+            out.ends_with("    ... and 4 more structures of 4 layers (the nodes section lists every kind of node)\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn layer_numbers_with_a_gap_are_not_summarised_as_the_others() {
+        // Layer 31 is missing: "the other N of 0-32" would not say which are there.
+        let nodes: Vec<NodeSummary> = (0..33)
+            .filter(|&layer| layer != 31)
+            .map(|layer| {
+                let kind = if layer % 4 == 3 {
+                    "attention"
+                } else {
+                    "linear_attention"
+                };
+                node(&format!("node.layer.{layer}.{kind}"), "p")
+            })
+            .collect();
+        let out = text(&nodes);
+        assert!(
+            out.contains("  node.layer.[25 values in 0-32]  x25  "),
+            "{out}"
         );
     }
 

@@ -236,6 +236,17 @@ mod tests {
         let found = agrees(&plan, &both).unwrap();
         assert!(found.path.starts_with("payload.nodes["), "{}", found.path);
 
+        // A field before `nodes` in key order and one inside a node: the field comes first.
+        let mut before = changed.clone();
+        before.payload.maximum_scheduled_tokens += 1;
+        let found = agrees(&plan, &before).unwrap();
+        assert_eq!(found.path, "payload.maximum_scheduled_tokens");
+
+        // A node more in the rebuilt plan: the first index the stored plan lacks.
+        let found = agrees(&shorter, &plan).unwrap();
+        assert_eq!(found.path, format!("payload.nodes[{last}]"));
+        assert_eq!(found.stored, "<absent>");
+
         // Only a field outside the nodes.
         let mut outside = plan.clone();
         outside.plan_hash = crate::canonical::Sha256Hex::new("0".repeat(64)).unwrap();

@@ -274,7 +274,7 @@ fn check_reports_every_violation_with_its_rule_and_path() {
 }
 
 #[test]
-fn check_text_lists_the_first_violations_of_each_rule_in_document_order() {
+fn check_text_lists_the_first_violations_of_each_rule_by_path() {
     let dir = temp();
     let plan = dir.path().join("llama.plan.json");
     let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b");
@@ -312,7 +312,7 @@ fn check_text_lists_the_first_violations_of_each_rule_in_document_order() {
         )),
         "{short}"
     );
-    // Document order: nodes[0] to nodes[9], not nodes[0], nodes[10], nodes[11], ...
+    // Indices as numbers: nodes[0] to nodes[9], not nodes[0], nodes[10], nodes[11], ...
     for (index, line) in rule_5.iter().enumerate() {
         assert!(
             line.contains(&format!("payload.nodes[{index}].selection")),
