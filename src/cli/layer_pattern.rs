@@ -239,6 +239,21 @@ mod tests {
         }
     }
 
+    /// One node per layer: full attention every fourth layer (3, 7, ...), linear
+    /// attention in the others, as in Qwen3-Next.
+    fn hybrid(layers: impl Iterator<Item = u64>) -> Vec<NodeSummary> {
+        layers
+            .map(|layer| {
+                let kind = if layer % 4 == 3 {
+                    "attention"
+                } else {
+                    "linear_attention"
+                };
+                node(&format!("node.layer.{layer}.{kind}"), "p")
+            })
+            .collect()
+    }
+
     fn text(nodes: &[NodeSummary]) -> String {
         let mut out = String::new();
         write_layers(&mut out, nodes, |n| n.selected_provider.clone());
@@ -288,16 +303,7 @@ mod tests {
 
     #[test]
     fn scattered_common_layers_print_as_what_the_exceptions_leave() {
-        let nodes: Vec<NodeSummary> = (0..32)
-            .map(|layer| {
-                let kind = if layer % 4 == 3 {
-                    "attention"
-                } else {
-                    "linear_attention"
-                };
-                node(&format!("node.layer.{layer}.{kind}"), "p")
-            })
-            .collect();
+        let nodes = hybrid(0..32);
         assert_eq!(
             text(&nodes),
             "\nlayers (32 numbered node.layer.N, in 2 structures; the nodes of each layer):\n\
@@ -359,17 +365,7 @@ mod tests {
     #[test]
     fn layer_numbers_with_a_gap_are_not_summarised_as_the_others() {
         // Layer 31 is missing: "the other N of 0-32" would not say which are there.
-        let nodes: Vec<NodeSummary> = (0..33)
-            .filter(|&layer| layer != 31)
-            .map(|layer| {
-                let kind = if layer % 4 == 3 {
-                    "attention"
-                } else {
-                    "linear_attention"
-                };
-                node(&format!("node.layer.{layer}.{kind}"), "p")
-            })
-            .collect();
+        let nodes = hybrid((0..33).filter(|&layer| layer != 31));
         let out = text(&nodes);
         assert!(
             out.contains("  node.layer.[25 values in 0-32]  x25  "),
