@@ -5,6 +5,7 @@
 //! ```text
 //! cargo bench --locked --bench scale                      # 1k to 100k nodes
 //! cargo bench --locked --bench scale -- --max-nodes 20000 # the smaller sizes only
+//! cargo bench --locked --bench scale -- --rounds 5        # five rounds of the smaller sizes
 //! ```
 //!
 //! Every command runs as its own process, exactly as a user runs it; for each the table
@@ -13,6 +14,12 @@
 //! memory (the child's `VmHWM`, sampled every 2 ms while it runs, so a lower bound that
 //! misses at most the last 2 ms). The machine this runs on may be shared: compare the
 //! ratios, which are taken within one run.
+//!
+//! Each request is measured in rounds (three below 20,000 nodes, one above; `--rounds N`
+//! sets the first), a round being every command once in turn, so that a command and its
+//! floor meet the same load; a cell is the median of its rounds (each of wall, CPU and
+//! peak apart), and a last table gives the targets' ratios of every round, so that the
+//! spread the machine's noise makes is on the page beside the median.
 //!
 //! The sizes are DeepSeek-V3's configuration (`models/deepseek-v3`) with `layers` and routed
 //! `experts` varied (about 1k, 5k, 15.6k = the full model, 20k, 50k and 100k nodes), on the
@@ -40,6 +47,10 @@ const SIZES: [(&str, u64, u64); 6] = [
 /// The device `models/llama-3.1-70b` is planned for (enlarged like the others).
 const SEVENTY_DEVICE: &str = "a100-80gb.json";
 
+/// Requests of more nodes than this are measured in one round (a round of the 100,000-node
+/// request takes about a minute and a half).
+const ROUNDS_UP_TO_NODES: u64 = 20_000;
+
 /// Input limits raised for the largest plans (a 100k-node plan file is about 1.8 GB).
 const LIMITS: [&str; 4] = ["--limit", "file-bytes=64G", "--limit", "resources=16M"];
 
@@ -49,6 +60,29 @@ struct Cost {
     wall: f64,
     cpu: f64,
     peak_mib: f64,
+}
+
+impl Cost {
+    /// The median of each of wall, CPU and peak over `costs` (the upper median of an even
+    /// count), so that one noisy round moves no cell.
+    fn median(costs: &[Cost]) -> Cost {
+        let middle = |field: fn(&Cost) -> f64| {
+            let mut values: Vec<f64> = costs.iter().map(field).collect();
+            values.sort_by(f64::total_cmp);
+            values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        Cost {
+            wall: middle(|c| c.wall),
+            cpu: middle(|c| c.cpu),
+            peak_mib: middle(|c| c.peak_mib),
+        }
+    }
+}
+
+/// `numerator / denominator` of CPU seconds, a denominator under one clock tick counted as
+/// one tick.
+fn ratio(numerator: f64, denominator: f64) -> f64 {
+    numerator / denominator.max(0.01)
 }
 
 /// Seconds of CPU the waited-for children of this process have used (`cutime + cstime`).
@@ -160,11 +194,17 @@ fn deepseek_folder(dir: &Path, models: &Path) -> Result<PathBuf, Failure> {
     Ok(folder)
 }
 
-/// One row of the table.
+/// One row of the table: every round, and each command's median over them.
 struct Row {
     label: String,
     nodes: u64,
     plan_mb: f64,
+    median: Round,
+    rounds: Vec<Round>,
+}
+
+/// Every command once, in turn.
+struct Round {
     synth: Cost,
     request_floor: Cost,
     plan: Cost,
@@ -174,13 +214,59 @@ struct Row {
     explain: Cost,
 }
 
-/// Measures every command on one request (synthesized from `folder`, or given).
+impl Round {
+    /// The targets' ratios of CPU: plan / floor, check / plan, verify / plan.
+    fn target_ratios(&self) -> [f64; 3] {
+        [
+            ratio(self.plan.cpu, self.request_floor.cpu),
+            ratio(self.check.cpu, self.plan.cpu),
+            ratio(self.verify.cpu, self.plan.cpu),
+        ]
+    }
+}
+
+/// Measures every command on one request synthesized with `synth_args`: one round (which
+/// tells the node count), then up to `rounds` in all when the request has at most
+/// [`ROUNDS_UP_TO_NODES`] nodes.
 fn measure(
     label: &str,
     dir: &Path,
     synth_args: &[&str],
     explain_node: &str,
+    rounds: usize,
 ) -> Result<Row, Failure> {
+    let request = dir.join("request.json");
+    let plan = dir.join("plan.json");
+    let mut measured = vec![measure_round(dir, synth_args, explain_node)?];
+    let nodes = jointplan::request::PlanRequest::read(&request)?
+        .node_resolutions
+        .len() as u64;
+    if nodes <= ROUNDS_UP_TO_NODES {
+        for _ in 1..rounds {
+            measured.push(measure_round(dir, synth_args, explain_node)?);
+        }
+    }
+    let median =
+        |cost: fn(&Round) -> Cost| Cost::median(&measured.iter().map(cost).collect::<Vec<_>>());
+    Ok(Row {
+        label: label.to_owned(),
+        nodes,
+        plan_mb: std::fs::metadata(&plan)?.len() as f64 / 1e6,
+        median: Round {
+            synth: median(|r| r.synth),
+            request_floor: median(|r| r.request_floor),
+            plan: median(|r| r.plan),
+            plan_floor: median(|r| r.plan_floor),
+            check: median(|r| r.check),
+            verify: median(|r| r.verify),
+            explain: median(|r| r.explain),
+        },
+        rounds: measured,
+    })
+}
+
+/// One round: synthesize the request into `dir`, then every command on it and its plan.
+fn measure_round(dir: &Path, synth_args: &[&str], explain_node: &str) -> Result<Round, Failure> {
     let request = dir.join("request.json");
     let plan = dir.join("plan.json");
     let _ = std::fs::remove_file(&request);
@@ -195,26 +281,14 @@ fn measure(
         all.extend_from_slice(&LIMITS);
         run(&all)
     };
-    let request_floor = limited(&["hash", request_s])?;
-    let planned = limited(&["plan", request_s, "-o", plan_s])?;
-    let plan_floor = limited(&["hash", plan_s])?;
-    let check = limited(&["check", plan_s])?;
-    let verify = limited(&["verify", request_s, plan_s])?;
-    let explain = limited(&["explain", plan_s, "--node", explain_node])?;
-    let nodes = jointplan::request::PlanRequest::read(&request)?
-        .node_resolutions
-        .len() as u64;
-    Ok(Row {
-        label: label.to_owned(),
-        nodes,
-        plan_mb: std::fs::metadata(&plan)?.len() as f64 / 1e6,
+    Ok(Round {
         synth,
-        request_floor,
-        plan: planned,
-        plan_floor,
-        check,
-        verify,
-        explain,
+        request_floor: limited(&["hash", request_s])?,
+        plan: limited(&["plan", request_s, "-o", plan_s])?,
+        plan_floor: limited(&["hash", plan_s])?,
+        check: limited(&["check", plan_s])?,
+        verify: limited(&["verify", request_s, plan_s])?,
+        explain: limited(&["explain", plan_s, "--node", explain_node])?,
     })
 }
 
@@ -224,6 +298,13 @@ fn main() -> Result<(), Failure> {
         Some(i) => args.get(i + 1).ok_or("--max-nodes N")?.parse()?,
         None => u64::MAX,
     };
+    let rounds: usize = match args.iter().position(|a| a == "--rounds") {
+        Some(i) => args.get(i + 1).ok_or("--rounds N")?.parse()?,
+        None => 3,
+    };
+    if rounds == 0 {
+        return Err("--rounds must be at least 1".into());
+    }
     clock_ticks_per_second()?;
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("models");
     let dir = tempfile::tempdir()?;
@@ -236,6 +317,7 @@ fn main() -> Result<(), Failure> {
         dir.path(),
         &["--model", s(&seventy), "--device", s(&seventy_device)],
         "node.layer.40.attention",
+        rounds,
     )?);
     for (label, layers, experts) in SIZES {
         // About 255 nodes per layer at 256 experts: skip sizes above the cap unmeasured.
@@ -246,7 +328,7 @@ fn main() -> Result<(), Failure> {
         let (l, e) = (layers.to_string(), experts.to_string());
         let node = format!("node.layer.{}.attention", layers / 2);
         let synth_args = ["--model", s(&folder), "--layers", &l, "--experts", &e];
-        rows.push(measure(label, dir.path(), &synth_args, &node)?);
+        rows.push(measure(label, dir.path(), &synth_args, &node, rounds)?);
         eprintln!("measured {label}");
     }
     let mut out = std::io::stdout().lock();
@@ -265,29 +347,29 @@ fn main() -> Result<(), Failure> {
             r.label,
             r.nodes,
             r.plan_mb,
-            r.synth.wall,
-            r.synth.cpu,
-            r.request_floor.wall,
-            r.request_floor.cpu,
-            r.plan.wall,
-            r.plan.cpu,
-            r.plan.cpu / r.request_floor.cpu.max(0.01),
-            r.plan.peak_mib,
-            r.plan_floor.wall,
-            r.plan_floor.cpu,
-            r.check.wall,
-            r.check.cpu,
-            r.check.cpu / r.plan.cpu.max(0.01),
-            r.verify.wall,
-            r.verify.cpu,
-            r.verify.cpu / r.plan.cpu.max(0.01),
-            r.explain.wall,
-            r.explain.cpu,
+            r.median.synth.wall,
+            r.median.synth.cpu,
+            r.median.request_floor.wall,
+            r.median.request_floor.cpu,
+            r.median.plan.wall,
+            r.median.plan.cpu,
+            ratio(r.median.plan.cpu, r.median.request_floor.cpu),
+            r.median.plan.peak_mib,
+            r.median.plan_floor.wall,
+            r.median.plan_floor.cpu,
+            r.median.check.wall,
+            r.median.check.cpu,
+            ratio(r.median.check.cpu, r.median.plan.cpu),
+            r.median.verify.wall,
+            r.median.verify.cpu,
+            ratio(r.median.verify.cpu, r.median.plan.cpu),
+            r.median.explain.wall,
+            r.median.explain.cpu,
         )?;
     }
     writeln!(
         out,
-        "\nEach cell: wall seconds (CPU seconds, user + system). Ratios are of CPU seconds."
+        "\nEach cell: wall seconds (CPU seconds, user + system), the median of the request's rounds. Ratios are of CPU seconds (of the medians)."
     )?;
     // Each command against the floor of what it reads: `plan` and `synth` read the request's
     // sources, `check` and `explain` the plan file, `verify` both. The last column is the
@@ -299,16 +381,18 @@ fn main() -> Result<(), Failure> {
     )?;
     writeln!(out, "|---|---:|---:|---:|---:|---:|")?;
     for r in &rows {
-        let plan_floor = r.plan_floor.cpu.max(0.01);
         writeln!(
             out,
             "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
             r.label,
-            r.plan.cpu / r.request_floor.cpu.max(0.01),
-            r.check.cpu / plan_floor,
-            r.verify.cpu / (r.request_floor.cpu + r.plan_floor.cpu).max(0.01),
-            r.explain.cpu / plan_floor,
-            r.plan_floor.cpu / r.plan.cpu.max(0.01),
+            ratio(r.median.plan.cpu, r.median.request_floor.cpu),
+            ratio(r.median.check.cpu, r.median.plan_floor.cpu),
+            ratio(
+                r.median.verify.cpu,
+                r.median.request_floor.cpu + r.median.plan_floor.cpu
+            ),
+            ratio(r.median.explain.cpu, r.median.plan_floor.cpu),
+            ratio(r.median.plan_floor.cpu, r.median.plan.cpu),
         )?;
     }
     writeln!(out, "\nPeak memory of every command:")?;
@@ -322,13 +406,37 @@ fn main() -> Result<(), Failure> {
             out,
             "| {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
             r.label,
-            r.synth.peak_mib,
-            r.request_floor.peak_mib,
-            r.plan.peak_mib,
-            r.plan_floor.peak_mib,
-            r.check.peak_mib,
-            r.verify.peak_mib,
-            r.explain.peak_mib,
+            r.median.synth.peak_mib,
+            r.median.request_floor.peak_mib,
+            r.median.plan.peak_mib,
+            r.median.plan_floor.peak_mib,
+            r.median.check.peak_mib,
+            r.median.verify.peak_mib,
+            r.median.explain.peak_mib,
+        )?;
+    }
+    writeln!(
+        out,
+        "\nThe targets' CPU ratios in every round (plan / hash request; check / plan; verify / plan), in the order measured:\n\n| request | rounds | plan / floor | check / plan | verify / plan |"
+    )?;
+    writeln!(out, "|---|---:|---|---|---|")?;
+    for r in &rows {
+        let column = |k: usize| {
+            let ratios: Vec<String> = r
+                .rounds
+                .iter()
+                .map(|round| format!("{:.2}x", round.target_ratios()[k]))
+                .collect();
+            ratios.join(", ")
+        };
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            r.label,
+            r.rounds.len(),
+            column(0),
+            column(1),
+            column(2),
         )?;
     }
     Ok(())
