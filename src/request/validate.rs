@@ -240,6 +240,25 @@ impl RequestError {
     }
 }
 
+/// Text written only when it is displayed: the JSON path and the subject ("node N binds
+/// value V") of each resolution, binding, component and candidate, which only an error
+/// message uses. Formatted eagerly they were 2.3% of `plan`'s CPU on DeepSeek-V3, every
+/// request valid.
+pub(super) struct Deferred<F>(F);
+
+impl<F: Fn(&mut std::fmt::Formatter<'_>) -> std::fmt::Result> std::fmt::Display for Deferred<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (self.0)(f)
+    }
+}
+
+/// [`Deferred`] text that `write` writes.
+pub(super) fn deferred<F: Fn(&mut std::fmt::Formatter<'_>) -> std::fmt::Result>(
+    write: F,
+) -> Deferred<F> {
+    Deferred(write)
+}
+
 /// `["key"]`: the JSON path step of a map key.
 pub(crate) fn key(text: &str) -> String {
     format!("[{text:?}]")

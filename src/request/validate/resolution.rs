@@ -8,7 +8,9 @@ use crate::request::{
     WorkspaceScope, WorkspaceSizeFormula,
 };
 
-use super::{key, RequestError};
+use std::fmt::Display;
+
+use super::{deferred, key, RequestError};
 
 /// Most buckets of a bounded-shape workspace formula.
 pub const MAX_FORMULA_BUCKETS: usize = 64;
@@ -22,14 +24,21 @@ pub(super) fn validate_resolutions(resolutions: &[NodeResolution]) -> Result<(),
         .par_iter()
         .enumerate()
         .find_map_first(|(i, resolution)| {
-            validate_resolution(&format!("node_resolutions[{i}]"), resolution).err()
+            validate_resolution(
+                &deferred(|f| write!(f, "node_resolutions[{i}]")),
+                resolution,
+            )
+            .err()
         }) {
         Some(error) => Err(error),
         None => Ok(()),
     }
 }
 
-fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), RequestError> {
+fn validate_resolution(
+    path: &dyn Display,
+    resolution: &NodeResolution,
+) -> Result<(), RequestError> {
     let node = resolution.node_id.as_str();
     if resolution.values.is_empty() {
         return Err(RequestError::EmptyResolutionValues {
@@ -38,7 +47,11 @@ fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), Re
         });
     }
     for (j, binding) in resolution.values.iter().enumerate() {
-        validate_binding(&format!("{path}.values[{j}]"), node, binding)?;
+        validate_binding(
+            &deferred(|f| write!(f, "{path}.values[{j}]")),
+            node,
+            binding,
+        )?;
     }
     let candidates = &resolution.provider_resource_candidates;
     if candidates.is_empty() {
@@ -48,7 +61,7 @@ fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), Re
         });
     }
     for (k, candidate) in candidates.iter().enumerate() {
-        let candidate_path = format!("{path}.provider_resource_candidates[{k}]");
+        let candidate_path = deferred(|f| write!(f, "{path}.provider_resource_candidates[{k}]"));
         if k > 0 && candidates[k - 1].provider_id >= candidate.provider_id {
             return Err(RequestError::InvalidCandidateList {
                 path: format!("{candidate_path}.provider_id"),
@@ -62,16 +75,19 @@ fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), Re
         validate_candidate(&candidate_path, node, candidate)?;
     }
     for (provider, rejection) in &resolution.provider_resolution_rejections {
-        let rejection_path = format!(
-            "{path}.provider_resolution_rejections{}",
-            key(provider.as_str())
-        );
+        let rejection_path = deferred(|f| {
+            write!(
+                f,
+                "{path}.provider_resolution_rejections{}",
+                key(provider.as_str())
+            )
+        });
         if candidates
             .binary_search_by(|c| c.provider_id.cmp(provider))
             .is_ok()
         {
             return Err(RequestError::CandidateAlsoRejected {
-                path: rejection_path,
+                path: rejection_path.to_string(),
                 detail: format!(
                     "node {node:?}: provider {:?} is a candidate and rejected",
                     provider.as_str()
@@ -79,10 +95,11 @@ fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), Re
             });
         }
         let ResolutionRejection::StorageIncompatible { resource_ids } = rejection;
-        let ids_path = format!("{rejection_path}.storage_incompatible.resource_ids");
+        let ids_path =
+            deferred(|f| write!(f, "{rejection_path}.storage_incompatible.resource_ids"));
         if resource_ids.is_empty() {
             return Err(RequestError::InvalidResolutionRejection {
-                path: ids_path,
+                path: ids_path.to_string(),
                 detail: format!(
                     "node {node:?}: provider {:?} is rejected for storage of no resource",
                     provider.as_str()
@@ -104,9 +121,13 @@ fn validate_resolution(path: &str, resolution: &NodeResolution) -> Result<(), Re
     Ok(())
 }
 
-fn validate_binding(path: &str, node: &str, binding: &ValueBinding) -> Result<(), RequestError> {
+fn validate_binding(
+    path: &dyn Display,
+    node: &str,
+    binding: &ValueBinding,
+) -> Result<(), RequestError> {
     let value = binding.value_id.as_str();
-    let who = format!("node {node:?} binds value {value:?}");
+    let who = deferred(|f| write!(f, "node {node:?} binds value {value:?}"));
     match binding.role {
         ValueRole::Input if !binding.access.reads() => {
             return Err(RequestError::InvalidBindingAccess {
@@ -138,15 +159,15 @@ fn validate_binding(path: &str, node: &str, binding: &ValueBinding) -> Result<()
         });
     }
     let components = &binding.storage.components;
-    let storage_path = format!("{path}.storage.components");
+    let storage_path = deferred(|f| write!(f, "{path}.storage.components"));
     if components.is_empty() {
         return Err(RequestError::InvalidValueStorage {
-            path: storage_path,
+            path: storage_path.to_string(),
             detail: format!("{who} stored nowhere"),
         });
     }
     for (c, component) in components.iter().enumerate() {
-        let component_path = format!("{storage_path}[{c}]");
+        let component_path = deferred(|f| write!(f, "{storage_path}[{c}]"));
         let element = component.element_type.byte_size();
         let resource = component.resource_id.as_str();
         let bad = |field: &str, detail: String| RequestError::InvalidStorageComponent {
@@ -193,7 +214,7 @@ fn validate_binding(path: &str, node: &str, binding: &ValueBinding) -> Result<()
             let previous = &components[c - 1];
             if storage_order(previous) > storage_order(component) {
                 return Err(RequestError::InvalidValueStorage {
-                    path: component_path,
+                    path: component_path.to_string(),
                     detail: format!(
                         "{who}: components are not sorted by (component id, resource id, offset)"
                     ),
@@ -237,7 +258,7 @@ fn validate_binding(path: &str, node: &str, binding: &ValueBinding) -> Result<()
         }
         let [single] = components.as_slice() else {
             return Err(RequestError::StorageDoesNotFitTensor {
-                path: storage_path,
+                path: storage_path.to_string(),
                 detail: format!(
                     "{who} with usage {:?} in {} components (exactly one allowed)",
                     binding.usage,
@@ -277,8 +298,8 @@ fn storage_order(
 
 /// No two components of one value share a byte of one resource (sort by resource, offset).
 fn check_overlap(
-    storage_path: &str,
-    who: &str,
+    storage_path: &dyn Display,
+    who: &dyn Display,
     binding: &ValueBinding,
 ) -> Result<(), RequestError> {
     let components = &binding.storage.components;
@@ -308,8 +329,8 @@ fn check_overlap(
 }
 
 fn validate_weight_storage(
-    path: &str,
-    who: &str,
+    path: &dyn Display,
+    who: &dyn Display,
     binding: &ValueBinding,
 ) -> Result<(), RequestError> {
     let Some(weight) = &binding.weight else {
@@ -339,7 +360,7 @@ fn validate_weight_storage(
         });
     }
     for (c, (spec, stored)) in weight.components.iter().zip(components).enumerate() {
-        let component_path = format!("{path}.storage.components[{c}]");
+        let component_path = deferred(|f| write!(f, "{path}.storage.components[{c}]"));
         let name = spec.component_id.as_str();
         if stored.component_id.as_ref() != Some(&spec.component_id) {
             return Err(RequestError::WeightBindingMismatch {
@@ -379,12 +400,12 @@ fn validate_weight_storage(
 }
 
 fn validate_candidate(
-    path: &str,
+    path: &dyn Display,
     node: &str,
     candidate: &ProviderResourcePlan,
 ) -> Result<(), RequestError> {
     let provider = candidate.provider_id.as_str();
-    let who = format!("node {node:?} provider {provider:?}");
+    let who = deferred(|f| write!(f, "node {node:?} provider {provider:?}"));
     if !candidate.estimator_version.is_stable() {
         return Err(RequestError::InvalidEstimate {
             path: format!("{path}.estimator_version.major"),
@@ -408,7 +429,7 @@ fn validate_candidate(
         let Some(workspace) = candidate.workspace(kind) else {
             continue;
         };
-        let workspace_path = format!("{path}.{}", kind.name());
+        let workspace_path = deferred(|f| write!(f, "{path}.{}", kind.name()));
         let invocation = workspace.scope == WorkspaceScope::Invocation;
         let scope_ok = match kind {
             WorkspaceKind::Scratch | WorkspaceKind::Binding => invocation,
@@ -430,12 +451,12 @@ fn validate_candidate(
         }
         validate_workspace(
             &workspace_path,
-            &format!("{who} {} workspace", kind.name()),
+            &deferred(|f| write!(f, "{who} {} workspace", kind.name())),
             workspace,
         )?;
     }
-    let expected =
-        estimate_fingerprint(candidate).map_err(|e| RequestError::fingerprint(path, e))?;
+    let expected = estimate_fingerprint(candidate)
+        .map_err(|e| RequestError::fingerprint(path.to_string(), e))?;
     if candidate.estimate_fingerprint != expected {
         return Err(RequestError::EstimateFingerprintMismatch {
             path: format!("{path}.estimate_fingerprint"),
@@ -450,8 +471,8 @@ fn validate_candidate(
 }
 
 fn validate_workspace(
-    path: &str,
-    who: &str,
+    path: &dyn Display,
+    who: &dyn Display,
     workspace: &WorkspaceRequirement,
 ) -> Result<(), RequestError> {
     let bad = |field: &str, detail: String| RequestError::InvalidWorkspace {
