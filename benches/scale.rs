@@ -371,8 +371,8 @@ fn main() -> Result<(), Failure> {
         out,
         "\nEach cell: wall seconds (CPU seconds, user + system), the median of the request's rounds. Ratios are of CPU seconds (of the medians)."
     )?;
-    // Each command against the floor of what it reads: `plan` and `synth` read the request's
-    // sources, `check` and `explain` the plan file, `verify` both. The last column is the
+    // Each command against the floor of what it reads: `plan` the request file, `check` and
+    // `explain` the plan file, `verify` both. The last column is the
     // plan file's floor against `plan`: no `check` that parses and hashes the file can cost
     // much less than that share of `plan`.
     writeln!(

@@ -143,9 +143,11 @@ impl fmt::Display for Violation {
     }
 }
 
-/// Orders JSON paths with their array indices as numbers (`nodes[9]` before `nodes[10]`)
-/// and everything else byte by byte (keys in the order of canonical JSON, not of the plan
-/// file). Total: paths that tie as numbers (`[01]`, `[1]`) fall back to their bytes.
+/// Orders JSON paths with every run of digits compared as a number, so array indices sort
+/// numerically (`nodes[9]` before `nodes[10]`; a digit run inside a key does too, `k2`
+/// before `k10`), and everything else byte by byte (for the checker's paths, whose keys are
+/// plain field names and ids, that is key order). Total: paths that tie as numbers (`[01]`,
+/// `[1]`) fall back to their bytes.
 fn path_order(a: &str, b: &str) -> std::cmp::Ordering {
     use std::cmp::Ordering;
     let (mut x, mut y) = (a.as_bytes(), b.as_bytes());

@@ -31,6 +31,16 @@ const MAXIMUM_RANGES: usize = 4;
 /// Most scattered values a number set lists by name before it is summarised.
 const MAXIMUM_LISTED: usize = 8;
 
+/// The number a segment of an id stands for, if it is a numbered segment: at most 18 ASCII
+/// digits, without leading zeros.
+fn segment_number(segment: &str) -> Option<u64> {
+    let numbered = !segment.is_empty()
+        && segment.len() <= 18
+        && segment.bytes().all(|b| b.is_ascii_digit())
+        && (segment.len() == 1 || !segment.starts_with('0'));
+    numbered.then(|| segment.parse().ok()).flatten()
+}
+
 /// An id split into its pattern (numbered segments replaced by `*`) and its numbers.
 fn split(id: &str) -> (String, Vec<u64>) {
     let mut pattern = String::with_capacity(id.len());
@@ -39,18 +49,14 @@ fn split(id: &str) -> (String, Vec<u64>) {
     loop {
         let end = rest.find(SEPARATORS).unwrap_or(rest.len());
         let segment = &rest[..end];
-        let numbered = !segment.is_empty()
-            && segment.len() <= 18
-            && segment.bytes().all(|b| b.is_ascii_digit())
-            && (segment.len() == 1 || !segment.starts_with('0'));
         let digest = segment.len() == 64 && segment.bytes().all(|b| b.is_ascii_hexdigit());
-        match segment.parse::<u64>() {
-            Ok(number) if numbered => {
+        match segment_number(segment) {
+            Some(number) => {
                 pattern.push('*');
                 numbers.push(number);
             }
-            _ if digest => pattern.push_str(DIGEST),
-            _ => pattern.push_str(segment),
+            None if digest => pattern.push_str(DIGEST),
+            None => pattern.push_str(segment),
         }
         if end == rest.len() {
             break;
@@ -63,23 +69,23 @@ fn split(id: &str) -> (String, Vec<u64>) {
 }
 
 /// An id split at its first numbered segment: the text before it (with its separator),
-/// the number, and the text after it (without its separator). `node.layer.12.expert.3`
-/// is (`node.layer.`, 12, `expert.3`); `None` for an id without a numbered segment.
+/// the number, and the text after it, without its separator when that is the one before
+/// the number (so that no two ids split alike). `node.layer.12.expert.3` is (`node.layer.`,
+/// 12, `expert.3`), `node.layer.12-a` is (`node.layer.`, 12, `-a`); `None` for an id
+/// without a numbered segment.
 pub fn split_first_number(id: &str) -> Option<(&str, u64, &str)> {
     let mut start = 0;
     loop {
         let end = id[start..]
             .find(SEPARATORS)
             .map_or(id.len(), |offset| start + offset);
-        let segment = &id[start..end];
-        let numbered = !segment.is_empty()
-            && segment.len() <= 18
-            && segment.bytes().all(|b| b.is_ascii_digit())
-            && (segment.len() == 1 || !segment.starts_with('0'));
-        if numbered {
-            let number = segment.parse().ok()?;
+        if let Some(number) = segment_number(&id[start..end]) {
             // Separators are one byte (ASCII).
-            let rest = id.get(end + 1..).unwrap_or("");
+            let before = id[..start].bytes().next_back();
+            let rest = match id[end..].bytes().next() {
+                Some(after) if Some(after) == before => &id[end + 1..],
+                _ => &id[end..],
+            };
             return Some((&id[..start], number, rest));
         }
         if end == id.len() {
@@ -142,9 +148,9 @@ impl<'a, T> PatternGroup<'a, T> {
     /// one number as itself, several as `[0-2,5]`, many as `[64 values in 0-255]`.
     fn shown<'n>(&self, numbers: impl Iterator<Item = &'n Vec<u64>>) -> String {
         let mut sets: Vec<BTreeSet<u64>> = Vec::new();
-        let mut members = 0usize;
+        let mut tuples: BTreeSet<&Vec<u64>> = BTreeSet::new();
         for member in numbers {
-            members += 1;
+            tuples.insert(member);
             sets.resize_with(member.len().max(sets.len()), BTreeSet::new);
             for (set, number) in sets.iter_mut().zip(member) {
                 set.insert(*number);
@@ -158,15 +164,20 @@ impl<'a, T> PatternGroup<'a, T> {
                 None => out.push(c),
             }
         }
-        // Several numbered positions print as a grid of their sets: say so when the members
-        // are fewer than the grid (members are distinct ids, so never more).
+        // Several numbered positions print as a grid of their sets: say so when the members'
+        // distinct tuples of numbers are fewer than the grid (members that differ only in a
+        // digest share a tuple).
         if sets.len() > 1 {
             let grid = sets
                 .iter()
                 .try_fold(1usize, |product, set| product.checked_mul(set.len()));
-            if grid.is_none_or(|grid| grid > members) {
-                let grid = grid.map_or_else(|| "more".to_owned(), |grid| grid.to_string());
-                out.push_str(&format!(" ({members} of {grid} combinations)"));
+            let tuples = tuples.len();
+            if grid.is_none_or(|grid| grid > tuples) {
+                let grid = grid.map_or_else(
+                    || format!("more than {}", usize::MAX),
+                    |grid| grid.to_string(),
+                );
+                out.push_str(&format!(" ({tuples} of {grid} combinations)"));
             }
         }
         out
@@ -326,6 +337,31 @@ mod tests {
         assert_eq!(split_first_number("node.embedding"), None);
         assert_eq!(split_first_number("e.007.x"), None);
         assert_eq!(numbers_shown([3, 1, 2, 9]), "[1-3,9]");
+        // Another separator after the number, or one at the end, stays: no two ids of one
+        // layer split alike.
+        assert_eq!(split_first_number("L.1-x"), Some(("L.", 1, "-x")));
+        assert_eq!(split_first_number("L.1.x"), Some(("L.", 1, "x")));
+        assert_eq!(split_first_number("L.0_"), Some(("L.", 0, "_")));
+        assert_eq!(split_first_number("L.0"), Some(("L.", 0, "")));
+        assert_eq!(split_first_number("b/3/x"), Some(("b/", 3, "x")));
+    }
+
+    #[test]
+    fn combinations_are_counted_as_distinct_tuples_of_numbers() {
+        // Four ids that differ in a digest but take only two tuples of numbers: 2 of 4.
+        let digest = |c: char| c.to_string().repeat(64);
+        let ids = [
+            format!("r/{}/0/0", digest('a')),
+            format!("r/{}/0/0", digest('b')),
+            format!("r/{}/1/1", digest('c')),
+            format!("r/{}/1/1", digest('e')),
+        ];
+        let groups = group_by_pattern(&ids, |id| id.as_str());
+        assert_eq!(groups.len(), 1);
+        assert_eq!(
+            groups[0].parts(|_| ())[0].0,
+            "r/<digest>/[0-1]/[0-1] (2 of 4 combinations)"
+        );
     }
 
     #[test]

@@ -4,10 +4,15 @@
 //! `node.layer.12.q_proj`) are that number's layer. A layer is described by its nodes with
 //! the layer number taken out, grouped by id pattern (`expert.[0-255]  x256`), each with its
 //! chosen provider; layers with the same description print as one line with their numbers
-//! and a count (DeepSeek-V3's 58 MoE layers), the most common first. Every other structure
-//! is listed under it by how it differs, in the input's terms: the kinds of node it lacks,
-//! the kinds it has besides, and the nodes whose provider differs. When several id prefixes
-//! are numbered, the one with the most layers is the model's layers.
+//! and a count (DeepSeek-V3's 58 MoE layers), the most common first. The other structures
+//! are listed under it (up to [`MAXIMUM_EXCEPTIONS`], then how many more) by how they
+//! differ, in the input's terms: the kinds of node a structure lacks, the kinds it has
+//! besides, and the nodes whose numbers or provider differ. When several id prefixes are
+//! numbered, the one with the most layers is the model's layers.
+//!
+//! A layer number is a numbered segment as id patterns define it, so without leading
+//! zeros: in ids numbered `blk.00` to `blk.31`, layers 0 to 9 are literal text, not layers,
+//! and the section shows layers 10 to 31 (the nodes section lists every node).
 
 use std::collections::BTreeMap;
 
@@ -22,6 +27,10 @@ struct Part {
     shown: String,
     count: usize,
     choice: String,
+    /// The members' ids with the layer number taken out, sorted: two parts are the same
+    /// nodes exactly when these are equal (`shown` can be equal for different members,
+    /// when it says `(k of n combinations)`).
+    members: Vec<String>,
     /// The id pattern, numbered segments as `*` (`expert.*`): parts of two layers with
     /// the same pattern are the same kind of node, whatever their numbers or providers.
     pattern: String,
@@ -89,10 +98,14 @@ pub fn write_layers(
         let mut parts = Vec::new();
         for group in group_by_pattern(members, |(rest, _)| rest) {
             for (shown, grouped) in group.parts(|(_, node)| choice(node)) {
+                let mut members: Vec<String> =
+                    grouped.iter().map(|(rest, _)| (*rest).to_owned()).collect();
+                members.sort_unstable();
                 parts.push(Part {
                     shown,
                     count: grouped.len(),
                     choice: choice(grouped[0].1),
+                    members,
                     pattern: group.pattern().to_owned(),
                 });
             }
@@ -121,22 +134,28 @@ pub fn write_layers(
         layers.keys().next().copied().unwrap_or(0),
         layers.keys().next_back().copied().unwrap_or(0),
     );
-    for (index, structure) in structures.iter().enumerate() {
-        if index > MAXIMUM_EXCEPTIONS {
-            let rest = &structures[index..];
-            let layers: usize = rest.iter().map(|s| s.layers.len()).sum();
-            out.push_str(&format!(
-                "    ... and {} more structures of {layers} layers (the nodes section lists every kind of node)\n",
-                rest.len()
-            ));
-            break;
-        }
-        let mut numbers = numbers_shown(structure.layers.iter().copied());
-        // The common structure's layers as what the exceptions leave, when they are too
-        // scattered to list (Qwen3-Next's linear-attention layers around every fourth) and
-        // the layers are numbered without a gap (so that the exceptions say which).
-        let gapless = u64::try_from(layers.len()).is_ok_and(|n| last - first + 1 == n);
-        if index == 0 && structures.len() > 1 && gapless && numbers.contains(" values in ") {
+    // The exceptions printed: all of them when one more than the cap (the line saying how
+    // many more would take the place of the last), else the cap.
+    let exceptions = structures.len() - 1;
+    let listed = if exceptions <= MAXIMUM_EXCEPTIONS + 1 {
+        exceptions
+    } else {
+        MAXIMUM_EXCEPTIONS
+    };
+    let shown: Vec<String> = structures[..=listed]
+        .iter()
+        .map(|structure| numbers_shown(structure.layers.iter().copied()))
+        .collect();
+    // The common structure's layers as what the exceptions leave, when they are too
+    // scattered to list (Qwen3-Next's linear-attention layers around every fourth), the
+    // layers are numbered without a gap and every exception is listed by its numbers (so
+    // that the exceptions say which).
+    let scattered = |numbers: &String| numbers.contains(" values in ");
+    let gapless = u64::try_from(layers.len()).is_ok_and(|n| last - first + 1 == n);
+    let exceptions_named = listed == exceptions && !shown[1..].iter().any(scattered);
+    for (index, (structure, numbers)) in structures.iter().zip(&shown).enumerate() {
+        let mut numbers = numbers.clone();
+        if index == 0 && exceptions > 0 && gapless && exceptions_named && scattered(&numbers) {
             numbers = format!("[the other {} of {first}-{last}]", structure.layers.len());
         }
         let count = structure.layers.len();
@@ -159,6 +178,14 @@ pub fn write_layers(
                 differences(&common.parts, &structure.parts)
             ));
         }
+    }
+    if listed < exceptions {
+        let rest = &structures[listed + 1..];
+        let layers: usize = rest.iter().map(|s| s.layers.len()).sum();
+        out.push_str(&format!(
+            "    ... and {} more structures of {layers} layers (the nodes section lists every kind of node)\n",
+            rest.len()
+        ));
     }
 }
 
@@ -194,14 +221,20 @@ fn differences(common: &[Part], other: &[Part]) -> String {
             .collect();
         labels.join(", ")
     };
-    // Kinds of node both have, by pattern.
+    // Kinds of node both have, by pattern; the same parts in another node order are no
+    // difference.
+    let sorted = |parts: &[Part]| {
+        let mut parts = parts.to_vec();
+        parts.sort();
+        parts
+    };
     let mut changed: Vec<String> = Vec::new();
     for (pattern, parts) in &mine {
         match theirs.get(pattern) {
-            Some(usual) if usual != parts => {
+            Some(usual) if sorted(usual) != sorted(parts) => {
                 changed.push(match (parts.as_slice(), usual.as_slice()) {
                     // One kind, the same nodes, another provider: the provider is the difference.
-                    ([part], [common]) if part.shown == common.shown => format!(
+                    ([part], [common]) if part.members == common.members => format!(
                         "{} on {} (the others: {})",
                         part.label(),
                         part.choice,
@@ -359,6 +392,91 @@ mod tests {
         assert!(
             out.ends_with("    ... and 4 more structures of 4 layers (the nodes section lists every kind of node)\n"),
             "{out}"
+        );
+    }
+
+    #[test]
+    fn one_exception_past_the_cap_is_listed_instead_of_counted() {
+        // Layers 3-11 each on its own provider: 9 exceptions, all listed.
+        let nodes: Vec<NodeSummary> = (0..12)
+            .map(|layer| {
+                let provider = if layer < 3 {
+                    "p.common".to_owned()
+                } else {
+                    format!("p.{layer}")
+                };
+                node(&format!("node.layer.{layer}.attention"), &provider)
+            })
+            .collect();
+        let out = text(&nodes);
+        assert_eq!(
+            out.matches("    except ").count(),
+            MAXIMUM_EXCEPTIONS + 1,
+            "{out}"
+        );
+        assert!(!out.contains("more structures"), "{out}");
+    }
+
+    #[test]
+    fn the_others_only_when_every_exception_is_named() {
+        // 40 layers, every fourth on its own provider: 10 exceptions, 2 of them not
+        // listed, so the common layers print by their numbers, not as "the other 30".
+        let nodes: Vec<NodeSummary> = (0..40)
+            .map(|layer| {
+                let provider = if layer % 4 == 3 {
+                    format!("p.{layer}")
+                } else {
+                    "p.common".to_owned()
+                };
+                node(&format!("node.layer.{layer}.attention"), &provider)
+            })
+            .collect();
+        let out = text(&nodes);
+        assert!(!out.contains("[the other "), "{out}");
+        assert!(
+            out.contains("  node.layer.[30 values in 0-38]  x30  "),
+            "{out}"
+        );
+        assert!(
+            out.ends_with("    ... and 2 more structures of 2 layers (the nodes section lists every kind of node)\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn the_same_nodes_in_another_order_are_no_difference() {
+        // Layer 3 lists its experts in the other order and has one node more: that node is
+        // the only difference.
+        let mut nodes = Vec::new();
+        for layer in 0..3 {
+            nodes.push(node(&format!("L.{layer}.e.0"), "p1"));
+            nodes.push(node(&format!("L.{layer}.e.1"), "p2"));
+        }
+        nodes.push(node("L.3.e.1", "p2"));
+        nodes.push(node("L.3.e.0", "p1"));
+        nodes.push(node("L.3.x", "p1"));
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (4 numbered L.N, in 2 structures; the nodes of each layer):\n\
+             \x20 L.[0-2]  x3  2 nodes: e.0, e.1\n\
+             \x20   except L.3  3 nodes: with x\n"
+        );
+    }
+
+    #[test]
+    fn a_different_node_is_not_reported_as_a_different_provider() {
+        // Layer 1 has `L.1-x` besides `L.1.x`: one node more on the same provider.
+        let nodes = [
+            node("L.0.x", "p"),
+            node("L.1.x", "p"),
+            node("L.1-x", "p"),
+            node("L.2.x", "p"),
+        ];
+        assert_eq!(
+            text(&nodes),
+            "\nlayers (3 numbered L.N, in 2 structures; the nodes of each layer):\n\
+             \x20 L.[0,2]  x2  1 node: x\n\
+             \x20   except L.1  2 nodes: with -x\n"
         );
     }
 

@@ -251,5 +251,16 @@ mod tests {
         let mut outside = plan.clone();
         outside.plan_hash = crate::canonical::Sha256Hex::new("0".repeat(64)).unwrap();
         assert_eq!(agrees(&plan, &outside).unwrap().path, "plan_hash");
+
+        // A field one plan has and the other omits (default selection settings are not
+        // written), either way round.
+        let mut settled = plan.clone();
+        settled.payload.selection_settings.objective = Some("min-penalty".to_owned());
+        let found = agrees(&plan, &settled).unwrap();
+        assert_eq!(found.path, "payload.selection_settings");
+        assert_eq!(found.stored, "<absent>");
+        let found = agrees(&settled, &plan).unwrap();
+        assert_eq!(found.path, "payload.selection_settings");
+        assert_eq!(found.rebuilt, "<absent>");
     }
 }
