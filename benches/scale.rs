@@ -15,11 +15,12 @@
 //! misses at most the last 2 ms). The machine this runs on may be shared: compare the
 //! ratios, which are taken within one run.
 //!
-//! Each request is measured in rounds (three below 20,000 nodes, one above; `--rounds N`
+//! Each request is measured in rounds (three up to 20,000 nodes, one above; `--rounds N`
 //! sets the first), a round being every command once in turn, so that a command and its
-//! floor meet the same load; a cell is the median of its rounds (each of wall, CPU and
-//! peak apart), and a last table gives the targets' ratios of every round, so that the
-//! spread the machine's noise makes is on the page beside the median.
+//! floor meet the same load. A cost cell is the median of its rounds (each of wall, CPU
+//! and peak apart); a ratio is the median of the rounds' ratios; a last table gives the
+//! targets' ratios of every round, so that the spread the machine's noise makes is on the
+//! page beside the median.
 //!
 //! The sizes are DeepSeek-V3's configuration (`models/deepseek-v3`) with `layers` and routed
 //! `experts` varied (about 1k, 5k, 15.6k = the full model, 20k, 50k and 100k nodes), on the
@@ -203,6 +204,17 @@ struct Row {
     rounds: Vec<Round>,
 }
 
+impl Row {
+    /// The median over the rounds of each round's ratio `of(round)`: a command and its
+    /// floor are paired within a round, under the same load, so a ratio of medians (of
+    /// costs measured in different rounds) would mix the loads of different moments.
+    fn ratio(&self, of: impl Fn(&Round) -> f64) -> f64 {
+        let mut ratios: Vec<f64> = self.rounds.iter().map(of).collect();
+        ratios.sort_by(f64::total_cmp);
+        ratios.get(ratios.len() / 2).copied().unwrap_or(f64::NAN)
+    }
+}
+
 /// Every command once, in turn.
 struct Round {
     synth: Cost,
@@ -353,23 +365,23 @@ fn main() -> Result<(), Failure> {
             r.median.request_floor.cpu,
             r.median.plan.wall,
             r.median.plan.cpu,
-            ratio(r.median.plan.cpu, r.median.request_floor.cpu),
+            r.ratio(|x| ratio(x.plan.cpu, x.request_floor.cpu)),
             r.median.plan.peak_mib,
             r.median.plan_floor.wall,
             r.median.plan_floor.cpu,
             r.median.check.wall,
             r.median.check.cpu,
-            ratio(r.median.check.cpu, r.median.plan.cpu),
+            r.ratio(|x| ratio(x.check.cpu, x.plan.cpu)),
             r.median.verify.wall,
             r.median.verify.cpu,
-            ratio(r.median.verify.cpu, r.median.plan.cpu),
+            r.ratio(|x| ratio(x.verify.cpu, x.plan.cpu)),
             r.median.explain.wall,
             r.median.explain.cpu,
         )?;
     }
     writeln!(
         out,
-        "\nEach cell: wall seconds (CPU seconds, user + system), the median of the request's rounds. Ratios are of CPU seconds (of the medians)."
+        "\nEach cell: wall seconds (CPU seconds, user + system), the median of the request's rounds. Ratios are of CPU seconds: the median of the rounds' ratios."
     )?;
     // Each command against the floor of what it reads: `plan` the request file, `check` and
     // `explain` the plan file, `verify` both. The last column is the
@@ -385,14 +397,11 @@ fn main() -> Result<(), Failure> {
             out,
             "| {} | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
             r.label,
-            ratio(r.median.plan.cpu, r.median.request_floor.cpu),
-            ratio(r.median.check.cpu, r.median.plan_floor.cpu),
-            ratio(
-                r.median.verify.cpu,
-                r.median.request_floor.cpu + r.median.plan_floor.cpu
-            ),
-            ratio(r.median.explain.cpu, r.median.plan_floor.cpu),
-            ratio(r.median.plan_floor.cpu, r.median.plan.cpu),
+            r.ratio(|x| ratio(x.plan.cpu, x.request_floor.cpu)),
+            r.ratio(|x| ratio(x.check.cpu, x.plan_floor.cpu)),
+            r.ratio(|x| ratio(x.verify.cpu, x.request_floor.cpu + x.plan_floor.cpu)),
+            r.ratio(|x| ratio(x.explain.cpu, x.plan_floor.cpu)),
+            r.ratio(|x| ratio(x.plan_floor.cpu, x.plan.cpu)),
         )?;
     }
     writeln!(out, "\nPeak memory of every command:")?;
