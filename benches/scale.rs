@@ -80,6 +80,13 @@ impl Cost {
     }
 }
 
+/// A table cell: wall seconds (CPU seconds).
+impl std::fmt::Display for Cost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:.2} ({:.2})", self.wall, self.cpu)
+    }
+}
+
 /// `numerator / denominator` of CPU seconds, a denominator under one clock tick counted as
 /// one tick.
 fn ratio(numerator: f64, denominator: f64) -> f64 {
@@ -353,30 +360,24 @@ fn main() -> Result<(), Failure> {
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )?;
     for r in &rows {
+        let m = &r.median;
         writeln!(
             out,
-            "| {} | {} | {:.0} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}x | {:.0} | {:.2} ({:.2}) | {:.2} ({:.2}) | {:.2}x | {:.2} ({:.2}) | {:.2}x | {:.2} ({:.2}) |",
+            "| {} | {} | {:.0} | {} | {} | {} | {:.2}x | {:.0} | {} | {} | {:.2}x | {} | {:.2}x | {} |",
             r.label,
             r.nodes,
             r.plan_mb,
-            r.median.synth.wall,
-            r.median.synth.cpu,
-            r.median.request_floor.wall,
-            r.median.request_floor.cpu,
-            r.median.plan.wall,
-            r.median.plan.cpu,
+            m.synth,
+            m.request_floor,
+            m.plan,
             r.ratio(|x| ratio(x.plan.cpu, x.request_floor.cpu)),
-            r.median.plan.peak_mib,
-            r.median.plan_floor.wall,
-            r.median.plan_floor.cpu,
-            r.median.check.wall,
-            r.median.check.cpu,
+            m.plan.peak_mib,
+            m.plan_floor,
+            m.check,
             r.ratio(|x| ratio(x.check.cpu, x.plan.cpu)),
-            r.median.verify.wall,
-            r.median.verify.cpu,
+            m.verify,
             r.ratio(|x| ratio(x.verify.cpu, x.plan.cpu)),
-            r.median.explain.wall,
-            r.median.explain.cpu,
+            m.explain,
         )?;
     }
     writeln!(

@@ -370,20 +370,25 @@ mod tests {
         );
     }
 
-    #[test]
-    fn many_structures_are_listed_up_to_a_cap() {
-        // Every layer but the first four has its own provider: 12 exceptions.
-        let nodes: Vec<NodeSummary> = (0..16)
+    /// One attention node per layer, on `p.common` in the layers `common` selects and on a
+    /// provider of its own in the others (each of them a structure).
+    fn own_providers(layers: u64, common: impl Fn(u64) -> bool) -> Vec<NodeSummary> {
+        (0..layers)
             .map(|layer| {
-                let provider = if layer < 4 {
+                let provider = if common(layer) {
                     "p.common".to_owned()
                 } else {
                     format!("p.{layer}")
                 };
                 node(&format!("node.layer.{layer}.attention"), &provider)
             })
-            .collect();
-        let out = text(&nodes);
+            .collect()
+    }
+
+    #[test]
+    fn many_structures_are_listed_up_to_a_cap() {
+        // Every layer but the first four has its own provider: 12 exceptions.
+        let out = text(&own_providers(16, |layer| layer < 4));
         assert_eq!(
             out.matches("    except ").count(),
             MAXIMUM_EXCEPTIONS,
@@ -398,17 +403,7 @@ mod tests {
     #[test]
     fn one_exception_past_the_cap_is_listed_instead_of_counted() {
         // Layers 3-11 each on its own provider: 9 exceptions, all listed.
-        let nodes: Vec<NodeSummary> = (0..12)
-            .map(|layer| {
-                let provider = if layer < 3 {
-                    "p.common".to_owned()
-                } else {
-                    format!("p.{layer}")
-                };
-                node(&format!("node.layer.{layer}.attention"), &provider)
-            })
-            .collect();
-        let out = text(&nodes);
+        let out = text(&own_providers(12, |layer| layer < 3));
         assert_eq!(
             out.matches("    except ").count(),
             MAXIMUM_EXCEPTIONS + 1,
@@ -421,17 +416,7 @@ mod tests {
     fn the_others_only_when_every_exception_is_named() {
         // 40 layers, every fourth on its own provider: 10 exceptions, 2 of them not
         // listed, so the common layers print by their numbers, not as "the other 30".
-        let nodes: Vec<NodeSummary> = (0..40)
-            .map(|layer| {
-                let provider = if layer % 4 == 3 {
-                    format!("p.{layer}")
-                } else {
-                    "p.common".to_owned()
-                };
-                node(&format!("node.layer.{layer}.attention"), &provider)
-            })
-            .collect();
-        let out = text(&nodes);
+        let out = text(&own_providers(40, |layer| layer % 4 != 3));
         assert!(!out.contains("[the other "), "{out}");
         assert!(
             out.contains("  node.layer.[30 values in 0-38]  x30  "),
