@@ -242,8 +242,9 @@ impl RequestError {
 
 /// Text written only when it is displayed: the JSON path and the subject ("node N binds
 /// value V") of each resolution, binding, component and candidate, which only an error
-/// message uses. Formatted eagerly they were 2.3% of `plan`'s CPU on DeepSeek-V3, every
-/// request valid.
+/// message uses. Formatted before every check, they took `validate_resolution` from 1.09%
+/// to 2.83% of `plan`'s profile samples on DeepSeek-V3, for messages a valid request never
+/// prints.
 pub(super) struct Deferred<F>(F);
 
 impl<F: Fn(&mut std::fmt::Formatter<'_>) -> std::fmt::Result> std::fmt::Display for Deferred<F> {
