@@ -370,13 +370,13 @@ fn main() -> Result<(), Failure> {
             m.synth,
             m.request_floor,
             m.plan,
-            r.ratio(|x| ratio(x.plan.cpu, x.request_floor.cpu)),
+            r.ratio(|x| x.target_ratios()[0]),
             m.plan.peak_mib,
             m.plan_floor,
             m.check,
-            r.ratio(|x| ratio(x.check.cpu, x.plan.cpu)),
+            r.ratio(|x| x.target_ratios()[1]),
             m.verify,
-            r.ratio(|x| ratio(x.verify.cpu, x.plan.cpu)),
+            r.ratio(|x| x.target_ratios()[2]),
             m.explain,
         )?;
     }

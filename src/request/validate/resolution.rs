@@ -1,14 +1,14 @@
 //! Node resolution rules: value bindings and their storage (rules 1.5), provider
 //! resource candidates and resolution-local rejections (rules 1.6).
 
+use std::fmt::Display;
+
 use crate::request::fingerprints::estimate_fingerprint;
 use crate::request::{
     align_up, AliasPolicy, BufferUsage, NodeResolution, ProviderResourcePlan, ResolutionRejection,
     ShapeBucket, StorageComponent, ValueBinding, ValueRole, WorkspaceKind, WorkspaceRequirement,
     WorkspaceScope, WorkspaceSizeFormula,
 };
-
-use std::fmt::Display;
 
 use super::{deferred, key, RequestError};
 
