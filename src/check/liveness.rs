@@ -7,7 +7,7 @@ use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicBackingPool, DynamicResourceDescriptor,
     ExecutionPlanPayload, InvocationLivenessMode, InvocationLivenessRow, MemoryPlan,
 };
-use crate::request::{NodeId, ResourceId};
+use crate::request::{IdMap, IdSet, NodeId, ResourceId};
 
 use super::memory::sum;
 use super::order::ExecutionOrder;
@@ -27,7 +27,7 @@ pub(super) fn invocation<'p>(
     members: &[&DynamicResourceDescriptor],
     found: &mut Findings,
 ) -> Vec<Vec<&'p ResourceId>> {
-    let invocation_members: BTreeSet<&ResourceId> = members
+    let invocation_members: IdSet<&ResourceId> = members
         .iter()
         .filter(|d| d.lifetime == AllocationLifetime::Invocation)
         .map(|d| &d.base_resource_id)
@@ -109,7 +109,7 @@ pub(super) fn invocation<'p>(
 /// The largest phase's Σ of member bytes (`minimum`), 0 without phases; `None` on overflow.
 pub(super) fn phase_peak(
     phases: &[Vec<&ResourceId>],
-    bytes: &BTreeMap<&ResourceId, u64>,
+    bytes: &IdMap<&ResourceId, u64>,
 ) -> Option<u64> {
     let mut peak = 0;
     for phase in phases {

@@ -2,13 +2,11 @@
 //! and the nodes that use them (the rules of one dynamic pool, 19-22, are in
 //! [`super::pools`]).
 
-use std::collections::BTreeSet;
-
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
     ExecutionPlanPayload, MemoryPlan,
 };
-use crate::request::{ResourceId, StorageAllocator, StorageProfile};
+use crate::request::{IdSet, ResourceId, StorageAllocator, StorageProfile};
 
 use super::liveness::global_liveness;
 use super::order::ExecutionOrder;
@@ -214,16 +212,16 @@ fn rows(payload: &ExecutionPlanPayload, found: &mut Findings) {
             "pools are not strictly ascending by id",
         );
     }
-    let static_set: BTreeSet<&ResourceId> = statics.iter().copied().collect();
-    let dynamic_set: BTreeSet<&ResourceId> = dynamics.iter().copied().collect();
-    for both in static_set.intersection(&dynamic_set) {
+    let static_set: IdSet<&ResourceId> = statics.iter().copied().collect();
+    let dynamic_set: IdSet<&ResourceId> = dynamics.iter().copied().collect();
+    for both in statics.iter().filter(|id| dynamic_set.contains(*id)) {
         found.add(
             16,
             "payload.memory",
             format!("{both} is both static and dynamic"),
         );
     }
-    let mut used = BTreeSet::new();
+    let mut used = IdSet::default();
     for (i, node) in payload.nodes.iter().enumerate() {
         for resource in &node.resources {
             used.insert(resource);
@@ -316,7 +314,7 @@ fn static_rows(m: &MemoryPlan, found: &mut Findings) -> Option<u64> {
 /// 18.
 fn descriptors(m: &MemoryPlan, found: &mut Findings) {
     // (pool, member) pairs, so that membership is a lookup, not a scan of the pool's list.
-    let listed: BTreeSet<(&String, &ResourceId)> = m
+    let listed: IdSet<(&String, &ResourceId)> = m
         .dynamic_pools
         .iter()
         .flat_map(|p| p.resource_ids.iter().map(move |r| (&p.pool_id, r)))

@@ -2,8 +2,6 @@
 //! retained values (the state rules 9 and 10 are in [`super::state`]). Each rule is a
 //! direct reading of the plan, node by node.
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use crate::canonical::{sha256_hex, Sha256Hex};
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor,
@@ -11,8 +9,8 @@ use crate::plan::{
     SelectionReason, SelectionSettings, SettingRejection,
 };
 use crate::request::{
-    AliasPolicy, BufferUsage, ElementType, NodeId, ProgramValueId, ResourceId, ValueRole,
-    WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
+    AliasPolicy, BufferUsage, ElementType, IdMap, IdSet, NodeId, ProgramValueId, ResourceId,
+    ValueRole, WorkspaceRequirement, WorkspaceScope, WorkspaceSizeFormula,
 };
 
 use super::Findings;
@@ -21,17 +19,18 @@ pub(super) fn node_path(index: usize) -> String {
     format!("payload.nodes[{index}]")
 }
 
-/// The memory rows by resource id (the first of each id: rule 16 reports duplicates).
+/// The memory rows by resource id (the first of each id: rule 16 reports duplicates), for
+/// lookups only.
 pub(super) struct Rows<'p> {
-    pub(super) statics: BTreeMap<&'p ResourceId, &'p ResourceAllocation>,
-    pub(super) dynamics: BTreeMap<&'p ResourceId, &'p DynamicResourceDescriptor>,
+    pub(super) statics: IdMap<&'p ResourceId, &'p ResourceAllocation>,
+    pub(super) dynamics: IdMap<&'p ResourceId, &'p DynamicResourceDescriptor>,
 }
 
 pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     let nodes = &payload.nodes;
     let mut rows = Rows {
-        statics: BTreeMap::new(),
-        dynamics: BTreeMap::new(),
+        statics: IdMap::default(),
+        dynamics: IdMap::default(),
     };
     for row in &payload.memory.static_allocations {
         rows.statics.entry(&row.resource_id).or_insert(row);
@@ -49,7 +48,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     // A workspace's bytes are opaque: element type u8, and this layout fingerprint, the
     // canonical hash of the layout name's JSON text.
     let opaque = sha256_hex(b"\"opaque_bytes_v1\"");
-    let mut position: BTreeMap<&NodeId, usize> = BTreeMap::new();
+    let mut position: IdMap<&NodeId, usize> = IdMap::default();
     for (i, node) in nodes.iter().enumerate() {
         if let Some(first) = position.insert(&node.id, i) {
             found.add(
@@ -70,16 +69,11 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         node_resources(i, node, found);
     }
     super::state::check(payload, &rows, found);
-    retention(payload, found);
+    retention(payload, &position, found);
 }
 
 /// 4.
-fn dependencies(
-    i: usize,
-    node: &PlanNode,
-    position: &BTreeMap<&NodeId, usize>,
-    found: &mut Findings,
-) {
+fn dependencies(i: usize, node: &PlanNode, position: &IdMap<&NodeId, usize>, found: &mut Findings) {
     for (k, dependency) in node.dependencies.iter().enumerate() {
         let path = format!("{}.dependencies[{k}]", node_path(i));
         if k > 0 && node.dependencies[k - 1] >= *dependency {
@@ -223,24 +217,25 @@ fn workspace_slots(
 
 /// 6 (the node's own list; rule 6's rows are checked with the memory plan).
 fn node_resources(i: usize, node: &PlanNode, found: &mut Findings) {
-    let mut expected: BTreeSet<&ResourceId> = BTreeSet::new();
-    for binding in &node.values {
-        for component in &binding.storage.components {
-            expected.insert(&component.resource_id);
-        }
-    }
+    let mut expected: Vec<&ResourceId> = node
+        .values
+        .iter()
+        .flat_map(|binding| &binding.storage.components)
+        .map(|component| &component.resource_id)
+        .collect();
     for (_, resource, _) in workspace_slots(node) {
         expected.extend(resource);
     }
-    let stored: Vec<&ResourceId> = node.resources.iter().collect();
-    let expected: Vec<&ResourceId> = expected.into_iter().collect();
-    if stored != expected {
+    // Sorted and unique: the set the list must be.
+    expected.sort_unstable();
+    expected.dedup();
+    if !node.resources.iter().eq(expected.iter().copied()) {
         found.add(
             6,
             format!("{}.resources", node_path(i)),
             format!(
                 "lists {} resources; its bindings and workspaces use {} (sorted, unique)",
-                stored.len(),
+                node.resources.len(),
                 expected.len()
             ),
         );
@@ -563,7 +558,11 @@ fn workspaces(
 }
 
 /// 25.
-fn retention(payload: &ExecutionPlanPayload, found: &mut Findings) {
+fn retention(
+    payload: &ExecutionPlanPayload,
+    position: &IdMap<&NodeId, usize>,
+    found: &mut Findings,
+) {
     for (k, retained) in payload.retained_completion_values.iter().enumerate() {
         let at = format!("payload.retained_completion_values[{k}]");
         if k > 0 && payload.retained_completion_values[k - 1].value_id >= retained.value_id {
@@ -573,10 +572,9 @@ fn retention(payload: &ExecutionPlanPayload, found: &mut Findings) {
                 "retained values are not strictly ascending by value id",
             );
         }
-        let binding = payload
-            .nodes
-            .iter()
-            .find(|n| n.id == retained.producer_node_id)
+        let binding = position
+            .get(&retained.producer_node_id)
+            .map(|&at| &payload.nodes[at])
             .and_then(|n| {
                 n.values.iter().find(|b| {
                     b.role == ValueRole::Output
@@ -612,7 +610,7 @@ fn retention(payload: &ExecutionPlanPayload, found: &mut Findings) {
     if terminal.is_empty() {
         found.add(25, "payload.terminal_output_resources", "is empty");
     }
-    let all: BTreeSet<&ResourceId> = payload.nodes.iter().flat_map(|n| &n.resources).collect();
+    let all: IdSet<&ResourceId> = payload.nodes.iter().flat_map(|n| &n.resources).collect();
     for (k, resource) in terminal.iter().enumerate() {
         let at = format!("payload.terminal_output_resources[{k}]");
         if k > 0 && terminal[k - 1] >= *resource {

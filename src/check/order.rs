@@ -4,10 +4,10 @@
 //! Built once per check from the nodes alone (every pool's rules 21 and 22 share it), so the
 //! ancestry walks follow positions instead of looking every dependency id up in a map.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::plan::ExecutionPlanPayload;
-use crate::request::{NodeId, ResourceId};
+use crate::request::{IdMap, NodeId, ResourceId};
 
 /// Node positions, dependencies by position, and use intervals of one plan.
 pub(super) struct ExecutionOrder<'p> {
@@ -17,12 +17,12 @@ pub(super) struct ExecutionOrder<'p> {
     dependencies: Vec<Vec<usize>>,
     /// For every resource, the first and the last node (by position) whose resources
     /// contain it.
-    used: BTreeMap<&'p ResourceId, (usize, usize)>,
+    used: IdMap<&'p ResourceId, (usize, usize)>,
 }
 
 impl<'p> ExecutionOrder<'p> {
     pub(super) fn of(payload: &'p ExecutionPlanPayload) -> Self {
-        let index: BTreeMap<&NodeId, usize> = payload
+        let index: IdMap<&NodeId, usize> = payload
             .nodes
             .iter()
             .enumerate()
@@ -38,7 +38,7 @@ impl<'p> ExecutionOrder<'p> {
                     .collect()
             })
             .collect();
-        let mut used: BTreeMap<&ResourceId, (usize, usize)> = BTreeMap::new();
+        let mut used: IdMap<&ResourceId, (usize, usize)> = IdMap::default();
         for (i, node) in payload.nodes.iter().enumerate() {
             for resource in &node.resources {
                 used.entry(resource).or_insert((i, i)).1 = i;

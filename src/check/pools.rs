@@ -2,14 +2,14 @@
 //! members are exactly the descriptors of that key, its ceilings are the sums and live
 //! maxima of its members' bytes, and its step slots give the pool's minimum step bytes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::canonical::canonical_fingerprint;
 use crate::plan::{
     AllocationKind, AllocationLifetime, DynamicBackingPool, DynamicResourceDemand,
     DynamicResourceDescriptor, ExecutionPlanPayload, PoolCompatibilityKey, StepSlotKind,
 };
-use crate::request::{BufferUsage, ContractVersion, ResourceId};
+use crate::request::{BufferUsage, ContractVersion, IdMap, IdSet, ResourceId};
 
 use super::liveness::{invocation, phase_peak};
 use super::memory::{minimum_bytes, sum, theoretical_bytes, Shown};
@@ -67,7 +67,7 @@ pub(super) fn check(
         }
     }
     // 20, by summation.
-    let minimum: BTreeMap<&ResourceId, u64> = members
+    let minimum: IdMap<&ResourceId, u64> = members
         .iter()
         .filter_map(|d| Some((&d.base_resource_id, minimum_bytes(d)?)))
         .collect();
@@ -181,7 +181,7 @@ fn live_maximum(
     members: &[&DynamicResourceDescriptor],
     phases: &[Vec<&ResourceId>],
 ) -> Option<u128> {
-    let largest: BTreeMap<&ResourceId, u64> = members
+    let largest: IdMap<&ResourceId, u64> = members
         .iter()
         .map(|d| Some((&d.base_resource_id, theoretical_bytes(d)?)))
         .collect::<Option<_>>()?;
@@ -223,7 +223,7 @@ fn step_slots(
     at: &str,
     pool: &DynamicBackingPool,
     members: &[&DynamicResourceDescriptor],
-    minimum: &BTreeMap<&ResourceId, u64>,
+    minimum: &IdMap<&ResourceId, u64>,
     found: &mut Findings,
 ) -> Option<u64> {
     let step_members: BTreeSet<&ResourceId> = members
@@ -231,14 +231,14 @@ fn step_slots(
         .filter(|d| d.lifetime == AllocationLifetime::Step)
         .map(|d| &d.base_resource_id)
         .collect();
-    let mut in_slots: BTreeSet<&ResourceId> = BTreeSet::new();
-    let retained: BTreeSet<&ResourceId> = payload
+    let mut in_slots: IdSet<&ResourceId> = IdSet::default();
+    let retained: IdSet<&ResourceId> = payload
         .retained_completion_values
         .iter()
         .map(|r| &r.resource_id)
         .chain(&payload.terminal_output_resources)
         .collect();
-    let by_id: BTreeMap<&ResourceId, &&DynamicResourceDescriptor> =
+    let by_id: IdMap<&ResourceId, &&DynamicResourceDescriptor> =
         members.iter().map(|d| (&d.base_resource_id, d)).collect();
     let mut total = Some(0u64);
     for (s, slot) in pool.step_resource_slots.iter().enumerate() {
@@ -310,7 +310,7 @@ fn step_slots(
             .unwrap_or(0);
         total = total.and_then(|t| t.checked_add(largest));
     }
-    for missing in step_members.difference(&in_slots) {
+    for missing in step_members.iter().filter(|id| !in_slots.contains(*id)) {
         found.add(
             21,
             format!("{at}.step_resource_slots"),

@@ -3,10 +3,10 @@
 //! state, on dynamic descriptors of that lifetime), and the dependencies that data and
 //! state require (a reader after the last writer, a writer after the readers since).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::plan::{AllocationLifetime, ExecutionPlanPayload};
-use crate::request::{NodeId, ProgramValueId, ResourceId, TensorAccess, ValueRole};
+use crate::request::{IdMap, NodeId, ProgramValueId, ResourceId, StateId, TensorAccess, ValueRole};
 
 use super::nodes::{node_path, Rows};
 use super::Findings;
@@ -22,8 +22,8 @@ fn union(a: TensorAccess, b: TensorAccess) -> TensorAccess {
 /// 9 and 10: state effects, and the dependencies that data and state require.
 pub(super) fn check(payload: &ExecutionPlanPayload, rows: &Rows<'_>, found: &mut Findings) {
     // Per state: the last writer and the readers since.
-    let mut last_writer: BTreeMap<&crate::request::StateId, &NodeId> = BTreeMap::new();
-    let mut readers: BTreeMap<&crate::request::StateId, Vec<&NodeId>> = BTreeMap::new();
+    let mut last_writer: IdMap<&StateId, &NodeId> = IdMap::default();
+    let mut readers: IdMap<&StateId, Vec<&NodeId>> = IdMap::default();
     let mut needed: Vec<BTreeSet<&NodeId>> = vec![BTreeSet::new(); payload.nodes.len()];
     for (i, node) in payload.nodes.iter().enumerate() {
         for (k, effect) in node.state_effects.iter().enumerate() {
@@ -109,7 +109,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, rows: &Rows<'_>, found: &mut
         }
     }
     // 10 (the data's part): the producer of every value a node reads as an input.
-    let mut producer: BTreeMap<&ProgramValueId, &NodeId> = BTreeMap::new();
+    let mut producer: IdMap<&ProgramValueId, &NodeId> = IdMap::default();
     for (i, node) in payload.nodes.iter().enumerate() {
         for binding in node.values.iter().filter(|b| b.role == ValueRole::Input) {
             if let Some(p) = producer.get(&binding.value_id) {

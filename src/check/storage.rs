@@ -1,25 +1,25 @@
 //! Rules 13 and 14: one placement per value, and no byte shared by two values unless they
 //! are exact aliases of each other.
 
-use std::collections::BTreeMap;
-
 use crate::plan::ExecutionPlanPayload;
-use crate::request::{ProgramValueId, ResourceId, TensorSpec, ValueStorage};
+use crate::request::{IdMap, ProgramValueId, ResourceId, TensorSpec, ValueStorage};
 
 use super::Findings;
 
 pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     // 13. The first binding of each value, in node order, is its placement; every other
-    // binding of it must agree.
-    let mut placement: BTreeMap<&ProgramValueId, (&TensorSpec, &ValueStorage)> = BTreeMap::new();
+    // binding of it must agree. Values are handled by position: the placed values in the
+    // order of their first binding (0..), then any value only an alias names.
+    let mut placed: Vec<(&ProgramValueId, &TensorSpec, &ValueStorage)> = Vec::new();
+    let mut handle: IdMap<&ProgramValueId, usize> = IdMap::default();
     for (i, node) in payload.nodes.iter().enumerate() {
         for (k, binding) in node.values.iter().enumerate() {
-            let here = (&binding.tensor, &binding.storage);
-            match placement.get(&binding.value_id) {
+            match handle.get(&binding.value_id) {
                 None => {
-                    placement.insert(&binding.value_id, here);
+                    handle.insert(&binding.value_id, placed.len());
+                    placed.push((&binding.value_id, &binding.tensor, &binding.storage));
                 }
-                Some(first) if *first == here => {}
+                Some(&h) if placed[h].1 == &binding.tensor && placed[h].2 == &binding.storage => {}
                 Some(_) => found.add(
                     13,
                     format!("payload.nodes[{i}].values[{k}]"),
@@ -32,16 +32,8 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         }
     }
     // 14. Alias classes: the connected components of the graph whose edges are the exact
-    // aliases, labelled by a breadth-first walk from each value not yet labelled. Values are
-    // handled by position: the placed values in id order (0..), then any value only an
-    // alias names; a class's label is the position of the placed value it was found from.
-    let placed: Vec<(&ProgramValueId, &ValueStorage)> =
-        placement.iter().map(|(v, (_, s))| (*v, *s)).collect();
-    let mut handle: BTreeMap<&ProgramValueId, usize> = placed
-        .iter()
-        .enumerate()
-        .map(|(h, (v, _))| (*v, h))
-        .collect();
+    // aliases, labelled by a breadth-first walk from each value not yet labelled; a class's
+    // label is the position of the placed value it was found from.
     let mut neighbours: Vec<Vec<usize>> = vec![Vec::new(); placed.len()];
     for node in &payload.nodes {
         for alias in &node.exact_aliases {
@@ -76,8 +68,8 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         }
     }
     // Every pair of components of different values on the same resource.
-    let mut on_resource: BTreeMap<&ResourceId, Vec<(usize, u64, u64)>> = BTreeMap::new();
-    for (h, (value, storage)) in placed.iter().enumerate() {
+    let mut on_resource: IdMap<&ResourceId, Vec<(usize, u64, u64)>> = IdMap::default();
+    for (h, (value, _, storage)) in placed.iter().enumerate() {
         for component in &storage.components {
             match component.offset_bytes.checked_add(component.length_bytes) {
                 Some(end) => on_resource
@@ -104,7 +96,7 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
         // for this rule (an in-place chain such as a residual stream is one placement), so
         // only one of them is compared with the others.
         ranges.dedup_by(|b, a| {
-            a.1 == b.1 && a.2 == b.2 && class[a.0] == class[b.0] && placed[a.0].1 == placed[b.0].1
+            a.1 == b.1 && a.2 == b.2 && class[a.0] == class[b.0] && placed[a.0].2 == placed[b.0].2
         });
         for (x, a) in ranges.iter().enumerate() {
             for b in ranges[x + 1..].iter().take_while(|b| b.1 < a.2) {
@@ -113,15 +105,17 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
                     continue;
                 }
                 let same_class = class[a.0].is_some() && class[a.0] == class[b.0];
-                let same_storage = placed[a.0].1 == placed[b.0].1;
+                let same_storage = placed[a.0].2 == placed[b.0].2;
                 if !(same_class && same_storage) {
+                    // Named in id order, whichever was placed first.
+                    let (x, y) = (placed[a.0].0, placed[b.0].0);
+                    let (x, y) = if x <= y { (x, y) } else { (y, x) };
                     found.add(
                         14,
                         "payload.nodes",
                         format!(
-                            "{} and {} share bytes of {resource} without being exact aliases \
-                             with identical storage",
-                            placed[a.0].0, placed[b.0].0
+                            "{x} and {y} share bytes of {resource} without being exact aliases \
+                             with identical storage"
                         ),
                     );
                 }

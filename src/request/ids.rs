@@ -12,6 +12,25 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::canonical::Sha256Hex;
 
+/// A lookup table keyed by ids (or by references to them): a hash map with the Fx hasher.
+///
+/// Why: a hot table of a large plan (resource id to its memory row, value id to its
+/// producer) was a `BTreeMap`, and finding a key in one compares it with about
+/// log2(n) stored ids, each a `memcmp` over ids that share long prefixes
+/// (`resource/activation/...`) and lie scattered over the heap: about 14% of `plan`'s CPU
+/// on DeepSeek-V3 was `memcmp`, nearly all of it such lookups. A hash lookup reads the key
+/// once and compares it with one stored id.
+///
+/// Its iteration order is deterministic (the hasher has no random state, so the same
+/// inserts give the same order in every run and on every thread count) but it is not the
+/// ids' order: a table whose order reaches a plan, a message or a report stays ordered
+/// (`BTreeMap`), and an `IdMap` is only looked up or iterated where order cannot matter
+/// (sums, or results sorted afterwards).
+pub type IdMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
+/// A set of ids (or of references to them) for membership tests: see [`IdMap`].
+pub type IdSet<K> = rustc_hash::FxHashSet<K>;
+
 /// Longest id, in bytes.
 pub const MAX_ID_BYTES: usize = crate::json_input::MAX_NAME_BYTES;
 
