@@ -148,9 +148,20 @@ pub fn declaration_fingerprint<T: Serialize + ?Sized>(
     what: &'static str,
     value: &T,
 ) -> Result<Sha256Hex, CanonicalError> {
-    let text = serde_json::to_vec(value).map_err(|source| CanonicalError { what, source })?;
-    Ok(sha256_hex(&text))
+    // Streamed into the hasher in large chunks rather than written out first: a family's
+    // text is as large as its request (tens of megabytes for DeepSeek-V3), and holding it
+    // cost an allocation of that size, its page faults and a second pass over it.
+    let mut sink = std::io::BufWriter::with_capacity(DECLARATION_CHUNK, HashSink(Sha256::new()));
+    serde_json::to_writer(&mut sink, value).map_err(|source| CanonicalError { what, source })?;
+    let hasher = sink.into_inner().map_err(|error| CanonicalError {
+        what,
+        source: serde_json::Error::io(error.into_error()),
+    })?;
+    Ok(hex_digest(hasher.0.finalize().as_slice()))
 }
+
+/// The bytes of declaration-order JSON handed to the hasher at once.
+const DECLARATION_CHUNK: usize = 64 * 1024;
 
 /// SHA-256 (lowercase hex) of raw bytes.
 pub fn sha256_hex(bytes: &[u8]) -> Sha256Hex {

@@ -31,8 +31,8 @@ use crate::request::fingerprints::{
 };
 use crate::request::validate::validate_request;
 use crate::request::{
-    ExecutionWeightPlan, NodeId, NodeResolution, PlanRequest, ProgramNode, ProviderId, ResourceId,
-    StorageProfile,
+    ExecutionWeightPlan, IdMap, IdSet, NodeId, NodeResolution, PlanRequest, ProgramNode,
+    ProviderId, ResourceId, StorageProfile,
 };
 use crate::selection::{ComponentReport, SolveOptions};
 
@@ -260,7 +260,7 @@ type NodePairs<'a> = Vec<(&'a ProgramNode, &'a NodeResolution)>;
 /// Steps 6-7: resolutions by node id (a duplicate is an error), and each program node with
 /// its resolution (a missing one is an error).
 fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> {
-    let mut by_node: BTreeMap<&NodeId, &NodeResolution> = BTreeMap::new();
+    let mut by_node: IdMap<&NodeId, &NodeResolution> = IdMap::default();
     for (index, resolution) in request.node_resolutions.iter().enumerate() {
         if by_node.insert(&resolution.node_id, resolution).is_some() {
             return Err(PlanError::DuplicateResolution {
@@ -270,7 +270,7 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
         }
     }
     let mut pairs = Vec::new();
-    let mut used = BTreeSet::new();
+    let mut used = IdSet::default();
     for (b, block) in request.family.program.blocks.iter().enumerate() {
         for (n, node) in block.nodes.iter().enumerate() {
             let Some(resolution) = by_node.get(&node.id) else {
@@ -283,11 +283,12 @@ fn index_resolutions(request: &PlanRequest) -> Result<NodePairs<'_>, PlanError> 
             pairs.push((node, *resolution));
         }
     }
-    let unknown: Vec<NodeId> = by_node
+    let mut unknown: Vec<NodeId> = by_node
         .keys()
         .filter(|id| !used.contains(*id))
         .map(|id| (*id).clone())
         .collect();
+    unknown.sort_unstable();
     if !unknown.is_empty() {
         return Err(PlanError::UnknownResolutions { nodes: unknown });
     }

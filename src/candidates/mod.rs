@@ -17,8 +17,8 @@ use crate::node::NodeError;
 use crate::plan::RejectedProvider;
 use crate::request::fingerprints::workspace_base_id;
 use crate::request::{
-    BufferUsage, CapabilityCatalog, NodeId, NodeResolution, ProgramNode, ProgramValueId,
-    ProviderId, ProviderResourcePlan, ResourceId, RuntimePolicy, StorageProfile,
+    BufferUsage, CapabilityCatalog, IdMap, IdSet, NodeId, NodeResolution, ProgramNode,
+    ProgramValueId, ProviderId, ProviderResourcePlan, ResourceId, RuntimePolicy, StorageProfile,
     StorageRequirement, ValueRole, WorkspaceKind,
 };
 use crate::selection::{
@@ -458,7 +458,7 @@ pub fn map_solution<'a>(
         .iter()
         .map(|p| (p.to_string(), *p))
         .collect();
-    let known: BTreeSet<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
+    let known: IdSet<&str> = nodes.iter().map(|n| n.node.as_str()).collect();
     if let Some(extra) = choices.keys().find(|k| !known.contains(k.as_str())) {
         return Err(CandidateError::SolverBadAssignment {
             node: extra.clone(),
@@ -467,7 +467,7 @@ pub fn map_solution<'a>(
     }
     let mut chosen = Vec::with_capacity(nodes.len());
     let mut selected: BTreeMap<ResourceId, StorageProfile> = BTreeMap::new();
-    let mut needed: BTreeMap<&str, &ResourceId> = BTreeMap::new();
+    let mut needed: IdMap<&str, &ResourceId> = IdMap::default();
     for node in nodes {
         let Some(provider) = choices.get(node.node.as_str()) else {
             return Err(CandidateError::SolverOmittedNode {

@@ -14,10 +14,10 @@
 //! invocation rows, and the last user of a slot member against the first user of a joining
 //! interval), so a chain of N nodes costs O(N log d) overall.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crate::plan::PlanNode;
-use crate::request::NodeId;
+use crate::request::{IdMap, NodeId};
 
 use super::error::MemoryError;
 
@@ -36,7 +36,7 @@ pub(crate) struct Ancestry {
 impl Ancestry {
     /// Indexes the nodes; every dependency must be an earlier node and ids unique.
     pub fn new(nodes: &[PlanNode]) -> Result<Self, MemoryError> {
-        let mut index: BTreeMap<&NodeId, u32> = BTreeMap::new();
+        let mut index: IdMap<&NodeId, u32> = IdMap::default();
         let mut dependencies = Vec::with_capacity(nodes.len());
         for (position, node) in nodes.iter().enumerate() {
             let position = u32::try_from(position)

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::plan::PlanNode;
 use crate::request::{
-    align_up, BufferUsage, ElementType, ResourceId, StorageContract, StorageProfile, StorageView,
+    align_up, BufferUsage, ElementType, IdMap, ResourceId, StorageContract, StorageProfile,
+    StorageView,
 };
 
 use super::demand::{demand_problem, quantized_bytes, theoretical_maximum_shape, Shape};
@@ -23,7 +24,8 @@ pub(crate) struct Rows {
     pub statics: BTreeMap<ResourceId, ResourceAllocation>,
     /// Dynamic descriptors.
     pub dynamics: BTreeMap<ResourceId, DynamicResourceDescriptor>,
-    origins: BTreeMap<ResourceId, String>,
+    /// What each row is, for the message of a duplicate (looked up only).
+    origins: IdMap<ResourceId, String>,
 }
 
 impl Rows {

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use crate::request::{NodeId, ResourceId};
+use crate::request::{IdSet, NodeId, ResourceId};
 
 use crate::plan::PlanNode;
 use crate::request::BufferUsage;
@@ -38,7 +38,7 @@ impl<'p> InvocationPhases<'p> {
         &mut self,
         pool: &DynamicBackingPool,
     ) -> Result<Vec<Vec<&'p ResourceId>>, MemoryError> {
-        let members: BTreeSet<&ResourceId> = pool
+        let members: IdSet<&ResourceId> = pool
             .invocation_liveness
             .iter()
             .flat_map(|row| &row.resource_ids)

@@ -13,7 +13,7 @@ use std::ops::Range;
 
 use crate::plan::PlanNode;
 use crate::request::fingerprints::prefixed_canonical_id;
-use crate::request::{BufferUsage, ContractVersion, ResourceId};
+use crate::request::{BufferUsage, ContractVersion, IdMap, ResourceId};
 
 use super::ancestry::Ancestry;
 use super::emit::DescriptorBytes;
@@ -131,12 +131,15 @@ fn find_users(inputs: &PoolInputs<'_>) -> Users {
         used: vec![false; n],
         invocation: Vec::new(),
     };
+    let index: IdMap<&ResourceId, usize> = inputs
+        .descriptors
+        .iter()
+        .enumerate()
+        .map(|(d, descriptor)| (&descriptor.base_resource_id, d))
+        .collect();
     for (node_index, node) in inputs.nodes.iter().enumerate() {
         for resource in &node.resources {
-            let Ok(d) = inputs
-                .descriptors
-                .binary_search_by(|x| x.base_resource_id.cmp(resource))
-            else {
+            let Some(&d) = index.get(resource) else {
                 continue;
             };
             if !users.used[d] {

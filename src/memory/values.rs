@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::plan::{NodeWorkContract, PlanNode, TokenProjection};
 use crate::request::fingerprints::{layout_class_fingerprint, value_resource_layout_fingerprint};
 use crate::request::{
-    BufferUsage, ElementType, ModelProgram, ProgramValueId, ResourceId, RuntimePolicy, Sha256Hex,
-    StateCapacityDemand, StateInitialization, StateLifetime, StateSpec, TensorLayout, ValueRole,
+    BufferUsage, ElementType, IdMap, IdSet, ModelProgram, ProgramValueId, ResourceId,
+    RuntimePolicy, Sha256Hex, StateCapacityDemand, StateInitialization, StateLifetime, StateSpec,
+    TensorLayout, ValueRole,
 };
 
 use super::error::MemoryError;
@@ -101,9 +102,9 @@ fn describe(
 
 /// How program values are classified: weights, states, program inputs and outputs.
 pub(crate) struct ProgramValues<'a> {
-    weights: BTreeSet<&'a ProgramValueId>,
-    states: BTreeMap<&'a ProgramValueId, &'a StateSpec>,
-    io: BTreeSet<&'a ProgramValueId>,
+    weights: IdSet<&'a ProgramValueId>,
+    states: IdMap<&'a ProgramValueId, &'a StateSpec>,
+    io: IdSet<&'a ProgramValueId>,
 }
 
 impl<'a> ProgramValues<'a> {

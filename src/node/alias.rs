@@ -4,12 +4,12 @@
 //! distinct values may share bytes only if they are connected by exact aliases (the same
 //! alias class) and have identical storage; memory reuse is otherwise expressed by pools.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::NodeError;
 use crate::plan::{AliasKind, ExactAlias, PlanNode};
 use crate::request::{
-    AliasPolicy, BufferUsage, NodeId, ProgramValueId, ResourceId, ValueBinding, ValueRole,
+    AliasPolicy, BufferUsage, IdMap, NodeId, ProgramValueId, ResourceId, ValueBinding, ValueRole,
     ValueStorage,
 };
 
@@ -74,7 +74,7 @@ pub struct AliasLiveness<'a> {
     /// Program outputs.
     pub program_outputs: &'a BTreeSet<&'a ProgramValueId>,
     /// For each value, the greatest node index that lists it as an input.
-    pub last_consumers: &'a BTreeMap<&'a ProgramValueId, usize>,
+    pub last_consumers: &'a IdMap<&'a ProgramValueId, usize>,
     /// Node ids by execution index.
     pub node_ids: &'a [&'a NodeId],
 }
@@ -139,18 +139,14 @@ pub fn check_alias_liveness(
 
 /// Union-find over value ids; the representative of a class is its smallest value id.
 struct AliasClasses<'a> {
-    index: BTreeMap<&'a ProgramValueId, usize>,
+    index: IdMap<&'a ProgramValueId, usize>,
     parent: Vec<usize>,
 }
 
 impl<'a> AliasClasses<'a> {
-    fn new(values: impl Iterator<Item = &'a ProgramValueId>) -> Self {
-        let index: BTreeMap<_, _> = values
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| (v, i))
-            .collect();
+    /// Classes of one value each; `values` sorted and unique.
+    fn new(values: &[&'a ProgramValueId]) -> Self {
+        let index: IdMap<_, _> = values.iter().enumerate().map(|(i, &v)| (v, i)).collect();
         let parent = (0..index.len()).collect();
         Self { index, parent }
     }
@@ -236,7 +232,7 @@ fn check_alias_records(node: &PlanNode) -> Result<(), NodeError> {
 /// (start, end) order, so the check is O(n log n) per resource. Any two overlapping ranges
 /// of different values must belong to the same alias class and to identical storage.
 pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
-    let mut storage: BTreeMap<&ProgramValueId, (&ValueStorage, &NodeId)> = BTreeMap::new();
+    let mut storage: IdMap<&ProgramValueId, (&ValueStorage, &NodeId)> = IdMap::default();
     for node in nodes {
         check_alias_records(node)?;
         for binding in &node.values {
@@ -245,15 +241,22 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
                 .or_insert((&binding.storage, &node.id));
         }
     }
-    let mut classes = AliasClasses::new(storage.keys().copied());
+    // Value ids in order: the alias classes' indices, and the order in which an overflow
+    // is found.
+    let mut values: Vec<&ProgramValueId> = storage.keys().copied().collect();
+    values.sort_unstable();
+    let mut classes = AliasClasses::new(&values);
     for node in nodes {
         for alias in &node.exact_aliases {
             classes.union(&alias.output_value_id, &alias.input_value_id);
         }
     }
     type Range<'r> = (u64, u64, &'r ProgramValueId, &'r NodeId);
-    let mut ranges: BTreeMap<&ResourceId, Vec<Range<'_>>> = BTreeMap::new();
-    for (value, (value_storage, value_node)) in &storage {
+    let mut ranges: IdMap<&ResourceId, Vec<Range<'_>>> = IdMap::default();
+    for &value in &values {
+        let Some(&(value_storage, value_node)) = storage.get(value) else {
+            continue;
+        };
         for component in &value_storage.components {
             let end = component.end_bytes().ok_or_else(|| NodeError::Overflow {
                 what: format!(
@@ -269,6 +272,9 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
             ));
         }
     }
+    // By resource id, so that the first overlap reported is the same as in id order.
+    let mut ranges: Vec<(&ResourceId, Vec<Range<'_>>)> = ranges.into_iter().collect();
+    ranges.sort_unstable_by_key(|(resource, _)| *resource);
     for (resource, mut list) in ranges {
         list.sort_unstable();
         // The range with the greatest end seen so far: every range that overlaps an earlier

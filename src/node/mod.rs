@@ -15,7 +15,7 @@ pub(crate) mod semantic;
 pub(crate) mod state;
 pub(crate) mod work;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::canonical::CanonicalError;
 use crate::plan::{PlanNode, RejectedProvider};
@@ -23,7 +23,7 @@ use crate::request::fingerprints::{
     node_weight_requirements, operation_fingerprint, workspace_base_id,
 };
 use crate::request::{
-    CapabilityCatalog, ModelProgram, NodeId, NodeResolution, OperationId, ProgramNode,
+    CapabilityCatalog, IdMap, ModelProgram, NodeId, NodeResolution, OperationId, ProgramNode,
     ProgramValueId, ProviderResourcePlan, ResourceId, RuntimePolicy, Sha256Hex, ValueRole,
     WeightSchema, WorkspaceKind,
 };
@@ -53,14 +53,14 @@ pub(crate) struct NodePlanContext<'a> {
     /// The state values.
     pub state_values: BTreeSet<&'a ProgramValueId>,
     /// Value → producing node (outputs of every node).
-    pub producers: BTreeMap<&'a ProgramValueId, &'a NodeId>,
+    pub producers: IdMap<&'a ProgramValueId, &'a NodeId>,
     /// Value → greatest node index that lists it as an input.
-    pub last_consumers: BTreeMap<&'a ProgramValueId, usize>,
+    pub last_consumers: IdMap<&'a ProgramValueId, usize>,
     /// Node ids by execution index.
     pub node_ids: Vec<&'a NodeId>,
     /// Each catalog operation's fingerprint, computed once (every node of an operation
     /// records it, and its estimator input hashes it).
-    pub operation_fingerprints: BTreeMap<&'a OperationId, Sha256Hex>,
+    pub operation_fingerprints: IdMap<&'a OperationId, Sha256Hex>,
 }
 
 impl<'a> NodePlanContext<'a> {
@@ -77,8 +77,8 @@ impl<'a> NodePlanContext<'a> {
             .iter()
             .map(|(id, operation)| Ok((id, operation_fingerprint(operation)?)))
             .collect::<Result<_, CanonicalError>>()?;
-        let mut producers = BTreeMap::new();
-        let mut last_consumers = BTreeMap::new();
+        let mut producers = IdMap::default();
+        let mut last_consumers = IdMap::default();
         let mut node_ids = Vec::new();
         for (index, node) in program.nodes().enumerate() {
             node_ids.push(&node.id);

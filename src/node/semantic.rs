@@ -2,11 +2,11 @@
 //! its value is (weight, state, activation), the execution weight schema, the same value bound
 //! by other nodes, and finally the coverage of every program input, weight, state and output.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::NodeError;
 use crate::request::{
-    BufferUsage, ModelProgram, NodeId, ProgramValueId, StateSpec, TensorAccess, TensorSpec,
+    BufferUsage, IdMap, ModelProgram, NodeId, ProgramValueId, StateSpec, TensorAccess, TensorSpec,
     ValueBinding, WeightReference, WeightSchema,
 };
 
@@ -15,9 +15,9 @@ pub struct ValueClasses<'a> {
     /// Program outputs.
     pub outputs: BTreeSet<&'a ProgramValueId>,
     /// States by value id.
-    pub states: BTreeMap<&'a ProgramValueId, &'a StateSpec>,
+    pub states: IdMap<&'a ProgramValueId, &'a StateSpec>,
     /// Weights by value id.
-    pub weights: BTreeMap<&'a ProgramValueId, &'a WeightReference>,
+    pub weights: IdMap<&'a ProgramValueId, &'a WeightReference>,
 }
 
 impl<'a> ValueClasses<'a> {
@@ -171,7 +171,7 @@ fn check_weight(
 /// building, from the plan's nodes when validating one) rather than copying them.
 #[derive(Default)]
 pub struct BoundValues<'a> {
-    first: BTreeMap<&'a ProgramValueId, (&'a NodeId, &'a ValueBinding)>,
+    first: IdMap<&'a ProgramValueId, (&'a NodeId, &'a ValueBinding)>,
 }
 
 impl<'a> BoundValues<'a> {

@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use super::error::SelectionError;
@@ -153,27 +154,31 @@ impl Instance {
         within(Limit::Nodes, "nodes", problem.nodes.len())?;
         // Every name follows the identifier rule (1 to 160 bytes, no control or invisible
         // formatting characters); the message names its JSON path.
-        let name = |path: String, text: &str| {
+        // The path is written only for an error (a large instance has hundreds of
+        // thousands of names).
+        let name = |path: &dyn Fn() -> String, text: &str| {
             match crate::json_input::name_problem(text) {
             None => Ok(()),
             Some(problem) => Err(SelectionError::BadInput(format!(
-                "`{path}` {problem}: every name is 1 to 160 bytes with no control or invisible formatting characters"
+                "`{}` {problem}: every name is 1 to 160 bytes with no control or invisible formatting characters",
+                path()
             ))),
         }
         };
         let mut rank_of: BTreeMap<&str, usize> = BTreeMap::new();
         for (k, p) in problem.profiles.iter().enumerate() {
-            name(format!("profiles[{k}]"), p)?;
+            name(&|| format!("profiles[{k}]"), p)?;
             if rank_of.insert(p.as_str(), k).is_some() {
                 return bad(format!("profile `{p}` is listed twice in `profiles`"));
             }
         }
-        let mut seen_nodes = BTreeSet::new();
+        // Hash tables for lookups of names (as the request's `IdMap` and `IdSet`).
+        let mut seen_nodes = FxHashSet::default();
         let mut res_names = BTreeSet::new();
         for (index, node) in problem.nodes.iter().enumerate() {
-            name(format!("nodes[{index}].id"), &node.id)?;
+            name(&|| format!("nodes[{index}].id"), &node.id)?;
             if let Some(preferred) = &node.preferred {
-                name(format!("nodes[{index}].preferred"), preferred)?;
+                name(&|| format!("nodes[{index}].preferred"), preferred)?;
             }
             if !seen_nodes.insert(node.id.as_str()) {
                 return bad(format!(
@@ -189,7 +194,7 @@ impl Instance {
             let mut providers = BTreeSet::new();
             for (c, cand) in node.candidates.iter().enumerate() {
                 name(
-                    format!("nodes[{index}].candidates[{c}].provider"),
+                    &|| format!("nodes[{index}].candidates[{c}].provider"),
                     &cand.provider,
                 )?;
                 if !providers.insert(cand.provider.as_str()) {
@@ -199,7 +204,10 @@ impl Instance {
                     ));
                 }
                 for (res, accepted) in &cand.accepts {
-                    name(format!("nodes[{index}].candidates[{c}].accepts.{res}"), res)?;
+                    name(
+                        &|| format!("nodes[{index}].candidates[{c}].accepts.{res}"),
+                        res,
+                    )?;
                     let mut listed = BTreeSet::new();
                     for p in accepted {
                         if !listed.insert(p.as_str()) {
@@ -234,7 +242,7 @@ impl Instance {
             res_names.len(),
         )?;
         let resources: Vec<String> = res_names.iter().map(|s| s.to_string()).collect();
-        let res_index: BTreeMap<&str, u32> = res_names
+        let res_index: FxHashMap<&str, u32> = res_names
             .iter()
             .enumerate()
             .map(|(i, s)| (*s, i as u32))

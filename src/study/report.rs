@@ -25,8 +25,6 @@
 //!   maximum context;
 //! * **sequences that fit**: headroom / bytes per sequence at the maximum context.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::memory::{quantized_bytes, theoretical_maximum_shape, InvocationPhases};
@@ -34,7 +32,7 @@ use crate::plan::{
     AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
 };
 use crate::request::{
-    BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
+    BufferUsage, IdMap, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
 };
 
 use super::StudyError;
@@ -150,7 +148,7 @@ impl ServingReport {
             *slot = add(*slot, allocation.size_bytes, what)?;
         }
         let mut per_sequence = 0u64;
-        let mut bytes_of: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut bytes_of: IdMap<&str, u64> = IdMap::default();
         for descriptor in &memory.dynamic_descriptors {
             let bytes = ceiling_bytes(descriptor)?;
             bytes_of.insert(descriptor.base_resource_id.as_str(), bytes);

@@ -6,7 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::request::fingerprints::identity_execution_weights;
-use crate::request::{ElementType, ExecutionWeightPlan, PlanRequest, WeightId, WeightSchema};
+use crate::request::{
+    ElementType, ExecutionWeightPlan, IdSet, PlanRequest, WeightId, WeightSchema,
+};
 
 use super::{InternalError, PayloadContent};
 
@@ -56,15 +58,20 @@ pub(super) fn check_execution_weights(
             ));
         }
     }
-    let exec_ids: BTreeSet<&WeightId> = exec.components.iter().map(|c| &c.id).collect();
-    let source_keys: BTreeSet<&WeightId> = weights.component_sources.keys().collect();
-    if exec_ids != source_keys {
+    // Both sides are sorted and unique (the components were checked above; the sources
+    // are a map), so equal sets are equal sequences.
+    if !exec
+        .components
+        .iter()
+        .map(|c| &c.id)
+        .eq(weights.component_sources.keys())
+    {
         return Err(invalid_weights(
             payload,
             "component_sources does not list exactly the execution components".to_owned(),
         ));
     }
-    let mut referenced = BTreeSet::new();
+    let mut referenced = IdSet::default();
     for (component, sources) in &weights.component_sources {
         if sources.is_empty() {
             return Err(invalid_weights(

@@ -6,12 +6,12 @@
 //! ([`super::validate_request_facts`]), and [`super::node_checks::check_nodes`] runs them
 //! among every other node check on a stored plan.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use crate::node::state::state_allocation_lifetime;
 use crate::plan::{NodeWorkContract, PlanNode};
 use crate::request::{
-    PlanRequest, ProgramNode, ProgramValueId, Sha256Hex, StateId, StateSpec, WorkSpec,
+    IdMap, PlanRequest, ProgramNode, ProgramValueId, Sha256Hex, StateId, StateSpec, WorkSpec,
 };
 
 use super::InternalError;
@@ -20,7 +20,7 @@ use super::InternalError;
 /// states by state value.
 pub(super) struct Program<'a> {
     pub(super) nodes: Vec<&'a ProgramNode>,
-    pub(super) states: BTreeMap<&'a ProgramValueId, &'a StateSpec>,
+    pub(super) states: IdMap<&'a ProgramValueId, &'a StateSpec>,
 }
 
 impl<'a> Program<'a> {
@@ -154,7 +154,7 @@ pub(super) fn state_effect_error(
 /// node binds, each naming its state's value, with the state's declared lifetime.
 pub(super) fn check_state_effects(
     node: &PlanNode,
-    states: &BTreeMap<&ProgramValueId, &StateSpec>,
+    states: &IdMap<&ProgramValueId, &StateSpec>,
 ) -> Result<(), InternalError> {
     let bound: BTreeSet<&StateId> = node
         .values
