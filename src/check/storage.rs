@@ -91,7 +91,9 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
     // it ends, so each pair that overlaps is visited once (a weights arena with thousands of
     // disjoint components costs a sort, not a square).
     for (resource, mut ranges) in on_resource {
-        ranges.sort_by_key(|r| (r.1, r.2, class[r.0]));
+        // Ties in value-id order: which of a class's equal ranges survive the dedup below
+        // (and so which pairs are reported) must not depend on the order of the bindings.
+        ranges.sort_by_key(|r| (r.1, r.2, class[r.0], placed[r.0].0));
         // Ranges of one alias class with the same bytes and the same storage are one range
         // for this rule (an in-place chain such as a residual stream is one placement), so
         // only one of them is compared with the others.
@@ -121,5 +123,99 @@ pub(super) fn check(payload: &ExecutionPlanPayload, found: &mut Findings) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{ExactAlias, ExecutionPlan};
+    use crate::request::ElementType;
+
+    /// The rule-14 messages `check` gives for `payload`.
+    fn overlaps(payload: &ExecutionPlanPayload) -> Vec<String> {
+        let mut found = Findings::default();
+        check(payload, &mut found);
+        let mut messages: Vec<String> = found
+            .0
+            .into_iter()
+            .filter(|v| v.rule == 14)
+            .map(|v| v.message)
+            .collect();
+        messages.sort();
+        messages
+    }
+
+    /// Three values of one alias class (`a`-`b`, `c`-`b`) on the same 16 bytes, `b` stored
+    /// with another element type than `a` and `c`: the pairs reported are the same whichever
+    /// node binds which value first (the values' placements follow first binding, their
+    /// ties are broken by id).
+    #[test]
+    fn overlaps_found_do_not_depend_on_the_order_of_first_binding() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/golden/plans/decoder-2layer.json"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let plan: ExecutionPlan = serde_json::from_str(&text).unwrap();
+        let template = plan
+            .payload
+            .nodes
+            .iter()
+            .find(|n| !n.exact_aliases.is_empty())
+            .unwrap()
+            .clone();
+        let value = |text: &str| ProgramValueId::new(text).unwrap();
+        let resource = ResourceId::new("resource/shared").unwrap();
+        let node = |at: usize, id: &str, element_type: ElementType| {
+            let mut node = template.clone();
+            node.id = crate::request::NodeId::new(format!("node.{at}")).unwrap();
+            let mut binding = template.values[0].clone();
+            binding.value_id = value(id);
+            binding.storage.components.truncate(1);
+            let component = &mut binding.storage.components[0];
+            component.resource_id = resource.clone();
+            component.offset_bytes = 0;
+            component.length_bytes = 16;
+            component.element_type = element_type;
+            node.values = vec![binding];
+            node.exact_aliases.clear();
+            node
+        };
+        let alias = |output: &str, input: &str| ExactAlias {
+            output_value_id: value(output),
+            input_value_id: value(input),
+            ..template.exact_aliases[0].clone()
+        };
+        let types = [
+            ("value.a", ElementType::F32),
+            ("value.b", ElementType::F16),
+            ("value.c", ElementType::F32),
+        ];
+        let orders = [
+            [0, 1, 2],
+            [0, 2, 1],
+            [1, 0, 2],
+            [1, 2, 0],
+            [2, 0, 1],
+            [2, 1, 0],
+        ];
+        let mut payload = plan.payload.clone();
+        let mut seen = Vec::new();
+        for order in orders {
+            payload.nodes = order
+                .iter()
+                .enumerate()
+                .map(|(at, &v)| node(at, types[v].0, types[v].1))
+                .collect();
+            payload.nodes[0].exact_aliases =
+                vec![alias("value.a", "value.b"), alias("value.c", "value.b")];
+            seen.push(overlaps(&payload));
+        }
+        assert_eq!(seen[0].len(), 2, "{:?}", seen[0]);
+        assert!(
+            seen.iter().all(|messages| *messages == seen[0]),
+            "{seen:#?}"
+        );
     }
 }
