@@ -243,8 +243,10 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
     }
     // Value ids in order: the alias classes' indices, and the order in which an overflow
     // is found.
-    let mut values: Vec<&ProgramValueId> = storage.keys().copied().collect();
-    values.sort_unstable();
+    let mut placed: Vec<(&ProgramValueId, (&ValueStorage, &NodeId))> =
+        storage.iter().map(|(&value, &at)| (value, at)).collect();
+    placed.sort_unstable_by_key(|(value, _)| *value);
+    let values: Vec<&ProgramValueId> = placed.iter().map(|(value, _)| *value).collect();
     let mut classes = AliasClasses::new(&values);
     for node in nodes {
         for alias in &node.exact_aliases {
@@ -253,10 +255,7 @@ pub fn check_global_aliasing(nodes: &[PlanNode]) -> Result<(), NodeError> {
     }
     type Range<'r> = (u64, u64, &'r ProgramValueId, &'r NodeId);
     let mut ranges: IdMap<&ResourceId, Vec<Range<'_>>> = IdMap::default();
-    for &value in &values {
-        let Some(&(value_storage, value_node)) = storage.get(value) else {
-            continue;
-        };
+    for &(value, (value_storage, value_node)) in &placed {
         for component in &value_storage.components {
             let end = component.end_bytes().ok_or_else(|| NodeError::Overflow {
                 what: format!(
