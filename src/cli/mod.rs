@@ -14,6 +14,7 @@ pub mod id_pattern;
 pub mod infeasible_text;
 pub mod layer_pattern;
 pub mod output;
+pub mod performance;
 pub mod plan;
 pub mod progress;
 pub mod seal;
@@ -165,6 +166,7 @@ from_library_error!(
     jointplan::verify::VerifyError,
     jointplan::request::seal::SealError,
     jointplan::synth::SynthError,
+    jointplan::perf::PerfError,
 );
 
 /// The exit status of a failure: 2 for bad input, 1 for an infeasible request or a

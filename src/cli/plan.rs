@@ -23,6 +23,8 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
+use super::performance::{performance_text, Requested, ServingFlags};
+use jointplan::synth::DeviceDescription;
 use super::infeasible_text::infeasibility_text;
 use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
 use super::progress::Progress;
@@ -62,6 +64,9 @@ pub struct Args {
     /// Selection limits and certification.
     #[command(flatten, next_help_heading = "Selection")]
     pub selection: SelectionFlags,
+    /// The serving point whose latency and throughput the summary predicts.
+    #[command(flatten, next_help_heading = "Serving point (performance model)")]
+    pub serving: ServingFlags,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -165,15 +170,29 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
+/// What [`load`] read: the request, the files it came from, a model folder's device and
+/// the policy sequence ceiling a serving point raised.
+type Loaded = (PlanRequest, Vec<PathBuf>, Option<DeviceDescription>, Option<u32>);
+
 /// The request to plan (the file as it is, or a model folder's synthesized request) and
 /// the files it was read from.
-fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>), Error> {
+fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<Loaded, Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
+        if let Some(point) = point {
+            let (synthesized, raised) =
+                super::performance::synthesize_for(input, &args.synth, point)?;
+            return Ok((
+                synthesized.request,
+                synthesized.inputs,
+                Some(synthesized.device),
+                raised,
+            ));
+        }
         let synthesized = synthesize_request(Some(input), &args.synth)
             .map_err(|e| Error::from(e).in_file(input))?;
-        return Ok((synthesized.request, synthesized.inputs));
+        return Ok((synthesized.request, synthesized.inputs, None, None));
     }
     if let Some(flag) = args.synth.first_given() {
         return Err(Error::Usage(format!(
@@ -182,7 +201,7 @@ fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>),
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    Ok((read_request(input)?, vec![input.clone()]))
+    Ok((read_request(input)?, vec![input.clone()], None, None))
 }
 
 /// The error of a failed build; when the request is infeasible, with why (the minimal
@@ -233,8 +252,9 @@ fn explain_infeasible(
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let mut options = args.selection.build_options()?;
+    let point = args.serving.requested()?;
     let progress = Progress::start("plan");
-    let (request, inputs) = load(args, &progress)?;
+    let (request, inputs, device, raised) = load(args, &progress, point.as_ref())?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
     let mut destination = match &args.output {
@@ -291,6 +311,19 @@ pub fn run(args: &Args) -> Result<(), Error> {
         progress.step(&format!("writing {}", destination.path().display()));
         destination.commit_written(written.write_error.map_or(Ok(()), Err))?;
     }
+    let performance = match &point {
+        Some(point) => {
+            progress.step("predicting the serving point");
+            Some(super::performance::predict(
+                &args.serving,
+                point,
+                &request,
+                plan,
+                device.as_ref(),
+            )?)
+        }
+        None => None,
+    };
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome
         .selection
@@ -298,9 +331,22 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .map(ComponentSummary::from_report)
         .collect();
     let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
+    let unserializable = |e: serde_json::Error| Error::Usage(format!("cannot serialize the summary: {e}"));
     if args.json {
-        let text = pretty_json(&summary)
-            .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
+        let text = match &performance {
+            // The summary keeps its bytes without a serving point.
+            None => pretty_json(&summary).map_err(unserializable)?,
+            Some(performance) => {
+                let mut value = serde_json::to_value(&summary).map_err(unserializable)?;
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert(
+                        "performance".to_owned(),
+                        serde_json::to_value(performance).map_err(unserializable)?,
+                    );
+                }
+                pretty_json(&value).map_err(unserializable)?
+            }
+        };
         write_stdout(&text)?;
     } else {
         let detail = if args.full {
@@ -308,7 +354,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
         } else {
             Detail::Grouped
         };
-        write_stdout(&summary_text(&summary, detail))?;
+        let mut text = summary_text(&summary, detail);
+        if let Some(performance) = &performance {
+            text.push_str(&performance_text(performance, raised));
+        }
+        write_stdout(&text)?;
     }
     // The process exits when `plan` returns: freeing the request, the plan and the summary
     // (millions of small allocations on a large model, about 5% of the command's CPU)

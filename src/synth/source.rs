@@ -55,6 +55,9 @@ pub struct Synthesized {
     /// Every file the synthesis read (config, the folder's defaults, device, policy preset),
     /// so that a command writing an output can refuse to overwrite one of them.
     pub inputs: Vec<PathBuf>,
+    /// The device description the request was synthesized for (with its optional
+    /// performance figures, which the request does not carry).
+    pub device: DeviceDescription,
 }
 
 fn option(option: &str, message: impl Into<String>) -> SynthError {
@@ -178,6 +181,7 @@ impl ModelSource {
             weight_format,
             warnings,
             inputs,
+            device,
         })
     }
 }
