@@ -74,12 +74,20 @@ impl ServingFlags {
             }
             return Ok(None);
         }
-        if let Some((flag, _)) = given.iter().find(|(_, v)| v.is_none()) {
+        let [(_, Some(concurrency)), (_, Some(input_tokens)), (_, Some(output_tokens))] = given
+        else {
+            let flag = given
+                .iter()
+                .find(|(_, v)| v.is_none())
+                .map_or("", |(f, _)| f);
             return Err(Error::Usage(format!(
                 "{flag} is missing: a serving point needs --concurrency, --input-tokens and --output-tokens"
             )));
-        }
-        let engine = self.engine.clone().unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
+        };
+        let engine = self
+            .engine
+            .clone()
+            .unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
         if perf::engine_profile(&engine).is_none() {
             return Err(Error::Usage(format!(
                 "--engine {engine}: not one of {}",
@@ -87,9 +95,9 @@ impl ServingFlags {
             )));
         }
         Ok(Some(Requested {
-            concurrency: self.concurrency.unwrap_or(1),
-            input_tokens: self.input_tokens.unwrap_or(1),
-            output_tokens: self.output_tokens.unwrap_or(1),
+            concurrency,
+            input_tokens,
+            output_tokens,
             engine,
         }))
     }
@@ -106,9 +114,8 @@ pub fn synthesize_for(
     let mut preset = source
         .policy_preset()
         .map_err(|e| Error::from(e).in_file(folder))?;
-    let wanted = u32::try_from(point.concurrency).map_err(|_| {
-        Error::Usage(format!("--concurrency {}: too large", point.concurrency))
-    })?;
+    let wanted = u32::try_from(point.concurrency)
+        .map_err(|_| Error::Usage(format!("--concurrency {}: too large", point.concurrency)))?;
     let raised = (preset.maximum_active_sequences < wanted).then(|| {
         let old = preset.maximum_active_sequences;
         preset.maximum_active_sequences = wanted;
@@ -155,7 +162,12 @@ pub fn predict(
         .iter()
         .map(|n| (&n.id, &n.selection.selected_provider))
         .collect();
-    let model = perf::time_model(request, |id| providers.get(id).copied(), device, calibration)?;
+    let model = perf::time_model(
+        request,
+        |id| providers.get(id).copied(),
+        device,
+        calibration,
+    )?;
     let serving = ServingPoint {
         concurrency: point.concurrency,
         input_tokens: point.input_tokens,
@@ -177,8 +189,8 @@ pub fn performance_text(p: &Performance, raised_from: Option<u32>) -> String {
     let s = &p.serving_point;
     let mut out = String::new();
     out.push_str(&format!(
-        "\nperformance (model: docs/performance-model.md; {} engine profile, {} on {}):\n",
-        s.engine, "roofline at efficiency classes", p.device
+        "\nperformance (model: docs/performance-model.md; {} engine profile on {}):\n",
+        s.engine, p.device
     ));
     out.push_str(&format!(
         "  serving point           concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences\n",
@@ -196,14 +208,20 @@ pub fn performance_text(p: &Performance, raised_from: Option<u32>) -> String {
         s.simulated_requests,
         p.simulated_steps
     ));
-    out.push_str(&format!("  TPOT                    {}\n", ms(p.tpot_seconds)));
+    out.push_str(&format!(
+        "  TPOT                    {}\n",
+        ms(p.tpot_seconds)
+    ));
     out.push_str(&format!(
         "  output tokens/s         {:.1} total, {:.1} per device, {:.1} per user (1 / TPOT)\n",
         p.output_tokens_per_second,
         p.output_tokens_per_second_per_device,
         p.output_tokens_per_second_per_user
     ));
-    for (name, t) in [("prefill (one prompt)", &p.prefill), ("decode step", &p.decode_step)] {
+    for (name, t) in [
+        ("prefill (one prompt)", &p.prefill),
+        ("decode step", &p.decode_step),
+    ] {
         out.push_str(&format!(
             "  {name:<23} {} (compute {}, memory {}, overhead {})\n",
             ms(t.seconds),
@@ -229,7 +247,10 @@ pub fn performance_text(p: &Performance, raised_from: Option<u32>) -> String {
         ));
     }
     if p.by_kind.len() > 8 {
-        out.push_str(&format!("    ... {} more kinds (--json lists every one)\n", p.by_kind.len() - 8));
+        out.push_str(&format!(
+            "    ... {} more kinds (--json lists every one)\n",
+            p.by_kind.len() - 8
+        ));
     }
     out.push_str("  rules:\n");
     for rule in &p.rules {

@@ -23,16 +23,16 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
-use super::performance::{performance_text, Requested, ServingFlags};
-use jointplan::synth::DeviceDescription;
 use super::infeasible_text::infeasibility_text;
 use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
+use super::performance::{performance_text, Requested, ServingFlags};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::summary_text::Detail;
 use super::synth::{synthesize_request, SynthFlags};
 use jointplan::builder::error::PlanError;
 use jointplan::study::infeasible::explain_failure;
+use jointplan::synth::DeviceDescription;
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
@@ -172,7 +172,12 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
 
 /// What [`load`] read: the request, the files it came from, a model folder's device and
 /// the policy sequence ceiling a serving point raised.
-type Loaded = (PlanRequest, Vec<PathBuf>, Option<DeviceDescription>, Option<u32>);
+type Loaded = (
+    PlanRequest,
+    Vec<PathBuf>,
+    Option<DeviceDescription>,
+    Option<u32>,
+);
 
 /// The request to plan (the file as it is, or a model folder's synthesized request) and
 /// the files it was read from.
@@ -331,7 +336,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .map(ComponentSummary::from_report)
         .collect();
     let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
-    let unserializable = |e: serde_json::Error| Error::Usage(format!("cannot serialize the summary: {e}"));
+    let unserializable =
+        |e: serde_json::Error| Error::Usage(format!("cannot serialize the summary: {e}"));
     if args.json {
         let text = match &performance {
             // The summary keeps its bytes without a serving point.

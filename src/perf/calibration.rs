@@ -105,7 +105,12 @@ impl Calibration {
                 .strip_prefix("operation.")
                 .unwrap_or(&entry.operation)
                 .to_owned();
-            let key = (operation, entry.device, entry.dtype, entry.weight_dimensions);
+            let key = (
+                operation,
+                entry.device,
+                entry.dtype,
+                entry.weight_dimensions,
+            );
             let points = groups.entry(key).or_default();
             if points.iter().any(|&(t, _)| t == entry.tokens) {
                 return Err(bad(
@@ -139,14 +144,8 @@ impl Calibration {
         if self.groups.is_empty() {
             return None;
         }
-        let key = |dims: Option<Vec<u64>>| {
-            (
-                p.kind.clone(),
-                device.to_owned(),
-                dtype.to_owned(),
-                dims,
-            )
-        };
+        let key =
+            |dims: Option<Vec<u64>>| (p.kind.clone(), device.to_owned(), dtype.to_owned(), dims);
         let points = p
             .matrix_dimensions
             .clone()

@@ -100,16 +100,29 @@ mod tests {
 
     #[test]
     fn the_kernel_part_of_the_id_selects_the_class() {
-        assert_eq!(class_of(&id("provider.cuda.dense_linear.dense")).name, "dense");
-        assert_eq!(class_of(&id("provider.cuda.dense_linear.gptq")).name, "gptq");
+        assert_eq!(
+            class_of(&id("provider.cuda.dense_linear.dense")).name,
+            "dense"
+        );
+        assert_eq!(
+            class_of(&id("provider.cuda.dense_linear.gptq")).name,
+            "gptq"
+        );
         assert_eq!(
             class_of(&id("provider.cuda.causal_paged_attention.paged")).name,
             "paged"
         );
-        assert_eq!(class_of(&id("provider.reference.rms_norm.f16")).name, "reference");
+        assert_eq!(
+            class_of(&id("provider.reference.rms_norm.f16")).name,
+            "reference"
+        );
         assert_eq!(class_of(&id("provider.x.y.z")).name, "generic");
         for class in CLASSES {
-            assert!(class.compute > 0.0 && class.compute <= 1.0, "{}", class.name);
+            assert!(
+                class.compute > 0.0 && class.compute <= 1.0,
+                "{}",
+                class.name
+            );
             assert!(class.memory > 0.0 && class.memory <= 1.0, "{}", class.name);
         }
     }

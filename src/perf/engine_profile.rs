@@ -20,7 +20,15 @@ pub struct EngineProfile {
     pub decode_launch_factor: f64,
     /// Fraction of the launch overhead a step with prompt tokens pays (eager launches).
     pub prefill_launch_factor: f64,
+    /// Time from a request's arrival until the scheduler can run it (HTTP, tokenization,
+    /// queueing into the engine), counted in its TTFT.
+    pub request_overhead_seconds: f64,
 }
+
+/// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the odd rows
+/// of the validation table (`examples/perf_validation.rs` prints the fit, and
+/// `tests/planner/perf_validation.rs` checks this constant against it).
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0086;
 
 /// The profiles, by name.
 pub const ENGINES: &[EngineProfile] = &[
@@ -29,24 +37,28 @@ pub const ENGINES: &[EngineProfile] = &[
         step_overhead_seconds: 0.002,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
+        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
     },
     EngineProfile {
         name: "sglang",
         step_overhead_seconds: 0.001,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
+        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
     },
     EngineProfile {
         name: "trtllm",
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
+        request_overhead_seconds: 0.0,
     },
     EngineProfile {
         name: "llama.cpp",
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.5,
         prefill_launch_factor: 1.0,
+        request_overhead_seconds: 0.0,
     },
 ];
 

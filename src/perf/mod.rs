@@ -158,9 +158,12 @@ pub fn time_model<'a>(
     device: &DeviceDescription,
     calibration: Calibration,
 ) -> Result<TimeModel, PerfError> {
-    let figures = device.performance.as_ref().ok_or_else(|| PerfError::NoFigures {
-        device: device.name.clone(),
-    })?;
+    let figures = device
+        .performance
+        .as_ref()
+        .ok_or_else(|| PerfError::NoFigures {
+            device: device.name.clone(),
+        })?;
     TimeModel::new(request, providers, &device.name, figures, calibration)
 }
 

@@ -45,13 +45,7 @@ pub enum ComputeType {
 
 impl ComputeType {
     /// Every type, in table order.
-    pub const ALL: [ComputeType; 5] = [
-        Self::Fp32,
-        Self::Bf16,
-        Self::Fp8,
-        Self::Int8,
-        Self::Fp4,
-    ];
+    pub const ALL: [ComputeType; 5] = [Self::Fp32, Self::Bf16, Self::Fp8, Self::Int8, Self::Fp4];
 
     /// Index in [`ComputeType::ALL`].
     pub fn index(self) -> usize {
@@ -74,9 +68,8 @@ impl ComputeType {
     /// int8 in int8.
     pub fn of_encoding(encoding: &WeightEncoding) -> ComputeType {
         match encoding {
-            WeightEncoding::Dense { element_type } | WeightEncoding::DenseAffine { element_type, .. } => {
-                Self::of_element(*element_type)
-            }
+            WeightEncoding::Dense { element_type }
+            | WeightEncoding::DenseAffine { element_type, .. } => Self::of_element(*element_type),
             WeightEncoding::Quantized(_) | WeightEncoding::BlockQuantized(_) => Self::Bf16,
         }
     }
@@ -200,7 +193,8 @@ pub fn profiles(request: &PlanRequest) -> Result<Vec<NodeProfile>, PerfError> {
     // The routers' expert counts by layer, for the expert groups of the same layer.
     let mut layer_experts: BTreeMap<u64, u64> = BTreeMap::new();
     for node in request.family.program.nodes() {
-        if let (Some(experts), None) = (unsigned(node, "experts"), unsigned(node, "group_experts")) {
+        if let (Some(experts), None) = (unsigned(node, "experts"), unsigned(node, "group_experts"))
+        {
             layer_experts.insert(unsigned(node, "layer_index").unwrap_or(0), experts);
         }
     }
@@ -210,10 +204,12 @@ pub fn profiles(request: &PlanRequest) -> Result<Vec<NodeProfile>, PerfError> {
         .program
         .nodes()
         .map(|node| {
-            let resolution = resolutions.get(&node.id).ok_or_else(|| PerfError::Request {
-                node: node.id.to_string(),
-                message: "has no node resolution".to_owned(),
-            })?;
+            let resolution = resolutions
+                .get(&node.id)
+                .ok_or_else(|| PerfError::Request {
+                    node: node.id.to_string(),
+                    message: "has no node resolution".to_owned(),
+                })?;
             profile(request, node, resolution, sequences, &layer_experts)
         })
         .collect()
@@ -385,10 +381,9 @@ fn profile(
     }
     // An output head over the last token: the operation says so, or no output scales
     // with the tokens while the node's work does.
-    let has_outputs = resolution
-        .values
-        .iter()
-        .any(|v| v.role == crate::request::ValueRole::Output && v.usage == BufferUsage::Activations);
+    let has_outputs = resolution.values.iter().any(|v| {
+        v.role == crate::request::ValueRole::Output && v.usage == BufferUsage::Activations
+    });
     if p.rows == Rows::Tokens
         && (p.kind.contains("last_token") || (has_outputs && !any_output_per_token))
     {
@@ -423,7 +418,11 @@ fn profile(
         unsigned(node, "experts_per_token"),
     ) {
         let layer = unsigned(node, "layer_index").unwrap_or(0);
-        let experts = layer_experts.get(&layer).copied().unwrap_or(group).max(group);
+        let experts = layer_experts
+            .get(&layer)
+            .copied()
+            .unwrap_or(group)
+            .max(group);
         p.experts = Some(ExpertGroup {
             group,
             experts,
@@ -446,7 +445,9 @@ fn pair_flops(node: &ProgramNode, state_elements_per_token: u64) -> Option<u64> 
     let heads = unsigned(node, "query_heads");
     if let (Some(heads), Some(rank)) = (heads, unsigned(node, "kv_lora_rank")) {
         let rope = unsigned(node, "qk_rope_head_dim").unwrap_or(0);
-        return 2u64.checked_mul(heads)?.checked_mul(rank.checked_mul(2)?.checked_add(rope)?);
+        return 2u64
+            .checked_mul(heads)?
+            .checked_mul(rank.checked_mul(2)?.checked_add(rope)?);
     }
     if let (Some(heads), Some(dim)) = (heads, unsigned(node, "head_dim")) {
         return 4u64.checked_mul(heads)?.checked_mul(dim);
@@ -461,5 +462,7 @@ fn recurrent_flops(node: &ProgramNode) -> Option<u64> {
     let heads = unsigned(node, "value_heads")?;
     let key = unsigned(node, "key_head_dim")?;
     let value = unsigned(node, "value_head_dim")?;
-    4u64.checked_mul(heads)?.checked_mul(key)?.checked_mul(value)
+    4u64.checked_mul(heads)?
+        .checked_mul(key)?
+        .checked_mul(value)
 }

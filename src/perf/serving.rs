@@ -56,11 +56,18 @@ impl ServingPoint {
         if self.output_tokens == 0 {
             return Err(bad("--output-tokens", "must be at least 1"));
         }
-        if self.input_tokens.saturating_add(self.output_tokens) > 1 << 24 {
-            return Err(bad("--input-tokens", "input plus output tokens must be at most 16777216"));
+        // The simulation runs one step per output token of each request.
+        if self.input_tokens.saturating_add(self.output_tokens) > 1 << 21 {
+            return Err(bad(
+                "--output-tokens",
+                "input plus output tokens must be at most 2097152",
+            ));
         }
         if self.scheduled_token_budget == 0 || self.maximum_sequences == 0 {
-            return Err(bad("--concurrency", "the policy schedules no tokens or sequences"));
+            return Err(bad(
+                "--concurrency",
+                "the policy schedules no tokens or sequences",
+            ));
         }
         Ok(())
     }
@@ -110,10 +117,21 @@ pub fn simulate(
     let (mut ttft_sum, mut tpot_sum, mut done, mut tpot_count) = (0.0, 0.0, 0u64, 0u64);
     let mut generated_total = 0u64;
     while done < total {
+        // A request reaches the scheduler `request_overhead` after it arrives; with nothing
+        // running, time moves on to the first one that does.
+        if running.is_empty() {
+            if let Some(&arrival) = waiting.front() {
+                now = now.max(arrival + engine.request_overhead_seconds);
+            }
+        }
         while running.len() < slots as usize {
-            let Some(arrival) = waiting.pop_front() else {
+            let Some(&arrival) = waiting.front() else {
                 break;
             };
+            if arrival + engine.request_overhead_seconds > now {
+                break;
+            }
+            waiting.pop_front();
             running.push(Running {
                 arrival,
                 prefilled: 0,
@@ -122,7 +140,9 @@ pub fn simulate(
             });
         }
         if running.is_empty() {
-            return Err(PerfError::Internal("the serving loop has nothing to run".to_owned()));
+            return Err(PerfError::Internal(
+                "the serving loop has nothing to run".to_owned(),
+            ));
         }
         // Decodes first (one token each, within the budget), then prompt chunks.
         let mut left = budget;
@@ -247,7 +267,11 @@ pub fn decode_shape(point: &ServingPoint) -> StepShape {
 }
 
 /// The steady decode step's time (with the engine's host time).
-pub fn decode_step_time(model: &TimeModel, engine: &EngineProfile, point: &ServingPoint) -> PhaseTime {
+pub fn decode_step_time(
+    model: &TimeModel,
+    engine: &EngineProfile,
+    point: &ServingPoint,
+) -> PhaseTime {
     let mut t = model.step_time(&decode_shape(point), engine.decode_launch_factor);
     t.overhead_seconds += engine.step_overhead_seconds;
     t.seconds += engine.step_overhead_seconds;

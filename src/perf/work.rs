@@ -143,8 +143,7 @@ pub fn work(p: &NodeCost, shape: &StepShape) -> Work {
             w.flops[a.compute.index()] += n * pairs * a.flops_per_pair as f64;
             let held = window.map_or(after, |w| after.min(w));
             // The cache is read once at the context and the new tokens are written.
-            w.bytes +=
-                n * (held + s.new_tokens as f64) * a.state_bytes_per_token as f64;
+            w.bytes += n * (held + s.new_tokens as f64) * a.state_bytes_per_token as f64;
         }
     }
     if p.recurrent_state_bytes > 0 {
