@@ -16,6 +16,7 @@ use super::Error;
 use jointplan::builder::BuildOptions;
 use jointplan::plan::ExecutionPlan;
 use jointplan::plan::DEFAULT_OBJECTIVE;
+use jointplan::request::id_pattern::IdPattern;
 use jointplan::request::PlanRequest;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
@@ -23,13 +24,14 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
-use super::infeasible_text::infeasibility_text;
-use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
+use super::output::{pretty_json, write_stdout};
 use super::progress::Progress;
 use super::solve::BackendArg;
-use super::summary_text::Detail;
 use super::synth::{synthesize_request, SynthFlags};
 use jointplan::builder::error::PlanError;
+use jointplan::render::infeasible_text::infeasibility_text;
+use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
+use jointplan::render::summary_text::Detail;
 use jointplan::study::infeasible::explain_failure;
 
 /// Arguments of `jointplan plan`.
@@ -93,10 +95,12 @@ pub struct SelectionFlags {
     /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) of the `weighted` objective.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
-    /// Fix a node to one of its providers (repeatable; recorded in the plan).
+    /// Fix a node to one of its providers (repeatable; recorded in the plan). NODE may be an
+    /// id pattern as summaries print it (`node.layer.[0-31].attention`): every node it selects.
     #[arg(long, value_name = "NODE=PROVIDER")]
     pub pin: Vec<String>,
-    /// Forbid a provider at a node (repeatable; recorded in the plan).
+    /// Forbid a provider at a node (repeatable; recorded in the plan). NODE may be an id
+    /// pattern as summaries print it: the provider is forbidden at every node it selects.
     #[arg(long, value_name = "NODE=PROVIDER")]
     pub forbid: Vec<String>,
 }
@@ -144,19 +148,84 @@ impl SelectionFlags {
         let objective =
             objective_by_name(&self.objective, weights).map_err(|e| Error::Usage(e.to_string()))?;
         options.selection.objective = Arc::from(objective);
+        // Plain ids are checked here; patterns are read here and expanded against the
+        // request's nodes by `apply_pins`, once the request is loaded.
+        for (flag, texts) in [("pin", &self.pin), ("forbid", &self.forbid)] {
+            for text in texts {
+                node_pattern_provider(flag, text)?;
+            }
+        }
+        Ok(options)
+    }
+
+    /// Adds the `--pin` and `--forbid` settings to `options`, each node id pattern expanded
+    /// to the nodes of `request` it selects.
+    pub fn apply_pins(
+        &self,
+        options: &mut BuildOptions,
+        request: &PlanRequest,
+    ) -> Result<(), Error> {
+        let ids: Vec<&NodeId> = request.family.program.nodes().map(|n| &n.id).collect();
         for text in &self.pin {
-            let (node, provider) = node_provider("pin", text)?;
-            if let Some(earlier) = options.pins.insert(node.clone(), provider) {
-                return Err(Error::Usage(format!(
-                    "--pin {text}: node {node} is already pinned to {earlier}"
-                )));
+            for (node, provider) in expand("pin", text, &ids)? {
+                if let Some(earlier) = options.pins.insert(node.clone(), provider) {
+                    return Err(Error::Usage(format!(
+                        "--pin {text}: node {node} is already pinned to {earlier}"
+                    )));
+                }
             }
         }
         for text in &self.forbid {
-            let (node, provider) = node_provider("forbid", text)?;
-            options.forbids.entry(node).or_default().insert(provider);
+            for (node, provider) in expand("forbid", text, &ids)? {
+                options.forbids.entry(node).or_default().insert(provider);
+            }
         }
-        Ok(options)
+        Ok(())
+    }
+}
+
+/// A node (its id, or an id pattern of several) and a provider: `--pin`, `--forbid`.
+enum NodeName {
+    Id(NodeId),
+    Pattern(IdPattern),
+}
+
+/// Parses `NODE=PROVIDER` of `--{flag}`, where NODE may be an id pattern as summaries print
+/// them (`node.layer.[0-31].attention`).
+fn node_pattern_provider(flag: &str, text: &str) -> Result<(NodeName, ProviderId), Error> {
+    match text.split_once('=') {
+        Some((node, provider)) if IdPattern::is_pattern(node) => {
+            let usage = |detail: String| Error::Usage(format!("--{flag} {text}: {detail}"));
+            let pattern = IdPattern::parse(node).map_err(|e| usage(e.to_string()))?;
+            let provider =
+                ProviderId::new(provider).map_err(|e| usage(format!("bad provider id: {e}")))?;
+            Ok((NodeName::Pattern(pattern), provider))
+        }
+        _ => {
+            let (node, provider) = node_provider(flag, text)?;
+            Ok((NodeName::Id(node), provider))
+        }
+    }
+}
+
+/// The (node, provider) settings of one `--{flag}` value: a plain id as it is (the build
+/// names an id the request does not have), a pattern as every node it selects.
+fn expand(flag: &str, text: &str, ids: &[&NodeId]) -> Result<Vec<(NodeId, ProviderId)>, Error> {
+    match node_pattern_provider(flag, text)? {
+        (NodeName::Id(node), provider) => Ok(vec![(node, provider)]),
+        (NodeName::Pattern(pattern), provider) => {
+            let nodes: Vec<(NodeId, ProviderId)> = ids
+                .iter()
+                .filter(|id| pattern.matches(id.as_str()))
+                .map(|id| ((*id).clone(), provider.clone()))
+                .collect();
+            if nodes.is_empty() {
+                return Err(Error::Usage(format!(
+                    "--{flag} {text}: the pattern {pattern} selects no node of the request                      (`jointplan plan --full` lists every node)"
+                )));
+            }
+            Ok(nodes)
+        }
     }
 }
 
@@ -235,6 +304,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
     let (request, inputs) = load(args, &progress)?;
+    args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
     let mut destination = match &args.output {

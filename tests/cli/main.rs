@@ -18,6 +18,7 @@ mod output_rules;
 mod plan_model;
 mod process;
 mod research;
+mod research_loop;
 mod selection_cli;
 mod solve_progress;
 mod strict_input;
