@@ -27,7 +27,7 @@ use super::destination::Destination;
 use super::output::{pretty_json, write_stdout};
 use super::progress::Progress;
 use super::solve::BackendArg;
-use super::synth::{synthesize_request, SynthFlags};
+use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
 use jointplan::builder::error::PlanError;
 use jointplan::render::infeasible_text::infeasibility_text;
 use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
@@ -61,6 +61,13 @@ pub struct Args {
         next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
     )]
     pub synth: SynthFlags,
+    /// Policy preset fields (model folders only): replay a sweep point without a preset
+    /// file.
+    #[command(
+        flatten,
+        next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
+    )]
+    pub policy: PolicyFlags,
     /// Selection limits and certification.
     #[command(flatten, next_help_heading = "Selection")]
     pub selection: SelectionFlags,
@@ -240,11 +247,11 @@ fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>),
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
-        let synthesized = synthesize_request(Some(input), &args.synth)
+        let synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
         return Ok((synthesized.request, synthesized.inputs));
     }
-    if let Some(flag) = args.synth.first_given() {
+    if let Some(flag) = args.synth.first_given().or(args.policy.first_given()) {
         return Err(Error::Usage(format!(
             "{flag} applies to a model folder; {} is a request file, planned as it is",
             input.display()

@@ -25,4 +25,5 @@ mod solve_progress;
 mod strict_input;
 mod study_cli;
 mod summary_grouping;
+mod sweep_loop;
 mod sweep_shard;

@@ -31,6 +31,7 @@ mod request_validation;
 mod research_queries;
 mod stored_check;
 mod study;
+mod sweep_rows;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;
