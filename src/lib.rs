@@ -68,6 +68,7 @@ pub mod builder;
 pub mod candidates;
 pub mod canonical;
 pub mod check;
+pub mod engine;
 pub mod error;
 pub mod json_input;
 pub mod memory;
