@@ -70,6 +70,7 @@ pub mod builder;
 pub mod candidates;
 pub mod canonical;
 pub mod check;
+pub mod engine;
 pub mod error;
 pub mod error_kind;
 pub mod json_input;

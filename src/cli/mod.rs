@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod destination;
 pub mod diff;
+pub mod engine_flags;
 pub mod explain;
 pub mod fit;
 pub mod hash;

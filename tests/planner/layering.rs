@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("json_input", 0),
     ("request", 1),
     ("selection", 1),
+    ("engine", 1),
     ("plan", 2),
     ("synth", 3),
     ("check", 3),
