@@ -72,6 +72,7 @@ pub mod error;
 pub mod json_input;
 pub mod memory;
 pub mod node;
+pub mod placement;
 pub mod plan;
 pub mod request;
 pub mod selection;

@@ -14,6 +14,7 @@ pub mod id_pattern;
 pub mod infeasible_text;
 pub mod layer_pattern;
 pub mod output;
+pub mod placement;
 pub mod plan;
 pub mod progress;
 pub mod seal;
@@ -118,6 +119,9 @@ pub enum Error {
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),
+    /// A placement across devices failed.
+    #[error(transparent)]
+    Placement(jointplan::placement::PlacementError),
     /// A failure with an explanation of it (why a request is infeasible).
     #[error("{error}\n{explanation}")]
     Explained {
@@ -135,6 +139,11 @@ impl Error {
             Error::Library(error) => error.kind(),
             Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
             Error::Explained { error, .. } => error.kind(),
+            Error::Placement(error) if error.is_bad_input() => jointplan::ErrorKind::BadInput,
+            Error::Placement(jointplan::placement::PlacementError::Internal(_)) => {
+                jointplan::ErrorKind::Rejected
+            }
+            Error::Placement(_) => jointplan::ErrorKind::Infeasible,
         }
     }
 

@@ -62,6 +62,9 @@ pub struct Args {
     /// Selection limits and certification.
     #[command(flatten, next_help_heading = "Selection")]
     pub selection: SelectionFlags,
+    /// Placement across devices (model folders only).
+    #[command(flatten, next_help_heading = "Placement across devices")]
+    pub placement: super::placement::PlacementFlags,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -232,6 +235,14 @@ fn explain_infeasible(
 
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    if args.placement.active() {
+        return super::placement::run(args);
+    }
+    if let Some(flag) = args.placement.stray() {
+        return Err(Error::Usage(format!(
+            "{flag} applies to a placement: give --devices SET.json or --device D --count N"
+        )));
+    }
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
     let (request, inputs) = load(args, &progress)?;

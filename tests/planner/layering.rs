@@ -23,6 +23,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("builder", 5),
     ("verify", 6),
     ("study", 7),
+    ("placement", 8),
     ("error", 8),
     ("cli", 9),
 ];
