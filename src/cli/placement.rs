@@ -145,10 +145,7 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
         p.devices_used,
         p.tensor_parallel,
         p.pipeline_parallel,
-        match p.expert_split {
-            placement::problem::ExpertSplit::Tensor => "tensor",
-            placement::problem::ExpertSplit::Expert => "expert",
-        }
+        p.expert_split.name()
     );
     let certificate = &placed.certificate;
     let proof = if certificate.method == "exhaustive" {
@@ -232,7 +229,7 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
     if !placed.rejected.is_empty() {
         let _ = writeln!(out, "\noptions the model cannot take:");
         for r in &placed.rejected {
-            let _ = writeln!(out, "  tensor parallel {} ({:?} experts): {}", r.degree, r.split, r.reason);
+            let _ = writeln!(out, "  tensor parallel {} ({}-split experts): {}", r.degree, r.split.name(), r.reason);
         }
     }
     out

@@ -225,14 +225,17 @@ fn why_not(formed: &options::Formed) -> String {
             .map(|k| k.groups_of(option.degree))
             .sum();
         lines.push(format!(
-            "tensor parallel {} ({:?} experts): the layers hold {weights} bytes of weights and {kv} bytes of KV cache per device over {groups} stage(s) of at most {largest} usable bytes",
-            option.degree, option.split
+            "tensor parallel {} ({}-split experts): the layers hold {weights} bytes of weights and {kv} bytes of KV cache per device over {groups} stage(s) of at most {largest} usable bytes",
+            option.degree,
+            option.split.name()
         ));
     }
     for rejected in &formed.rejected {
         lines.push(format!(
-            "tensor parallel {} ({:?} experts) is impossible: {}",
-            rejected.degree, rejected.split, rejected.reason
+            "tensor parallel {} ({}-split experts) is impossible: {}",
+            rejected.degree,
+            rejected.split.name(),
+            rejected.reason
         ));
     }
     lines.join("; ")

@@ -206,7 +206,7 @@ fn rule_of(rest: &str, dims: &[u64], kv_heads: u64) -> Rule {
         "o_proj" => Rule::Split { axis: last },
         "feed_forward.gate_up" | "shared_expert.gate_up" => Rule::Split { axis: rows },
         "feed_forward.down" | "shared_expert.down" => Rule::Split { axis: last },
-        "embedding" | "lm_head" => Rule::Split { axis: 0 },
+        "token_embedding" | "lm_head" => Rule::Split { axis: 0 },
         "router" | "q_a_proj" | "kv_a_proj" => Rule::Replicate,
         other if other.ends_with("norm") => Rule::Replicate,
         _ => Rule::Unmodelled,
@@ -226,7 +226,7 @@ fn home_of(id: &str) -> Result<(Home, &str), PlacementError> {
             .map_err(|_| model_error(format!("weight {id}: layer {index} is not a number")))?;
         return Ok((Home::Layer(layer), rest));
     }
-    Ok(if name == "embedding" {
+    Ok(if name == "token_embedding" {
         (Home::First, name)
     } else {
         (Home::Last, name)

@@ -31,6 +31,16 @@ pub enum ExpertSplit {
     Expert,
 }
 
+impl ExpertSplit {
+    /// The split's name (`tensor`, `expert`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpertSplit::Tensor => "tensor",
+            ExpertSplit::Expert => "expert",
+        }
+    }
+}
+
 /// What one device of a stage holds for one layer under one option.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayerCost {
