@@ -51,6 +51,10 @@ pub struct Args {
     /// smallest first, with their headroom.
     #[arg(long, value_name = "DIR", conflicts_with = "maximize")]
     pub devices: Option<PathBuf>,
+    /// With `--devices DIR`: place the model across up to N identical devices of each file
+    /// and answer the fewest that serve the policy (docs/placement.md).
+    #[arg(long, value_name = "N", requires = "devices")]
+    pub max_count: Option<u32>,
     /// Print the answer as JSON.
     #[arg(long)]
     pub json: bool,
@@ -86,6 +90,20 @@ pub fn run(args: &Args) -> Result<(), Error> {
             )));
         }
         let source = args.synth.source(Some(&args.input));
+        if let Some(max_count) = args.max_count {
+            let rows = jointplan::placement::fit::smallest_counts(
+                &source,
+                dir,
+                max_count,
+                &options,
+                jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
+            )?;
+            return if args.json {
+                print(&rows)
+            } else {
+                Ok(write_stdout(&counts_text(&rows, max_count))?)
+            };
+        }
         let rows = fit_devices(&source, dir, &options)
             .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?;
         return if args.json {
@@ -172,6 +190,33 @@ fn devices_text(rows: &[DeviceFit]) -> String {
         out.push('\n');
         if let Some(reason) = &row.reason {
             out.push_str(&format!("      {reason}\n"));
+        }
+    }
+    out
+}
+
+fn counts_text(rows: &[jointplan::placement::fit::CountFit], max_count: u32) -> String {
+    let mut out = format!(
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
+    );
+    for row in rows {
+        match (row.count, row.total_memory_bytes) {
+            (Some(count), Some(total)) => out.push_str(&format!(
+                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                human_bytes(total),
+                row.tensor_parallel.unwrap_or(0),
+                row.pipeline_parallel.unwrap_or(0),
+                row.placement_id.as_deref().unwrap_or(""),
+                row.certificate.as_deref().unwrap_or("")
+            )),
+            _ => out.push_str(&format!(
+                "  {}  {}  does not fit on {max_count}: {}\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                row.reason.as_deref().unwrap_or("")
+            )),
         }
     }
     out

@@ -70,7 +70,12 @@ pub fn enumerate(problem: &Problem, budget: u64) -> Enumerated {
         if option.layers.len() != n as usize || n == 0 {
             continue;
         }
-        for p in 1..=n {
+        let groups: u32 = problem
+            .kinds
+            .iter()
+            .map(|k| k.groups_of(option.degree))
+            .sum();
+        for p in 1..=n.min(groups) {
             if problem.pipeline_stages.is_some_and(|s| s != p) {
                 continue;
             }

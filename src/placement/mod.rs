@@ -18,6 +18,8 @@
 pub mod check;
 pub mod device_set;
 pub mod enumerate;
+pub mod fit;
+pub mod levers;
 pub mod model;
 pub mod options;
 pub mod problem;
@@ -172,7 +174,19 @@ pub fn place(
         .map_err(|e| PlacementError::Synth(Box::new(e)))?;
     let formed = options::form(&facts, set, &preset, settings)?;
     let Some(solution) = solve::solve(&formed.problem) else {
-        return Err(PlacementError::Infeasible(why_not(&formed)));
+        let levers: Vec<String> = levers::levers(&formed, &facts, set)
+            .iter()
+            .map(levers::Lever::text)
+            .collect();
+        let levers = if levers.is_empty() {
+            "no lever within reach (up to 64 more devices of a kind, unlimited host offload, any shorter context)".to_owned()
+        } else {
+            levers.join("; or ")
+        };
+        return Err(PlacementError::Infeasible(format!(
+            "{}\nit would fit with: {levers}",
+            why_not(&formed)
+        )));
     };
     let certificate = match enumerate::enumerate(&formed.problem, budget) {
         enumerate::Enumerated::Complete { best, placements } => {

@@ -224,43 +224,58 @@ fn shares_of(
     }
 }
 
-/// KV bytes of one sequence and per token on one rank of `degree`, for layer `layer`.
-fn layer_state(facts: &ModelFacts, layer: u32, degree: u32) -> Result<(u64, u64), String> {
+/// KV bytes of one sequence and per token on one rank of `degree`, for layer `layer`, at
+/// the policy's context or, with `context`, at a shorter one (a state's tokens become
+/// `min(its maximum, context)`: a sliding window stays binding).
+pub fn layer_state(
+    facts: &ModelFacts,
+    layer: u32,
+    degree: u32,
+    context: Option<u64>,
+) -> Result<(u64, u64), String> {
     let d = u64::from(degree);
     let mut sequence = 0u64;
     let mut per_token = 0u64;
     for state in facts.states.iter().filter(|s| s.layer == layer) {
-        let (seq, tok) = if degree == 1 {
-            (state.sequence_bytes, state.bytes_per_token)
-        } else {
-            match state.mixer {
-                MixerKind::LatentAttention => (state.sequence_bytes, state.bytes_per_token),
-                MixerKind::Attention => {
-                    let heads = facts.architecture.attention.key_value_heads;
-                    let held = if heads >= d { heads / d } else { 1 };
-                    if state.bytes_per_token % heads != 0 {
-                        return Err(format!("{}: bytes per token do not divide by heads", state.id));
-                    }
-                    let token = state.bytes_per_token / heads * held;
-                    let logical = token
-                        .checked_mul(state.maximum_tokens)
-                        .ok_or("bytes overflow")?;
-                    let seq = state
-                        .profile
-                        .quantize(logical, state.alignment)
-                        .ok_or("bytes overflow")?;
-                    (seq, token)
+        let token = match state.mixer {
+            _ if degree == 1 || state.bytes_per_token == 0 => state.bytes_per_token,
+            MixerKind::LatentAttention => state.bytes_per_token,
+            MixerKind::Attention => {
+                let heads = facts.architecture.attention.key_value_heads;
+                let held = if heads >= d { heads / d } else { 1 };
+                if heads == 0 || state.bytes_per_token % heads != 0 {
+                    return Err(format!("{}: bytes per token do not divide by heads", state.id));
                 }
-                MixerKind::GatedDelta => {
-                    return Err(format!(
-                        "{}: tensor parallelism of gated DeltaNet state is not modelled",
-                        state.id
-                    ))
-                }
+                state.bytes_per_token / heads * held
+            }
+            MixerKind::GatedDelta => {
+                return Err(format!(
+                    "{}: tensor parallelism of gated DeltaNet state is not modelled",
+                    state.id
+                ))
             }
         };
+        let tokens = context.map_or(state.maximum_tokens, |c| c.min(state.maximum_tokens));
+        let seq = if state.bytes_per_token == 0 {
+            // Not token-scaled (a recurrent state): the plan's bytes, whatever the context.
+            if degree > 1 {
+                return Err(format!(
+                    "{}: tensor parallelism of a state that is not token-scaled is not modelled",
+                    state.id
+                ));
+            }
+            state.sequence_bytes
+        } else if degree == 1 && context.is_none() {
+            state.sequence_bytes
+        } else {
+            let logical = token.checked_mul(tokens).ok_or("bytes overflow")?;
+            state
+                .profile
+                .quantize(logical, state.alignment)
+                .ok_or("bytes overflow")?
+        };
         sequence = sequence.checked_add(seq).ok_or("bytes overflow")?;
-        per_token = per_token.checked_add(tok).ok_or("bytes overflow")?;
+        per_token = per_token.checked_add(token).ok_or("bytes overflow")?;
     }
     Ok((sequence, per_token))
 }
@@ -290,7 +305,7 @@ fn option_of(
     let overflow = || "bytes overflow".to_owned();
     let mut layers: Vec<LayerCost> = Vec::with_capacity(n);
     for layer in 0..n {
-        let (kv_sequence_bytes, kv_token_bytes) = layer_state(facts, layer as u32, degree)?;
+        let (kv_sequence_bytes, kv_token_bytes) = layer_state(facts, layer as u32, degree, None)?;
         let units = match split {
             ExpertSplit::Tensor => groups_in_layer[layer],
             ExpertSplit::Expert => groups_in_layer[layer] / d,
