@@ -24,16 +24,16 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
-use super::output::{pretty_json, write_stdout};
 use super::engine_flags::EngineFlags;
+use super::output::{pretty_json, write_stdout};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
 use jointplan::builder::error::PlanError;
+use jointplan::engine::EngineReport;
 use jointplan::render::infeasible_text::infeasibility_text;
 use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
 use jointplan::render::summary_text::Detail;
-use jointplan::engine::EngineReport;
 use jointplan::study::infeasible::explain_failure;
 
 /// Arguments of `jointplan plan`.
@@ -76,6 +76,9 @@ pub struct Args {
     /// A serving engine's accounting (model folders only).
     #[command(flatten, next_help_heading = "Serving engine (docs/engines.md)")]
     pub engine: EngineFlags,
+    /// Placement across devices (model folders only).
+    #[command(flatten, next_help_heading = "Placement across devices")]
+    pub placement: super::placement::PlacementFlags,
 }
 
 /// The plan summary with a serving engine's accounting (`--engine`): the summary's keys,
@@ -332,6 +335,14 @@ fn explain_infeasible(
 
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    if args.placement.active() {
+        return super::placement::run(args);
+    }
+    if let Some(flag) = args.placement.stray() {
+        return Err(Error::Usage(format!(
+            "{flag} applies to a placement: give --devices SET.json or --device D --count N"
+        )));
+    }
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
     let (request, inputs, engine) = load(args, &progress)?;

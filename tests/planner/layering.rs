@@ -25,9 +25,10 @@ const LAYERS: &[(&str, u32)] = &[
     ("builder", 5),
     ("verify", 6),
     ("study", 7),
-    ("render", 8),
-    ("error", 9),
-    ("cli", 10),
+    ("placement", 8),
+    ("render", 9),
+    ("error", 10),
+    ("cli", 11),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -151,7 +151,12 @@ impl<'a> Canvas<'a> {
         let width = text_width(text, size);
         let height = size * 1.25;
         let rect = if rotated {
-            Rect::new(x - height / 2.0, y - width / 2.0, x + height / 2.0, y + width / 2.0)
+            Rect::new(
+                x - height / 2.0,
+                y - width / 2.0,
+                x + height / 2.0,
+                y + width / 2.0,
+            )
         } else {
             let x0 = match align {
                 Align::Left => x,
@@ -178,9 +183,10 @@ impl<'a> Canvas<'a> {
         if rotated {
             font = font.transform(FontTransform::Rotate270);
         }
-        let style = font
-            .color(&BLACK)
-            .pos(Pos::new(if rotated { HPos::Center } else { h }, VPos::Center));
+        let style = font.color(&BLACK).pos(Pos::new(
+            if rotated { HPos::Center } else { h },
+            VPos::Center,
+        ));
         self.area
             .draw(&Text::new(text.to_owned(), (px(x), px(y)), style))
             .map_err(drawing)?;

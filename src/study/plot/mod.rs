@@ -313,7 +313,11 @@ pub fn figures(rows: &[SweepRow], varying: &[&str]) -> Result<Vec<Figure>, Study
         } else {
             let values: Vec<String> = members
                 .first()
-                .map(|r| rest.iter().map(|k| short_value(k, &r.point.value(k))).collect())
+                .map(|r| {
+                    rest.iter()
+                        .map(|k| short_value(k, &r.point.value(k)))
+                        .collect()
+                })
                 .unwrap_or_default();
             format!("regions-{}.svg", file_part(&values.join("-")))
         };
