@@ -68,7 +68,7 @@ fn device_file(gpu: &str) -> Option<&'static str> {
     if g.contains("h100") && !g.contains("pcie") {
         Some("h100-sxm-80gb.json")
     } else if g.contains("h200") {
-        Some("h200-sxm-141gb.json")
+        Some("h200-141gb.json")
     } else if g.contains("b200") {
         Some("b200-180gb.json")
     } else if g.contains("l40s") {
@@ -351,12 +351,16 @@ pub fn table() -> (String, f64) {
     );
     let _ = writeln!(
         out,
-        "\nNot predicted ({} of {} records):\n",
+        "\nNot predicted: {} of {} records, by reason:\n",
         skipped.len(),
         records
     );
+    let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for (id, reason) in &skipped {
-        let _ = writeln!(out, "- {id}: {reason}");
+        reasons.entry(reason).or_default().push(id);
+    }
+    for (reason, ids) in &reasons {
+        let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
     (out, fit.0)
 }

@@ -1,16 +1,16 @@
 //! The serving-point flags of `plan` (`--concurrency`, `--input-tokens`, `--output-tokens`,
-//! `--engine`, `--calibration`, `--performance-device`) and the performance summary they
-//! add: `performance` in `--json`, a block of lines and a roofline table in the text.
+//! `--calibration`, `--performance-device`; the engine's time profile follows `--engine`)
+//! and the performance summary they add: `performance` in `--json`, a block of lines and a
+//! roofline table in the text.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use jointplan::perf::{self, Calibration, Performance, ServingPoint, DEFAULT_ENGINE};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::{NodeId, PlanRequest, ProviderId};
-use jointplan::synth::{DeviceDescription, Synthesized};
+use jointplan::synth::DeviceDescription;
 
-use super::synth::SynthFlags;
 use super::Error;
 
 /// The serving point to predict, with the figures that price it.
@@ -27,9 +27,6 @@ pub struct ServingFlags {
     /// Output tokens of each request.
     #[arg(long, value_name = "O")]
     pub output_tokens: Option<u64>,
-    /// Engine time profile: vllm (default), sglang, trtllm or llama.cpp.
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
     /// Calibration file of measured kernel times that replace the roofline
     /// (docs/performance-model.md#calibration).
     #[arg(long, value_name = "FILE")]
@@ -54,15 +51,15 @@ pub struct Requested {
 }
 
 impl ServingFlags {
-    /// The serving point asked for, if any; a partial one names the missing flag.
-    pub fn requested(&self) -> Result<Option<Requested>, Error> {
+    /// The serving point asked for, if any, with the time profile of `engine` (`--engine
+    /// NAME[@VERSION]`; vLLM's without it); a partial one names the missing flag.
+    pub fn requested(&self, engine: Option<&str>) -> Result<Option<Requested>, Error> {
         let given = [
             ("--concurrency", self.concurrency),
             ("--input-tokens", self.input_tokens),
             ("--output-tokens", self.output_tokens),
         ];
         let others = [
-            ("--engine", self.engine.is_some()),
             ("--calibration", self.calibration.is_some()),
             ("--performance-device", self.performance_device.is_some()),
         ];
@@ -84,9 +81,9 @@ impl ServingFlags {
                 "{flag} is missing: a serving point needs --concurrency, --input-tokens and --output-tokens"
             )));
         };
-        let engine = self
-            .engine
-            .clone()
+        // The time profile is the engine's, whatever version `--engine` names.
+        let engine = engine
+            .map(|e| e.split('@').next().unwrap_or(e).to_owned())
             .unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
         if perf::engine_profile(&engine).is_none() {
             return Err(Error::Usage(format!(
@@ -101,33 +98,6 @@ impl ServingFlags {
             engine,
         }))
     }
-}
-
-/// Synthesizes a model folder's request for a serving point: the policy's sequence ceiling
-/// raised to the concurrency when lower. Returns the request and the ceiling it replaced.
-pub fn synthesize_for(
-    folder: &Path,
-    flags: &SynthFlags,
-    point: &Requested,
-) -> Result<(Synthesized, Option<u32>), Error> {
-    let source = flags.source(Some(folder));
-    let mut preset = source
-        .policy_preset()
-        .map_err(|e| Error::from(e).in_file(folder))?;
-    let wanted = u32::try_from(point.concurrency)
-        .map_err(|_| Error::Usage(format!("--concurrency {}: too large", point.concurrency)))?;
-    let raised = (preset.maximum_active_sequences < wanted).then(|| {
-        let old = preset.maximum_active_sequences;
-        preset.maximum_active_sequences = wanted;
-        old
-    });
-    let synthesized = source
-        .synthesize_with_policy(&preset)
-        .map_err(|e| Error::from(e).in_file(folder))?;
-    for warning in &synthesized.warnings {
-        eprintln!("warning: {warning}");
-    }
-    Ok((synthesized, raised))
 }
 
 /// The performance of `plan` at the serving point, on `device`.
