@@ -124,7 +124,10 @@ fn bad_serving_flags_name_the_flag() {
             ],
             "--engine x: not one of vllm, sglang, trtllm, llama.cpp",
         ),
-        (&["--calibration", "c.json"], "--calibration applies to a serving point"),
+        (
+            &["--calibration", "c.json"],
+            "--calibration applies to a serving point",
+        ),
         (
             &[
                 "--concurrency",
