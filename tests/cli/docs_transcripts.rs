@@ -256,8 +256,14 @@ fn the_matcher_skips_and_prefixes_as_documented() {
     let e = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     assert!(mismatch(&e(&["a", "b ...", "c"]), &printed).is_none());
     assert!(mismatch(&e(&["a", "...", "d"]), &printed).is_none());
-    assert!(mismatch(&e(&["c", "d"]), &printed).is_none(), "the first line may match anywhere");
-    assert!(mismatch(&e(&["a", "c"]), &printed).is_some(), "lines must be consecutive");
+    assert!(
+        mismatch(&e(&["c", "d"]), &printed).is_none(),
+        "the first line may match anywhere"
+    );
+    assert!(
+        mismatch(&e(&["a", "c"]), &printed).is_some(),
+        "lines must be consecutive"
+    );
     assert!(mismatch(&e(&["b 13"]), &printed).is_some());
     assert!(mismatch(&e(&["...", "e"]), &printed).is_some());
     assert!(glob("x ... y ... z", "x 1 y 2 z"));
