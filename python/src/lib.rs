@@ -191,7 +191,8 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
     let mut pins = BTreeMap::new();
     let mut patterns = Vec::new();
     let pattern = |what: &str, node: &str, provider: &str| {
-        let bad = |detail: String| Failure::bad_input(format!("{what} {node}={provider}: {detail}"));
+        let bad =
+            |detail: String| Failure::bad_input(format!("{what} {node}={provider}: {detail}"));
         Ok::<_, Failure>((
             IdPattern::parse(node).map_err(|e| bad(e.to_string()))?,
             ProviderId::new(provider).map_err(|e| bad(format!("bad provider id: {e}")))?,
@@ -269,7 +270,10 @@ impl CallOptions {
                         }
                     }
                 } else {
-                    self.forbids.entry(node).or_default().insert(provider.clone());
+                    self.forbids
+                        .entry(node)
+                        .or_default()
+                        .insert(provider.clone());
                 }
             }
         }
@@ -390,7 +394,9 @@ fn explained(
             failure.message.push('\n');
             failure
                 .message
-                .push_str(&jointplan::render::infeasible_text::infeasibility_text(&reason));
+                .push_str(&jointplan::render::infeasible_text::infeasibility_text(
+                    &reason,
+                ));
             failure.reason = serde_json::to_string(&reason).ok();
         }
         Ok(None) => {}
