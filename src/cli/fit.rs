@@ -10,7 +10,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use jointplan::builder::BuildOptions;
-use jointplan::render::fit_text::{devices_text, fit_text};
+use jointplan::render::fit_text::{counts_text, devices_text, fit_text};
 use jointplan::study::fit::{fit, fit_devices, FitSubject, Knob};
 
 use super::output::{pretty_json, write_stdout};
@@ -52,6 +52,10 @@ pub struct Args {
     /// smallest first, with their headroom.
     #[arg(long, value_name = "DIR", conflicts_with = "maximize")]
     pub devices: Option<PathBuf>,
+    /// With `--devices DIR`: place the model across up to N identical devices of each file
+    /// and answer the fewest that serve the policy (docs/placement.md).
+    #[arg(long, value_name = "N", requires = "devices")]
+    pub max_count: Option<u32>,
     /// Print the answer as JSON.
     #[arg(long)]
     pub json: bool,
@@ -87,6 +91,20 @@ pub fn run(args: &Args) -> Result<(), Error> {
             )));
         }
         let source = args.synth.source(Some(&args.input));
+        if let Some(max_count) = args.max_count {
+            let rows = jointplan::placement::fit::smallest_counts(
+                &source,
+                dir,
+                max_count,
+                &options,
+                jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
+            )?;
+            return if args.json {
+                print(&rows)
+            } else {
+                Ok(write_stdout(&counts_text(&rows, max_count))?)
+            };
+        }
         let rows = fit_devices(&source, dir, &options)
             .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?;
         return if args.json {

@@ -7,9 +7,11 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod destination;
 pub mod diff;
+pub mod engine_flags;
 pub mod explain;
 pub mod fit;
 pub mod hash;
+pub mod placement;
 pub mod plan;
 pub mod progress;
 pub mod seal;
@@ -144,6 +146,9 @@ pub enum Error {
     /// The command line names something the input does not have.
     #[error("{0}")]
     Usage(String),
+    /// A placement across devices failed.
+    #[error(transparent)]
+    Placement(jointplan::placement::PlacementError),
     /// A failure with an explanation of it (why a request is infeasible).
     #[error("{error}\n{explanation}")]
     Explained {
@@ -161,6 +166,11 @@ impl Error {
             Error::Library(error) => error.kind(),
             Error::Output(_) | Error::Usage(_) => jointplan::ErrorKind::BadInput,
             Error::Explained { error, .. } => error.kind(),
+            Error::Placement(error) if error.is_bad_input() => jointplan::ErrorKind::BadInput,
+            Error::Placement(jointplan::placement::PlacementError::Internal(_)) => {
+                jointplan::ErrorKind::Rejected
+            }
+            Error::Placement(_) => jointplan::ErrorKind::Infeasible,
         }
     }
 

@@ -24,11 +24,13 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
+use super::engine_flags::EngineFlags;
 use super::output::{pretty_json, write_stdout};
 use super::progress::Progress;
 use super::solve::BackendArg;
-use super::synth::{synthesize_request, SynthFlags};
+use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
 use jointplan::builder::error::PlanError;
+use jointplan::engine::EngineReport;
 use jointplan::render::infeasible_text::infeasibility_text;
 use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
 use jointplan::render::summary_text::Detail;
@@ -61,9 +63,31 @@ pub struct Args {
         next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
     )]
     pub synth: SynthFlags,
+    /// Policy preset fields (model folders only): replay a sweep point without a preset
+    /// file.
+    #[command(
+        flatten,
+        next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
+    )]
+    pub policy: PolicyFlags,
     /// Selection limits and certification.
     #[command(flatten, next_help_heading = "Selection")]
     pub selection: SelectionFlags,
+    /// A serving engine's accounting (model folders only).
+    #[command(flatten, next_help_heading = "Serving engine (docs/engines.md)")]
+    pub engine: EngineFlags,
+    /// Placement across devices (model folders only).
+    #[command(flatten, next_help_heading = "Placement across devices")]
+    pub placement: super::placement::PlacementFlags,
+}
+
+/// The plan summary with a serving engine's accounting (`--engine`): the summary's keys,
+/// then `engine`. Without `--engine` the summary is printed alone, byte for byte as before.
+#[derive(serde::Serialize)]
+struct WithEngine<'a, S: serde::Serialize> {
+    #[serde(flatten)]
+    summary: &'a S,
+    engine: &'a EngineReport,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -234,24 +258,34 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
-/// The request to plan (the file as it is, or a model folder's synthesized request) and
-/// the files it was read from.
-fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>), Error> {
+/// The request to plan (the file as it is, or a model folder's synthesized request), the
+/// files it was read from, and the serving engine's accounting when `--engine` asks for it.
+fn load(
+    args: &Args,
+    progress: &Progress,
+) -> Result<(PlanRequest, Vec<PathBuf>, Option<EngineReport>), Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
-        let synthesized = synthesize_request(Some(input), &args.synth)
+        let synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
-        return Ok((synthesized.request, synthesized.inputs));
+        let engine = args.engine.report(&synthesized)?;
+        return Ok((synthesized.request, synthesized.inputs, engine));
     }
-    if let Some(flag) = args.synth.first_given() {
+    if args.engine.engine.is_some() {
+        return Err(Error::Usage(format!(
+            "--engine applies to a model folder (it needs the device file); {} is a request file",
+            input.display()
+        )));
+    }
+    if let Some(flag) = args.synth.first_given().or(args.policy.first_given()) {
         return Err(Error::Usage(format!(
             "{flag} applies to a model folder; {} is a request file, planned as it is",
             input.display()
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    Ok((read_request(input)?, vec![input.clone()]))
+    Ok((read_request(input)?, vec![input.clone()], None))
 }
 
 /// The error of a failed build; when the request is infeasible, with why (the minimal
@@ -301,9 +335,17 @@ fn explain_infeasible(
 
 /// Runs `jointplan plan`.
 pub fn run(args: &Args) -> Result<(), Error> {
+    if args.placement.active() {
+        return super::placement::run(args);
+    }
+    if let Some(flag) = args.placement.stray() {
+        return Err(Error::Usage(format!(
+            "{flag} applies to a placement: give --devices SET.json or --device D --count N"
+        )));
+    }
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
-    let (request, inputs) = load(args, &progress)?;
+    let (request, inputs, engine) = load(args, &progress)?;
     args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
@@ -369,8 +411,14 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .collect();
     let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
-        let text = pretty_json(&summary)
-            .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
+        let text = match &engine {
+            Some(engine) => pretty_json(&WithEngine {
+                summary: &summary,
+                engine,
+            }),
+            None => pretty_json(&summary),
+        }
+        .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
         write_stdout(&text)?;
     } else {
         let detail = if args.full {
@@ -378,7 +426,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
         } else {
             Detail::Grouped
         };
-        write_stdout(&summary_text(&summary, detail))?;
+        let mut text = summary_text(&summary, detail);
+        if let Some(engine) = &engine {
+            text.push_str(&engine.text());
+        }
+        write_stdout(&text)?;
     }
     // The process exits when `plan` returns: freeing the request, the plan and the summary
     // (millions of small allocations on a large model, about 5% of the command's CPU)

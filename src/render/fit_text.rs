@@ -106,3 +106,31 @@ mod tests {
         assert!(!text.contains("1 sequences"), "{text}");
     }
 }
+
+/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`).
+pub fn counts_text(rows: &[crate::placement::fit::CountFit], max_count: u32) -> String {
+    let mut out = format!(
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
+    );
+    for row in rows {
+        match (row.count, row.total_memory_bytes) {
+            (Some(count), Some(total)) => out.push_str(&format!(
+                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                human_bytes(total),
+                row.tensor_parallel.unwrap_or(0),
+                row.pipeline_parallel.unwrap_or(0),
+                row.placement_id.as_deref().unwrap_or(""),
+                row.certificate.as_deref().unwrap_or("")
+            )),
+            _ => out.push_str(&format!(
+                "  {}  {}  does not fit on {max_count}: {}\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                row.reason.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    out
+}

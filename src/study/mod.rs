@@ -10,6 +10,11 @@
 //!   hash, their results files (CSV, JSON lines, resumable) and SVG plots (the plan-region
 //!   map among them);
 //!
+//! - [`engine_facts`]: a synthesized request's model and device as a serving engine's
+//!   accounting sees them, and the engine's report (`plan --engine`);
+//! - [`engine_validation`]: that accounting against published engine startup logs (the
+//!   table of docs/engines.md);
+//!
 //! Comparing and questioning plans:
 //! - [`diff`]: a semantic comparison of two plans of one program (`jointplan diff`);
 //! - [`objective_keys`]: the objective's keys of a plan (preferences met, resources per
@@ -33,6 +38,8 @@
 pub mod alternatives;
 pub mod capacity;
 pub mod diff;
+pub mod engine_facts;
+pub mod engine_validation;
 pub mod error;
 pub mod explain;
 pub mod fit;

@@ -15,6 +15,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("json_input", 0),
     ("request", 1),
     ("selection", 1),
+    ("engine", 1),
     ("plan", 2),
     ("synth", 3),
     ("check", 3),
@@ -24,9 +25,10 @@ const LAYERS: &[(&str, u32)] = &[
     ("builder", 5),
     ("verify", 6),
     ("study", 7),
-    ("render", 8),
-    ("error", 9),
-    ("cli", 10),
+    ("placement", 8),
+    ("render", 9),
+    ("error", 10),
+    ("cli", 11),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
