@@ -140,7 +140,7 @@ fn holdings_lines(out: &mut String, h: &Holdings) {
         ));
         if h.kv_bytes_per_token > 0 {
             out.push_str(&format!(
-                "  - a shorter context: each token of context takes {} bytes per sequence (`jointplan fit MODEL --maximize context` finds the longest that fits)\n",
+                "  - a shorter context: each token of context takes {} bytes per sequence (a model folder's `--context`; `jointplan fit MODEL --maximize context` finds the longest that fits)\n",
                 h.kv_bytes_per_token
             ));
         }
