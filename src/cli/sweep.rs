@@ -116,22 +116,28 @@ pub fn run(args: &Args) -> Result<(), Error> {
     // points) still leaves its (empty) part of the concatenation.
     append_rows(&args.output, &[]).map_err(study)?;
     let total = points.len();
-    let ran = run_points(points, &mut done, jobs, &BuildOptions::default(), |rows, handled| {
-        append_rows(&args.output, rows)?;
-        if terminal {
-            bar.set_position(handled as u64);
-        } else {
-            // The rows of a batch finish together: they are numbered up to `handled`.
-            let first = handled - rows.len();
-            let mut err = std::io::stderr().lock();
-            for (index, row) in rows.iter().enumerate() {
-                let line = progress_line(row, first + index + 1, total, &varying);
-                // A closed standard error loses the progress, not the sweep.
-                let _ = writeln!(err, "{line}");
+    let ran = run_points(
+        points,
+        &mut done,
+        jobs,
+        &BuildOptions::default(),
+        |rows, handled| {
+            append_rows(&args.output, rows)?;
+            if terminal {
+                bar.set_position(handled as u64);
+            } else {
+                // The rows of a batch finish together: they are numbered up to `handled`.
+                let first = handled - rows.len();
+                let mut err = std::io::stderr().lock();
+                for (index, row) in rows.iter().enumerate() {
+                    let line = progress_line(row, first + index + 1, total, &varying);
+                    // A closed standard error loses the progress, not the sweep.
+                    let _ = writeln!(err, "{line}");
+                }
             }
-        }
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .map_err(study)?;
     bar.finish_and_clear();
     let shard = args

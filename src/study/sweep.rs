@@ -162,7 +162,11 @@ pub fn short_value(knob: &str, value: &str) -> String {
 /// One progress line of a finished row (`finished` of `total` points): the varying knobs'
 /// short values, the status, the context used where the model capped it, and the time.
 pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&str]) -> String {
-    let percent = if total == 0 { 100 } else { finished * 100 / total };
+    let percent = if total == 0 {
+        100
+    } else {
+        finished * 100 / total
+    };
     let knobs: Vec<String> = varying
         .iter()
         .map(|k| format!("{k}={}", short_value(k, &row.point.value(k))))
@@ -212,11 +216,9 @@ impl Grid {
             });
         }
         for (index, name) in self.objective.iter().enumerate() {
-            crate::selection::objective_by_name(name, None).map_err(|e| {
-                StudyError::Settings {
-                    path: format!("grid.objective[{index}]"),
-                    message: e.to_string(),
-                }
+            crate::selection::objective_by_name(name, None).map_err(|e| StudyError::Settings {
+                path: format!("grid.objective[{index}]"),
+                message: e.to_string(),
             })?;
         }
         let mut points = vec![SweepPoint::default()];
@@ -776,16 +778,12 @@ fn plan_once(
     for slot in slots {
         let row = match slot {
             Slot::Planned(plan_key) => {
-                let row = planned
-                    .next()
-                    .ok_or_else(|| lost_row())??;
+                let row = planned.next().ok_or_else(|| lost_row())??;
                 plans.insert(plan_key, row.clone());
                 row
             }
             Slot::Shared(point) => {
-                let row = plans
-                    .get(point.plan_key())
-                    .ok_or_else(|| lost_row())?;
+                let row = plans.get(point.plan_key()).ok_or_else(|| lost_row())?;
                 point.with_plan_of(row)
             }
         };

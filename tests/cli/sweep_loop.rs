@@ -42,9 +42,24 @@ fn sweep_prints_a_progress_line_per_point_when_not_on_a_terminal() {
     let err = text(&result.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("sweep: ")).collect();
     assert_eq!(lines.len(), 4, "{err}");
-    assert!(lines[0].starts_with("sweep: 1/4 (25%) layers=2 context=1024: fits"), "{err}");
-    assert!(lines[3].starts_with("sweep: 4/4 (100%) layers=99 context=2048: error: "), "{err}");
-    assert!(text(&result.stdout).contains("4 planned"), "{}", text(&result.stdout));
+    // The last knob of the grid varies fastest; the knobs are named in column order.
+    assert!(
+        lines[0].starts_with("sweep: 1/4 (25%) context=1024 layers=2: fits, "),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with("sweep: 2/4 (50%) context=1024 layers=99: error: "),
+        "{err}"
+    );
+    assert!(
+        lines[3].starts_with("sweep: 4/4 (100%) context=2048 layers=99: error: "),
+        "{err}"
+    );
+    assert!(
+        text(&result.stdout).contains("4 planned"),
+        "{}",
+        text(&result.stdout)
+    );
 }
 
 /// `plan MODEL --context C --sequences N --scheduled-tokens T` builds the plan of the
@@ -79,7 +94,10 @@ fn plan_with_policy_flags_replays_a_sweep_row() {
         ]);
         ok(&plan);
         let summary: Value = serde_json::from_slice(&plan.stdout).unwrap();
-        assert_eq!(summary["plan_id"], row["plan_id"], "scheduled tokens {tokens}");
+        assert_eq!(
+            summary["plan_id"], row["plan_id"],
+            "scheduled tokens {tokens}"
+        );
     }
     // Without the flags the folder's preset plans something else.
     let plain = jointplan(&[
@@ -119,6 +137,11 @@ fn policy_flags_refuse_a_request_file_and_zero() {
         "{}",
         text(&refused.stderr)
     );
-    let zero = jointplan(&["plan", &s(&models().join("llama-3.2-1b")), "--sequences", "0"]);
+    let zero = jointplan(&[
+        "plan",
+        &s(&models().join("llama-3.2-1b")),
+        "--sequences",
+        "0",
+    ]);
     assert_eq!(zero.status.code(), Some(2), "{}", text(&zero.stderr));
 }

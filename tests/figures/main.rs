@@ -212,7 +212,10 @@ fn texts_lie_inside_the_canvas_and_off_the_data() {
                 if !canvas.contains(&shrink(b)) {
                     problems.push(format!("{}: {text:?} {b:?} leaves the canvas", figure.name));
                 }
-                let annotation = layout.annotations.iter().any(|a| grow(a).contains(b) || a.contains(&shrink(b)));
+                let annotation = layout
+                    .annotations
+                    .iter()
+                    .any(|a| grow(a).contains(b) || a.contains(&shrink(b)));
                 for area in &layout.plot_areas {
                     if !annotation && area.overlaps(&shrink(b)) {
                         problems.push(format!("{}: {text:?} {b:?} covers the data", figure.name));

@@ -4,10 +4,10 @@
 //! and marks for points whose worst case does not fit (hollow marker), points without a
 //! plan (a cross on the panel's floor) and points whose context the model capped (a ring).
 
-use super::canvas::{text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::super::StudyError;
+use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
 use super::scale::{Scale, Unit};
 use super::style::{line_colour, marker_polygon, series_style, Marker, GRID, INK, NEUTRAL};
-use super::super::StudyError;
 
 /// One point of a series.
 #[derive(Clone, Debug, PartialEq)]
@@ -111,23 +111,40 @@ impl LineFigure {
         let mut entries = Vec::new();
         let combined = self.colours.1.is_empty();
         if combined {
-            entries.push((Some(self.styles.0.clone()), Key::Style(usize::MAX), String::new()));
+            entries.push((
+                Some(self.styles.0.clone()),
+                Key::Style(usize::MAX),
+                String::new(),
+            ));
             for (i, label) in self.styles.1.iter().enumerate() {
                 entries.push((None, Key::Line(i, i), label.clone()));
             }
         } else {
-            entries.push((Some(self.colours.0.clone()), Key::Colour(usize::MAX), String::new()));
+            entries.push((
+                Some(self.colours.0.clone()),
+                Key::Colour(usize::MAX),
+                String::new(),
+            ));
             for (i, label) in self.colours.1.iter().enumerate() {
                 entries.push((None, Key::Colour(i), label.clone()));
             }
             if self.styles.1.len() > 1 {
-                entries.push((Some(self.styles.0.clone()), Key::Style(usize::MAX), String::new()));
+                entries.push((
+                    Some(self.styles.0.clone()),
+                    Key::Style(usize::MAX),
+                    String::new(),
+                ));
                 for (i, label) in self.styles.1.iter().enumerate() {
                     entries.push((None, Key::Style(i), label.clone()));
                 }
             }
         }
-        let points = || self.panels.iter().flat_map(|p| &p.series).flat_map(|s| &s.points);
+        let points = || {
+            self.panels
+                .iter()
+                .flat_map(|p| &p.series)
+                .flat_map(|s| &s.points)
+        };
         entries.push((Some("points".into()), Key::Fits, String::new()));
         entries.push((None, Key::Fits, "worst case fits".into()));
         if points().any(|p| p.y.is_some() && !p.fits) {
@@ -145,7 +162,13 @@ impl LineFigure {
     /// The figure as SVG text and its layout.
     pub fn svg(&self) -> Result<(String, Layout), StudyError> {
         let n = self.panels.len().max(1);
-        let columns = if n <= 3 { n } else if n == 4 { 2 } else { 3 };
+        let columns = if n <= 3 {
+            n
+        } else if n == 4 {
+            2
+        } else {
+            3
+        };
         let rows = n.div_ceil(columns);
         let scales: Vec<Scale> = self.panels.iter().map(|p| self.y_scale(p)).collect();
         let x_scale = Scale::for_knob(&self.x_values());
@@ -156,7 +179,11 @@ impl LineFigure {
             .fold(0.0, f64::max);
         let panel_left = tick_w + 10.0;
         let cell_w = panel_left + PANEL_W + GAP;
-        let panel_top = if self.panels.iter().any(|p| !p.title.is_empty()) { 20.0 } else { 4.0 };
+        let panel_top = if self.panels.iter().any(|p| !p.title.is_empty()) {
+            20.0
+        } else {
+            4.0
+        };
         let cell_h = panel_top + PANEL_H + 20.0 + 20.0 + GAP;
         let name_w = HEADING * 1.6;
         let top = MARGIN + TITLE * 1.25 + 10.0;
@@ -164,7 +191,7 @@ impl LineFigure {
         let legend_w = entries
             .iter()
             .map(|(heading, _, label)| match heading {
-                Some(h) => text_width(h, SMALL),
+                Some(h) => bold_width(h, SMALL),
                 None => 40.0 + text_width(label, SMALL),
             })
             .fold(0.0, f64::max)
@@ -172,15 +199,33 @@ impl LineFigure {
         let legend_h = entries.len() as f64 * ROW + 12.0;
         let panels_w = MARGIN + name_w + columns as f64 * cell_w;
         let width = (panels_w + legend_w + MARGIN)
-            .max(text_width(&self.title, TITLE) + 2.0 * MARGIN)
+            .max(bold_width(&self.title, TITLE) + 2.0 * MARGIN)
             .ceil();
-        let height = (top + rows as f64 * cell_h).max(top + legend_h + MARGIN).ceil();
+        let height = (top + rows as f64 * cell_h)
+            .max(top + legend_h + MARGIN)
+            .ceil();
         let mut text = String::new();
         let layout = {
             let mut c = Canvas::new(&mut text, width as u32, height as u32)?;
-            c.text(&self.title, MARGIN, MARGIN + TITLE * 0.7, TITLE, Align::Left, true, false)?;
+            c.text(
+                &self.title,
+                MARGIN,
+                MARGIN + TITLE * 0.7,
+                TITLE,
+                Align::Left,
+                true,
+                false,
+            )?;
             let plots_mid = top + rows as f64 * cell_h / 2.0;
-            c.text(&self.y_name, MARGIN + name_w / 2.0, plots_mid, HEADING, Align::Centre, false, true)?;
+            c.text(
+                &self.y_name,
+                MARGIN + name_w / 2.0,
+                plots_mid,
+                HEADING,
+                Align::Centre,
+                false,
+                true,
+            )?;
             for (index, panel) in self.panels.iter().enumerate() {
                 let (col, row) = ((index % columns) as f64, (index / columns) as f64);
                 let x0 = MARGIN + name_w + col * cell_w + panel_left;
@@ -238,9 +283,25 @@ impl LineFigure {
                 last_top = y - SMALL * 0.7;
             }
         }
-        c.text(&self.x_name, (area.x0 + area.x1) / 2.0, area.y1 + 30.0, HEADING, Align::Centre, false, false)?;
+        c.text(
+            &self.x_name,
+            (area.x0 + area.x1) / 2.0,
+            area.y1 + 30.0,
+            HEADING,
+            Align::Centre,
+            false,
+            false,
+        )?;
         if !panel.title.is_empty() {
-            c.text(&panel.title, (area.x0 + area.x1) / 2.0, area.y0 - 10.0, HEADING, Align::Centre, true, false)?;
+            c.text(
+                &panel.title,
+                (area.x0 + area.x1) / 2.0,
+                area.y0 - 10.0,
+                HEADING,
+                Align::Centre,
+                true,
+                false,
+            )?;
         }
         let styles = self.styles.1.len().max(1);
         let combined = self.colours.1.is_empty();

@@ -10,10 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::canvas::{text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
-use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
 use super::super::sweep::{short_value, SweepRow};
 use super::super::StudyError;
+use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::scale::count_label;
+use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
 
 /// The plan choices of a whole sweep, numbered in choice-id order, with their labels.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -210,7 +211,10 @@ impl RegionMap {
             .map(|r| {
                 let hash = r.choice_id.trim_start_matches("sha256:");
                 let short = hash.get(..8).unwrap_or(hash);
-                (Some(r.index), format!("{}  {short}  {}", letter(r.index), r.label))
+                (
+                    Some(r.index),
+                    format!("{}: {} ({short})", letter(r.index), r.label),
+                )
             })
             .collect();
         if self.cells.iter().flatten().any(Option::is_none) {
@@ -223,22 +227,37 @@ impl RegionMap {
     pub fn figure(&self, title: &str) -> Result<(String, Layout), StudyError> {
         const MARGIN: f64 = 12.0;
         const ROW: f64 = 20.0;
+        let label = |knob: &str, value: &String| match value.parse::<f64>() {
+            Ok(number) if super::NUMERIC_KNOBS.contains(&knob) => count_label(number),
+            _ => short_value(knob, value),
+        };
         let x_labels: Vec<String> = self
             .x_values
             .iter()
-            .map(|v| short_value(&self.x_knob, v))
+            .map(|v| label(&self.x_knob, v))
             .collect();
         let y_knob = self.y_knob.as_deref().unwrap_or("");
-        let y_labels: Vec<String> = self.y_values.iter().map(|v| short_value(y_knob, v)).collect();
+        let y_labels: Vec<String> = self.y_values.iter().map(|v| label(y_knob, v)).collect();
         let cell_w = x_labels
             .iter()
             .map(|l| text_width(l, SMALL) + 12.0)
             .fold(56.0, f64::max);
         let cell_h = 32.0;
-        let y_label_w = y_labels.iter().map(|l| text_width(l, SMALL)).fold(0.0, f64::max);
-        let name_w = if self.y_knob.is_some() { HEADING * 1.6 } else { 0.0 };
-        let top = MARGIN + TITLE * 1.25 + 10.0;
-        let x0 = MARGIN + name_w + y_label_w + 10.0;
+        let y_label_w = y_labels
+            .iter()
+            .map(|l| text_width(l, SMALL))
+            .chain([text_width(y_knob, HEADING)])
+            .fold(0.0, f64::max);
+        // The y knob's name stands above its labels, level with the map's top.
+        let top = MARGIN
+            + TITLE * 1.25
+            + 10.0
+            + if self.y_knob.is_some() {
+                HEADING * 1.6
+            } else {
+                0.0
+            };
+        let x0 = MARGIN + y_label_w + 10.0;
         let nx = self.x_values.len() as f64;
         let ny = self.y_values.len() as f64;
         let area = Rect::new(x0, top, x0 + nx * cell_w, top + ny * cell_h);
@@ -253,19 +272,35 @@ impl RegionMap {
             .iter()
             .map(|(_, l)| 30.0 + text_width(l, SMALL))
             .chain([text_width("context capped by the model", SMALL) + 30.0])
-            .fold(text_width("plan choice (letter, choice id, what sets it apart)", SMALL), f64::max)
+            .fold(
+                bold_width("plan choice: what sets it apart (choice id)", SMALL),
+                f64::max,
+            )
             + 16.0;
         let legend_top = area.y1 + 46.0;
-        let legend = Rect::new(MARGIN, legend_top, MARGIN + legend_w, legend_top + legend_rows as f64 * ROW + 8.0);
+        let legend = Rect::new(
+            MARGIN,
+            legend_top,
+            MARGIN + legend_w,
+            legend_top + legend_rows as f64 * ROW + 8.0,
+        );
         let width = (area.x1 + MARGIN)
             .max(legend.x1 + MARGIN)
-            .max(text_width(title, TITLE) + 2.0 * MARGIN)
+            .max(bold_width(title, TITLE) + 2.0 * MARGIN)
             .ceil();
         let height = (legend.y1 + MARGIN).ceil();
         let mut text = String::new();
         let layout = {
             let mut c = Canvas::new(&mut text, width as u32, height as u32)?;
-            c.text(title, MARGIN, MARGIN + TITLE * 0.7, TITLE, Align::Left, true, false)?;
+            c.text(
+                title,
+                MARGIN,
+                MARGIN + TITLE * 0.7,
+                TITLE,
+                Align::Left,
+                true,
+                false,
+            )?;
             c.layout.plot_areas.push(area);
             for (y, row) in self.cells.iter().enumerate() {
                 for (x, cell) in row.iter().enumerate() {
@@ -278,9 +313,21 @@ impl RegionMap {
                     match cell {
                         Some(region) => {
                             let index = self.regions[*region].index;
-                            c.rect(r, Some(fill_colour(index)), Some((plotters::style::RGBAColor(255, 255, 255, 1.0), 1)))?;
+                            c.rect(
+                                r,
+                                Some(fill_colour(index)),
+                                Some((plotters::style::RGBAColor(255, 255, 255, 1.0), 1)),
+                            )?;
                             let mid = ((r.x0 + r.x1) / 2.0, (r.y0 + r.y1) / 2.0);
-                            let t = c.text(&letter(index), mid.0, mid.1, HEADING, Align::Centre, true, false)?;
+                            let t = c.text(
+                                &letter(index),
+                                mid.0,
+                                mid.1,
+                                HEADING,
+                                Align::Centre,
+                                true,
+                                false,
+                            )?;
                             c.layout.annotations.push(t);
                         }
                         None => hatch(&mut c, r)?,
@@ -290,8 +337,14 @@ impl RegionMap {
                         c.circle((r.x1 - 8.0, r.y0 + 8.0), 4, None, Some((INK, 1)))?;
                     }
                     if capped {
-                        if let Some(points) = marker_polygon(Marker::Diamond, (r.x0 + 8.0, r.y0 + 8.0), 4.0) {
-                            c.polygon(&points, plotters::style::RGBAColor(255, 255, 255, 1.0), Some((INK, 1)))?;
+                        if let Some(points) =
+                            marker_polygon(Marker::Diamond, (r.x0 + 8.0, r.y0 + 8.0), 4.0)
+                        {
+                            c.polygon(
+                                &points,
+                                plotters::style::RGBAColor(255, 255, 255, 1.0),
+                                Some((INK, 1)),
+                            )?;
                         }
                     }
                 }
@@ -301,30 +354,72 @@ impl RegionMap {
                 for (x, cell) in row.iter().enumerate() {
                     let (xl, yt) = (area.x0 + x as f64 * cell_w, area.y0 + y as f64 * cell_h);
                     if x + 1 < row.len() && row[x + 1] != *cell {
-                        c.line(&[(xl + cell_w, yt), (xl + cell_w, yt + cell_h)], INK, 3, None)?;
+                        c.line(
+                            &[(xl + cell_w, yt), (xl + cell_w, yt + cell_h)],
+                            INK,
+                            3,
+                            None,
+                        )?;
                     }
                     if y + 1 < self.cells.len() && self.cells[y + 1][x] != *cell {
-                        c.line(&[(xl, yt + cell_h), (xl + cell_w, yt + cell_h)], INK, 3, None)?;
+                        c.line(
+                            &[(xl, yt + cell_h), (xl + cell_w, yt + cell_h)],
+                            INK,
+                            3,
+                            None,
+                        )?;
                     }
                 }
             }
             c.rect(area, None, Some((INK, 1)))?;
             for (x, label) in x_labels.iter().enumerate() {
                 let mid = area.x0 + (x as f64 + 0.5) * cell_w;
-                c.text(label, mid, area.y1 + 12.0, SMALL, Align::Centre, false, false)?;
+                c.text(
+                    label,
+                    mid,
+                    area.y1 + 12.0,
+                    SMALL,
+                    Align::Centre,
+                    false,
+                    false,
+                )?;
             }
-            c.text(&self.x_knob, (area.x0 + area.x1) / 2.0, area.y1 + 30.0, HEADING, Align::Centre, false, false)?;
+            c.text(
+                &self.x_knob,
+                (area.x0 + area.x1) / 2.0,
+                area.y1 + 30.0,
+                HEADING,
+                Align::Centre,
+                false,
+                false,
+            )?;
             for (y, label) in y_labels.iter().enumerate() {
                 let mid = area.y0 + (y as f64 + 0.5) * cell_h;
                 c.text(label, area.x0 - 6.0, mid, SMALL, Align::Right, false, false)?;
             }
             if let Some(knob) = &self.y_knob {
-                c.text(knob, MARGIN + name_w / 2.0, (area.y0 + area.y1) / 2.0, HEADING, Align::Centre, false, true)?;
+                c.text(
+                    knob,
+                    area.x0 - 6.0,
+                    area.y0 - HEADING,
+                    HEADING,
+                    Align::Right,
+                    false,
+                    false,
+                )?;
             }
             c.layout.legends.push(legend);
             let mut y = legend.y0 + 4.0 + ROW / 2.0;
             let x = legend.x0 + 6.0;
-            c.text("plan choice (letter, choice id, what sets it apart)", x, y, SMALL, Align::Left, true, false)?;
+            c.text(
+                "plan choice: what sets it apart (choice id)",
+                x,
+                y,
+                SMALL,
+                Align::Left,
+                true,
+                false,
+            )?;
             y += ROW;
             for (index, line) in &lines {
                 let swatch = Rect::new(x, y - 7.0, x + 18.0, y + 7.0);
@@ -337,14 +432,34 @@ impl RegionMap {
             }
             if marks_used.0 {
                 c.circle((x + 9.0, y), 4, None, Some((INK, 1)))?;
-                c.text("worst case does not fit", x + 26.0, y, SMALL, Align::Left, false, false)?;
+                c.text(
+                    "worst case does not fit",
+                    x + 26.0,
+                    y,
+                    SMALL,
+                    Align::Left,
+                    false,
+                    false,
+                )?;
                 y += ROW;
             }
             if marks_used.1 {
                 if let Some(points) = marker_polygon(Marker::Diamond, (x + 9.0, y), 4.0) {
-                    c.polygon(&points, plotters::style::RGBAColor(255, 255, 255, 1.0), Some((INK, 1)))?;
+                    c.polygon(
+                        &points,
+                        plotters::style::RGBAColor(255, 255, 255, 1.0),
+                        Some((INK, 1)),
+                    )?;
                 }
-                c.text("context capped by the model", x + 26.0, y, SMALL, Align::Left, false, false)?;
+                c.text(
+                    "context capped by the model",
+                    x + 26.0,
+                    y,
+                    SMALL,
+                    Align::Left,
+                    false,
+                    false,
+                )?;
             }
             c.finish()?
         };
@@ -354,7 +469,11 @@ impl RegionMap {
 
 /// A cell without a plan: grey with diagonal hatching.
 fn hatch(c: &mut Canvas, r: Rect) -> Result<(), StudyError> {
-    c.rect(r, Some(NO_PLAN), Some((plotters::style::RGBAColor(255, 255, 255, 1.0), 1)))?;
+    c.rect(
+        r,
+        Some(NO_PLAN),
+        Some((plotters::style::RGBAColor(255, 255, 255, 1.0), 1)),
+    )?;
     let step = 8.0;
     let mut offset = step;
     let (w, h) = (r.x1 - r.x0, r.y1 - r.y0);
@@ -363,7 +482,10 @@ fn hatch(c: &mut Canvas, r: Rect) -> Result<(), StudyError> {
         let start = (offset.min(w), offset - offset.min(w));
         let end = (offset - offset.min(h), offset.min(h));
         c.line(
-            &[(r.x0 + start.0, r.y0 + start.1), (r.x0 + end.0, r.y0 + end.1)],
+            &[
+                (r.x0 + start.0, r.y0 + start.1),
+                (r.x0 + end.0, r.y0 + end.1),
+            ],
             NEUTRAL,
             1,
             None,

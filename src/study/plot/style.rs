@@ -67,7 +67,13 @@ pub fn series_style(index: usize, count: usize) -> (Marker, Option<(u32, u32)>, 
         Marker::Diamond,
         Marker::TriangleDown,
     ];
-    const DASHES: [Option<(u32, u32)>; 5] = [None, Some((7, 4)), Some((2, 3)), Some((12, 4)), Some((4, 2))];
+    const DASHES: [Option<(u32, u32)>; 5] = [
+        None,
+        Some((7, 4)),
+        Some((2, 3)),
+        Some((12, 4)),
+        Some((4, 2)),
+    ];
     let rank = count.saturating_sub(1).saturating_sub(index).min(2) as u32;
     (
         MARKERS[index % MARKERS.len()],
@@ -94,13 +100,26 @@ pub fn letter(index: usize) -> String {
 pub fn marker_polygon(marker: Marker, (x, y): (f64, f64), r: f64) -> Option<Vec<(f64, f64)>> {
     Some(match marker {
         Marker::Circle => return None,
-        Marker::Triangle => vec![(x, y - r * 1.15), (x + r, y + r * 0.7), (x - r, y + r * 0.7)],
+        Marker::Triangle => vec![
+            (x, y - r * 1.15),
+            (x + r, y + r * 0.7),
+            (x - r, y + r * 0.7),
+        ],
         Marker::TriangleDown => {
-            vec![(x, y + r * 1.15), (x + r, y - r * 0.7), (x - r, y - r * 0.7)]
+            vec![
+                (x, y + r * 1.15),
+                (x + r, y - r * 0.7),
+                (x - r, y - r * 0.7),
+            ]
         }
         Marker::Square => {
             let s = r * 0.85;
-            vec![(x - s, y - s), (x + s, y - s), (x + s, y + s), (x - s, y + s)]
+            vec![
+                (x - s, y - s),
+                (x + s, y - s),
+                (x + s, y + s),
+                (x - s, y + s),
+            ]
         }
         Marker::Diamond => vec![(x, y - r * 1.2), (x + r, y), (x, y + r * 1.2), (x - r, y)],
     })
