@@ -40,7 +40,7 @@ create_exception!(
     _native,
     NativeError,
     PyException,
-    "A jointplan error: args are (kind, message, json_path, file)."
+    "A jointplan error: args are (kind, message, json_path, file, reason); reason is the JSON of why an infeasible request has no plan, or None."
 );
 
 /// A failure on its way to Python: kind (`bad_input`, `infeasible`, `rejected`), message,
@@ -50,6 +50,8 @@ pub(crate) struct Failure {
     message: String,
     json_path: Option<String>,
     file: Option<String>,
+    /// Why an infeasible request has no plan (`jointplan::study::infeasible`), as JSON.
+    reason: Option<String>,
 }
 
 impl Failure {
@@ -59,11 +61,18 @@ impl Failure {
             message: message.into(),
             json_path: None,
             file: None,
+            reason: None,
         }
     }
 
     pub(crate) fn into_py(self) -> PyErr {
-        NativeError::new_err((self.kind, self.message, self.json_path, self.file))
+        NativeError::new_err((
+            self.kind,
+            self.message,
+            self.json_path,
+            self.file,
+            self.reason,
+        ))
     }
 }
 
@@ -83,6 +92,7 @@ impl From<jointplan::Error> for Failure {
             json_path: error.json_path(),
             file: error.file().map(|f| f.display().to_string()),
             message: error.to_string(),
+            reason: None,
         }
     }
 }
@@ -100,6 +110,7 @@ impl From<jointplan::selection::SelectionError> for Failure {
             message: error.to_string(),
             json_path: None,
             file: None,
+            reason: None,
         }
     }
 }
@@ -284,7 +295,10 @@ fn plan(
     py.detach(|| {
         let options = call_options(&options_json)?.build();
         let request = request_from(request_json.as_deref(), source_json.as_deref())?;
-        let outcome = jointplan::build(&request, &options)?;
+        let outcome = match jointplan::ExecutionPlan::build_with_report(&request, &options) {
+            Ok(outcome) => outcome,
+            Err(error) => return Err(explained(&request, &options, error)),
+        };
         let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
         // Serialized from the plan itself (no `Value` tree of a large plan), its fields in
@@ -297,6 +311,35 @@ fn plan(
         })
     })
     .map_err(Failure::into_py)
+}
+
+/// The failure of a build; when the request is infeasible, with why (the minimal
+/// conflicting facts and the relaxations, `jointplan::study::infeasible`): the message ends
+/// with the command line's explanation and the reason travels as JSON.
+fn explained(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: jointplan::builder::error::PlanError,
+) -> Failure {
+    if error.kind() != ErrorKind::Infeasible {
+        return Failure::from(jointplan::Error::from(error));
+    }
+    let answer = jointplan::study::infeasible::explain_failure(request, options, &error);
+    let mut failure = Failure::from(jointplan::Error::from(error));
+    match answer {
+        Ok(Some(reason)) => {
+            failure.message.push('\n');
+            failure
+                .message
+                .push_str(&jointplan::render::infeasible_text::infeasibility_text(&reason));
+            failure.reason = serde_json::to_string(&reason).ok();
+        }
+        Ok(None) => {}
+        Err(analysis) => failure.message.push_str(&format!(
+            "\n(why it is infeasible could not be found: {analysis})"
+        )),
+    }
+    failure
 }
 
 /// What [`plan`] returns, borrowed from the build's outcome.

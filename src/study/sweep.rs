@@ -681,7 +681,7 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
             row.report = Some(report);
         }
         Err(error) => {
-            row.status = if error.kind() == crate::ErrorKind::Infeasible {
+            row.status = if error.kind() == crate::error_kind::ErrorKind::Infeasible {
                 "infeasible"
             } else {
                 "bad-input"

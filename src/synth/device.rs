@@ -53,6 +53,11 @@ pub struct DeviceDescription {
     pub ordinal: u32,
     /// Total memory in bytes.
     pub total_memory_bytes: u64,
+    /// The total the driver reports (`cudaMemGetInfo`, `torch.cuda.mem_get_info()[1]`),
+    /// which serving engines budget from; less than the marketed size (ECC, reserved
+    /// regions). Optional; never copied into a synthesized request (docs/engines.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_memory_bytes: Option<u64>,
     /// Runtime build the provider implementations belong to (e.g. `cuda-12.4/sm_80`);
     /// hashed into the device's runtime implementation fingerprint.
     pub runtime: String,
@@ -82,6 +87,18 @@ impl DeviceDescription {
                 "total_memory_bytes",
                 "must be positive",
             ));
+        }
+        if let Some(driver) = self.driver_memory_bytes {
+            if driver == 0 || driver > self.total_memory_bytes {
+                return Err(SynthError::device(
+                    &self.id,
+                    "driver_memory_bytes",
+                    format!(
+                        "{driver} is not in 1..=total_memory_bytes ({}); give the total the driver reports",
+                        self.total_memory_bytes
+                    ),
+                ));
+            }
         }
         if self.runtime.trim().is_empty() {
             return Err(SynthError::device(&self.id, "runtime", "is empty"));

@@ -10,14 +10,17 @@ mod common;
 
 mod backend;
 mod commands;
+mod docs_transcripts;
 mod fuzz_exit_codes;
 mod golden_synthesized;
 mod hash;
 mod memory_fidelity;
 mod output_rules;
+mod placement_cli;
 mod plan_model;
 mod process;
 mod research;
+mod research_loop;
 mod selection_cli;
 mod solve_progress;
 mod strict_input;
