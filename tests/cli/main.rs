@@ -16,6 +16,7 @@ mod golden_synthesized;
 mod hash;
 mod memory_fidelity;
 mod output_rules;
+mod performance_cli;
 mod placement_cli;
 mod plan_model;
 mod process;

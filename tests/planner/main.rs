@@ -22,6 +22,8 @@ mod memory_errors;
 mod memory_plan;
 mod memory_scale;
 mod memory_validate;
+mod perf_model;
+mod perf_validation;
 mod placement_models;
 mod placement_oracle;
 mod plan_file;
