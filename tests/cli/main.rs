@@ -10,6 +10,7 @@ mod common;
 
 mod backend;
 mod commands;
+mod engine_cli;
 mod fuzz_exit_codes;
 mod golden_synthesized;
 mod hash;

@@ -4,9 +4,7 @@
 
 use std::path::Path;
 
-use jointplan::engine::{
-    self, CacheLayer, DeviceFacts, EngineArgs, EngineChoice, ModelFacts, GIB,
-};
+use jointplan::engine::{self, CacheLayer, DeviceFacts, EngineArgs, EngineChoice, ModelFacts, GIB};
 use jointplan::study::engine_facts::model_facts;
 use jointplan::study::engine_validation::validation_table;
 use jointplan::synth::ModelSource;
@@ -28,7 +26,12 @@ fn device(total_gib: f64) -> DeviceFacts {
     }
 }
 
-fn account(engine: &str, model: &ModelFacts, device: &DeviceFacts, args: &[&str]) -> engine::EngineReport {
+fn account(
+    engine: &str,
+    model: &ModelFacts,
+    device: &DeviceFacts,
+    args: &[&str],
+) -> engine::EngineReport {
     let choice: EngineChoice = engine.parse().unwrap();
     engine::account(&choice, model, device, &EngineArgs::parse(args).unwrap()).unwrap()
 }
@@ -39,8 +42,14 @@ fn llama_facts_are_the_published_shapes() {
     // 8,030,261,248 parameters in 2 bytes; the embedding 128,256 x 4,096 x 2.
     assert_eq!(llama.weights_bytes, 16_060_522_496);
     assert_eq!(llama.embedding_bytes, 128_256 * 4096 * 2);
-    assert_eq!(llama.kv_bytes_per_token(1, 2).unwrap(), 32 * 2 * 8 * 128 * 2);
-    assert_eq!(llama.kv_bytes_per_token(2, 2).unwrap(), 32 * 2 * 4 * 128 * 2);
+    assert_eq!(
+        llama.kv_bytes_per_token(1, 2).unwrap(),
+        32 * 2 * 8 * 128 * 2
+    );
+    assert_eq!(
+        llama.kv_bytes_per_token(2, 2).unwrap(),
+        32 * 2 * 4 * 128 * 2
+    );
     assert_eq!(
         engine::vllm_forward_bytes_per_token(&llama, 1).unwrap(),
         2 * (3 * 4096 + 3 * 14336)
@@ -75,7 +84,10 @@ fn vllm_v0_follows_its_budget_and_block_rule() {
         report.max_concurrency,
         ((blocks * 16) as f64 / 20_000.0 * 100.0).round() / 100.0
     );
-    assert!(report.log.iter().any(|l| l.line == format!("# GPU blocks: {blocks}")));
+    assert!(report
+        .log
+        .iter()
+        .any(|l| l.line == format!("# GPU blocks: {blocks}")));
     assert!(report.refusal.is_none());
     // Raising max_model_len raises the profile run's tokens: fewer blocks, and the engine
     // refuses once one request no longer fits.
@@ -86,7 +98,11 @@ fn vllm_v0_follows_its_budget_and_block_rule() {
         &["gpu_memory_utilization=0.9", "max_model_len=29000"],
     );
     assert!(longer.kv_cache_tokens < 29_000);
-    assert!(longer.refusal.as_deref().unwrap().contains("max seq len (29000)"));
+    assert!(longer
+        .refusal
+        .as_deref()
+        .unwrap()
+        .contains("max seq len (29000)"));
 }
 
 #[test]
@@ -133,7 +149,9 @@ fn sglang_and_trtllm_and_llama_cpp_follow_their_rules() {
     dev.free_at_start_bytes = Some((78.81 * GIB as f64).round() as u64);
     let report = account("sglang", &llama, &dev, &["context_length=131072"]);
     let free = dev.free_at_start_bytes.unwrap() as f64;
-    let rest = free - 16_060_522_496.0 - free * (1.0 - 0.88);
+    // The weights SGLang counts: the parameters and the float32 rotary cache.
+    let weights = 16_060_522_496.0 + (131_072 * 128 * 4) as f64;
+    let rest = free - weights - free * (1.0 - 0.88);
     assert_eq!(report.kv_cache_tokens, (rest / 131_072.0).floor() as u64);
     let trt = account("trtllm", &llama, &device(79.0), &["max_seq_len=8192"]);
     assert_eq!(trt.kv_cache_tokens % 64, 0);
@@ -156,7 +174,12 @@ fn fp8_kv_halves_the_bytes_per_token() {
     let llama = facts("llama-3.1-8b");
     let dev = device(79.0);
     let auto = account("vllm", &llama, &dev, &["max_model_len=8192"]);
-    let fp8 = account("vllm", &llama, &dev, &["max_model_len=8192", "kv_cache_dtype=fp8"]);
+    let fp8 = account(
+        "vllm",
+        &llama,
+        &dev,
+        &["max_model_len=8192", "kv_cache_dtype=fp8"],
+    );
     let blocks = auto.blocks.unwrap();
     assert!((fp8.blocks.unwrap() as i64 - 2 * blocks as i64).abs() <= 1);
     assert!(fp8.flags.iter().any(|f| f == "--kv-cache-dtype fp8"));
@@ -179,7 +202,10 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
     let data = std::fs::read_to_string(root.join("docs/data/engine-logs.json")).unwrap();
     let table = validation_table(&data, root).unwrap();
     let doc = std::fs::read_to_string(root.join("docs/engines.md")).unwrap();
-    let start = doc.find(BEGIN).expect("docs/engines.md has the table's markers") + BEGIN.len();
+    let start = doc
+        .find(BEGIN)
+        .expect("docs/engines.md has the table's markers")
+        + BEGIN.len();
     let end = doc[start..].find(END).unwrap() + start;
     assert_eq!(
         &doc[start..end],
@@ -188,7 +214,12 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
     );
     assert!(table.rows.len() >= 6);
     for row in table.rows.iter().filter(|r| !r.fit) {
-        assert!(row.kv_error().abs() <= 3.0, "{}: {:+.2}%", row.id, row.kv_error());
+        assert!(
+            row.kv_error().abs() <= 3.0,
+            "{}: {:+.2}%",
+            row.id,
+            row.kv_error()
+        );
     }
 }
 
@@ -224,7 +255,10 @@ fn the_fitted_constants_are_their_records_figures() {
     let hidden_rows = (4096 + 256) * qwen.hidden_size * 2;
     let forward = 4096 * engine::vllm_forward_bytes_per_token(&qwen, 1).unwrap();
     let peak = act * GIB as f64;
-    assert!((forward as f64) < peak, "the sampler, not the forward pass, sets this peak");
+    assert!(
+        (forward as f64) < peak,
+        "the sampler, not the forward pass, sets this peak"
+    );
     let fitted = ((peak - hidden_rows as f64) / (256.0 * 152_064.0)).round() as u64;
     assert_eq!(engine::vllm_sampler_bytes_per_logit(), fitted);
 }
