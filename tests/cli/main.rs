@@ -11,6 +11,7 @@ mod common;
 mod backend;
 mod commands;
 mod docs_transcripts;
+mod engine_cli;
 mod fuzz_exit_codes;
 mod golden_synthesized;
 mod hash;

@@ -42,12 +42,17 @@ fn sweep_prints_a_progress_line_per_point_when_not_on_a_terminal() {
     let err = text(&result.stderr);
     let lines: Vec<&str> = err.lines().filter(|l| l.starts_with("sweep: ")).collect();
     assert_eq!(lines.len(), 4, "{err}");
+    // The last knob of the grid varies fastest; the knobs are named in column order.
     assert!(
-        lines[0].starts_with("sweep: 1/4 (25%) layers=2 context=1024: fits"),
+        lines[0].starts_with("sweep: 1/4 (25%) context=1024 layers=2: fits, "),
         "{err}"
     );
     assert!(
-        lines[3].starts_with("sweep: 4/4 (100%) layers=99 context=2048: error: "),
+        lines[1].starts_with("sweep: 2/4 (50%) context=1024 layers=99: error: "),
+        "{err}"
+    );
+    assert!(
+        lines[3].starts_with("sweep: 4/4 (100%) context=2048 layers=99: error: "),
         "{err}"
     );
     assert!(

@@ -13,6 +13,7 @@ mod build_rules;
 mod build_stages;
 mod checker;
 mod checker_mutants;
+mod engine_rules;
 mod fuzz;
 mod golden_models;
 mod input_rules;

@@ -83,6 +83,11 @@ pub fn text_width(text: &str, size: f64) -> f64 {
     (em * size).ceil() + 2.0
 }
 
+/// The width of `text` in bold (about an eighth wider).
+pub fn bold_width(text: &str, size: f64) -> f64 {
+    (text_width(text, size) * 1.13).ceil()
+}
+
 /// A canvas on plotters' SVG backend with its layout.
 pub struct Canvas<'a> {
     area: DrawingArea<SVGBackend<'a>, plotters::coord::Shift>,
@@ -148,7 +153,11 @@ impl<'a> Canvas<'a> {
         bold: bool,
         rotated: bool,
     ) -> Result<Rect, StudyError> {
-        let width = text_width(text, size);
+        let width = if bold {
+            bold_width(text, size)
+        } else {
+            text_width(text, size)
+        };
         let height = size * 1.25;
         let rect = if rotated {
             Rect::new(

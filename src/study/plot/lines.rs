@@ -5,7 +5,7 @@
 //! plan (a cross on the panel's floor) and points whose context the model capped (a ring).
 
 use super::super::StudyError;
-use super::canvas::{text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
 use super::scale::{Scale, Unit};
 use super::style::{line_colour, marker_polygon, series_style, Marker, GRID, INK, NEUTRAL};
 
@@ -191,7 +191,7 @@ impl LineFigure {
         let legend_w = entries
             .iter()
             .map(|(heading, _, label)| match heading {
-                Some(h) => text_width(h, SMALL),
+                Some(h) => bold_width(h, SMALL),
                 None => 40.0 + text_width(label, SMALL),
             })
             .fold(0.0, f64::max)
@@ -199,7 +199,7 @@ impl LineFigure {
         let legend_h = entries.len() as f64 * ROW + 12.0;
         let panels_w = MARGIN + name_w + columns as f64 * cell_w;
         let width = (panels_w + legend_w + MARGIN)
-            .max(text_width(&self.title, TITLE) + 2.0 * MARGIN)
+            .max(bold_width(&self.title, TITLE) + 2.0 * MARGIN)
             .ceil();
         let height = (top + rows as f64 * cell_h)
             .max(top + legend_h + MARGIN)

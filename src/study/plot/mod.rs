@@ -228,7 +228,7 @@ fn line_figures(
     let memory = LineFigure {
         title: format!("Memory items against {knob}{panel_note}"),
         x_name: x_name.clone(),
-        y_name: "bytes at the policy's ceilings (log2 scale)".to_owned(),
+        y_name: "bytes (log2 scale)".to_owned(),
         y_unit: Unit::Bytes,
         y_log: true,
         panels: memory_panels,
@@ -304,9 +304,9 @@ pub fn figures(rows: &[SweepRow], varying: &[&str]) -> Result<Vec<Figure>, Study
             .map(|r| short_label(r, &rest))
             .unwrap_or_default();
         let title = if label.is_empty() {
-            "Plan regions (one colour and letter per plan choice)".to_owned()
+            "Plan regions".to_owned()
         } else {
-            format!("Plan regions, {label} (one colour and letter per plan choice)")
+            format!("Plan regions, {label}")
         };
         let mut name = if groups.len() == 1 {
             "regions.svg".to_owned()

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use super::super::sweep::{short_value, SweepRow};
 use super::super::StudyError;
-use super::canvas::{text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::scale::count_label;
 use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
 
 /// The plan choices of a whole sweep, numbered in choice-id order, with their labels.
@@ -212,7 +213,7 @@ impl RegionMap {
                 let short = hash.get(..8).unwrap_or(hash);
                 (
                     Some(r.index),
-                    format!("{}  {short}  {}", letter(r.index), r.label),
+                    format!("{}: {} ({short})", letter(r.index), r.label),
                 )
             })
             .collect();
@@ -226,17 +227,17 @@ impl RegionMap {
     pub fn figure(&self, title: &str) -> Result<(String, Layout), StudyError> {
         const MARGIN: f64 = 12.0;
         const ROW: f64 = 20.0;
+        let label = |knob: &str, value: &String| match value.parse::<f64>() {
+            Ok(number) if super::NUMERIC_KNOBS.contains(&knob) => count_label(number),
+            _ => short_value(knob, value),
+        };
         let x_labels: Vec<String> = self
             .x_values
             .iter()
-            .map(|v| short_value(&self.x_knob, v))
+            .map(|v| label(&self.x_knob, v))
             .collect();
         let y_knob = self.y_knob.as_deref().unwrap_or("");
-        let y_labels: Vec<String> = self
-            .y_values
-            .iter()
-            .map(|v| short_value(y_knob, v))
-            .collect();
+        let y_labels: Vec<String> = self.y_values.iter().map(|v| label(y_knob, v)).collect();
         let cell_w = x_labels
             .iter()
             .map(|l| text_width(l, SMALL) + 12.0)
@@ -245,14 +246,18 @@ impl RegionMap {
         let y_label_w = y_labels
             .iter()
             .map(|l| text_width(l, SMALL))
+            .chain([text_width(y_knob, HEADING)])
             .fold(0.0, f64::max);
-        let name_w = if self.y_knob.is_some() {
-            HEADING * 1.6
-        } else {
-            0.0
-        };
-        let top = MARGIN + TITLE * 1.25 + 10.0;
-        let x0 = MARGIN + name_w + y_label_w + 10.0;
+        // The y knob's name stands above its labels, level with the map's top.
+        let top = MARGIN
+            + TITLE * 1.25
+            + 10.0
+            + if self.y_knob.is_some() {
+                HEADING * 1.6
+            } else {
+                0.0
+            };
+        let x0 = MARGIN + y_label_w + 10.0;
         let nx = self.x_values.len() as f64;
         let ny = self.y_values.len() as f64;
         let area = Rect::new(x0, top, x0 + nx * cell_w, top + ny * cell_h);
@@ -268,7 +273,7 @@ impl RegionMap {
             .map(|(_, l)| 30.0 + text_width(l, SMALL))
             .chain([text_width("context capped by the model", SMALL) + 30.0])
             .fold(
-                text_width("plan choice (letter, choice id, what sets it apart)", SMALL),
+                bold_width("plan choice: what sets it apart (choice id)", SMALL),
                 f64::max,
             )
             + 16.0;
@@ -281,7 +286,7 @@ impl RegionMap {
         );
         let width = (area.x1 + MARGIN)
             .max(legend.x1 + MARGIN)
-            .max(text_width(title, TITLE) + 2.0 * MARGIN)
+            .max(bold_width(title, TITLE) + 2.0 * MARGIN)
             .ceil();
         let height = (legend.y1 + MARGIN).ceil();
         let mut text = String::new();
@@ -395,19 +400,19 @@ impl RegionMap {
             if let Some(knob) = &self.y_knob {
                 c.text(
                     knob,
-                    MARGIN + name_w / 2.0,
-                    (area.y0 + area.y1) / 2.0,
+                    area.x0 - 6.0,
+                    area.y0 - HEADING,
                     HEADING,
-                    Align::Centre,
+                    Align::Right,
                     false,
-                    true,
+                    false,
                 )?;
             }
             c.layout.legends.push(legend);
             let mut y = legend.y0 + 4.0 + ROW / 2.0;
             let x = legend.x0 + 6.0;
             c.text(
-                "plan choice (letter, choice id, what sets it apart)",
+                "plan choice: what sets it apart (choice id)",
                 x,
                 y,
                 SMALL,
