@@ -26,6 +26,9 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// The performance model could not predict a serving point.
+    #[error(transparent)]
+    Perf(#[from] crate::perf::PerfError),
     /// A research query (diff, why-not, why-infeasible) failed.
     #[error(transparent)]
     Research(#[from] crate::study::ResearchError),
@@ -49,6 +52,7 @@ impl Error {
         match self {
             Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
             Error::Synth(_) => ErrorKind::BadInput,
+            Error::Perf(_) => ErrorKind::BadInput,
             Error::Study(error) if error.is_infeasible() => ErrorKind::Infeasible,
             Error::Study(crate::study::StudyError::Demand { .. }) => ErrorKind::Rejected,
             Error::Study(crate::study::StudyError::Plan(error)) => error.kind(),

@@ -76,6 +76,7 @@ pub mod error_kind;
 pub mod json_input;
 pub mod memory;
 pub mod node;
+pub mod perf;
 pub mod placement;
 pub mod plan;
 pub mod render;

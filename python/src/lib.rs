@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jointplan::request::id_pattern::IdPattern;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights};
 use jointplan::study::ServingReport;
@@ -131,6 +132,9 @@ pub(crate) struct CallOptions {
     allow_uncertified: bool,
     pins: BTreeMap<NodeId, ProviderId>,
     forbids: BTreeMap<NodeId, BTreeSet<ProviderId>>,
+    /// Pins and forbids whose node is an id pattern (`node.layer.[0-31].attention`), each
+    /// with `true` for a pin: expanded against the request's nodes by [`CallOptions::expand`].
+    patterns: Vec<(IdPattern, ProviderId, bool)>,
 }
 
 /// A node id and a provider id of a pin or a forbid (`what` names the option).
@@ -185,11 +189,25 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
         solve.timings = false;
     }
     let mut pins = BTreeMap::new();
+    let mut patterns = Vec::new();
+    let pattern = |what: &str, node: &str, provider: &str| {
+        let bad =
+            |detail: String| Failure::bad_input(format!("{what} {node}={provider}: {detail}"));
+        Ok::<_, Failure>((
+            IdPattern::parse(node).map_err(|e| bad(e.to_string()))?,
+            ProviderId::new(provider).map_err(|e| bad(format!("bad provider id: {e}")))?,
+        ))
+    };
     if let Some(map) = field("pins").and_then(Value::as_object) {
         for (node, provider) in map {
             let provider = provider.as_str().ok_or_else(|| {
                 Failure::bad_input(format!("pin {node}: the provider must be a string"))
             })?;
+            if IdPattern::is_pattern(node) {
+                let (node, provider) = pattern("pin", node, provider)?;
+                patterns.push((node, provider, true));
+                continue;
+            }
             let (node, provider) = node_provider("pin", node, provider)?;
             pins.insert(node, provider);
         }
@@ -204,6 +222,11 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
                 let provider = provider.as_str().ok_or_else(|| {
                     Failure::bad_input(format!("forbid {node}: a provider must be a string"))
                 })?;
+                if IdPattern::is_pattern(node) {
+                    let (node, provider) = pattern("forbid", node, provider)?;
+                    patterns.push((node, provider, false));
+                    continue;
+                }
                 let (node, provider) = node_provider("forbid", node, provider)?;
                 forbids.entry(node).or_default().insert(provider);
             }
@@ -215,10 +238,48 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
         allow_uncertified: field("allow_uncertified").and_then(Value::as_bool) == Some(true),
         pins,
         forbids,
+        patterns,
     })
 }
 
 impl CallOptions {
+    /// Expands the pins and forbids given as id patterns into the nodes of `request` they
+    /// select, as the command line's `--pin` and `--forbid` do.
+    pub(crate) fn expand(&mut self, request: &PlanRequest) -> Result<(), Failure> {
+        for (pattern, provider, pin) in std::mem::take(&mut self.patterns) {
+            let what = if pin { "pin" } else { "forbid" };
+            let nodes: Vec<NodeId> = request
+                .family
+                .program
+                .nodes()
+                .filter(|n| pattern.matches(n.id.as_str()))
+                .map(|n| n.id.clone())
+                .collect();
+            if nodes.is_empty() {
+                return Err(Failure::bad_input(format!(
+                    "{what} {pattern}={provider}: the pattern {pattern} selects no node of the request"
+                )));
+            }
+            for node in nodes {
+                if pin {
+                    if let Some(earlier) = self.pins.insert(node.clone(), provider.clone()) {
+                        if earlier != provider {
+                            return Err(Failure::bad_input(format!(
+                                "pin {pattern}={provider}: node {node} is already pinned to {earlier}"
+                            )));
+                        }
+                    }
+                } else {
+                    self.forbids
+                        .entry(node)
+                        .or_default()
+                        .insert(provider.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn build(&self) -> BuildOptions {
         BuildOptions {
             selection: self.solve.clone(),
@@ -293,8 +354,10 @@ fn plan(
     options_json: String,
 ) -> PyResult<String> {
     py.detach(|| {
-        let options = call_options(&options_json)?.build();
+        let mut call = call_options(&options_json)?;
         let request = request_from(request_json.as_deref(), source_json.as_deref())?;
+        call.expand(&request)?;
+        let options = call.build();
         let outcome = match jointplan::ExecutionPlan::build_with_report(&request, &options) {
             Ok(outcome) => outcome,
             Err(error) => return Err(explained(&request, &options, error)),
@@ -331,7 +394,9 @@ fn explained(
             failure.message.push('\n');
             failure
                 .message
-                .push_str(&jointplan::render::infeasible_text::infeasibility_text(&reason));
+                .push_str(&jointplan::render::infeasible_text::infeasibility_text(
+                    &reason,
+                ));
             failure.reason = serde_json::to_string(&reason).ok();
         }
         Ok(None) => {}

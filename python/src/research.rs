@@ -60,7 +60,10 @@ fn explain(
         let plan = stored_plan("plan", &plan_json)?;
         let request = match (&request_json, &source_json) {
             (None, None) => None,
-            _ => Some(request_from(request_json.as_deref(), source_json.as_deref())?),
+            _ => Some(request_from(
+                request_json.as_deref(),
+                source_json.as_deref(),
+            )?),
         };
         let answer = jointplan::study::explain::explain(&plan, request.as_ref(), node.as_deref())
             .map_err(research)?;

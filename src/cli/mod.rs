@@ -11,6 +11,7 @@ pub mod engine_flags;
 pub mod explain;
 pub mod fit;
 pub mod hash;
+pub mod performance;
 pub mod placement;
 pub mod plan;
 pub mod progress;
@@ -201,6 +202,7 @@ from_library_error!(
     jointplan::verify::VerifyError,
     jointplan::request::seal::SealError,
     jointplan::synth::SynthError,
+    jointplan::perf::PerfError,
 );
 
 /// The exit status of a failure: 2 for bad input, 1 for an infeasible request or a

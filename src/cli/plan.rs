@@ -26,6 +26,7 @@ use std::sync::Arc;
 use super::destination::Destination;
 use super::engine_flags::EngineFlags;
 use super::output::{pretty_json, write_stdout};
+use super::performance::{performance_text, Requested, ServingFlags};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
@@ -35,6 +36,7 @@ use jointplan::render::infeasible_text::infeasibility_text;
 use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
 use jointplan::render::summary_text::Detail;
 use jointplan::study::infeasible::explain_failure;
+use jointplan::synth::DeviceDescription;
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
@@ -79,6 +81,9 @@ pub struct Args {
     /// Placement across devices (model folders only).
     #[command(flatten, next_help_heading = "Placement across devices")]
     pub placement: super::placement::PlacementFlags,
+    /// The serving point whose latency and throughput the summary predicts.
+    #[command(flatten, next_help_heading = "Serving point (performance model)")]
+    pub serving: ServingFlags,
 }
 
 /// The plan summary with a serving engine's accounting (`--engine`): the summary's keys,
@@ -258,19 +263,50 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
+/// What [`load`] read: the request, the files it came from, the serving engine's
+/// accounting, a model folder's device, and the policy sequence ceiling a serving point
+/// raised.
+struct Loaded {
+    request: PlanRequest,
+    inputs: Vec<PathBuf>,
+    engine: Option<EngineReport>,
+    device: Option<DeviceDescription>,
+    raised: Option<u32>,
+}
+
 /// The request to plan (the file as it is, or a model folder's synthesized request), the
 /// files it was read from, and the serving engine's accounting when `--engine` asks for it.
-fn load(
-    args: &Args,
-    progress: &Progress,
-) -> Result<(PlanRequest, Vec<PathBuf>, Option<EngineReport>), Error> {
+/// With a serving point, a model folder's sequence ceiling is raised to the concurrency
+/// when lower (and `--sequences` is not given).
+fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<Loaded, Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
-        let synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
+        let mut synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
+        let mut raised = None;
+        if let Some(point) = point {
+            let ceiling = synthesized.policy.maximum_active_sequences;
+            let wanted = u32::try_from(point.concurrency).unwrap_or(u32::MAX);
+            if args.policy.sequences.is_none() && ceiling < wanted {
+                let policy = PolicyFlags {
+                    context: args.policy.context,
+                    sequences: Some(wanted),
+                    scheduled_tokens: args.policy.scheduled_tokens,
+                };
+                synthesized = synthesize_request(Some(input), &args.synth, &policy)
+                    .map_err(|e| Error::from(e).in_file(input))?;
+                raised = Some(ceiling);
+            }
+        }
         let engine = args.engine.report(&synthesized)?;
-        return Ok((synthesized.request, synthesized.inputs, engine));
+        return Ok(Loaded {
+            request: synthesized.request,
+            inputs: synthesized.inputs,
+            engine,
+            device: Some(synthesized.device),
+            raised,
+        });
     }
     if args.engine.engine.is_some() {
         return Err(Error::Usage(format!(
@@ -285,7 +321,13 @@ fn load(
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    Ok((read_request(input)?, vec![input.clone()], None))
+    Ok(Loaded {
+        request: read_request(input)?,
+        inputs: vec![input.clone()],
+        engine: None,
+        device: None,
+        raised: None,
+    })
 }
 
 /// The error of a failed build; when the request is infeasible, with why (the minimal
@@ -345,7 +387,14 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
-    let (request, inputs, engine) = load(args, &progress)?;
+    let point = args.serving.requested(args.engine.engine.as_deref())?;
+    let Loaded {
+        request,
+        inputs,
+        engine,
+        device,
+        raised,
+    } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
@@ -403,6 +452,19 @@ pub fn run(args: &Args) -> Result<(), Error> {
         progress.step(&format!("writing {}", destination.path().display()));
         destination.commit_written(written.write_error.map_or(Ok(()), Err))?;
     }
+    let performance = match &point {
+        Some(point) => {
+            progress.step("predicting the serving point");
+            Some(super::performance::predict(
+                &args.serving,
+                point,
+                &request,
+                plan,
+                device.as_ref(),
+            )?)
+        }
+        None => None,
+    };
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome
         .selection
@@ -411,14 +473,34 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .collect();
     let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
-        let text = match &engine {
-            Some(engine) => pretty_json(&WithEngine {
+        let unserializable =
+            |e: serde_json::Error| Error::Usage(format!("cannot serialize the summary: {e}"));
+        let text = match (&engine, &performance) {
+            (Some(engine), None) => pretty_json(&WithEngine {
                 summary: &summary,
                 engine,
             }),
-            None => pretty_json(&summary),
+            (None, None) => pretty_json(&summary),
+            // With a serving point, `performance` follows the summary's keys.
+            (engine, Some(performance)) => {
+                let mut value = match engine {
+                    Some(engine) => serde_json::to_value(WithEngine {
+                        summary: &summary,
+                        engine,
+                    }),
+                    None => serde_json::to_value(&summary),
+                }
+                .map_err(unserializable)?;
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert(
+                        "performance".to_owned(),
+                        serde_json::to_value(performance).map_err(unserializable)?,
+                    );
+                }
+                pretty_json(&value)
+            }
         }
-        .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
+        .map_err(unserializable)?;
         write_stdout(&text)?;
     } else {
         let detail = if args.full {
@@ -429,6 +511,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
         let mut text = summary_text(&summary, detail);
         if let Some(engine) = &engine {
             text.push_str(&engine.text());
+        }
+        if let Some(performance) = &performance {
+            text.push_str(&performance_text(performance, raised));
         }
         write_stdout(&text)?;
     }

@@ -248,6 +248,22 @@ pub fn account(
     }
 }
 
+/// vLLM's forward-pass activation peak per token on one of `tp` ranks (docs/engines.md).
+pub fn vllm_forward_bytes_per_token(model: &ModelFacts, tp: u64) -> Result<u64, EngineError> {
+    vllm::forward_bytes_per_token(model, tp)
+}
+
+/// vLLM's non-torch memory as modelled (taken from one published log, docs/engines.md).
+pub fn vllm_non_torch_bytes() -> u64 {
+    vllm::NON_TORCH_BYTES
+}
+
+/// vLLM's sampler bytes per logit as modelled (taken from one published log,
+/// docs/engines.md).
+pub fn vllm_sampler_bytes_per_logit() -> u64 {
+    vllm::SAMPLER_BYTES_PER_LOGIT
+}
+
 /// `a * b`, or an overflow naming `what`.
 pub(crate) fn mul(a: u64, b: u64, what: &str) -> Result<u64, EngineError> {
     a.checked_mul(b).ok_or_else(|| EngineError::Overflow {

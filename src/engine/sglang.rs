@@ -93,7 +93,14 @@ pub fn account(
         .free_at_start_bytes
         .unwrap_or(device.total_bytes.saturating_sub(NON_TORCH_BYTES))
         as f64;
-    let weights = model.weights_bytes / tp;
+    // The rotary cos/sin cache is a float32 buffer of the model (max_position x rotary_dim x
+    // 4 bytes), counted in SGLang's `mem usage` at load.
+    let rope = super::mul(
+        super::mul(model.trained_context, model.rotary_dim, "rotary cache")?,
+        4 * model.rotary_caches,
+        "rotary cache",
+    )?;
+    let weights = model.weights_bytes / tp + rope;
     let free_after_weights = free_at_start - weights as f64;
     let rest = free_after_weights - free_at_start * (1.0 - fraction);
     let mut tokens = if rest > 0.0 {
@@ -124,11 +131,10 @@ pub fn account(
         BudgetTerm {
             name: "weights".to_owned(),
             bytes: weights,
-            rule: if tp > 1 {
-                format!("parameters / tp_size {tp}")
-            } else {
-                "parameters".to_owned()
-            },
+            rule: format!(
+                "parameters{} + rotary cos/sin cache max_position x rotary_dim x 4 bytes ({rope} B)",
+                if tp > 1 { format!(" / tp_size {tp}") } else { String::new() }
+            ),
         },
         BudgetTerm {
             name: "reserved".to_owned(),

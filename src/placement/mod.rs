@@ -85,7 +85,7 @@ impl PlacementError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             PlacementError::Infeasible(_) => false,
-            PlacementError::Plan(e) => e.kind() == crate::ErrorKind::BadInput,
+            PlacementError::Plan(e) => e.kind() == crate::error_kind::ErrorKind::BadInput,
             PlacementError::Internal(_) => false,
             _ => true,
         }

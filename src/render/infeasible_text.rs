@@ -132,7 +132,7 @@ fn holdings_lines(out: &mut String, h: &Holdings) {
         human_bytes(h.activation_bytes),
         human_bytes(h.workspace_bytes)
     ));
-    out.push_str("levers (what each shrinks; the relaxations above say which alone suffice):\n");
+    out.push_str("levers (what each shrinks; the relaxations below say which alone suffice):\n");
     if h.states > 0 {
         out.push_str(&format!(
             "  - fewer sequences: each takes {} at the maximum context\n",
@@ -140,7 +140,7 @@ fn holdings_lines(out: &mut String, h: &Holdings) {
         ));
         if h.kv_bytes_per_token > 0 {
             out.push_str(&format!(
-                "  - a shorter context: each token of context takes {} bytes per sequence (a model folder's --context; `jointplan fit MODEL --maximize context`)\n",
+                "  - a shorter context: each token of context takes {} bytes per sequence (a model folder's `--context`; `jointplan fit MODEL --maximize context` finds the longest that fits)\n",
                 h.kv_bytes_per_token
             ));
         }

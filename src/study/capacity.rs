@@ -166,7 +166,7 @@ fn largest_building(
 }
 
 /// The smallest capacity above the request's that builds, and what the plan built on the
-/// way holds. The search starts from `current + shortfall` and doubles the step until a
+/// way holds. The search starts from `current + step` and doubles the step until a
 /// plan builds; that plan says what its checks need (static + minimum runnable dynamic
 /// bytes + the reserve), which is probed next, then proved by one build below it; only when
 /// that proof fails is the rest found by bisection.
@@ -174,10 +174,10 @@ fn smallest_capacity(
     request: &PlanRequest,
     options: &BuildOptions,
     deadline: Instant,
-    shortfall: u64,
+    step: u64,
 ) -> Probe<Option<(u64, Option<Holdings>)>> {
     let current = Field::Capacity.value(request);
-    let mut step = shortfall.max(1);
+    let mut step = step.max(1);
     let mut found = None;
     for _ in 0..64 {
         let Some(candidate) = current.checked_add(step) else {
@@ -319,15 +319,22 @@ pub fn capacity_infeasibility_within(
         PlanError::Memory(MemoryError::StaticExceedsUsable { .. })
     );
     if static_overflow {
+        let capacity = Field::Capacity.value(request);
         notes.push(format!(
             "the static allocations alone exceed the usable capacity by {}: the sequence and \
-             token ceilings do not size them, so only more capacity{} can make it fit",
+             token ceilings do not size them, so only more capacity{} can make it fit; \
+             {} must be at least {} for the static bytes alone, and the dynamic bytes need \
+             more",
             gib(shortfall),
             if request.policy.memory_reserve_bytes >= shortfall {
                 " or a smaller reserve"
             } else {
                 ""
-            }
+            },
+            Field::Capacity.name(),
+            capacity
+                .checked_add(shortfall)
+                .map_or_else(|| "more than 2^64 bytes".to_owned(), gib)
         ));
     }
     for field in [

@@ -53,7 +53,7 @@ pub struct Synthesized {
     /// model); never silently dropped.
     pub warnings: Vec<String>,
     /// The device the request was synthesized for (with fields the request does not
-    /// carry, such as `driver_memory_bytes`).
+    /// carry, such as `driver_memory_bytes` and the `performance` figures).
     pub device: DeviceDescription,
     /// The policy preset it was synthesized under.
     pub policy: PolicyPreset,

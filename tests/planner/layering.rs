@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("node", 3),
     ("memory", 4),
     ("candidates", 4),
+    ("perf", 4),
     ("builder", 5),
     ("verify", 6),
     ("study", 7),
