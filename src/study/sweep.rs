@@ -29,6 +29,7 @@ use crate::builder::BuildOptions;
 use crate::canonical::{canonical_fingerprint, sha256_hex};
 use crate::plan::ExecutionPlan;
 use crate::selection::Status;
+use crate::synth::policy::PolicyPreset;
 use crate::synth::policy::ViewKind;
 use crate::synth::{ModelSource, SynthError, Synthesized};
 
@@ -331,9 +332,9 @@ pub struct SweepRow {
     pub key: String,
     /// Canonical sha256 of the synthesized request (empty for an error row).
     pub request_hash: String,
-    /// The maximum context the request has (its largest token-scaled sequence state):
-    /// below `point.context` when the model's trained positions cap it. `None` for an
-    /// error row or a request without one.
+    /// The maximum context the request has: the preset's, capped by the model's trained
+    /// positions (`max_position_embeddings`), so below `point.context` when the model
+    /// caps it. `None` for an error row.
     #[serde(default)]
     pub context_used: Option<u64>,
     /// `fits` (the worst case fits), `worst-case-exceeds` (the plan builds, fewer sequences
@@ -455,6 +456,11 @@ impl PolicyFields {
     /// one rule a sweep point and `plan MODEL_FOLDER --context ...` share, so that a sweep
     /// row's plan is replayed by `plan` with the point's values.
     pub fn synthesize(&self, source: &ModelSource) -> Result<Synthesized, SynthError> {
+        source.synthesize_with_policy(&self.preset(source)?)
+    }
+
+    /// `source`'s policy preset with these fields set.
+    pub fn preset(&self, source: &ModelSource) -> Result<PolicyPreset, SynthError> {
         let mut preset = source.policy_preset()?;
         if let Some(context) = self.context {
             preset.maximum_context_tokens = Some(context);
@@ -468,22 +474,35 @@ impl PolicyFields {
         if let Some(views) = &self.storage_views {
             preset.storage_view_order = views.clone();
         }
-        source.synthesize_with_policy(&preset)
+        Ok(preset)
     }
 }
 
-/// The request of a point: its source's policy preset with the point's policy fields set.
+/// The request of a point (its source's policy preset with the point's policy fields set)
+/// and the context it has: the preset's, capped by the model's trained positions
+/// (`max_position_embeddings`; a sliding window may keep fewer tokens per layer).
 fn synthesize_point(
     point: &SweepPoint,
     base: Option<&Path>,
-) -> Result<crate::request::PlanRequest, StudyError> {
+) -> Result<(crate::request::PlanRequest, Option<u64>), StudyError> {
     let fields = PolicyFields {
         context: point.context,
         sequences: point.sequences,
         scheduled_tokens: point.scheduled_tokens,
         storage_views: point.storage_views.as_deref().map(parse_views),
     };
-    Ok(fields.synthesize(&source_of(point, base))?.request)
+    let source = source_of(point, base);
+    let preset = fields.preset(&source)?;
+    let request = source.synthesize_with_policy(&preset)?.request;
+    let trained = match &source.folder {
+        Some(folder) => {
+            crate::synth::ModelFolder::read(folder)?
+                .config
+                .max_position_embeddings
+        }
+        None => None,
+    };
+    Ok((request, trained.map(|m| preset.context_tokens(m))))
 }
 
 /// A point synthesized and keyed, not yet planned (a point that cannot be synthesized is
@@ -553,7 +572,7 @@ pub fn prepare_point_in(
     };
     let synthesized = synthesize_point(point, base);
     let request_hash = match &synthesized {
-        Ok(request) => Some(
+        Ok((request, _)) => Some(
             canonical_fingerprint("request", request)
                 .map_err(|_| overflow("request hash"))?
                 .to_string(),
@@ -582,17 +601,17 @@ pub fn prepare_point_in(
         .to_string(),
         None => key.clone(),
     };
-    let request = synthesized.ok();
+    let (request, context_used) = match synthesized {
+        Ok((request, used)) => (Some(request), used),
+        Err(_) => (None, None),
+    };
     let row = SweepRow {
         point: point.clone(),
         key,
         request_hash: request_hash
             .map(|h| format!("sha256:{h}"))
             .unwrap_or_default(),
-        context_used: request
-            .as_ref()
-            .map(super::fit::context_tokens)
-            .filter(|&c| c > 0),
+        context_used,
         status: if error.is_some() { "error" } else { "" }.to_owned(),
         plan_id: None,
         choice_id: None,
