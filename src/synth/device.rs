@@ -11,6 +11,7 @@ use crate::request::{
     CapabilityId, DeviceClass, DeviceId, StorageAllocator, StorageProfile, StorageView,
 };
 
+use super::device_performance::DevicePerformance;
 use super::SynthError;
 
 /// The runtime family that drives the device; it names the providers
@@ -69,6 +70,10 @@ pub struct DeviceDescription {
     pub capabilities: BTreeSet<CapabilityId>,
     /// Storage profiles the runtime offers: a contiguous arena and paged blocks.
     pub storage_profiles: BTreeSet<StorageProfile>,
+    /// Performance figures for the time model (`crate::perf`); optional, and never copied
+    /// into a synthesized request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance: Option<DevicePerformance>,
 }
 
 impl DeviceDescription {
@@ -115,6 +120,9 @@ impl DeviceDescription {
                 "storage_profiles",
                 "must offer the contiguous arena (linear_arena + contiguous)",
             ));
+        }
+        if let Some((field, problem)) = self.performance.as_ref().and_then(|p| p.problem()) {
+            return Err(SynthError::device(&self.id, field, problem));
         }
         Ok(())
     }

@@ -53,7 +53,7 @@ pub struct Synthesized {
     /// model); never silently dropped.
     pub warnings: Vec<String>,
     /// The device the request was synthesized for (with fields the request does not
-    /// carry, such as `driver_memory_bytes`).
+    /// carry, such as `driver_memory_bytes` and the `performance` figures).
     pub device: DeviceDescription,
     /// The policy preset it was synthesized under.
     pub policy: PolicyPreset,
@@ -101,7 +101,29 @@ impl ModelSource {
         self.synthesize_with(Some(policy))
     }
 
+    /// Synthesizes the request on `device` (a description in memory, read from `file`)
+    /// instead of the source's device file; the other choices as
+    /// [`ModelSource::synthesize`] resolves them. Placement across devices plans the model
+    /// once on a description of the set's device with room for every byte.
+    pub fn synthesize_on(
+        &self,
+        device: &DeviceDescription,
+        file: &Path,
+    ) -> Result<Synthesized, SynthError> {
+        let mut source = self.clone();
+        source.device = Some(file.to_path_buf());
+        source.synthesize_resolved(None, Some(device))
+    }
+
     fn synthesize_with(&self, preset: Option<&PolicyPreset>) -> Result<Synthesized, SynthError> {
+        self.synthesize_resolved(preset, None)
+    }
+
+    fn synthesize_resolved(
+        &self,
+        preset: Option<&PolicyPreset>,
+        given_device: Option<&DeviceDescription>,
+    ) -> Result<Synthesized, SynthError> {
         let folder = self.folder.as_deref().map(ModelFolder::read).transpose()?;
         let (config, config_file) = match (&self.config, &folder, &self.folder) {
             (Some(file), _, _) => (ModelConfig::read(file)?, file.clone()),
@@ -125,8 +147,12 @@ impl ModelSource {
             .clone()
             .or_else(|| folder.as_ref().and_then(ModelFolder::default_device))
             .ok_or_else(|| option("device", "is required (the model folder has no synth.json)"))?;
-        let device =
-            DeviceDescription::read(&device_file).map_err(|e| e.in_device_file(&device_file))?;
+        let device = match given_device {
+            Some(device) => device.clone(),
+            None => {
+                DeviceDescription::read(&device_file).map_err(|e| e.in_device_file(&device_file))?
+            }
+        };
         let policy_name = self
             .policy
             .clone()

@@ -32,6 +32,8 @@ fn devices() -> Vec<(String, DeviceDescription)> {
     let mut found: Vec<PathBuf> = std::fs::read_dir("models/devices")
         .unwrap()
         .map(|e| e.unwrap().path())
+        // Device files only: `models/devices/sets/` holds device sets.
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
         .collect();
     found.sort();
     found

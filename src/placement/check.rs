@@ -1,0 +1,372 @@
+//! The independent checker of a placement plan: the partition's rules re-derived from the
+//! plan alone, sharing no code with the solver or the code that writes the plan. Every
+//! violation names its rule and the JSON path of the culprit.
+//!
+//! Rules:
+//! 1. `stages`: the stages' layer ranges are non-empty, contiguous, start at layer 0 and
+//!    end at the last layer (every layer on exactly one stage), one stage per pipeline
+//!    stage, `tensor_parallel` devices per stage;
+//! 2. `devices`: every device is in exactly one stage, at the stage and rank it says;
+//! 3. `home`: a device holds only shards of its stage's layers (the embedding on the first
+//!    stage, the final norm and head on the last);
+//! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
+//!    every holder of a part holds the same bytes, and the parts add up to the tensor;
+//! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
+//!    its bytes per sequence, its total the sum of its items, its headroom usable - total;
+//! 6. `capacity`: every device within its usable bytes;
+//! 7. `host`: the host's bytes are the sum of its shards and within its memory (none
+//!    without a host tier);
+//! 8. `totals`: devices used and KV tokens that fit follow from the devices;
+//! 9. `id`: the placement id is the canonical SHA-256 of the payload.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::record::{PlacementPlan, ShardRecord};
+
+/// One broken rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Violation {
+    /// The rule.
+    pub rule: String,
+    /// JSON path of the culprit.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+struct Report(Vec<Violation>);
+
+impl Report {
+    fn add(&mut self, rule: &str, path: impl Into<String>, message: impl Into<String>) {
+        self.0.push(Violation {
+            rule: rule.to_owned(),
+            path: path.into(),
+            message: message.into(),
+        });
+    }
+}
+
+/// Every violation of `plan` (empty: the plan is valid).
+pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
+    let mut report = Report(Vec::new());
+    let p = &plan.payload;
+    // 1. stages
+    let mut next = 0u32;
+    if p.stages.len() != p.pipeline_parallel as usize {
+        report.add(
+            "stages",
+            ".payload.stages",
+            format!(
+                "{} stages, pipeline_parallel {}",
+                p.stages.len(),
+                p.pipeline_parallel
+            ),
+        );
+    }
+    let mut stage_of_layer: BTreeMap<u32, usize> = BTreeMap::new();
+    for (s, stage) in p.stages.iter().enumerate() {
+        let path = format!(".payload.stages[{s}]");
+        if stage.first_layer != next || stage.end_layer <= stage.first_layer {
+            report.add(
+                "stages",
+                &path,
+                format!(
+                    "layers {}..{} do not continue from layer {next}",
+                    stage.first_layer, stage.end_layer
+                ),
+            );
+        }
+        for layer in stage.first_layer..stage.end_layer {
+            stage_of_layer.insert(layer, s);
+        }
+        next = stage.end_layer;
+        if stage.devices.len() != p.tensor_parallel as usize {
+            report.add(
+                "stages",
+                format!("{path}.devices"),
+                format!(
+                    "{} devices, tensor_parallel {}",
+                    stage.devices.len(),
+                    p.tensor_parallel
+                ),
+            );
+        }
+    }
+    if next != p.layer_count {
+        report.add(
+            "stages",
+            ".payload.stages",
+            format!(
+                "the stages end at layer {next}, the model has {}",
+                p.layer_count
+            ),
+        );
+    }
+    // 2. devices
+    let mut seen = BTreeSet::new();
+    for (i, device) in p.devices.iter().enumerate() {
+        let path = format!(".payload.devices[{i}]");
+        if !seen.insert(device.id.as_str()) {
+            report.add("devices", &path, format!("{} is listed twice", device.id));
+        }
+        let listed = p
+            .stages
+            .get(device.stage as usize)
+            .and_then(|s| s.devices.get(device.rank as usize));
+        if listed != Some(&device.id) {
+            report.add(
+                "devices",
+                &path,
+                format!(
+                    "{} says stage {} rank {}, the stage lists {listed:?} there",
+                    device.id, device.stage, device.rank
+                ),
+            );
+        }
+    }
+    let in_stages: usize = p.stages.iter().map(|s| s.devices.len()).sum();
+    if in_stages != p.devices.len() {
+        report.add(
+            "devices",
+            ".payload.devices",
+            format!("{} devices, the stages list {in_stages}", p.devices.len()),
+        );
+    }
+    // 3-4. home and shards
+    let tensors: BTreeMap<&str, (usize, &super::record::TensorTotal)> = p
+        .tensors
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.id.as_str(), (i, t)))
+        .collect();
+    let last = p.stages.len().saturating_sub(1);
+    // tensor -> part -> (bytes of each holder)
+    let mut parts: BTreeMap<&str, (u64, BTreeMap<u64, Vec<u64>>)> = BTreeMap::new();
+    let mut note = |report: &mut Report, path: &str, shard: &ShardRecord| -> bool {
+        let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
+            report.add(
+                "shards",
+                path,
+                format!("{} is not a tensor of the model", shard.tensor),
+            );
+            return false;
+        };
+        let entry = parts
+            .entry(total.id.as_str())
+            .or_insert((shard.parts, BTreeMap::new()));
+        if entry.0 != shard.parts || shard.part >= shard.parts {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "part {} of {} of {}, other shards say {} parts",
+                    shard.part, shard.parts, shard.tensor, entry.0
+                ),
+            );
+        }
+        entry.1.entry(shard.part).or_default().push(shard.bytes);
+        true
+    };
+    for (i, device) in p.devices.iter().enumerate() {
+        let mut held = BTreeSet::new();
+        for (j, shard) in device.shards.iter().enumerate() {
+            let path = format!(".payload.devices[{i}].shards[{j}]");
+            if !note(&mut report, &path, shard) {
+                continue;
+            }
+            if !held.insert((shard.tensor.as_str(), shard.part)) {
+                report.add("shards", &path, "the device holds this part twice");
+            }
+            let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
+                continue;
+            };
+            let stage = device.stage as usize;
+            let home_ok = match (total.home.as_str(), total.layer) {
+                ("first", _) => stage == 0,
+                ("last", _) => stage == last,
+                (_, Some(layer)) => stage_of_layer.get(&layer) == Some(&stage),
+                _ => false,
+            };
+            if !home_ok {
+                report.add(
+                    "home",
+                    &path,
+                    format!(
+                        "{} ({} {:?}) is not on stage {stage}",
+                        shard.tensor, total.home, total.layer
+                    ),
+                );
+            }
+        }
+    }
+    for (j, shard) in p.host.shards.iter().enumerate() {
+        note(&mut report, &format!(".payload.host.shards[{j}]"), shard);
+    }
+    for (id, (index, total)) in &tensors {
+        let path = format!(".payload.tensors[{index}]");
+        let Some((count, held)) = parts.get(id) else {
+            report.add("shards", &path, format!("{id}: no device or host holds it"));
+            continue;
+        };
+        let expected: BTreeSet<u64> = (0..*count).collect();
+        let present: BTreeSet<u64> = held.keys().copied().collect();
+        if expected != present {
+            report.add(
+                "shards",
+                &path,
+                format!("{id}: parts {present:?} held, {count} expected"),
+            );
+        }
+        let mut sum: u128 = 0;
+        for (part, bytes) in held {
+            if bytes.iter().any(|b| *b != bytes[0]) {
+                report.add(
+                    "shards",
+                    &path,
+                    format!("{id}: holders of part {part} differ: {bytes:?}"),
+                );
+            }
+            sum += u128::from(bytes[0]);
+        }
+        if sum != u128::from(total.bytes) {
+            report.add(
+                "shards",
+                &path,
+                format!(
+                    "{id}: its parts add up to {sum} bytes, the tensor has {}",
+                    total.bytes
+                ),
+            );
+        }
+    }
+    // 5-6. items and capacity
+    for (i, device) in p.devices.iter().enumerate() {
+        let path = format!(".payload.devices[{i}]");
+        let shards: u128 = device
+            .shards
+            .iter()
+            .map(|s| u128::from(s.arena_bytes))
+            .sum();
+        if shards != u128::from(device.items.weights) {
+            report.add(
+                "items",
+                format!("{path}.items.weights"),
+                format!("{} bytes, its shards take {shards}", device.items.weights),
+            );
+        }
+        let kv = u128::from(device.kv_sequence_bytes) * u128::from(p.sequences);
+        if kv != u128::from(device.items.kv_cache) {
+            report.add(
+                "items",
+                format!("{path}.items.kv_cache"),
+                format!(
+                    "{} bytes, {} sequences x {} bytes are {kv}",
+                    device.items.kv_cache, p.sequences, device.kv_sequence_bytes
+                ),
+            );
+        }
+        let i = &device.items;
+        let total = u128::from(i.weights)
+            + u128::from(i.kv_cache)
+            + u128::from(i.activations)
+            + u128::from(i.workspaces)
+            + u128::from(i.communication);
+        if total != u128::from(device.total_bytes) {
+            report.add(
+                "items",
+                format!("{path}.total_bytes"),
+                format!("{} bytes, its items add up to {total}", device.total_bytes),
+            );
+        }
+        if device.headroom_bytes != i128::from(device.usable_bytes) - i128::from(device.total_bytes)
+        {
+            report.add(
+                "items",
+                format!("{path}.headroom_bytes"),
+                "is not usable - total",
+            );
+        }
+        if total > u128::from(device.usable_bytes) {
+            report.add(
+                "capacity",
+                &path,
+                format!(
+                    "{} holds {total} bytes, {} are usable",
+                    device.id, device.usable_bytes
+                ),
+            );
+        }
+    }
+    // 7. host
+    let host: u128 = p
+        .host
+        .shards
+        .iter()
+        .map(|s| u128::from(s.arena_bytes))
+        .sum();
+    if host != u128::from(p.host.offloaded_bytes) {
+        report.add(
+            "host",
+            ".payload.host.offloaded_bytes",
+            format!("{} bytes, its shards take {host}", p.host.offloaded_bytes),
+        );
+    }
+    match p.host.memory_bytes {
+        None if !p.host.shards.is_empty() => report.add(
+            "host",
+            ".payload.host.shards",
+            "shards on the host without a host tier",
+        ),
+        Some(memory) if host > u128::from(memory) => report.add(
+            "host",
+            ".payload.host",
+            format!("{host} bytes offloaded, the host has {memory}"),
+        ),
+        _ => {}
+    }
+    // 8. totals
+    if p.devices_used != p.devices.len() as u64 {
+        report.add(
+            "totals",
+            ".payload.devices_used",
+            format!(
+                "{} devices used, {} listed",
+                p.devices_used,
+                p.devices.len()
+            ),
+        );
+    }
+    let mut tokens: Option<u128> = None;
+    for device in &p.devices {
+        if device.kv_token_bytes == 0 {
+            continue;
+        }
+        let room = i128::from(device.usable_bytes) - i128::from(device.total_bytes)
+            + i128::from(device.items.kv_cache);
+        let fit = u128::try_from(room.max(0)).unwrap_or(0) / u128::from(device.kv_token_bytes);
+        tokens = Some(tokens.map_or(fit, |t| t.min(fit)));
+    }
+    if tokens != p.kv_tokens_that_fit.map(u128::from) {
+        report.add(
+            "totals",
+            ".payload.kv_tokens_that_fit",
+            format!("{:?}, the devices hold {tokens:?}", p.kv_tokens_that_fit),
+        );
+    }
+    // 9. id
+    match crate::canonical::canonical_fingerprint("placement", &plan.payload) {
+        Ok(digest) if plan.placement_id == format!("placement/sha256/{digest}") => {}
+        Ok(digest) => report.add(
+            "id",
+            ".placement_id",
+            format!(
+                "{}, the payload hashes to placement/sha256/{digest}",
+                plan.placement_id
+            ),
+        ),
+        Err(e) => report.add("id", ".payload", format!("cannot be hashed: {e}")),
+    }
+    report.0
+}

@@ -1,0 +1,260 @@
+//! Placement across devices: a model split over a device set by tensor parallelism
+//! (a degree dividing the heads and every split tensor), pipeline stages (contiguous layer
+//! ranges, one tensor-parallel group of one device kind each), expert parallelism for routed
+//! experts, and offload of routed expert groups to host memory; chosen exactly for a
+//! memory objective, certified, written out device by device and checked.
+//!
+//! The flow (docs/placement.md):
+//! 1. [`model::ModelFacts::gather`]: the model synthesized on a roomy copy of the set's
+//!    first device and planned; its tensors, states and step bytes read from the request and
+//!    the plan;
+//! 2. [`options::form`]: every parallel option's per-device costs, the placement
+//!    [`problem::Problem`];
+//! 3. [`solve::solve`]: the exact dynamic program; [`enumerate::enumerate`], sharing no code
+//!    with it, certifies the answer where the placements can be counted within a budget;
+//! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
+//!    checker.
+
+pub mod check;
+pub mod device_set;
+pub mod enumerate;
+pub mod fit;
+pub mod levers;
+pub mod model;
+pub mod options;
+pub mod problem;
+pub mod record;
+pub mod solve;
+
+use serde::{Deserialize, Serialize};
+
+use crate::builder::BuildOptions;
+use crate::synth::ModelSource;
+
+pub use device_set::DeviceSet;
+pub use options::Settings;
+pub use problem::Objective;
+pub use record::PlacementPlan;
+
+/// What can go wrong in a placement.
+#[derive(Debug, thiserror::Error)]
+pub enum PlacementError {
+    /// A device set file breaks a rule.
+    #[error("{file}: at {json_path}: {message}")]
+    DeviceSet {
+        /// The set file.
+        file: String,
+        /// JSON path of the culprit.
+        json_path: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+    /// A device set file could not be read or parsed.
+    #[error("device set {file}: {message}")]
+    DeviceSetLoad {
+        /// The set file.
+        file: String,
+        /// The reader's message (with its JSON path).
+        message: String,
+    },
+    /// A flag or a combination of flags is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The model's request or plan is not what placement reads.
+    #[error("the model: {0}")]
+    Model(String),
+    /// Synthesis failed.
+    #[error(transparent)]
+    Synth(Box<crate::synth::SynthError>),
+    /// The single-device plan could not be built.
+    #[error("the model's single-device plan: {0}")]
+    Plan(Box<crate::builder::error::PlanError>),
+    /// The plan's memory report could not be computed.
+    #[error("the model's memory report: {0}")]
+    Study(Box<crate::study::StudyError>),
+    /// No placement fits.
+    #[error("no placement fits: {0}")]
+    Infeasible(String),
+    /// A bug of the placement code (never bad input).
+    #[error("internal placement error: {0}")]
+    Internal(String),
+}
+
+impl PlacementError {
+    /// Whether the error is bad input (exit 2) rather than an infeasible request (exit 1).
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            PlacementError::Infeasible(_) => false,
+            PlacementError::Plan(e) => e.kind() == crate::error_kind::ErrorKind::BadInput,
+            PlacementError::Internal(_) => false,
+            _ => true,
+        }
+    }
+}
+
+/// How the placement was proved optimal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Certificate {
+    /// `exhaustive` (the enumeration evaluated every placement and agrees) or
+    /// `dynamic-program` (more placements than the budget: optimal by the proof in
+    /// docs/solver.md).
+    pub method: String,
+    /// Placements the enumeration counts (an upper bound: kind sequences beyond a kind's
+    /// groups are counted and skipped).
+    pub placements: u64,
+    /// The enumeration's budget.
+    pub budget: u64,
+}
+
+/// A placement, certified and checked.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Placed {
+    /// The placement plan.
+    pub plan: PlacementPlan,
+    /// How it was proved optimal.
+    pub certificate: Certificate,
+    /// Options the model cannot take, and why.
+    pub rejected: Vec<options::Rejected>,
+    /// What the problem restricted.
+    pub notes: Vec<String>,
+    /// The checker's violations (empty: valid).
+    pub violations: Vec<check::Violation>,
+    /// Weight bytes of the single-device plan (for comparison).
+    pub single_device_weight_bytes: u64,
+}
+
+/// Default enumeration budget of the certificate.
+pub const DEFAULT_ENUMERATION_BUDGET: u64 = 2_000_000;
+
+fn compatible(set: &DeviceSet) -> Result<(), PlacementError> {
+    let first = &set.kinds[0];
+    for kind in &set.kinds[1..] {
+        if kind.description.storage_profiles != first.description.storage_profiles {
+            return Err(PlacementError::Usage(format!(
+                "{} and {} offer different storage profiles: placement plans the model once for the set and needs one profile list",
+                kind.file.display(),
+                first.file.display()
+            )));
+        }
+        let missing: Vec<&str> = first
+            .description
+            .capabilities
+            .iter()
+            .filter(|c| c.as_str().starts_with("capability.dtype."))
+            .filter(|c| !kind.description.capabilities.contains(*c))
+            .map(|c| c.as_str())
+            .collect();
+        if !missing.is_empty() {
+            return Err(PlacementError::Usage(format!(
+                "{} lacks {} that {} offers: every device of a set must run the model's dtypes",
+                kind.file.display(),
+                missing.join(", "),
+                first.file.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Places `source` on `set`: the optimal placement under `settings`, certified (by the
+/// enumeration within `budget` placements, else by the dynamic program's proof), written
+/// out and checked.
+pub fn place(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+) -> Result<Placed, PlacementError> {
+    compatible(set)?;
+    let first = &set.kinds[0];
+    let facts = model::ModelFacts::gather(source, &first.description, &first.file, options)?;
+    let preset = source
+        .policy_preset()
+        .map_err(|e| PlacementError::Synth(Box::new(e)))?;
+    let formed = options::form(&facts, set, &preset, settings)?;
+    let Some(solution) = solve::solve(&formed.problem) else {
+        let levers: Vec<String> = levers::levers(&formed, &facts, set)
+            .iter()
+            .map(levers::Lever::text)
+            .collect();
+        let levers = if levers.is_empty() {
+            "no lever within reach (up to 64 more devices of a kind, unlimited host offload, any shorter context)".to_owned()
+        } else {
+            levers.join("; or ")
+        };
+        return Err(PlacementError::Infeasible(format!(
+            "{}\nit would fit with: {levers}",
+            why_not(&formed)
+        )));
+    };
+    let certificate = match enumerate::enumerate(&formed.problem, budget) {
+        enumerate::Enumerated::Complete { best, placements } => {
+            if best.as_ref() != Some(&solution) {
+                return Err(PlacementError::Internal(format!(
+                    "the enumeration of {placements} placements found {best:?}, the solver {solution:?}"
+                )));
+            }
+            Certificate {
+                method: "exhaustive".to_owned(),
+                placements,
+                budget,
+            }
+        }
+        enumerate::Enumerated::OverBudget { placements } => Certificate {
+            method: "dynamic-program".to_owned(),
+            placements,
+            budget,
+        },
+    };
+    let plan = record::record(&facts, set, &formed, &solution)?;
+    let violations = check::check(&plan);
+    Ok(Placed {
+        plan,
+        certificate,
+        rejected: formed.rejected,
+        notes: formed.notes,
+        violations,
+        single_device_weight_bytes: facts.plan_weight_bytes,
+    })
+}
+
+/// Why no placement fits: the options the model cannot take, and for each option it can,
+/// what one device of a single stage would need against the largest usable memory.
+fn why_not(formed: &options::Formed) -> String {
+    let mut lines = Vec::new();
+    let largest = formed.usable.iter().copied().max().unwrap_or(0);
+    for option in &formed.problem.options {
+        let weights: u128 = option
+            .layers
+            .iter()
+            .map(|l| u128::from(l.weight_bytes))
+            .sum();
+        let kv: u128 = option
+            .layers
+            .iter()
+            .map(|l| u128::from(l.kv_sequence_bytes))
+            .sum::<u128>()
+            * u128::from(formed.problem.sequences);
+        let groups: u32 = formed
+            .problem
+            .kinds
+            .iter()
+            .map(|k| k.groups_of(option.degree))
+            .sum();
+        lines.push(format!(
+            "tensor parallel {} ({}-split experts): the layers hold {weights} bytes of weights and {kv} bytes of KV cache per device over {groups} stage(s) of at most {largest} usable bytes",
+            option.degree,
+            option.split.name()
+        ));
+    }
+    for rejected in &formed.rejected {
+        lines.push(format!(
+            "tensor parallel {} ({}-split experts) is impossible: {}",
+            rejected.degree,
+            rejected.split.name(),
+            rejected.reason
+        ));
+    }
+    lines.join("; ")
+}

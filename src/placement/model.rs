@@ -1,0 +1,445 @@
+//! What a model holds, read from its synthesized request and its single-device plan: every
+//! weight tensor (its layer, dimensions, format class, bytes and how tensor parallelism
+//! splits it), every layer's KV state as the plan provisions it, and the activation and
+//! workspace bytes of the plan's memory report. Placement never re-derives a byte count the
+//! single-device plan has: a placement on one device holds what that plan holds.
+
+use std::collections::BTreeMap;
+
+use crate::builder::BuildOptions;
+use crate::plan::{AllocationLifetime, DynamicResourceDemand, ExecutionPlan};
+use crate::request::{
+    align_up, BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
+    WeightComponentSpec, WeightEncoding, WeightId,
+};
+use crate::study::ServingReport;
+use crate::synth::architecture::MixerKind;
+use crate::synth::registry::entry_of;
+use crate::synth::weights::{weight_layout, WeightClass};
+use crate::synth::{Architecture, DeviceDescription, ModelConfig, ModelSource, WeightFormat};
+
+use super::PlacementError;
+
+/// Alignment of every weight component in a device's weight arenas (the synthesizer's
+/// `WEIGHT_ALIGNMENT`: each shard is laid out as the single-device plan lays out a tensor).
+pub const WEIGHT_ALIGNMENT: u64 = crate::synth::program::WEIGHT_ALIGNMENT;
+
+/// Where a tensor lives in the pipeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Home {
+    /// The first stage (the embedding).
+    First,
+    /// One decoder layer.
+    Layer(u32),
+    /// The last stage (final norm, head).
+    Last,
+}
+
+/// How tensor parallelism splits a tensor (the engines' linear layers, docs/placement.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rule {
+    /// Every rank holds all of it (norms, routers, the MLA down-projections).
+    Replicate,
+    /// Split into `degree` equal parts along `axis` (column- and row-parallel linears,
+    /// vocabulary-parallel embedding and head).
+    Split {
+        /// The axis split.
+        axis: usize,
+    },
+    /// K/V projections: split by heads along `axis`; with fewer heads than ranks each rank
+    /// holds one head, replicated (vLLM's `QKVParallelLinear`).
+    KvHeads {
+        /// The axis of the heads.
+        axis: usize,
+        /// KV heads.
+        heads: u64,
+    },
+    /// A routed expert group (`Split` under tensor-split experts, whole under expert
+    /// parallelism).
+    Expert {
+        /// The axis split under tensor-split experts.
+        axis: usize,
+        /// The group's index in its layer.
+        group: u64,
+    },
+    /// Not modelled under tensor parallelism (degree 1 only).
+    Unmodelled,
+}
+
+/// One weight tensor of the model.
+#[derive(Clone, Debug)]
+pub struct TensorFacts {
+    /// Weight id.
+    pub id: String,
+    /// Where it lives.
+    pub home: Home,
+    /// Logical dimensions.
+    pub dims: Vec<u64>,
+    /// The format class that reproduces its components.
+    pub class: WeightClass,
+    /// How tensor parallelism splits it.
+    pub rule: Rule,
+    /// Physical bytes (Σ of its components).
+    pub bytes: u64,
+    /// Its components as stored: dimensions and encoding.
+    pub components: Vec<(Vec<u64>, WeightEncoding)>,
+}
+
+/// One layer's sequence state (KV cache, latent cache, recurrent state).
+#[derive(Clone, Debug)]
+pub struct StateFacts {
+    /// The layer.
+    pub layer: u32,
+    /// State id.
+    pub id: String,
+    /// Bytes per token (token-scaled states), else 0.
+    pub bytes_per_token: u64,
+    /// Maximum tokens (token-scaled states), else 0.
+    pub maximum_tokens: u64,
+    /// Bytes of one sequence's state as the single-device plan provisions it.
+    pub sequence_bytes: u64,
+    /// The storage profile the plan chose for it.
+    pub profile: StorageProfile,
+    /// Its alignment in the plan.
+    pub alignment: u64,
+    /// The layer's token mixer.
+    pub mixer: MixerKind,
+}
+
+/// The model as placement sees it.
+#[derive(Clone, Debug)]
+pub struct ModelFacts {
+    /// Family id.
+    pub family: String,
+    /// Weight format.
+    pub format: WeightFormat,
+    /// The architecture.
+    pub architecture: Architecture,
+    /// Decoder layers.
+    pub layer_count: u32,
+    /// Every weight tensor, in the request's order.
+    pub tensors: Vec<TensorFacts>,
+    /// Every sequence state.
+    pub states: Vec<StateFacts>,
+    /// Activation bytes of the single-device plan's report (at the ceilings).
+    pub activation_bytes: u64,
+    /// Workspace bytes of the single-device plan's report (at the ceilings).
+    pub workspace_bytes: u64,
+    /// Weight bytes of the single-device plan's report.
+    pub plan_weight_bytes: u64,
+    /// KV bytes per sequence of the single-device plan's report.
+    pub plan_kv_bytes_per_sequence: u64,
+    /// The single-device plan's id.
+    pub plan_id: String,
+    /// The policy's sequences.
+    pub sequences: u64,
+    /// The policy's context (the largest token-scaled state's maximum tokens).
+    pub context_tokens: u64,
+    /// The policy's scheduled-token ceiling.
+    pub scheduled_tokens: u64,
+    /// Policy id.
+    pub policy: String,
+    /// Bytes of one activation element.
+    pub activation_element_bytes: u64,
+}
+
+fn model_error(message: impl Into<String>) -> PlacementError {
+    PlacementError::Model(message.into())
+}
+
+/// A device description like `device` with room for every byte of any model: the plan of
+/// the whole model on it gives the per-layer figures whatever the set's devices hold.
+fn roomy(device: &DeviceDescription) -> DeviceDescription {
+    let mut roomy = device.clone();
+    roomy.total_memory_bytes = 1 << 50;
+    roomy
+}
+
+const CLASSES: [WeightClass; 5] = [
+    WeightClass::Projection,
+    WeightClass::Embedding,
+    WeightClass::Head,
+    WeightClass::Norm,
+    WeightClass::Plain,
+];
+
+fn stored(components: &[&WeightComponentSpec]) -> Vec<(Vec<u64>, WeightEncoding)> {
+    components
+        .iter()
+        .map(|c| (c.dimensions.clone(), c.encoding.clone()))
+        .collect()
+}
+
+/// The layout's components of `dims` in `format` and `class`, as `(dimensions, encoding)`.
+pub fn layout_of(
+    format: WeightFormat,
+    id: &str,
+    dims: &[u64],
+    class: WeightClass,
+) -> Option<Vec<(Vec<u64>, WeightEncoding)>> {
+    let weight = WeightId::new(id).ok()?;
+    let layout = weight_layout(format, &weight, dims, class, &[]).ok()?;
+    let mut components: Vec<&WeightComponentSpec> = layout.components.iter().collect();
+    components.sort_by(|a, b| a.id.cmp(&b.id));
+    Some(stored(&components))
+}
+
+/// The rule of a weight by its name (docs/placement.md, "Tensor parallelism").
+fn rule_of(rest: &str, dims: &[u64], kv_heads: u64) -> Rule {
+    let last = dims.len().saturating_sub(1);
+    let rows = dims.len().saturating_sub(2);
+    if let Some(tail) = rest.strip_prefix("experts.") {
+        let mut parts = tail.split('.');
+        let group = parts.next().and_then(|g| g.parse::<u64>().ok());
+        return match (group, parts.next()) {
+            (Some(group), Some("gate_up")) => Rule::Expert { axis: rows, group },
+            (Some(group), Some("down")) => Rule::Expert { axis: last, group },
+            _ => Rule::Unmodelled,
+        };
+    }
+    match rest {
+        "q_proj" | "q_b_proj" | "kv_b_proj" | "q_proj.bias" => Rule::Split { axis: 0 },
+        "k_proj" | "v_proj" | "k_proj.bias" | "v_proj.bias" => Rule::KvHeads {
+            axis: 0,
+            heads: kv_heads,
+        },
+        "o_proj" => Rule::Split { axis: last },
+        "feed_forward.gate_up" | "shared_expert.gate_up" => Rule::Split { axis: rows },
+        "feed_forward.down" | "shared_expert.down" => Rule::Split { axis: last },
+        "token_embedding" | "lm_head" => Rule::Split { axis: 0 },
+        "router" | "q_a_proj" | "kv_a_proj" => Rule::Replicate,
+        other if other.ends_with("norm") => Rule::Replicate,
+        _ => Rule::Unmodelled,
+    }
+}
+
+fn home_of(id: &str) -> Result<(Home, &str), PlacementError> {
+    let name = id
+        .strip_prefix("weight.")
+        .ok_or_else(|| model_error(format!("weight {id}: not a synthesized weight id")))?;
+    if let Some(tail) = name.strip_prefix("layer.") {
+        let (index, rest) = tail
+            .split_once('.')
+            .ok_or_else(|| model_error(format!("weight {id}: no name after its layer")))?;
+        let layer = index
+            .parse::<u32>()
+            .map_err(|_| model_error(format!("weight {id}: layer {index} is not a number")))?;
+        return Ok((Home::Layer(layer), rest));
+    }
+    Ok(if name == "token_embedding" {
+        (Home::First, name)
+    } else {
+        (Home::Last, name)
+    })
+}
+
+fn layer_of_state(id: &str) -> Option<u32> {
+    id.strip_prefix("state.layer.")?
+        .split('.')
+        .next()?
+        .parse()
+        .ok()
+}
+
+impl ModelFacts {
+    /// Synthesizes `source` on a roomy copy of `device` (read from `file`), plans it, and
+    /// reads the model's tensors, states and step bytes.
+    pub fn gather(
+        source: &ModelSource,
+        device: &DeviceDescription,
+        file: &std::path::Path,
+        options: &BuildOptions,
+    ) -> Result<ModelFacts, PlacementError> {
+        let synthesized = source
+            .synthesize_on(&roomy(device), file)
+            .map_err(|e| PlacementError::Synth(Box::new(e)))?;
+        let request = synthesized.request;
+        let outcome = ExecutionPlan::build_with_report(&request, options)
+            .map_err(|e| PlacementError::Plan(Box::new(e)))?;
+        let report = ServingReport::of(&request, &outcome.plan)
+            .map_err(|e| PlacementError::Study(Box::new(e)))?;
+        Self::read(&request, &outcome.plan, &report, synthesized.weight_format)
+    }
+
+    fn read(
+        request: &PlanRequest,
+        plan: &ExecutionPlan,
+        report: &ServingReport,
+        format: WeightFormat,
+    ) -> Result<ModelFacts, PlacementError> {
+        let config: ModelConfig = serde_json::from_value(request.family.canonical_config.clone())
+            .map_err(|e| model_error(format!("the family's config: {e}")))?;
+        let architecture = entry_of(&config)
+            .and_then(|entry| entry.specialize(&config, config.architecture()?))
+            .map_err(|e| PlacementError::Synth(Box::new(e)))?;
+        let layer_count =
+            u32::try_from(architecture.layers.len()).map_err(|_| model_error("too many layers"))?;
+        let kv_heads = architecture.attention.key_value_heads;
+        let schema = &request.family.weight_schema;
+        let components: BTreeMap<&str, &WeightComponentSpec> = schema
+            .components
+            .iter()
+            .map(|c| (c.id.as_str(), c))
+            .collect();
+        let mut tensors = Vec::with_capacity(schema.tensors.len());
+        // Tensors of one shape and encoding share a class: look it up once.
+        let mut classes: BTreeMap<String, WeightClass> = BTreeMap::new();
+        for tensor in &schema.tensors {
+            let id = tensor.id.as_str();
+            let mut parts: Vec<&WeightComponentSpec> = Vec::with_capacity(tensor.components.len());
+            for c in &tensor.components {
+                parts.push(components.get(c.as_str()).copied().ok_or_else(|| {
+                    model_error(format!("weight {id}: component {c} is not in the schema"))
+                })?);
+            }
+            parts.sort_by(|a, b| a.id.cmp(&b.id));
+            let held = stored(&parts);
+            let mut bytes = 0u64;
+            for part in &parts {
+                bytes = part
+                    .physical_bytes()
+                    .and_then(|b| bytes.checked_add(b))
+                    .ok_or_else(|| model_error(format!("weight {id}: bytes overflow")))?;
+            }
+            let key = format!(
+                "{:?} {:?} {:?}",
+                held, tensor.dimensions, tensor.logical_element_type
+            );
+            let class = match classes.get(&key) {
+                Some(class) => *class,
+                None => {
+                    let class = CLASSES
+                        .into_iter()
+                        .find(|class| {
+                            layout_of(format, id, &tensor.dimensions, *class).as_ref()
+                                == Some(&held)
+                        })
+                        .ok_or_else(|| {
+                            model_error(format!(
+                                "weight {id}: no class of the {} format reproduces its components",
+                                format.name()
+                            ))
+                        })?;
+                    classes.insert(key, class);
+                    class
+                }
+            };
+            let (home, rest) = home_of(id)?;
+            if let Home::Layer(layer) = home {
+                if layer >= layer_count {
+                    return Err(model_error(format!(
+                        "weight {id}: layer {layer} is beyond the {layer_count} layers"
+                    )));
+                }
+            }
+            tensors.push(TensorFacts {
+                id: id.to_owned(),
+                home,
+                rule: rule_of(rest, &tensor.dimensions, kv_heads),
+                dims: tensor.dimensions.clone(),
+                class,
+                bytes,
+                components: held,
+            });
+        }
+        let states = Self::states(request, plan, &architecture)?;
+        let context_tokens = states.iter().map(|s| s.maximum_tokens).max().unwrap_or(0);
+        Ok(ModelFacts {
+            family: request.family.family_id.to_string(),
+            format,
+            layer_count,
+            tensors,
+            states,
+            activation_bytes: report.activation_bytes,
+            workspace_bytes: report.workspace_bytes,
+            plan_weight_bytes: report.weights_bytes,
+            plan_kv_bytes_per_sequence: report.kv_bytes_per_sequence,
+            plan_id: plan.payload.plan_id.clone(),
+            sequences: u64::from(request.policy.maximum_active_sequences),
+            context_tokens,
+            scheduled_tokens: request.policy.maximum_scheduled_tokens,
+            policy: request.policy.policy_id.to_string(),
+            activation_element_bytes: format.activation_type().byte_size(),
+            architecture,
+        })
+    }
+
+    fn states(
+        request: &PlanRequest,
+        plan: &ExecutionPlan,
+        architecture: &Architecture,
+    ) -> Result<Vec<StateFacts>, PlacementError> {
+        let descriptors: BTreeMap<&str, _> = plan
+            .payload
+            .memory
+            .dynamic_descriptors
+            .iter()
+            .filter(|d| d.usage == BufferUsage::State && d.lifetime == AllocationLifetime::Sequence)
+            .map(|d| (d.base_resource_id.as_str(), d))
+            .collect();
+        let mut states = Vec::new();
+        for state in &request.family.program.states {
+            if state.lifetime != StateLifetime::Sequence {
+                continue;
+            }
+            let id = state.id.as_str();
+            let layer = layer_of_state(id)
+                .ok_or_else(|| model_error(format!("state {id}: not a layer's state")))?;
+            let mixer = architecture
+                .layers
+                .get(layer as usize)
+                .map(|l| l.mixer)
+                .ok_or_else(|| model_error(format!("state {id}: no layer {layer}")))?;
+            let name = id.strip_prefix("state.").unwrap_or(id);
+            let resource = format!("resource/state/{name}");
+            let descriptor = descriptors.get(resource.as_str()).ok_or_else(|| {
+                model_error(format!("state {id}: the plan has no descriptor {resource}"))
+            })?;
+            let (bytes_per_token, maximum_tokens) = match state.capacity_demand {
+                StateCapacityDemand::TokenScaled {
+                    bytes_per_token,
+                    maximum_tokens,
+                } => (bytes_per_token, maximum_tokens),
+                _ => (0, 0),
+            };
+            let logical = match descriptor.demand {
+                DynamicResourceDemand::Fixed { bytes } => bytes,
+                DynamicResourceDemand::Tokens {
+                    bytes_per_token,
+                    maximum_tokens,
+                } => bytes_per_token
+                    .checked_mul(maximum_tokens)
+                    .ok_or_else(|| model_error(format!("state {id}: bytes overflow")))?,
+                _ => {
+                    return Err(model_error(format!(
+                        "state {id}: a demand other than fixed or per token"
+                    )))
+                }
+            };
+            let profile = descriptor.storage.profile;
+            let sequence_bytes = profile
+                .quantize(logical, descriptor.alignment_bytes)
+                .ok_or_else(|| model_error(format!("state {id}: bytes overflow")))?;
+            states.push(StateFacts {
+                layer,
+                id: id.to_owned(),
+                bytes_per_token,
+                maximum_tokens,
+                sequence_bytes,
+                profile,
+                alignment: descriptor.alignment_bytes,
+                mixer,
+            });
+        }
+        Ok(states)
+    }
+
+    /// Aligned bytes of components as one device's weight arena lays them out.
+    pub fn arena_bytes(components: &[(Vec<u64>, WeightEncoding)]) -> Option<u64> {
+        components.iter().try_fold(0u64, |acc, (dims, encoding)| {
+            let elements = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))?;
+            let bytes = encoding.physical_bytes(elements)?;
+            acc.checked_add(align_up(bytes, WEIGHT_ALIGNMENT)?)
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! The placement problem in numbers: per layer and per parallel option, what one device
+//! of a stage holds; per device kind, its usable bytes and how many tensor-parallel groups
+//! it forms; the objectives and their lexicographic keys. The solver (`solve.rs`) and the
+//! exhaustive enumeration (`enumerate.rs`) both read this problem and share nothing else.
+//!
+//! The cost of one stage (a tensor-parallel group of `t` devices of one kind holding the
+//! layers `a..b`), per device:
+//!
+//! * `non_kv = Σ weight_bytes + device_bytes + first_bytes (stage 0) + last_bytes (last
+//!   stage) + pipeline_bytes (when there are several stages)`;
+//! * `kv = sequences x Σ kv_sequence_bytes`;
+//! * the stage fits without offload when `non_kv + kv <= usable`; otherwise, with a host
+//!   tier, `k = ceil((non_kv + kv - usable) / unit_bytes)` offload units leave every device
+//!   of the group (at most `Σ units`), and the host takes `t x k x unit_bytes`;
+//! * its KV tokens: `(usable - non_kv + k x unit_bytes) / Σ kv_token_bytes` (unbounded
+//!   without token-scaled state).
+//!
+//! A placement fits when every stage fits and the host's bytes add up to at most its
+//! memory.
+
+use serde::{Deserialize, Serialize};
+
+/// How a stage's tensor-parallel group splits routed experts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpertSplit {
+    /// Every expert's matrices split across the group (vLLM's fused MoE under tensor
+    /// parallelism); also the only choice of a model without routed experts.
+    Tensor,
+    /// Whole experts distributed over the group (expert parallelism).
+    Expert,
+}
+
+impl ExpertSplit {
+    /// The split's name (`tensor`, `expert`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpertSplit::Tensor => "tensor",
+            ExpertSplit::Expert => "expert",
+        }
+    }
+}
+
+/// What one device of a stage holds for one layer under one option.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerCost {
+    /// Weight bytes (its shards, aligned as the weight arenas align them).
+    pub weight_bytes: u64,
+    /// KV-cache and sequence-state bytes of one sequence at the policy's context.
+    pub kv_sequence_bytes: u64,
+    /// KV-cache bytes one token adds.
+    pub kv_token_bytes: u64,
+    /// Offload units (routed expert groups) this device holds of the layer.
+    pub units: u64,
+}
+
+/// One parallel option: a tensor-parallel degree and an expert split, with what each
+/// device holds under it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParallelOption {
+    /// Tensor-parallel degree (devices per stage).
+    pub degree: u32,
+    /// How routed experts split.
+    pub split: ExpertSplit,
+    /// Per layer, what one device holds.
+    pub layers: Vec<LayerCost>,
+    /// Bytes of the first stage's extra tensors (the embedding shard).
+    pub first_bytes: u64,
+    /// Bytes of the last stage's extra tensors (final norm, head shard).
+    pub last_bytes: u64,
+    /// Bytes every device holds whatever its layers (activations, workspaces, the
+    /// tensor-parallel communication buffers).
+    pub device_bytes: u64,
+    /// Bytes a device holds when the pipeline has several stages (the buffers of the
+    /// activations passed between stages).
+    pub pipeline_bytes: u64,
+    /// Bytes one offload unit frees on a device (0: nothing can be offloaded).
+    pub unit_bytes: u64,
+}
+
+/// One kind of device: its usable bytes and its groups per degree.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindCapacity {
+    /// Usable bytes of one device (the policy's share less its reserve).
+    pub usable_bytes: u64,
+    /// `(degree, groups)`: tensor-parallel groups of that degree the kind forms.
+    pub groups: Vec<(u32, u32)>,
+}
+
+impl KindCapacity {
+    /// Groups of `degree` devices.
+    pub fn groups_of(&self, degree: u32) -> u32 {
+        self.groups
+            .iter()
+            .find(|(d, _)| *d == degree)
+            .map_or(0, |(_, g)| *g)
+    }
+}
+
+/// What the placement optimizes (memory only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Objective {
+    /// Fewest devices; then least offloaded bytes; then most KV tokens.
+    FewestDevices,
+    /// Most KV tokens; then fewest devices; then least offloaded bytes.
+    MostKvTokens,
+    /// Least offloaded bytes; then fewest devices; then most KV tokens.
+    LeastOffloaded,
+}
+
+impl Objective {
+    /// Every objective.
+    pub const ALL: [Objective; 3] = [
+        Objective::FewestDevices,
+        Objective::MostKvTokens,
+        Objective::LeastOffloaded,
+    ];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Objective::FewestDevices => "fewest-devices",
+            Objective::MostKvTokens => "most-kv-tokens",
+            Objective::LeastOffloaded => "least-offloaded",
+        }
+    }
+
+    /// The objective of a name.
+    pub fn from_name(name: &str) -> Option<Objective> {
+        Self::ALL.into_iter().find(|o| o.name() == name)
+    }
+
+    /// The objective's key of `(devices, offloaded bytes, KV tokens)`: smaller is better.
+    /// KV tokens are `u64::MAX` when unbounded.
+    pub fn key(self, devices: u64, offloaded: u64, tokens: u64) -> (u64, u64, u64) {
+        let tokens_key = u64::MAX - tokens;
+        match self {
+            Objective::FewestDevices => (devices, offloaded, tokens_key),
+            Objective::MostKvTokens => (tokens_key, devices, offloaded),
+            Objective::LeastOffloaded => (offloaded, devices, tokens_key),
+        }
+    }
+}
+
+/// A placement problem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Problem {
+    /// Decoder layers.
+    pub layer_count: u32,
+    /// The parallel options (each with `layer_count` layer costs).
+    pub options: Vec<ParallelOption>,
+    /// Device kinds.
+    pub kinds: Vec<KindCapacity>,
+    /// Sequences the policy admits at once.
+    pub sequences: u64,
+    /// Host memory offload may use (`None`: offload off).
+    pub host_bytes: Option<u64>,
+    /// A pinned pipeline depth (stages).
+    pub pipeline_stages: Option<u32>,
+    /// The objective.
+    pub objective: Objective,
+}
+
+/// One stage of a solution.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct StageChoice {
+    /// One past its last layer (its first is the previous stage's end, or 0).
+    pub end_layer: u32,
+    /// Its device kind (an index of `Problem::kinds`).
+    pub kind: u32,
+    /// Offload units each of its devices moves to the host.
+    pub offloaded_units: u64,
+}
+
+/// An optimal placement of a problem.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Solution {
+    /// The option (an index of `Problem::options`).
+    pub option: u32,
+    /// Its stages, in pipeline order.
+    pub stages: Vec<StageChoice>,
+    /// Devices used.
+    pub devices: u64,
+    /// Bytes offloaded to the host.
+    pub offloaded_bytes: u64,
+    /// KV tokens that fit (`u64::MAX`: unbounded, no token-scaled state).
+    pub kv_tokens: u64,
+}
+
+impl Solution {
+    /// The full order key: the objective's key, then the option index, then the stages
+    /// as `(end layer, kind)` in order (the canonical tie-break).
+    pub fn order_key(&self, objective: Objective) -> ((u64, u64, u64), u32, Vec<(u32, u32)>) {
+        (
+            objective.key(self.devices, self.offloaded_bytes, self.kv_tokens),
+            self.option,
+            self.stages.iter().map(|s| (s.end_layer, s.kind)).collect(),
+        )
+    }
+}

@@ -1,0 +1,145 @@
+//! `jointplan plan MODEL --devices SET.json` and `--device D --count N`: the placement is
+//! printed, hashed and checked; `-o` writes it; bad flags exit 2 naming the flag; a model
+//! that fits nowhere exits 1 with why.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::process::{jointplan, ok, s, text};
+
+fn path(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(relative)
+        .display()
+        .to_string()
+}
+
+#[test]
+fn a_set_file_places_and_writes_the_placement() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("placement.json");
+    let result = jointplan(&[
+        "plan",
+        &path("models/llama-3.1-8b"),
+        "--layers",
+        "4",
+        "--devices",
+        &path("models/devices/sets/a100-80gb-x2.json"),
+        "--pipeline-parallel",
+        "2",
+        "-o",
+        &s(&out),
+    ]);
+    ok(&result);
+    let stdout = text(&result.stdout);
+    assert!(
+        stdout.starts_with("placement placement/sha256/"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("checker: no violations"), "{stdout}");
+    assert!(
+        stdout.contains("stage 1  layers 2-3 (2)  gpu.1"),
+        "{stdout}"
+    );
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let id = written["placement_id"].as_str().unwrap();
+    assert!(stdout.contains(id), "{stdout}");
+    // The JSON summary carries the same placement and its certificate.
+    let json = jointplan(&[
+        "plan",
+        &path("models/llama-3.1-8b"),
+        "--layers",
+        "4",
+        "--devices",
+        &path("models/devices/sets/a100-80gb-x2.json"),
+        "--pipeline-parallel",
+        "2",
+        "--json",
+    ]);
+    ok(&json);
+    let summary: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(summary["plan"]["placement_id"], id);
+    assert_eq!(summary["certificate"]["method"], "exhaustive");
+    assert_eq!(summary["violations"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn the_shorthand_places_on_identical_devices() {
+    let result = jointplan(&[
+        "plan",
+        &path("models/llama-3.1-8b"),
+        "--layers",
+        "2",
+        "--device",
+        &path("models/devices/a100-80gb.json"),
+        "--count",
+        "4",
+        "--tensor-parallel",
+        "4",
+    ]);
+    ok(&result);
+    let stdout = text(&result.stdout);
+    assert!(
+        stdout.contains("4 device(s) used, tensor parallel 4"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn bad_placement_flags_exit_2_naming_the_flag() {
+    let model = path("models/llama-3.1-8b");
+    let cases: [(&[&str], &str); 4] = [
+        (&["--host-offload"], "--host-offload applies to a placement"),
+        (&["--count", "2"], "--count N needs --device D"),
+        (
+            &[
+                "--device",
+                &path("models/devices/a100-80gb.json"),
+                "--count",
+                "2",
+                "--tensor-parallel",
+                "3",
+            ],
+            "--tensor-parallel 3",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--placement-objective",
+                "cheapest",
+            ],
+            "--placement-objective cheapest",
+        ),
+    ];
+    for (flags, expected) in cases {
+        let mut args = vec!["plan", model.as_str(), "--layers", "2"];
+        args.extend_from_slice(flags);
+        let result = jointplan(&args);
+        assert_eq!(result.status.code(), Some(2), "{flags:?}");
+        let stderr = text(&result.stderr);
+        assert!(stderr.contains(expected), "{flags:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_model_that_fits_nowhere_exits_1_with_why() {
+    // llama-3.1-70b in bf16 does not fit one RTX 4090 even with every layer split.
+    let result = jointplan(&[
+        "plan",
+        &path("models/llama-3.1-70b"),
+        "--weight-format",
+        "dense-bf16",
+        "--layers",
+        "8",
+        "--device",
+        &path("models/devices/rtx-4090-24gb.json"),
+        "--count",
+        "1",
+    ]);
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    assert!(stderr.contains("no placement fits"), "{stderr}");
+    assert!(stderr.contains("bytes of weights"), "{stderr}");
+}

@@ -1,0 +1,212 @@
+//! The placement solver (`placement::solve`, a dynamic program) against the exhaustive
+//! enumeration (`placement::enumerate`, which shares no code with it) on random small
+//! problems: up to 8 layers, up to 4 devices of up to 2 kinds, tensor-parallel degrees 1
+//! and 2 with both expert splits, with and without host offload and a pinned depth, under
+//! every objective. The answers must be identical: the same option, the same stages, the
+//! same offload and figures (the tie-break is part of the answer).
+
+use jointplan::placement::enumerate::{enumerate, Enumerated};
+use jointplan::placement::problem::{
+    ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem, Solution, StageChoice,
+};
+use jointplan::placement::solve::solve;
+use proptest::prelude::*;
+
+fn layer() -> impl Strategy<Value = LayerCost> {
+    (0u64..40, 0u64..4, 0u64..3, 0u64..4).prop_map(|(w, kv, tok, units)| LayerCost {
+        weight_bytes: w,
+        kv_sequence_bytes: kv,
+        kv_token_bytes: tok,
+        units,
+    })
+}
+
+fn option(layers: usize, degree: u32, split: ExpertSplit) -> impl Strategy<Value = ParallelOption> {
+    (
+        prop::collection::vec(layer(), layers),
+        0u64..10,
+        0u64..10,
+        0u64..6,
+        0u64..6,
+        0u64..8,
+    )
+        .prop_map(
+            move |(layers, first, last, device, pipeline, unit)| ParallelOption {
+                degree,
+                split,
+                layers,
+                first_bytes: first,
+                last_bytes: last,
+                device_bytes: device,
+                pipeline_bytes: pipeline,
+                unit_bytes: unit,
+            },
+        )
+}
+
+fn problem() -> impl Strategy<Value = Problem> {
+    (1usize..=8, 1usize..=2).prop_flat_map(|(layers, kind_count)| {
+        (
+            option(layers, 1, ExpertSplit::Tensor),
+            option(layers, 2, ExpertSplit::Tensor),
+            option(layers, 2, ExpertSplit::Expert),
+            prop::collection::vec((10u64..90, 1u32..=4), kind_count),
+            1u64..4,
+            prop::option::of(0u64..120),
+            prop::option::of(1u32..=3),
+            prop::sample::select(Objective::ALL.to_vec()),
+            0usize..3,
+        )
+            .prop_map(
+                move |(one, two, two_experts, kinds, sequences, host, pin, objective, drop)| {
+                    // At most 4 devices in all: the first kind keeps its count, the second
+                    // what is left.
+                    let mut left = 4u32;
+                    let kinds: Vec<KindCapacity> = kinds
+                        .into_iter()
+                        .map(|(usable, count)| {
+                            let count = count.min(left).max(1);
+                            left = left.saturating_sub(count);
+                            KindCapacity {
+                                usable_bytes: usable,
+                                groups: vec![(1, count), (2, count / 2)],
+                            }
+                        })
+                        .collect();
+                    let mut options = vec![one, two, two_experts];
+                    // Some problems have fewer options (a degree the model cannot take).
+                    if drop > 0 {
+                        options.remove(drop);
+                    }
+                    Problem {
+                        layer_count: layers as u32,
+                        options,
+                        kinds,
+                        sequences,
+                        host_bytes: host,
+                        pipeline_stages: pin,
+                        objective,
+                    }
+                },
+            )
+    })
+}
+
+fn exhaustive(problem: &Problem) -> Option<Solution> {
+    match enumerate(problem, u64::MAX) {
+        Enumerated::Complete { best, .. } => best,
+        Enumerated::OverBudget { placements } => {
+            panic!("{placements} placements over an unlimited budget")
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn solver_equals_exhaustive_enumeration(problem in problem()) {
+        prop_assert_eq!(solve(&problem), exhaustive(&problem));
+    }
+}
+
+/// A problem the test can state the answer of: four layers of 10 bytes, devices of 25
+/// usable bytes; no device holds all four, two hold two each.
+fn four_layers(objective: Objective, host: Option<u64>) -> Problem {
+    let layer = LayerCost {
+        weight_bytes: 10,
+        kv_sequence_bytes: 1,
+        kv_token_bytes: 1,
+        units: 2,
+    };
+    Problem {
+        layer_count: 4,
+        options: vec![ParallelOption {
+            degree: 1,
+            split: ExpertSplit::Tensor,
+            layers: vec![layer; 4],
+            first_bytes: 0,
+            last_bytes: 0,
+            device_bytes: 0,
+            pipeline_bytes: 0,
+            unit_bytes: 4,
+        }],
+        kinds: vec![KindCapacity {
+            usable_bytes: 25,
+            groups: vec![(1, 3)],
+        }],
+        sequences: 1,
+        host_bytes: host,
+        pipeline_stages: None,
+        objective,
+    }
+}
+
+#[test]
+fn fewest_devices_splits_four_layers_in_two() {
+    let answer = solve(&four_layers(Objective::FewestDevices, None)).unwrap();
+    assert_eq!(answer.devices, 2);
+    // Both splits 1+3 and 3+1 break the capacity; 2+2 holds 22 bytes per device, and the
+    // room left (25 - 20 = 5) over 2 KV bytes per token is 2 tokens.
+    let ends: Vec<u32> = answer.stages.iter().map(|s| s.end_layer).collect();
+    assert_eq!(ends, vec![2, 4]);
+    assert_eq!(answer.kv_tokens, 2);
+    assert_eq!(
+        answer,
+        exhaustive(&four_layers(Objective::FewestDevices, None)).unwrap()
+    );
+}
+
+#[test]
+fn most_kv_tokens_uses_every_device() {
+    let problem = Problem {
+        kinds: vec![KindCapacity {
+            usable_bytes: 25,
+            groups: vec![(1, 4)],
+        }],
+        ..four_layers(Objective::MostKvTokens, None)
+    };
+    let answer = solve(&problem).unwrap();
+    // One layer per device leaves 25 - 10 = 15 bytes over 1 byte per token; any stage of
+    // two layers leaves 5 over 2.
+    assert_eq!(answer.devices, 4);
+    assert_eq!(answer.kv_tokens, 15);
+    let ends: Vec<u32> = answer.stages.iter().map(|s| s.end_layer).collect();
+    assert_eq!(ends, vec![1, 2, 3, 4]);
+    // Fewest devices on the same set: still two.
+    let fewest = Problem {
+        objective: Objective::FewestDevices,
+        ..problem
+    };
+    assert_eq!(solve(&fewest).unwrap().devices, 2);
+}
+
+#[test]
+fn offload_fits_four_layers_on_one_device() {
+    // One device needs 40 + 4 bytes: 19 over; ceil(19 / 4) = 5 units go to the host.
+    let problem = Problem {
+        kinds: vec![KindCapacity {
+            usable_bytes: 25,
+            groups: vec![(1, 1)],
+        }],
+        ..four_layers(Objective::FewestDevices, Some(100))
+    };
+    let answer = solve(&problem).unwrap();
+    assert_eq!(answer.devices, 1);
+    assert_eq!(
+        answer.stages,
+        vec![StageChoice {
+            end_layer: 4,
+            kind: 0,
+            offloaded_units: 5
+        }]
+    );
+    assert_eq!(answer.offloaded_bytes, 20);
+    // Too little host memory: no placement.
+    let tight = Problem {
+        host_bytes: Some(19),
+        ..problem
+    };
+    assert_eq!(solve(&tight), None);
+    assert_eq!(exhaustive(&tight), None);
+}
