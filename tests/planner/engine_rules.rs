@@ -262,3 +262,34 @@ fn the_fitted_constants_are_their_records_figures() {
     let fitted = ((peak - hidden_rows as f64) / (256.0 * 152_064.0)).round() as u64;
     assert_eq!(engine::vllm_sampler_bytes_per_logit(), fitted);
 }
+
+#[test]
+fn rope_scaling_that_extends_the_context_extends_the_engine_context() {
+    use jointplan::study::engine_facts::engine_context;
+    use jointplan::synth::ModelConfig;
+    let mut config = ModelConfig::read(Path::new("models/qwen2.5-7b/config.json")).unwrap();
+    config.max_position_embeddings = Some(32_768);
+    config.rope_scaling = Some(serde_json::json!({
+        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768
+    }));
+    let arch = config.architecture().unwrap();
+    assert_eq!(
+        engine_context(
+            &config,
+            arch.max_position_embeddings,
+            arch.rope_scaling.as_ref()
+        ),
+        131_072
+    );
+    // llama3 scaling: the configuration already states the extended length.
+    let llama = ModelConfig::read(Path::new("models/llama-3.1-8b/config.json")).unwrap();
+    let arch = llama.architecture().unwrap();
+    assert_eq!(
+        engine_context(
+            &llama,
+            arch.max_position_embeddings,
+            arch.rope_scaling.as_ref()
+        ),
+        131_072
+    );
+}
