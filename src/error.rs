@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::error_kind::ErrorKind;
 use crate::request::LoadError;
 
 /// Everything that can go wrong, by the part of the pipeline that found it.
@@ -25,6 +26,9 @@ pub enum Error {
     /// A request could not be synthesized from a model folder.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// The performance model could not predict a serving point.
+    #[error(transparent)]
+    Perf(#[from] crate::perf::PerfError),
     /// A research query (diff, why-not, why-infeasible) failed.
     #[error(transparent)]
     Research(#[from] crate::study::ResearchError),
@@ -42,28 +46,13 @@ pub enum Error {
     },
 }
 
-/// What kind of failure an error is, for callers that act on it (the command line maps it
-/// to an exit status, bindings to an exception class).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorKind {
-    /// The input is malformed or inconsistent: a file, a field, an option. Fix the input.
-    BadInput,
-    /// The input is well formed but no plan satisfies it: no compatible provider, no
-    /// provider/profile choice, not enough memory, a limit the plan exceeds, or no certified
-    /// optimum within the solver's limits.
-    Infeasible,
-    /// A stored plan was rejected: it differs from the plan its request builds, or it
-    /// breaks a rule of a valid plan.
-    Rejected,
-}
-
 impl Error {
     /// The kind of failure.
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Load(_) | Error::Request(_) | Error::Seal(_) => ErrorKind::BadInput,
             Error::Synth(_) => ErrorKind::BadInput,
+            Error::Perf(_) => ErrorKind::BadInput,
             Error::Study(error) if error.is_infeasible() => ErrorKind::Infeasible,
             Error::Study(crate::study::StudyError::Demand { .. }) => ErrorKind::Rejected,
             Error::Study(crate::study::StudyError::Plan(error)) => error.kind(),

@@ -55,7 +55,9 @@
 //! 7. [`builder`]: the build pipeline that composes the layers above into a plan;
 //! 8. [`verify`]: a stored plan rebuilt from its request and compared;
 //! 9. [`study`]: plans in serving terms (the memory report) and research queries on plans
-//!    and requests (diff, why-not, why-infeasible).
+//!    and requests (diff, why-not, why-infeasible);
+//! 10. [`render`]: what the layers above computed, for people (summaries, id patterns,
+//!     diff, explain and why-infeasible text), shared by the command line and Python.
 //!
 //! The `jointplan` command line is a binary of this package on top of the library (cargo
 //! feature `cli`, on by default); the library itself never depends on it.
@@ -68,12 +70,16 @@ pub mod builder;
 pub mod candidates;
 pub mod canonical;
 pub mod check;
+pub mod engine;
 pub mod error;
+pub mod error_kind;
 pub mod json_input;
 pub mod memory;
 pub mod node;
+pub mod perf;
 pub mod placement;
 pub mod plan;
+pub mod render;
 pub mod request;
 pub mod selection;
 pub mod study;

@@ -131,12 +131,12 @@ impl VerifyError {
     }
 
     /// The kind of failure: the rebuild's kind when the request itself does not build,
-    /// [`ErrorKind::Rejected`](crate::ErrorKind::Rejected) when the stored plan is rejected.
-    pub fn kind(&self) -> crate::ErrorKind {
+    /// [`ErrorKind::Rejected`](crate::error_kind::ErrorKind::Rejected) when the stored plan is rejected.
+    pub fn kind(&self) -> crate::error_kind::ErrorKind {
         match self {
             VerifyError::Rebuild(error) => error.kind(),
-            VerifyError::Input(_) => crate::ErrorKind::BadInput,
-            _ => crate::ErrorKind::Rejected,
+            VerifyError::Input(_) => crate::error_kind::ErrorKind::BadInput,
+            _ => crate::error_kind::ErrorKind::Rejected,
         }
     }
 }

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+import json
+from typing import Any, Dict, List, Optional, Sequence
 
 from . import _native
 
@@ -26,7 +27,27 @@ class BadInput(JointplanError):
 
 
 class Infeasible(JointplanError):
-    """The input is well formed but no plan satisfies it (exit status 1)."""
+    """The input is well formed but no plan satisfies it (exit status 1). ``reason`` is
+    why, where it was found (what ``jointplan plan --json`` prints for an infeasible
+    request): ``kind`` (``selection``, ``capacity`` or ``limit``), ``core`` (the minimal
+    set of conflicting facts) and ``relaxations`` (each change that alone makes it build),
+    also given as :attr:`core` and :attr:`relaxations`; the message ends with the command
+    line's explanation."""
+
+    def __init__(self, kind: str, message: str, path: Optional[str] = None,
+                 file: Optional[str] = None, reason: Optional[Dict[str, Any]] = None):
+        super().__init__(kind, message, path, file)
+        self.reason = reason
+
+    @property
+    def core(self) -> List[Dict[str, Any]]:
+        """The minimal set of conflicting facts (empty when none was found)."""
+        return [] if self.reason is None else self.reason.get("core", [])
+
+    @property
+    def relaxations(self) -> List[Dict[str, Any]]:
+        """The changes that each alone make the request build (empty when none was found)."""
+        return [] if self.reason is None else self.reason.get("relaxations", [])
 
 
 class Rejected(JointplanError):
@@ -37,8 +58,13 @@ _KINDS = {"bad_input": BadInput, "infeasible": Infeasible, "rejected": Rejected}
 
 
 def error_of(fields: Sequence[Optional[str]]) -> JointplanError:
-    """The typed exception of an error's ``(kind, message, path, file)``."""
-    kind, message, path, file = fields
+    """The typed exception of an error's ``(kind, message, path, file[, reason])``
+    (``reason``: the JSON of why a request is infeasible)."""
+    kind, message, path, file = fields[:4]
+    reason = fields[4] if len(fields) > 4 else None
+    if kind == "infeasible":
+        return Infeasible(kind, message, path, file,
+                          None if reason is None else json.loads(reason))
     return _KINDS.get(kind, JointplanError)(kind, message, path, file)
 
 

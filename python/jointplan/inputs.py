@@ -87,7 +87,12 @@ def source(model=None, config=None, device=None, policy=None, layers=None, exper
 
 def request_or_source(request: Optional[PathOrDict], model, **choices
                       ) -> Tuple[Optional[str], Optional[str]]:
-    """The request's JSON text, or else the model source's (exactly one is given)."""
+    """The request's JSON text, or else the model source's (exactly one is given). A
+    directory given as the request is a model folder, as on the command line
+    (``jointplan plan models/llama-3.2-1b``)."""
+    if (model is None and isinstance(request, (str, os.PathLike))
+            and Path(request).is_dir()):
+        request, model = None, request
     if request is not None:
         if model is not None:
             raise bad_input("give a request or model=, not both")

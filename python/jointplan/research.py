@@ -46,19 +46,31 @@ def check(stored_plan: StoredPlan) -> CheckReport:
 
 @dataclass(frozen=True)
 class Explanation:
-    """Why each node's provider was chosen (``jointplan explain``): per node, the plan's
-    selection record (requested, selected, reason, every rejected provider with its typed
-    evidence) and, when the request was given, the providers it offers that the plan passed
-    over (``dropped``: why one was removed before selection). ``why_not`` is the answer to
-    a ``why_not=(node, provider)`` question (``jointplan explain --why-not --json``)."""
+    """Why each node's provider was chosen (``jointplan explain --json``, the same native
+    query): per node, the plan's selection record (requested, selected, reason, every
+    rejected provider with its typed evidence), the profiles of the resources it names,
+    what each resource is to the node and, when the request was given, what providers
+    rejected for storage accept and the providers the plan passed over (``alternatives``;
+    ``dropped``: why one was removed before selection). ``kv_tradeoff`` is the
+    contiguous-versus-paged KV trade-off, when there is one; ``why_not`` the answer to a
+    ``why_not=(node, provider)`` question (``jointplan explain --why-not --json``).
+    :meth:`text` is what ``jointplan explain`` prints."""
 
     plan_id: str
     nodes: List[Dict[str, Any]]
+    kv_tradeoff: Optional[Dict[str, Any]] = field(default=None)
     why_not: Optional[Dict[str, Any]] = field(default=None)
+    _text: str = field(default="", repr=False)
 
     def to_dict(self) -> Dict[str, Any]:
-        """The explanation as a dict."""
-        return {"plan_id": self.plan_id, "nodes": self.nodes, "why_not": self.why_not}
+        """The explanation as ``jointplan explain --json`` prints it, with ``why_not``."""
+        return {"plan_id": self.plan_id, "kv_tradeoff": self.kv_tradeoff, "nodes": self.nodes,
+                "why_not": self.why_not}
+
+    def text(self) -> str:
+        """The explanation as ``jointplan explain`` prints it (the why-not answer as
+        ``jointplan explain --why-not`` prints it, when one was asked)."""
+        return self._text
 
     def table(self) -> Table:
         """One row per node: node, selected provider, reason, rejected and passed-over
@@ -77,25 +89,20 @@ def explain(stored_plan: StoredPlan, request: Optional[PathOrDict] = None, *, mo
             layers: Optional[int] = None, node: Optional[str] = None,
             why_not: Optional[Union[str, tuple]] = None,
             threads: Optional[int] = None) -> Explanation:
-    """Explains a plan's choices; with its request (or ``model=``), also the providers the
-    plan passed over, and ``why_not=(NODE, PROVIDER)`` (or ``"NODE=PROVIDER"``) re-solves
-    with the pin and says which objective key gets worse and what changes, or why there is
-    no plan."""
+    """Explains a plan's choices (``node``: an id, or an id pattern as summaries print it,
+    ``node.layer.[0-31].attention``); with its request (or ``model=``), also the providers
+    the plan passed over and the KV trade-off, and ``why_not=(NODE, PROVIDER)`` (or
+    ``"NODE=PROVIDER"``) re-solves with the pin and says which objective key gets worse and
+    what changes, or why there is no plan. The answer is the command line's: both call the
+    library's ``study::explain``."""
     text = plan_text(stored_plan)
-    payload = json.loads(text)["payload"]
-    nodes = payload["nodes"]
-    if node is not None:
-        nodes = [n for n in nodes if n["id"] == node]
-        if not nodes:
-            known = ", ".join(n["id"] for n in payload["nodes"])
-            raise bad_input(f"node {node}: the plan has no such node (nodes: {known})")
     have_request = request is not None or model is not None
-    alternatives: Dict[str, Any] = {}
     request_json = source_json = None
     if have_request:
         request_json, source_json = request_or_source(request, model, layers=layers)
-        alternatives = json.loads(call(_native.alternatives, text, request_json, source_json))
-    answer = None
+    raw = json.loads(call(_native.explain, text, request_json, source_json, node))
+    answer, shown = raw["answer"], raw["text"]
+    why = None
     if why_not is not None:
         if not have_request:
             raise bad_input("why_not re-solves the plan's request: give the request or model=")
@@ -103,15 +110,11 @@ def explain(stored_plan: StoredPlan, request: Optional[PathOrDict] = None, *, mo
             node_id, _, provider = why_not.partition("=")
         else:
             node_id, provider = why_not
-        answer = json.loads(call(_native.why_not, text, request_json, source_json, node_id,
-                                 provider, options(threads)))
-    explained = [{
-        "node": n["id"],
-        "operation": n["operation_id"],
-        "selection": n["selection"],
-        "alternatives": alternatives.get(n["id"], []) if have_request else None,
-    } for n in nodes]
-    return Explanation(plan_id=payload["plan_id"], nodes=explained, why_not=answer)
+        answered = json.loads(call(_native.why_not, text, request_json, source_json, node_id,
+                                   provider, options(threads)))
+        why, shown = answered["answer"], answered["text"]
+    return Explanation(plan_id=answer["plan_id"], nodes=answer["nodes"],
+                       kv_tradeoff=answer["kv_tradeoff"], why_not=why, _text=shown)
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,11 @@ class PlanDiff:
     """The semantic comparison of two plans of one program (``jointplan diff --json``)."""
 
     raw: Dict[str, Any] = field(repr=False)
+    _text: str = field(default="", repr=False)
+
+    def text(self) -> str:
+        """The comparison as ``jointplan diff`` prints it (grouped by id pattern)."""
+        return self._text
 
     @property
     def programs_equal(self) -> bool:
@@ -166,7 +174,7 @@ def diff(a: StoredPlan, b: StoredPlan, request: Optional[PathOrDict] = None,
     or A's and B's), the memory report's items too."""
     texts = [None if r is None else json_text(r, "request") for r in (request, request_b)]
     raw = json.loads(call(_native.diff, plan_text(a), plan_text(b), *texts))
-    return PlanDiff(raw)
+    return PlanDiff(raw["answer"], raw["text"])
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,16 @@ class Table:
             import pandas
         except ImportError as error:
             raise ImportError("to_pandas() needs pandas: pip install pandas") from error
-        return pandas.DataFrame(self.to_dict(), columns=list(self.columns))
+        frame = pandas.DataFrame(self.to_dict(), columns=list(self.columns))
+        # A column of integers with gaps stays integers (pandas' nullable ``Int64``), not
+        # float64, which would round counts and byte figures above 2**53.
+        for name, values in self.columns.items():
+            present = [v for v in values if v is not None]
+            if (present and len(present) < len(values)
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in present)
+                    and all(-2**63 <= v < 2**63 for v in present)):
+                frame[name] = pandas.array(values, dtype="Int64")
+        return frame
 
     def to_polars(self):
         """A ``polars.DataFrame`` of the columns (needs polars installed)."""

@@ -26,6 +26,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use jointplan::request::id_pattern::IdPattern;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights};
 use jointplan::study::ServingReport;
@@ -40,7 +41,7 @@ create_exception!(
     _native,
     NativeError,
     PyException,
-    "A jointplan error: args are (kind, message, json_path, file)."
+    "A jointplan error: args are (kind, message, json_path, file, reason); reason is the JSON of why an infeasible request has no plan, or None."
 );
 
 /// A failure on its way to Python: kind (`bad_input`, `infeasible`, `rejected`), message,
@@ -50,6 +51,8 @@ pub(crate) struct Failure {
     message: String,
     json_path: Option<String>,
     file: Option<String>,
+    /// Why an infeasible request has no plan (`jointplan::study::infeasible`), as JSON.
+    reason: Option<String>,
 }
 
 impl Failure {
@@ -59,11 +62,18 @@ impl Failure {
             message: message.into(),
             json_path: None,
             file: None,
+            reason: None,
         }
     }
 
     pub(crate) fn into_py(self) -> PyErr {
-        NativeError::new_err((self.kind, self.message, self.json_path, self.file))
+        NativeError::new_err((
+            self.kind,
+            self.message,
+            self.json_path,
+            self.file,
+            self.reason,
+        ))
     }
 }
 
@@ -83,6 +93,7 @@ impl From<jointplan::Error> for Failure {
             json_path: error.json_path(),
             file: error.file().map(|f| f.display().to_string()),
             message: error.to_string(),
+            reason: None,
         }
     }
 }
@@ -100,6 +111,7 @@ impl From<jointplan::selection::SelectionError> for Failure {
             message: error.to_string(),
             json_path: None,
             file: None,
+            reason: None,
         }
     }
 }
@@ -120,6 +132,9 @@ pub(crate) struct CallOptions {
     allow_uncertified: bool,
     pins: BTreeMap<NodeId, ProviderId>,
     forbids: BTreeMap<NodeId, BTreeSet<ProviderId>>,
+    /// Pins and forbids whose node is an id pattern (`node.layer.[0-31].attention`), each
+    /// with `true` for a pin: expanded against the request's nodes by [`CallOptions::expand`].
+    patterns: Vec<(IdPattern, ProviderId, bool)>,
 }
 
 /// A node id and a provider id of a pin or a forbid (`what` names the option).
@@ -174,11 +189,25 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
         solve.timings = false;
     }
     let mut pins = BTreeMap::new();
+    let mut patterns = Vec::new();
+    let pattern = |what: &str, node: &str, provider: &str| {
+        let bad =
+            |detail: String| Failure::bad_input(format!("{what} {node}={provider}: {detail}"));
+        Ok::<_, Failure>((
+            IdPattern::parse(node).map_err(|e| bad(e.to_string()))?,
+            ProviderId::new(provider).map_err(|e| bad(format!("bad provider id: {e}")))?,
+        ))
+    };
     if let Some(map) = field("pins").and_then(Value::as_object) {
         for (node, provider) in map {
             let provider = provider.as_str().ok_or_else(|| {
                 Failure::bad_input(format!("pin {node}: the provider must be a string"))
             })?;
+            if IdPattern::is_pattern(node) {
+                let (node, provider) = pattern("pin", node, provider)?;
+                patterns.push((node, provider, true));
+                continue;
+            }
             let (node, provider) = node_provider("pin", node, provider)?;
             pins.insert(node, provider);
         }
@@ -193,6 +222,11 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
                 let provider = provider.as_str().ok_or_else(|| {
                     Failure::bad_input(format!("forbid {node}: a provider must be a string"))
                 })?;
+                if IdPattern::is_pattern(node) {
+                    let (node, provider) = pattern("forbid", node, provider)?;
+                    patterns.push((node, provider, false));
+                    continue;
+                }
                 let (node, provider) = node_provider("forbid", node, provider)?;
                 forbids.entry(node).or_default().insert(provider);
             }
@@ -204,10 +238,48 @@ pub(crate) fn call_options(text: &str) -> Result<CallOptions, Failure> {
         allow_uncertified: field("allow_uncertified").and_then(Value::as_bool) == Some(true),
         pins,
         forbids,
+        patterns,
     })
 }
 
 impl CallOptions {
+    /// Expands the pins and forbids given as id patterns into the nodes of `request` they
+    /// select, as the command line's `--pin` and `--forbid` do.
+    pub(crate) fn expand(&mut self, request: &PlanRequest) -> Result<(), Failure> {
+        for (pattern, provider, pin) in std::mem::take(&mut self.patterns) {
+            let what = if pin { "pin" } else { "forbid" };
+            let nodes: Vec<NodeId> = request
+                .family
+                .program
+                .nodes()
+                .filter(|n| pattern.matches(n.id.as_str()))
+                .map(|n| n.id.clone())
+                .collect();
+            if nodes.is_empty() {
+                return Err(Failure::bad_input(format!(
+                    "{what} {pattern}={provider}: the pattern {pattern} selects no node of the request"
+                )));
+            }
+            for node in nodes {
+                if pin {
+                    if let Some(earlier) = self.pins.insert(node.clone(), provider.clone()) {
+                        if earlier != provider {
+                            return Err(Failure::bad_input(format!(
+                                "pin {pattern}={provider}: node {node} is already pinned to {earlier}"
+                            )));
+                        }
+                    }
+                } else {
+                    self.forbids
+                        .entry(node)
+                        .or_default()
+                        .insert(provider.clone());
+                }
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn build(&self) -> BuildOptions {
         BuildOptions {
             selection: self.solve.clone(),
@@ -282,9 +354,14 @@ fn plan(
     options_json: String,
 ) -> PyResult<String> {
     py.detach(|| {
-        let options = call_options(&options_json)?.build();
+        let mut call = call_options(&options_json)?;
         let request = request_from(request_json.as_deref(), source_json.as_deref())?;
-        let outcome = jointplan::build(&request, &options)?;
+        call.expand(&request)?;
+        let options = call.build();
+        let outcome = match jointplan::ExecutionPlan::build_with_report(&request, &options) {
+            Ok(outcome) => outcome,
+            Err(error) => return Err(explained(&request, &options, error)),
+        };
         let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
         // Serialized from the plan itself (no `Value` tree of a large plan), its fields in
@@ -297,6 +374,37 @@ fn plan(
         })
     })
     .map_err(Failure::into_py)
+}
+
+/// The failure of a build; when the request is infeasible, with why (the minimal
+/// conflicting facts and the relaxations, `jointplan::study::infeasible`): the message ends
+/// with the command line's explanation and the reason travels as JSON.
+fn explained(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: jointplan::builder::error::PlanError,
+) -> Failure {
+    if error.kind() != ErrorKind::Infeasible {
+        return Failure::from(jointplan::Error::from(error));
+    }
+    let answer = jointplan::study::infeasible::explain_failure(request, options, &error);
+    let mut failure = Failure::from(jointplan::Error::from(error));
+    match answer {
+        Ok(Some(reason)) => {
+            failure.message.push('\n');
+            failure
+                .message
+                .push_str(&jointplan::render::infeasible_text::infeasibility_text(
+                    &reason,
+                ));
+            failure.reason = serde_json::to_string(&reason).ok();
+        }
+        Ok(None) => {}
+        Err(analysis) => failure.message.push_str(&format!(
+            "\n(why it is infeasible could not be found: {analysis})"
+        )),
+    }
+    failure
 }
 
 /// What [`plan`] returns, borrowed from the build's outcome.

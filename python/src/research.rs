@@ -1,5 +1,4 @@
-//! Questions asked of plans: the independent checker, the providers a plan passed over
-//! and why-not, the semantic diff of two plans, and fit (the largest value of a knob that
+//! Questions asked of plans: the independent checker, explain and why-not, the semantic diff of two plans, and fit (the largest value of a knob that
 //! fits, or which devices of a directory fit). JSON in, JSON out, the GIL released.
 
 use std::path::Path;
@@ -44,22 +43,32 @@ fn check(py: Python<'_>, plan_json: String) -> PyResult<String> {
     .map_err(Failure::into_py)
 }
 
-/// Per node, the providers of the request the plan did not choose
-/// (`{node: [{provider, dropped}]}`, nodes without any left out).
+/// Why each provider of the nodes `node` names (an id or an id pattern; every node when
+/// `None`) was chosen, with the request also the providers passed over and the KV
+/// trade-off: `{"answer": EXPLANATION, "text": TEXT}`, the answer `jointplan explain --json`
+/// prints and the text `jointplan explain` prints (one query, `jointplan::study::explain`).
 #[pyfunction]
-#[pyo3(signature = (plan_json, request_json, source_json))]
-fn alternatives(
+#[pyo3(signature = (plan_json, request_json, source_json, node))]
+fn explain(
     py: Python<'_>,
     plan_json: String,
     request_json: Option<String>,
     source_json: Option<String>,
+    node: Option<String>,
 ) -> PyResult<String> {
     py.detach(|| {
         let plan = stored_plan("plan", &plan_json)?;
-        let request = request_from(request_json.as_deref(), source_json.as_deref())?;
-        let map =
-            jointplan::study::alternatives::alternatives(&request, &plan).map_err(research)?;
-        to_json(&map)
+        let request = match (&request_json, &source_json) {
+            (None, None) => None,
+            _ => Some(request_from(
+                request_json.as_deref(),
+                source_json.as_deref(),
+            )?),
+        };
+        let answer = jointplan::study::explain::explain(&plan, request.as_ref(), node.as_deref())
+            .map_err(research)?;
+        let text = jointplan::render::explain_text::explanation_text(&answer);
+        to_json(&json!({ "answer": answer, "text": text }))
     })
     .map_err(Failure::into_py)
 }
@@ -87,13 +96,15 @@ fn why_not(
         let answer =
             jointplan::study::why_not::why_not(&request, &plan, &node_id, &provider_id, &options)
                 .map_err(research)?;
-        to_json(&answer)
+        let text = jointplan::render::infeasible_text::why_not_text(&node, &provider, &answer);
+        to_json(&json!({ "answer": answer, "text": text }))
     })
     .map_err(Failure::into_py)
 }
 
-/// The semantic comparison of two plans of one program (`jointplan diff --json`); with
-/// their requests (A's and B's, or one for both), the memory report's items too.
+/// The semantic comparison of two plans of one program: `{"answer": DIFF, "text": TEXT}`,
+/// what `jointplan diff --json` and `jointplan diff` print; with their requests (A's and
+/// B's, or one for both), the memory report's items too.
 #[pyfunction]
 #[pyo3(signature = (a_json, b_json, request_a_json, request_b_json))]
 fn diff(
@@ -121,7 +132,13 @@ fn diff(
             }
         }
         .map_err(research)?;
-        to_json(&diff)
+        let text = jointplan::render::diff_text::diff_text(
+            &diff,
+            &a,
+            &b,
+            jointplan::render::summary_text::Detail::Grouped,
+        );
+        to_json(&json!({ "answer": diff, "text": text }))
     })
     .map_err(Failure::into_py)
 }
@@ -182,7 +199,7 @@ fn fit_devices(
 /// Adds this file's functions to the module.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
-    m.add_function(wrap_pyfunction!(alternatives, m)?)?;
+    m.add_function(wrap_pyfunction!(explain, m)?)?;
     m.add_function(wrap_pyfunction!(why_not, m)?)?;
     m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;

@@ -117,3 +117,22 @@ def test_plans_run_side_by_side_in_python_threads():
         t.join()
     alone = jointplan.plan(model=ROOT / "models" / "llama-3.2-1b", layers=2).plan_id
     assert results == {"a": alone, "b": alone}
+
+
+def test_a_model_folder_as_the_first_argument_plans_like_the_command_line():
+    folder = ROOT / "models" / "llama-3.2-1b"
+    plan = jointplan.plan(str(folder), layers=2, threads=1)
+    expected = cli_json("plan", "models/llama-3.2-1b", "--layers", "2", "--json")
+    assert plan.plan_id == expected["plan_id"]
+    assert jointplan.plan(folder, layers=2, threads=1).plan_id == plan.plan_id
+
+
+def test_integer_columns_with_gaps_stay_nullable_integers():
+    pandas = pytest.importorskip("pandas")
+    big = 2**53 + 1
+    frame = jointplan.Table({"bytes": [big, None, 3], "name": ["a", None, "c"],
+                             "fits": [True, None, False]}).to_pandas()
+    assert str(frame["bytes"].dtype) == "Int64"
+    assert frame["bytes"][0] == big
+    assert pandas.isna(frame["bytes"][1])
+    assert frame["name"].dtype == object

@@ -175,3 +175,60 @@ def test_a_plan_the_command_line_refuses_is_returned_with_its_report():
     assert result.returncode == 1
     assert "not even one sequence fits" in result.stderr
     assert f"weights {plan.report['weights_bytes']}" in result.stderr
+
+
+def test_explain_is_the_command_lines_query_json_and_text(llama):
+    request, path, _ = llama
+    explanation = jointplan.explain(path, request)
+    expected = cli_json("explain", str(path), "--request", str(request), "--json")
+    answer = explanation.to_dict()
+    assert answer.pop("why_not") is None
+    assert answer == expected
+    # The text is the command line's, trade-off included (Python had its own explain,
+    # which had drifted: no trade-off, no closest ids).
+    text = cli("explain", str(path), "--request", str(request)).stdout
+    assert explanation.text() == text
+    assert (explanation.kv_tradeoff is not None) == text.startswith("explain trade-off")
+    # An id pattern selects what the summary's group line names.
+    attention = jointplan.explain(path, node="node.layer.[0-0].attention")
+    assert [n["node"] for n in attention.nodes] == ["node.layer.0.attention"]
+    with pytest.raises(jointplan.BadInput, match="closest: node.layer.0.attention"):
+        jointplan.explain(path, node="node.layer.0.atention")
+
+
+def test_diff_text_is_the_command_lines(llama, tmp_path):
+    request, path, _ = llama
+    pinned = jointplan.plan(request, pins={"node.layer.0.attention": PAGED}, threads=1)
+    pinned_path = tmp_path / "pinned.json"
+    pinned_path.write_text(pinned.json())
+    assert jointplan.diff(path, pinned_path).text() == cli("diff", str(path),
+                                                           str(pinned_path)).stdout
+
+
+def test_an_infeasible_plan_carries_its_core_and_relaxations():
+    # The two attention nodes share the KV cache; these kernels accept no common profile.
+    decoder = ROOT / "models" / "decoder-2layer" / "request.json"
+    pins = {"node.layer.0.attention": "provider.cuda.causal_paged_attention.f16.flash",
+            "node.layer.1.attention": "provider.cuda.causal_paged_attention.f16"}
+    with pytest.raises(jointplan.Infeasible) as caught:
+        jointplan.plan(decoder, pins=pins, threads=1)
+    error = caught.value
+    args = [arg for node, provider in pins.items() for arg in ("--pin", f"{node}={provider}")]
+    result = cli("plan", str(decoder), *args, "--json")
+    assert result.returncode == 1
+    expected = json.loads(result.stdout)
+    assert error.reason == expected
+    assert len(error.core) == 4 and error.core == expected["core"]
+    assert error.relaxations == expected["relaxations"]
+    assert "facts of the request conflict" in error.message
+
+
+def test_pins_and_forbids_take_id_patterns_as_the_command_line(llama):
+    request, _, plan = llama
+    one = jointplan.plan(request, pins={"node.layer.0.attention": PAGED}, threads=1)
+    pattern = jointplan.plan(request, pins={"node.layer.[0-0].attention": PAGED}, threads=1)
+    assert pattern.plan_id == one.plan_id
+    assert pattern.plan_id == cli_json("plan", str(request), "--pin",
+                                       f"node.layer.*.attention={PAGED}", "--json")["plan_id"]
+    with pytest.raises(jointplan.BadInput, match="selects no node"):
+        jointplan.plan(request, forbids={"node.layer.[5-9].attention": [PAGED]}, threads=1)

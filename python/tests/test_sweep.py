@@ -164,6 +164,19 @@ def test_bad_sweeps_are_bad_input(tmp_path):
         jointplan.sweep(GRID, tmp_path, threads=0)
     with pytest.raises(jointplan.BadInput, match="batch"):
         jointplan.sweep(GRID, tmp_path, batch=0)
-    # A point that cannot be synthesized is an error naming the model folder.
-    with pytest.raises(jointplan.BadInput, match="models/missing"):
-        jointplan.sweep({"model": ["models/missing"]}, tmp_path / "missing")
+    # A point that cannot be synthesized is an error row naming the model folder; the
+    # sweep goes on with the next point (the command line's rule, the same library code).
+    result = jointplan.sweep({"model": ["models/missing", "models/llama-3.2-1b"],
+                              "layers": [1]}, tmp_path / "missing")
+    assert [row["status"] for row in result.rows] == ["error", "fits"]
+    assert "models/missing" in result.rows[0]["reason"]
+    assert result.table().to_dict()["status"] == ["error", "fits"]
+
+
+def test_a_capped_context_keeps_its_row_and_the_value_used(tmp_path):
+    # phi-3-mini is trained for 4096 positions: 8192 and 32768 plan at 4096, each its row.
+    grid = {"model": ["models/phi-3-mini"], "layers": [1], "context": [4096, 8192, 32768]}
+    result = jointplan.sweep(grid, tmp_path)
+    assert [row["point"]["context"] for row in result.rows] == [4096, 8192, 32768]
+    assert [row["context_used"] for row in result.rows] == [4096, 4096, 4096]
+    assert len({row["plan_id"] for row in result.rows}) == 1

@@ -144,13 +144,13 @@ impl PlanError {
         }
     }
 
-    /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when the
+    /// The kind of failure: [`ErrorKind::Infeasible`](crate::error_kind::ErrorKind::Infeasible) when the
     /// request is well formed but no plan fits it (the selection is infeasible, no provider
     /// is compatible, capacity is exceeded, no certified optimum, a wire limit), otherwise
-    /// [`ErrorKind::BadInput`](crate::ErrorKind::BadInput) (malformed or inconsistent
+    /// [`ErrorKind::BadInput`](crate::error_kind::ErrorKind::BadInput) (malformed or inconsistent
     /// requests).
-    pub fn kind(&self) -> crate::ErrorKind {
-        use crate::ErrorKind::{BadInput, Infeasible};
+    pub fn kind(&self) -> crate::error_kind::ErrorKind {
+        use crate::error_kind::ErrorKind::{BadInput, Infeasible};
         match self {
             PlanError::Candidates(error) => error.kind(),
             PlanError::Node(error) => error.kind(),
@@ -161,7 +161,7 @@ impl PlanError {
                 | crate::memory::MemoryError::TooManyRows { .. },
             ) => Infeasible,
             PlanError::PlanJsonTooLarge { .. } => Infeasible,
-            PlanError::Check { .. } => crate::ErrorKind::Rejected,
+            PlanError::Check { .. } => crate::error_kind::ErrorKind::Rejected,
             _ => BadInput,
         }
     }

@@ -142,20 +142,22 @@ pub enum CandidateError {
 }
 
 impl CandidateError {
-    /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when the
+    /// The kind of failure: [`ErrorKind::Infeasible`](crate::error_kind::ErrorKind::Infeasible) when the
     /// request is well formed but no provider/profile choice satisfies it (or none could be
     /// proved optimal within the solver's limits), otherwise
-    /// [`ErrorKind::BadInput`](crate::ErrorKind::BadInput).
-    pub fn kind(&self) -> crate::ErrorKind {
+    /// [`ErrorKind::BadInput`](crate::error_kind::ErrorKind::BadInput).
+    pub fn kind(&self) -> crate::error_kind::ErrorKind {
         match self {
             CandidateError::NoStorageCandidate { .. }
             | CandidateError::Selection {
                 infeasible: true, ..
             }
             | CandidateError::Uncertified { .. }
-            | CandidateError::SettingLeavesNoCandidate { .. } => crate::ErrorKind::Infeasible,
+            | CandidateError::SettingLeavesNoCandidate { .. } => {
+                crate::error_kind::ErrorKind::Infeasible
+            }
             CandidateError::Node(error) => error.kind(),
-            _ => crate::ErrorKind::BadInput,
+            _ => crate::error_kind::ErrorKind::BadInput,
         }
     }
 }

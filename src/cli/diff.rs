@@ -8,11 +8,12 @@ use std::path::PathBuf;
 
 use super::Error;
 use jointplan::plan::ExecutionPlan;
+use jointplan::render::diff_text::diff_text;
+use jointplan::render::summary_text::Detail;
 use jointplan::request::read_json_text;
-use jointplan::study::diff::{diff_plans, diff_plans_with_reports, PlanDiff, ProfileChange};
+use jointplan::study::diff::{diff_plans, diff_plans_with_reports};
 
 use super::plan::read_request;
-use jointplan::study::objective_keys::ObjectiveKeys;
 use jointplan::verify::read_plan_as_stored;
 
 use super::output::{pretty_json, write_stdout};
@@ -27,6 +28,10 @@ pub struct Args {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+    /// List every changed node and resource on its own line (by default those that differ
+    /// only in their numbers are grouped by id pattern, as plan summaries group them).
+    #[arg(long, conflicts_with = "json")]
+    pub full: bool,
     /// The request each plan was built from (once for both, or A's then B's): adds the
     /// memory report's items (`report.*`) to the memory figures.
     #[arg(long, value_name = "REQUEST.json", num_args = 1)]
@@ -66,111 +71,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
             .map_err(|e| Error::Usage(format!("cannot serialize the comparison: {e}")))?;
         write_stdout(&text)?;
     } else {
-        write_stdout(&diff_text(&diff, &a, &b))?;
+        let detail = if args.full {
+            Detail::Full
+        } else {
+            Detail::Grouped
+        };
+        write_stdout(&diff_text(&diff, &a, &b, detail))?;
     }
     Ok(())
-}
-
-/// The comparison for people.
-pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan) -> String {
-    let mut out = format!("A {}\nB {}\n", a.payload.plan_id, b.payload.plan_id);
-    if !diff.programs_equal {
-        out.push_str("programs: same nodes, different program fingerprints (shapes differ)\n");
-    }
-    if diff.is_empty() {
-        out.push_str("no difference in providers, profiles or memory\n");
-    }
-    out.push_str(&format!(
-        "\nproviders: {} of {} nodes changed\n",
-        diff.nodes_changed.len(),
-        a.payload.nodes.len()
-    ));
-    for pattern in &diff.patterns {
-        out.push_str(&format!(
-            "  {} -> {}: {}\n",
-            pattern.a, pattern.b, pattern.count
-        ));
-        for node in &pattern.nodes {
-            out.push_str(&format!("    {node}\n"));
-        }
-    }
-    out.push_str(&format!(
-        "\nstorage profiles: {} resources changed\n",
-        diff.profiles_changed.len()
-    ));
-    out.push_str(&profile_change_lines(&diff.profiles_changed));
-    out.push_str("\nobjective keys (A | B):\n");
-    out.push_str(&objective_lines(
-        &diff.objective.a,
-        &diff.objective.b,
-        ["A", "B"],
-    ));
-    out.push_str("\nmemory (A | B | B - A, bytes; pools summed per kind, and every pool's maximum is bounded by the same dynamic capacity, which they share):\n");
-    for (name, m) in &diff.memory {
-        out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
-    }
-    out
-}
-
-/// One line per resource whose profile changed (`(absent)` on a side without it).
-pub fn profile_change_lines(changes: &[ProfileChange]) -> String {
-    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "(absent)".to_owned());
-    changes
-        .iter()
-        .map(|c| format!("  {}  {} -> {}\n", c.resource, show(&c.a), show(&c.b)))
-        .collect()
-}
-
-/// The objective keys of two plans side by side (`labels` name the two sides).
-pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) -> String {
-    let mut out = format!("  objective  {} | {}\n", a.objective, b.objective);
-    out.push_str(&format!(
-        "  preferences met (node order decides seed-lex)  {}/{} | {}/{}\n",
-        a.preferred_met, a.preferences, b.preferred_met, b.preferences
-    ));
-    let missed = |k: &ObjectiveKeys| {
-        if k.preferred_missed.is_empty() {
-            return "none".to_owned();
-        }
-        k.preferred_missed
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    if a.preferred_missed != b.preferred_missed {
-        out.push_str(&format!("    missed in {}: {}\n", labels[0], missed(a)));
-        out.push_str(&format!("    missed in {}: {}\n", labels[1], missed(b)));
-    }
-    let profiles: std::collections::BTreeSet<&String> = a
-        .resources_by_profile
-        .keys()
-        .chain(b.resources_by_profile.keys())
-        .collect();
-    for profile in profiles {
-        out.push_str(&format!(
-            "  resources at {profile}  {} | {}\n",
-            a.resources_by_profile.get(profile).unwrap_or(&0),
-            b.resources_by_profile.get(profile).unwrap_or(&0)
-        ));
-    }
-    if !a.penalty_by_rank.is_empty() {
-        out.push_str(&format!(
-            "  penalty by rank (resources at rank 0, 1, ...)  {:?} | {:?}\n",
-            a.penalty_by_rank, b.penalty_by_rank
-        ));
-    }
-    match a
-        .providers
-        .iter()
-        .zip(&b.providers)
-        .find(|(x, y)| x.1 != y.1)
-    {
-        Some((x, y)) => out.push_str(&format!(
-            "  provider-id tie-break: first difference at {}: {} | {}\n",
-            x.0, x.1, y.1
-        )),
-        None => out.push_str("  provider-id tie-break: equal\n"),
-    }
-    out
 }

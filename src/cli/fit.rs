@@ -10,9 +10,10 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use jointplan::builder::BuildOptions;
-use jointplan::study::fit::{fit, fit_devices, DeviceFit, FitResult, FitSubject, Knob};
+use jointplan::render::fit_text::{counts_text, devices_text, fit_text};
+use jointplan::study::fit::{fit, fit_devices, FitSubject, Knob};
 
-use super::output::{human_bytes, human_signed_bytes, pretty_json, write_stdout};
+use super::output::{pretty_json, write_stdout};
 use super::plan::read_request;
 use super::synth::SynthFlags;
 use super::Error;
@@ -133,91 +134,4 @@ pub fn run(args: &Args) -> Result<(), Error> {
     } else {
         Ok(write_stdout(&fit_text(&answer))?)
     }
-}
-
-fn fit_text(answer: &FitResult) -> String {
-    let knob = answer.knob.name();
-    let mut out = match (answer.largest, &answer.plan_id) {
-        (Some(value), Some(plan_id)) => format!(
-            "largest {knob} that fits: {value} (exact: the plan builds and its worst case \
-             fits; {} plans built)\n  plan {plan_id}\n",
-            answer.probes
-        ),
-        _ => format!(
-            "no {knob} fits, not even {} (the smallest value the policy admits; {} plans built)\n",
-            answer.lowest, answer.probes
-        ),
-    };
-    if let Some(report) = &answer.report {
-        out.push_str(&format!(
-            "  headroom {}, {} sequences fit at the maximum context\n",
-            human_signed_bytes(report.headroom_bytes),
-            report
-                .sequences_that_fit
-                .map_or_else(|| "any number of".to_owned(), |s| s.to_string())
-        ));
-    }
-    match &answer.next {
-        Some(next) => {
-            out.push_str(&format!("  at {knob} {}: {}\n", next.value, next.reason));
-            if let Some(short) = next.bytes_short {
-                out.push_str(&format!("  short by {}\n", human_bytes(short)));
-            }
-        }
-        None => out.push_str(&format!(
-            "  {knob} is at the largest value its field holds\n"
-        )),
-    }
-    out
-}
-
-fn devices_text(rows: &[DeviceFit]) -> String {
-    let mut out =
-        String::from("devices (fitting first, smallest first; worst case of the policy):\n");
-    for row in rows {
-        let verdict = if row.fits { "fits" } else { "does not fit" };
-        out.push_str(&format!(
-            "  {}  {}  {verdict}",
-            row.device_file,
-            human_bytes(row.device_memory_bytes)
-        ));
-        if let Some(headroom) = row.headroom_bytes {
-            out.push_str(&format!("  headroom {}", human_signed_bytes(headroom)));
-        }
-        if let Some(sequences) = row.sequences_that_fit {
-            out.push_str(&format!("  {sequences} sequences at maximum context"));
-        }
-        out.push('\n');
-        if let Some(reason) = &row.reason {
-            out.push_str(&format!("      {reason}\n"));
-        }
-    }
-    out
-}
-
-fn counts_text(rows: &[jointplan::placement::fit::CountFit], max_count: u32) -> String {
-    let mut out = format!(
-        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
-    );
-    for row in rows {
-        match (row.count, row.total_memory_bytes) {
-            (Some(count), Some(total)) => out.push_str(&format!(
-                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
-                row.device_file,
-                human_bytes(row.device_memory_bytes),
-                human_bytes(total),
-                row.tensor_parallel.unwrap_or(0),
-                row.pipeline_parallel.unwrap_or(0),
-                row.placement_id.as_deref().unwrap_or(""),
-                row.certificate.as_deref().unwrap_or("")
-            )),
-            _ => out.push_str(&format!(
-                "  {}  {}  does not fit on {max_count}: {}\n",
-                row.device_file,
-                human_bytes(row.device_memory_bytes),
-                row.reason.as_deref().unwrap_or("")
-            )),
-        }
-    }
-    out
 }

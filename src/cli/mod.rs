@@ -7,23 +7,51 @@ use clap::{Parser, Subcommand};
 pub mod check;
 pub mod destination;
 pub mod diff;
+pub mod engine_flags;
 pub mod explain;
 pub mod fit;
 pub mod hash;
-pub mod id_pattern;
-pub mod infeasible_text;
-pub mod layer_pattern;
-pub mod output;
+pub mod performance;
 pub mod placement;
 pub mod plan;
 pub mod progress;
 pub mod seal;
-pub mod serving_text;
 pub mod solve;
-pub mod summary_text;
 pub mod sweep;
 pub mod synth;
 pub mod verify;
+
+/// Standard output (files are written through [`destination`]); the text itself comes from
+/// the library's presentation layer, [`jointplan::render`].
+pub mod output {
+    use std::io::Write;
+    use std::path::PathBuf;
+
+    use super::destination::DestinationError;
+
+    /// Writes `text` to standard output. A closed pipe (`jointplan plan ... | head`) ends the
+    /// output quietly instead of panicking; any other error is reported naming `<stdout>`.
+    pub fn write_stdout(text: &str) -> Result<(), DestinationError> {
+        let mut stdout = std::io::stdout().lock();
+        match stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(DestinationError::Io {
+                file: PathBuf::from("<stdout>"),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Pretty JSON with a final newline, the form every jointplan file is written in.
+    pub fn pretty_json<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
+        let mut text = serde_json::to_string_pretty(value)?;
+        text.push('\n');
+        Ok(text)
+    }
+}
 
 /// jointplan: verified execution plans for ML model graphs.
 #[derive(Debug, Parser)]
@@ -174,6 +202,7 @@ from_library_error!(
     jointplan::verify::VerifyError,
     jointplan::request::seal::SealError,
     jointplan::synth::SynthError,
+    jointplan::perf::PerfError,
 );
 
 /// The exit status of a failure: 2 for bad input, 1 for an infeasible request or a

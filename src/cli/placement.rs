@@ -8,8 +8,9 @@ use jointplan::placement::{
 };
 
 use super::destination::Destination;
-use super::output::{human_bytes, human_signed_bytes, pretty_json, write_stdout};
+use super::output::{pretty_json, write_stdout};
 use super::Error;
+use jointplan::render::summary::{human_bytes, human_signed_bytes};
 
 /// Placement flags of `plan` (model folders only).
 #[derive(Debug, Default, clap::Args)]
@@ -218,7 +219,10 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
         p.host.shards.len(),
         p.host
             .memory_bytes
-            .map_or(", offload off".to_owned(), |m| format!(" of {}", human_bytes(m)))
+            .map_or(", offload off".to_owned(), |m| format!(
+                " of {}",
+                human_bytes(m)
+            ))
     );
     let _ = writeln!(
         out,
@@ -229,7 +233,13 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
     if !placed.rejected.is_empty() {
         let _ = writeln!(out, "\noptions the model cannot take:");
         for r in &placed.rejected {
-            let _ = writeln!(out, "  tensor parallel {} ({}-split experts): {}", r.degree, r.split.name(), r.reason);
+            let _ = writeln!(
+                out,
+                "  tensor parallel {} ({}-split experts): {}",
+                r.degree,
+                r.split.name(),
+                r.reason
+            );
         }
     }
     out

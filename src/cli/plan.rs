@@ -16,6 +16,7 @@ use super::Error;
 use jointplan::builder::BuildOptions;
 use jointplan::plan::ExecutionPlan;
 use jointplan::plan::DEFAULT_OBJECTIVE;
+use jointplan::request::id_pattern::IdPattern;
 use jointplan::request::PlanRequest;
 use jointplan::request::{NodeId, ProviderId};
 use jointplan::selection::{objective_by_name, Weights, DEFAULT_DP_STATE_BUDGET};
@@ -23,14 +24,19 @@ use jointplan::study::ServingReport;
 use std::sync::Arc;
 
 use super::destination::Destination;
-use super::infeasible_text::infeasibility_text;
-use super::output::{plan_summary, pretty_json, summary_text, write_stdout, ComponentSummary};
+use super::engine_flags::EngineFlags;
+use super::output::{pretty_json, write_stdout};
+use super::performance::{performance_text, Requested, ServingFlags};
 use super::progress::Progress;
 use super::solve::BackendArg;
-use super::summary_text::Detail;
-use super::synth::{synthesize_request, SynthFlags};
+use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
 use jointplan::builder::error::PlanError;
+use jointplan::engine::EngineReport;
+use jointplan::render::infeasible_text::infeasibility_text;
+use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
+use jointplan::render::summary_text::Detail;
 use jointplan::study::infeasible::explain_failure;
+use jointplan::synth::DeviceDescription;
 
 /// Arguments of `jointplan plan`.
 #[derive(Debug, clap::Args)]
@@ -59,12 +65,34 @@ pub struct Args {
         next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
     )]
     pub synth: SynthFlags,
+    /// Policy preset fields (model folders only): replay a sweep point without a preset
+    /// file.
+    #[command(
+        flatten,
+        next_help_heading = "Model folder (synthesis, as in `jointplan synth`)"
+    )]
+    pub policy: PolicyFlags,
     /// Selection limits and certification.
     #[command(flatten, next_help_heading = "Selection")]
     pub selection: SelectionFlags,
+    /// A serving engine's accounting (model folders only).
+    #[command(flatten, next_help_heading = "Serving engine (docs/engines.md)")]
+    pub engine: EngineFlags,
     /// Placement across devices (model folders only).
     #[command(flatten, next_help_heading = "Placement across devices")]
     pub placement: super::placement::PlacementFlags,
+    /// The serving point whose latency and throughput the summary predicts.
+    #[command(flatten, next_help_heading = "Serving point (performance model)")]
+    pub serving: ServingFlags,
+}
+
+/// The plan summary with a serving engine's accounting (`--engine`): the summary's keys,
+/// then `engine`. Without `--engine` the summary is printed alone, byte for byte as before.
+#[derive(serde::Serialize)]
+struct WithEngine<'a, S: serde::Serialize> {
+    #[serde(flatten)]
+    summary: &'a S,
+    engine: &'a EngineReport,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -96,10 +124,12 @@ pub struct SelectionFlags {
     /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) of the `weighted` objective.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
-    /// Fix a node to one of its providers (repeatable; recorded in the plan).
+    /// Fix a node to one of its providers (repeatable; recorded in the plan). NODE may be an
+    /// id pattern as summaries print it (`node.layer.[0-31].attention`): every node it selects.
     #[arg(long, value_name = "NODE=PROVIDER")]
     pub pin: Vec<String>,
-    /// Forbid a provider at a node (repeatable; recorded in the plan).
+    /// Forbid a provider at a node (repeatable; recorded in the plan). NODE may be an id
+    /// pattern as summaries print it: the provider is forbidden at every node it selects.
     #[arg(long, value_name = "NODE=PROVIDER")]
     pub forbid: Vec<String>,
 }
@@ -147,19 +177,84 @@ impl SelectionFlags {
         let objective =
             objective_by_name(&self.objective, weights).map_err(|e| Error::Usage(e.to_string()))?;
         options.selection.objective = Arc::from(objective);
+        // Plain ids are checked here; patterns are read here and expanded against the
+        // request's nodes by `apply_pins`, once the request is loaded.
+        for (flag, texts) in [("pin", &self.pin), ("forbid", &self.forbid)] {
+            for text in texts {
+                node_pattern_provider(flag, text)?;
+            }
+        }
+        Ok(options)
+    }
+
+    /// Adds the `--pin` and `--forbid` settings to `options`, each node id pattern expanded
+    /// to the nodes of `request` it selects.
+    pub fn apply_pins(
+        &self,
+        options: &mut BuildOptions,
+        request: &PlanRequest,
+    ) -> Result<(), Error> {
+        let ids: Vec<&NodeId> = request.family.program.nodes().map(|n| &n.id).collect();
         for text in &self.pin {
-            let (node, provider) = node_provider("pin", text)?;
-            if let Some(earlier) = options.pins.insert(node.clone(), provider) {
-                return Err(Error::Usage(format!(
-                    "--pin {text}: node {node} is already pinned to {earlier}"
-                )));
+            for (node, provider) in expand("pin", text, &ids)? {
+                if let Some(earlier) = options.pins.insert(node.clone(), provider) {
+                    return Err(Error::Usage(format!(
+                        "--pin {text}: node {node} is already pinned to {earlier}"
+                    )));
+                }
             }
         }
         for text in &self.forbid {
-            let (node, provider) = node_provider("forbid", text)?;
-            options.forbids.entry(node).or_default().insert(provider);
+            for (node, provider) in expand("forbid", text, &ids)? {
+                options.forbids.entry(node).or_default().insert(provider);
+            }
         }
-        Ok(options)
+        Ok(())
+    }
+}
+
+/// A node (its id, or an id pattern of several) and a provider: `--pin`, `--forbid`.
+enum NodeName {
+    Id(NodeId),
+    Pattern(IdPattern),
+}
+
+/// Parses `NODE=PROVIDER` of `--{flag}`, where NODE may be an id pattern as summaries print
+/// them (`node.layer.[0-31].attention`).
+fn node_pattern_provider(flag: &str, text: &str) -> Result<(NodeName, ProviderId), Error> {
+    match text.split_once('=') {
+        Some((node, provider)) if IdPattern::is_pattern(node) => {
+            let usage = |detail: String| Error::Usage(format!("--{flag} {text}: {detail}"));
+            let pattern = IdPattern::parse(node).map_err(|e| usage(e.to_string()))?;
+            let provider =
+                ProviderId::new(provider).map_err(|e| usage(format!("bad provider id: {e}")))?;
+            Ok((NodeName::Pattern(pattern), provider))
+        }
+        _ => {
+            let (node, provider) = node_provider(flag, text)?;
+            Ok((NodeName::Id(node), provider))
+        }
+    }
+}
+
+/// The (node, provider) settings of one `--{flag}` value: a plain id as it is (the build
+/// names an id the request does not have), a pattern as every node it selects.
+fn expand(flag: &str, text: &str, ids: &[&NodeId]) -> Result<Vec<(NodeId, ProviderId)>, Error> {
+    match node_pattern_provider(flag, text)? {
+        (NodeName::Id(node), provider) => Ok(vec![(node, provider)]),
+        (NodeName::Pattern(pattern), provider) => {
+            let nodes: Vec<(NodeId, ProviderId)> = ids
+                .iter()
+                .filter(|id| pattern.matches(id.as_str()))
+                .map(|id| ((*id).clone(), provider.clone()))
+                .collect();
+            if nodes.is_empty() {
+                return Err(Error::Usage(format!(
+                    "--{flag} {text}: the pattern {pattern} selects no node of the request                      (`jointplan plan --full` lists every node)"
+                )));
+            }
+            Ok(nodes)
+        }
     }
 }
 
@@ -168,24 +263,71 @@ pub fn read_request(file: &Path) -> Result<PlanRequest, Error> {
     Ok(PlanRequest::read(file)?)
 }
 
-/// The request to plan (the file as it is, or a model folder's synthesized request) and
-/// the files it was read from.
-fn load(args: &Args, progress: &Progress) -> Result<(PlanRequest, Vec<PathBuf>), Error> {
+/// What [`load`] read: the request, the files it came from, the serving engine's
+/// accounting, a model folder's device, and the policy sequence ceiling a serving point
+/// raised.
+struct Loaded {
+    request: PlanRequest,
+    inputs: Vec<PathBuf>,
+    engine: Option<EngineReport>,
+    device: Option<DeviceDescription>,
+    raised: Option<u32>,
+}
+
+/// The request to plan (the file as it is, or a model folder's synthesized request), the
+/// files it was read from, and the serving engine's accounting when `--engine` asks for it.
+/// With a serving point, a model folder's sequence ceiling is raised to the concurrency
+/// when lower (and `--sequences` is not given).
+fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<Loaded, Error> {
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
-        let synthesized = synthesize_request(Some(input), &args.synth)
+        let mut synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
-        return Ok((synthesized.request, synthesized.inputs));
+        let mut raised = None;
+        if let Some(point) = point {
+            let ceiling = synthesized.policy.maximum_active_sequences;
+            let wanted = u32::try_from(point.concurrency).unwrap_or(u32::MAX);
+            if args.policy.sequences.is_none() && ceiling < wanted {
+                let policy = PolicyFlags {
+                    context: args.policy.context,
+                    sequences: Some(wanted),
+                    scheduled_tokens: args.policy.scheduled_tokens,
+                };
+                synthesized = synthesize_request(Some(input), &args.synth, &policy)
+                    .map_err(|e| Error::from(e).in_file(input))?;
+                raised = Some(ceiling);
+            }
+        }
+        let engine = args.engine.report(&synthesized)?;
+        return Ok(Loaded {
+            request: synthesized.request,
+            inputs: synthesized.inputs,
+            engine,
+            device: Some(synthesized.device),
+            raised,
+        });
     }
-    if let Some(flag) = args.synth.first_given() {
+    if args.engine.engine.is_some() {
+        return Err(Error::Usage(format!(
+            "--engine applies to a model folder (it needs the device file); {} is a request file",
+            input.display()
+        )));
+    }
+    if let Some(flag) = args.synth.first_given().or(args.policy.first_given()) {
         return Err(Error::Usage(format!(
             "{flag} applies to a model folder; {} is a request file, planned as it is",
             input.display()
         )));
     }
     progress.step(&format!("reading {}", input.display()));
-    Ok((read_request(input)?, vec![input.clone()]))
+    Ok(Loaded {
+        request: read_request(input)?,
+        inputs: vec![input.clone()],
+        engine: None,
+        device: None,
+        raised: None,
+    })
 }
 
 /// The error of a failed build; when the request is infeasible, with why (the minimal
@@ -245,7 +387,15 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     let mut options = args.selection.build_options()?;
     let progress = Progress::start("plan");
-    let (request, inputs) = load(args, &progress)?;
+    let point = args.serving.requested(args.engine.engine.as_deref())?;
+    let Loaded {
+        request,
+        inputs,
+        engine,
+        device,
+        raised,
+    } = load(args, &progress, point.as_ref())?;
+    args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
     let mut destination = match &args.output {
@@ -302,6 +452,19 @@ pub fn run(args: &Args) -> Result<(), Error> {
         progress.step(&format!("writing {}", destination.path().display()));
         destination.commit_written(written.write_error.map_or(Ok(()), Err))?;
     }
+    let performance = match &point {
+        Some(point) => {
+            progress.step("predicting the serving point");
+            Some(super::performance::predict(
+                &args.serving,
+                point,
+                &request,
+                plan,
+                device.as_ref(),
+            )?)
+        }
+        None => None,
+    };
     drop(progress);
     let selection: Vec<ComponentSummary> = outcome
         .selection
@@ -310,8 +473,34 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .collect();
     let summary = plan_summary(plan, serving, &selection, args.output.as_deref());
     if args.json {
-        let text = pretty_json(&summary)
-            .map_err(|e| Error::Usage(format!("cannot serialize the summary: {e}")))?;
+        let unserializable =
+            |e: serde_json::Error| Error::Usage(format!("cannot serialize the summary: {e}"));
+        let text = match (&engine, &performance) {
+            (Some(engine), None) => pretty_json(&WithEngine {
+                summary: &summary,
+                engine,
+            }),
+            (None, None) => pretty_json(&summary),
+            // With a serving point, `performance` follows the summary's keys.
+            (engine, Some(performance)) => {
+                let mut value = match engine {
+                    Some(engine) => serde_json::to_value(WithEngine {
+                        summary: &summary,
+                        engine,
+                    }),
+                    None => serde_json::to_value(&summary),
+                }
+                .map_err(unserializable)?;
+                if let serde_json::Value::Object(map) = &mut value {
+                    map.insert(
+                        "performance".to_owned(),
+                        serde_json::to_value(performance).map_err(unserializable)?,
+                    );
+                }
+                pretty_json(&value)
+            }
+        }
+        .map_err(unserializable)?;
         write_stdout(&text)?;
     } else {
         let detail = if args.full {
@@ -319,7 +508,14 @@ pub fn run(args: &Args) -> Result<(), Error> {
         } else {
             Detail::Grouped
         };
-        write_stdout(&summary_text(&summary, detail))?;
+        let mut text = summary_text(&summary, detail);
+        if let Some(engine) = &engine {
+            text.push_str(&engine.text());
+        }
+        if let Some(performance) = &performance {
+            text.push_str(&performance_text(performance, raised));
+        }
+        write_stdout(&text)?;
     }
     // The process exits when `plan` returns: freeing the request, the plan and the summary
     // (millions of small allocations on a large model, about 5% of the command's CPU)

@@ -1,6 +1,7 @@
 //! `jointplan sweep GRID.json -o DIR [--resume] [--jobs N]`: plan every point of a grid,
 //! append the rows to `DIR/results.csv` and `DIR/results.jsonl`, and draw the plots
-//! (SVG) from every row of the directory. A progress bar counts points on a terminal.
+//! (SVG) from every row of the directory. A progress bar counts points on a terminal;
+//! elsewhere (a log file, a batch job) one line per finished point goes to standard error.
 //!
 //! `--shard I/N` plans only the I-th of N contiguous runs of the grid's points (a batch
 //! scheduler's array job runs one shard each); `--merge DIR...` plans nothing and gathers
@@ -10,7 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::BTreeSet;
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
@@ -19,7 +20,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use jointplan::builder::BuildOptions;
 use jointplan::study::plot::write_plots;
 use jointplan::study::results::{append_rows, merge_rows, read_rows, JSONL};
-use jointplan::study::sweep::{run_points, Grid, Shard, SweepRow};
+use jointplan::study::sweep::{progress_line, run_points, Grid, Shard, SweepRow};
 use jointplan::study::StudyError;
 
 use super::output::write_stdout;
@@ -97,7 +98,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
         .jobs
         .or_else(|| std::thread::available_parallelism().ok())
         .unwrap_or(NonZeroUsize::MIN);
-    let bar = if std::io::stderr().is_terminal() {
+    let terminal = std::io::stderr().is_terminal();
+    let varying = grid.varying();
+    let bar = if terminal {
         let bar =
             ProgressBar::with_draw_target(Some(points.len() as u64), ProgressDrawTarget::stderr());
         if let Ok(style) = ProgressStyle::default_bar()
@@ -112,11 +115,29 @@ pub fn run(args: &Args) -> Result<(), Error> {
     // Both files exist from the start, so that a shard with no point (more shards than
     // points) still leaves its (empty) part of the concatenation.
     append_rows(&args.output, &[]).map_err(study)?;
-    let ran = run_points(points, &mut done, jobs, &BuildOptions::default(), |rows| {
-        append_rows(&args.output, rows)?;
-        bar.inc(rows.len() as u64);
-        Ok(())
-    })
+    let total = points.len();
+    let ran = run_points(
+        points,
+        &mut done,
+        jobs,
+        &BuildOptions::default(),
+        |rows, handled| {
+            append_rows(&args.output, rows)?;
+            if terminal {
+                bar.set_position(handled as u64);
+            } else {
+                // The rows of a batch finish together: they are numbered up to `handled`.
+                let first = handled - rows.len();
+                let mut err = std::io::stderr().lock();
+                for (index, row) in rows.iter().enumerate() {
+                    let line = progress_line(row, first + index + 1, total, &varying);
+                    // A closed standard error loses the progress, not the sweep.
+                    let _ = writeln!(err, "{line}");
+                }
+            }
+            Ok(())
+        },
+    )
     .map_err(study)?;
     bar.finish_and_clear();
     let shard = args

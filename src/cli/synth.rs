@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use jointplan::study::sweep::PolicyFields;
 use jointplan::synth::{ModelSource, SynthError, Synthesized};
 
 use super::destination::Destination;
@@ -71,6 +72,45 @@ impl SynthFlags {
     }
 }
 
+/// Fields of the policy preset set from the command line (`synth` and `plan
+/// MODEL_FOLDER`): a sweep point's `context`, `sequences` and `scheduled_tokens`, so that
+/// replaying a point needs no preset file.
+#[derive(Debug, Default, clap::Args)]
+pub struct PolicyFlags {
+    /// The preset's maximum context in tokens (the model's trained positions still cap it).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context: Option<u64>,
+    /// The preset's maximum active sequences.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub sequences: Option<u32>,
+    /// The preset's scheduled-token ceiling (tokens per step).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub scheduled_tokens: Option<u64>,
+}
+
+impl PolicyFlags {
+    /// The preset fields these flags set.
+    pub fn fields(&self) -> PolicyFields {
+        PolicyFields {
+            context: self.context,
+            sequences: self.sequences,
+            scheduled_tokens: self.scheduled_tokens,
+            storage_views: None,
+        }
+    }
+
+    /// The first flag given (as `--name`), if any (a request file rejects them).
+    pub fn first_given(&self) -> Option<&'static str> {
+        [
+            (self.context.is_some(), "--context"),
+            (self.sequences.is_some(), "--sequences"),
+            (self.scheduled_tokens.is_some(), "--scheduled-tokens"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+}
+
 /// Arguments of `jointplan synth`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -80,18 +120,29 @@ pub struct Args {
     /// Config, device, policy, overrides and weight format.
     #[command(flatten)]
     pub flags: SynthFlags,
+    /// Policy preset fields.
+    #[command(flatten)]
+    pub policy: PolicyFlags,
     /// Output request file.
     #[arg(short = 'o', long)]
     pub output: PathBuf,
 }
 
-/// Synthesizes the request of a model folder (or of `--config`) under `flags`; the folder's
-/// `synth.json` supplies the device, policy and weight format the flags do not.
+/// Synthesizes the request of a model folder (or of `--config`) under `flags`, with the
+/// preset fields of `policy` set; the folder's `synth.json` supplies the device, policy and
+/// weight format the flags do not.
 pub fn synthesize_request(
     model: Option<&Path>,
     flags: &SynthFlags,
+    policy: &PolicyFlags,
 ) -> Result<Synthesized, SynthError> {
-    let synthesized = flags.source(model).synthesize()?;
+    let source = flags.source(model);
+    let fields = policy.fields();
+    let synthesized = if fields.is_empty() {
+        source.synthesize()?
+    } else {
+        fields.synthesize(&source)?
+    };
     for warning in &synthesized.warnings {
         eprintln!("warning: {warning}");
     }
@@ -105,7 +156,7 @@ pub fn run(args: &Args) -> Result<(), super::Error> {
         weight_format,
         inputs,
         ..
-    } = synthesize_request(args.model.as_deref(), &args.flags)?;
+    } = synthesize_request(args.model.as_deref(), &args.flags, &args.policy)?;
     let inputs: Vec<&Path> = inputs.iter().map(PathBuf::as_path).collect();
     Destination::open(&args.output, &inputs, false, None)?.write_json(&request, false)?;
     super::output::write_stdout(&format!(

@@ -704,13 +704,13 @@ pub(crate) fn join<T: std::fmt::Display>(items: &[T]) -> String {
 }
 
 impl NodeError {
-    /// The kind of failure: [`ErrorKind::Infeasible`](crate::ErrorKind::Infeasible) when no
+    /// The kind of failure: [`ErrorKind::Infeasible`](crate::error_kind::ErrorKind::Infeasible) when no
     /// provider of the catalog is compatible with a node, otherwise
-    /// [`ErrorKind::BadInput`](crate::ErrorKind::BadInput).
-    pub fn kind(&self) -> crate::ErrorKind {
+    /// [`ErrorKind::BadInput`](crate::error_kind::ErrorKind::BadInput).
+    pub fn kind(&self) -> crate::error_kind::ErrorKind {
         match self {
-            NodeError::UnsupportedOperation { .. } => crate::ErrorKind::Infeasible,
-            _ => crate::ErrorKind::BadInput,
+            NodeError::UnsupportedOperation { .. } => crate::error_kind::ErrorKind::Infeasible,
+            _ => crate::error_kind::ErrorKind::BadInput,
         }
     }
 }

@@ -58,7 +58,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         report.add(
             "stages",
             ".payload.stages",
-            format!("{} stages, pipeline_parallel {}", p.stages.len(), p.pipeline_parallel),
+            format!(
+                "{} stages, pipeline_parallel {}",
+                p.stages.len(),
+                p.pipeline_parallel
+            ),
         );
     }
     let mut stage_of_layer: BTreeMap<u32, usize> = BTreeMap::new();
@@ -82,7 +86,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
             report.add(
                 "stages",
                 format!("{path}.devices"),
-                format!("{} devices, tensor_parallel {}", stage.devices.len(), p.tensor_parallel),
+                format!(
+                    "{} devices, tensor_parallel {}",
+                    stage.devices.len(),
+                    p.tensor_parallel
+                ),
             );
         }
     }
@@ -90,7 +98,10 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         report.add(
             "stages",
             ".payload.stages",
-            format!("the stages end at layer {next}, the model has {}", p.layer_count),
+            format!(
+                "the stages end at layer {next}, the model has {}",
+                p.layer_count
+            ),
         );
     }
     // 2. devices
@@ -135,10 +146,16 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
     let mut parts: BTreeMap<&str, (u64, BTreeMap<u64, Vec<u64>>)> = BTreeMap::new();
     let mut note = |report: &mut Report, path: &str, shard: &ShardRecord| -> bool {
         let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
-            report.add("shards", path, format!("{} is not a tensor of the model", shard.tensor));
+            report.add(
+                "shards",
+                path,
+                format!("{} is not a tensor of the model", shard.tensor),
+            );
             return false;
         };
-        let entry = parts.entry(total.id.as_str()).or_insert((shard.parts, BTreeMap::new()));
+        let entry = parts
+            .entry(total.id.as_str())
+            .or_insert((shard.parts, BTreeMap::new()));
         if entry.0 != shard.parts || shard.part >= shard.parts {
             report.add(
                 "shards",
@@ -176,7 +193,10 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 report.add(
                     "home",
                     &path,
-                    format!("{} ({} {:?}) is not on stage {stage}", shard.tensor, total.home, total.layer),
+                    format!(
+                        "{} ({} {:?}) is not on stage {stage}",
+                        shard.tensor, total.home, total.layer
+                    ),
                 );
             }
         }
@@ -202,7 +222,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         let mut sum: u128 = 0;
         for (part, bytes) in held {
             if bytes.iter().any(|b| *b != bytes[0]) {
-                report.add("shards", &path, format!("{id}: holders of part {part} differ: {bytes:?}"));
+                report.add(
+                    "shards",
+                    &path,
+                    format!("{id}: holders of part {part} differ: {bytes:?}"),
+                );
             }
             sum += u128::from(bytes[0]);
         }
@@ -210,20 +234,38 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
             report.add(
                 "shards",
                 &path,
-                format!("{id}: its parts add up to {sum} bytes, the tensor has {}", total.bytes),
+                format!(
+                    "{id}: its parts add up to {sum} bytes, the tensor has {}",
+                    total.bytes
+                ),
             );
         }
     }
     // 5-6. items and capacity
     for (i, device) in p.devices.iter().enumerate() {
         let path = format!(".payload.devices[{i}]");
-        let shards: u128 = device.shards.iter().map(|s| u128::from(s.arena_bytes)).sum();
+        let shards: u128 = device
+            .shards
+            .iter()
+            .map(|s| u128::from(s.arena_bytes))
+            .sum();
         if shards != u128::from(device.items.weights) {
-            report.add("items", format!("{path}.items.weights"), format!("{} bytes, its shards take {shards}", device.items.weights));
+            report.add(
+                "items",
+                format!("{path}.items.weights"),
+                format!("{} bytes, its shards take {shards}", device.items.weights),
+            );
         }
         let kv = u128::from(device.kv_sequence_bytes) * u128::from(p.sequences);
         if kv != u128::from(device.items.kv_cache) {
-            report.add("items", format!("{path}.items.kv_cache"), format!("{} bytes, {} sequences x {} bytes are {kv}", device.items.kv_cache, p.sequences, device.kv_sequence_bytes));
+            report.add(
+                "items",
+                format!("{path}.items.kv_cache"),
+                format!(
+                    "{} bytes, {} sequences x {} bytes are {kv}",
+                    device.items.kv_cache, p.sequences, device.kv_sequence_bytes
+                ),
+            );
         }
         let i = &device.items;
         let total = u128::from(i.weights)
@@ -232,28 +274,51 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
             + u128::from(i.workspaces)
             + u128::from(i.communication);
         if total != u128::from(device.total_bytes) {
-            report.add("items", format!("{path}.total_bytes"), format!("{} bytes, its items add up to {total}", device.total_bytes));
+            report.add(
+                "items",
+                format!("{path}.total_bytes"),
+                format!("{} bytes, its items add up to {total}", device.total_bytes),
+            );
         }
-        if device.headroom_bytes != i128::from(device.usable_bytes) - i128::from(device.total_bytes) {
-            report.add("items", format!("{path}.headroom_bytes"), "is not usable - total");
+        if device.headroom_bytes != i128::from(device.usable_bytes) - i128::from(device.total_bytes)
+        {
+            report.add(
+                "items",
+                format!("{path}.headroom_bytes"),
+                "is not usable - total",
+            );
         }
         if total > u128::from(device.usable_bytes) {
             report.add(
                 "capacity",
                 &path,
-                format!("{} holds {total} bytes, {} are usable", device.id, device.usable_bytes),
+                format!(
+                    "{} holds {total} bytes, {} are usable",
+                    device.id, device.usable_bytes
+                ),
             );
         }
     }
     // 7. host
-    let host: u128 = p.host.shards.iter().map(|s| u128::from(s.arena_bytes)).sum();
+    let host: u128 = p
+        .host
+        .shards
+        .iter()
+        .map(|s| u128::from(s.arena_bytes))
+        .sum();
     if host != u128::from(p.host.offloaded_bytes) {
-        report.add("host", ".payload.host.offloaded_bytes", format!("{} bytes, its shards take {host}", p.host.offloaded_bytes));
+        report.add(
+            "host",
+            ".payload.host.offloaded_bytes",
+            format!("{} bytes, its shards take {host}", p.host.offloaded_bytes),
+        );
     }
     match p.host.memory_bytes {
-        None if !p.host.shards.is_empty() => {
-            report.add("host", ".payload.host.shards", "shards on the host without a host tier")
-        }
+        None if !p.host.shards.is_empty() => report.add(
+            "host",
+            ".payload.host.shards",
+            "shards on the host without a host tier",
+        ),
         Some(memory) if host > u128::from(memory) => report.add(
             "host",
             ".payload.host",
@@ -263,7 +328,15 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
     }
     // 8. totals
     if p.devices_used != p.devices.len() as u64 {
-        report.add("totals", ".payload.devices_used", format!("{} devices used, {} listed", p.devices_used, p.devices.len()));
+        report.add(
+            "totals",
+            ".payload.devices_used",
+            format!(
+                "{} devices used, {} listed",
+                p.devices_used,
+                p.devices.len()
+            ),
+        );
     }
     let mut tokens: Option<u128> = None;
     for device in &p.devices {
@@ -276,12 +349,23 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         tokens = Some(tokens.map_or(fit, |t| t.min(fit)));
     }
     if tokens != p.kv_tokens_that_fit.map(u128::from) {
-        report.add("totals", ".payload.kv_tokens_that_fit", format!("{:?}, the devices hold {tokens:?}", p.kv_tokens_that_fit));
+        report.add(
+            "totals",
+            ".payload.kv_tokens_that_fit",
+            format!("{:?}, the devices hold {tokens:?}", p.kv_tokens_that_fit),
+        );
     }
     // 9. id
     match crate::canonical::canonical_fingerprint("placement", &plan.payload) {
         Ok(digest) if plan.placement_id == format!("placement/sha256/{digest}") => {}
-        Ok(digest) => report.add("id", ".placement_id", format!("{}, the payload hashes to placement/sha256/{digest}", plan.placement_id)),
+        Ok(digest) => report.add(
+            "id",
+            ".placement_id",
+            format!(
+                "{}, the payload hashes to placement/sha256/{digest}",
+                plan.placement_id
+            ),
+        ),
         Err(e) => report.add("id", ".payload", format!("cannot be hashed: {e}")),
     }
     report.0

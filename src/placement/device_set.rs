@@ -141,12 +141,11 @@ fn check_link(file: &Path, path: &str, link: &Link) -> Result<(), PlacementError
 impl DeviceSet {
     /// Reads and validates a set file; every error names the file and the JSON path.
     pub fn read(file: &Path) -> Result<DeviceSet, PlacementError> {
-        let parsed: DeviceSetFile = crate::request::read_json(file).map_err(|e| {
-            PlacementError::DeviceSetLoad {
+        let parsed: DeviceSetFile =
+            crate::request::read_json(file).map_err(|e| PlacementError::DeviceSetLoad {
                 file: file.display().to_string(),
                 message: e.to_string(),
-            }
-        })?;
+            })?;
         let base = file.parent().unwrap_or(Path::new("."));
         Self::from_file(parsed, Some(file), base)
     }
@@ -277,10 +276,7 @@ impl DeviceSet {
     /// Tensor-parallel groups of `degree` devices of `kind`: each within one domain.
     pub fn groups(&self, kind: usize, degree: u32) -> u32 {
         self.kinds.get(kind).map_or(0, |k| {
-            k.per_domain
-                .iter()
-                .map(|(_, n)| n / degree.max(1))
-                .sum()
+            k.per_domain.iter().map(|(_, n)| n / degree.max(1)).sum()
         })
     }
 }

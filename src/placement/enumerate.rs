@@ -84,7 +84,10 @@ pub fn enumerate(problem: &Problem, budget: u64) -> Enumerated {
                 let mut cuts = (1..p).collect::<Vec<u32>>();
                 loop {
                     if let Some(s) = evaluate(problem, index, &kinds, &cuts) {
-                        if best.as_ref().is_none_or(|b| better(problem.objective, &s, b)) {
+                        if best
+                            .as_ref()
+                            .is_none_or(|b| better(problem.objective, &s, b))
+                        {
                             best = Some(s);
                         }
                     }
@@ -203,7 +206,9 @@ fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Opt
             }
             let short = held + kv - usable - offloaded * u128::from(option.unit_bytes);
             // Jump close to the answer, then step: the loop checks the definition.
-            offloaded += (short / u128::from(option.unit_bytes)).max(1).min(units - offloaded);
+            offloaded += (short / u128::from(option.unit_bytes))
+                .max(1)
+                .min(units - offloaded);
         }
         let freed = offloaded * u128::from(option.unit_bytes);
         host_total += freed * u128::from(option.degree);

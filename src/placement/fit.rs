@@ -45,7 +45,10 @@ pub fn smallest_counts(
     budget: u64,
 ) -> Result<Vec<CountFit>, PlacementError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
-        PlacementError::Usage(format!("--devices {}: cannot read the directory: {e}", dir.display()))
+        PlacementError::Usage(format!(
+            "--devices {}: cannot read the directory: {e}",
+            dir.display()
+        ))
     })?;
     let mut files: Vec<std::path::PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))

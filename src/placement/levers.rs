@@ -126,7 +126,8 @@ pub fn levers(formed: &Formed, facts: &ModelFacts, set: &DeviceSet) -> Vec<Lever
     }
     // The longest context: feasibility only grows as the context shrinks (every state's
     // bytes are non-decreasing in its tokens), so bisect.
-    let fits = |context: u64| at_context(formed, facts, context).is_some_and(|p| solve(&p).is_some());
+    let fits =
+        |context: u64| at_context(formed, facts, context).is_some_and(|p| solve(&p).is_some());
     if facts.context_tokens > 1 && fits(1) {
         let (mut low, mut high) = (1u64, facts.context_tokens);
         while high - low > 1 {

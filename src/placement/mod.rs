@@ -85,7 +85,7 @@ impl PlacementError {
     pub fn is_bad_input(&self) -> bool {
         match self {
             PlacementError::Infeasible(_) => false,
-            PlacementError::Plan(e) => e.kind() == crate::ErrorKind::BadInput,
+            PlacementError::Plan(e) => e.kind() == crate::error_kind::ErrorKind::BadInput,
             PlacementError::Internal(_) => false,
             _ => true,
         }
@@ -225,7 +225,11 @@ fn why_not(formed: &options::Formed) -> String {
     let mut lines = Vec::new();
     let largest = formed.usable.iter().copied().max().unwrap_or(0);
     for option in &formed.problem.options {
-        let weights: u128 = option.layers.iter().map(|l| u128::from(l.weight_bytes)).sum();
+        let weights: u128 = option
+            .layers
+            .iter()
+            .map(|l| u128::from(l.weight_bytes))
+            .sum();
         let kv: u128 = option
             .layers
             .iter()

@@ -262,12 +262,7 @@ impl ModelFacts {
             .map_err(|e| PlacementError::Plan(Box::new(e)))?;
         let report = ServingReport::of(&request, &outcome.plan)
             .map_err(|e| PlacementError::Study(Box::new(e)))?;
-        Self::read(
-            &request,
-            &outcome.plan,
-            &report,
-            synthesized.weight_format,
-        )
+        Self::read(&request, &outcome.plan, &report, synthesized.weight_format)
     }
 
     fn read(
@@ -281,12 +276,15 @@ impl ModelFacts {
         let architecture = entry_of(&config)
             .and_then(|entry| entry.specialize(&config, config.architecture()?))
             .map_err(|e| PlacementError::Synth(Box::new(e)))?;
-        let layer_count = u32::try_from(architecture.layers.len())
-            .map_err(|_| model_error("too many layers"))?;
+        let layer_count =
+            u32::try_from(architecture.layers.len()).map_err(|_| model_error("too many layers"))?;
         let kv_heads = architecture.attention.key_value_heads;
         let schema = &request.family.weight_schema;
-        let components: BTreeMap<&str, &WeightComponentSpec> =
-            schema.components.iter().map(|c| (c.id.as_str(), c)).collect();
+        let components: BTreeMap<&str, &WeightComponentSpec> = schema
+            .components
+            .iter()
+            .map(|c| (c.id.as_str(), c))
+            .collect();
         let mut tensors = Vec::with_capacity(schema.tensors.len());
         // Tensors of one shape and encoding share a class: look it up once.
         let mut classes: BTreeMap<String, WeightClass> = BTreeMap::new();
@@ -317,7 +315,8 @@ impl ModelFacts {
                     let class = CLASSES
                         .into_iter()
                         .find(|class| {
-                            layout_of(format, id, &tensor.dimensions, *class).as_ref() == Some(&held)
+                            layout_of(format, id, &tensor.dimensions, *class).as_ref()
+                                == Some(&held)
                         })
                         .ok_or_else(|| {
                             model_error(format!(
@@ -412,9 +411,9 @@ impl ModelFacts {
                 DynamicResourceDemand::Tokens {
                     bytes_per_token,
                     maximum_tokens,
-                } => bytes_per_token.checked_mul(maximum_tokens).ok_or_else(|| {
-                    model_error(format!("state {id}: bytes overflow"))
-                })?,
+                } => bytes_per_token
+                    .checked_mul(maximum_tokens)
+                    .ok_or_else(|| model_error(format!("state {id}: bytes overflow")))?,
                 _ => {
                     return Err(model_error(format!(
                         "state {id}: a demand other than fixed or per token"

@@ -171,17 +171,18 @@ fn shares_of(
     if degree == 1 {
         return all(replicated);
     }
-    let split_by = |axis: usize, parts: u64, cache: &mut ShardCache| -> Result<Vec<Share>, String> {
-        let (physical, arena) = part_bytes(facts, index, axis, parts, cache)?;
-        Ok((0..d)
-            .map(|rank| Share {
-                part: Some(rank * parts / d),
-                parts,
-                part_bytes: physical,
-                arena_bytes: arena,
-            })
-            .collect())
-    };
+    let split_by =
+        |axis: usize, parts: u64, cache: &mut ShardCache| -> Result<Vec<Share>, String> {
+            let (physical, arena) = part_bytes(facts, index, axis, parts, cache)?;
+            Ok((0..d)
+                .map(|rank| Share {
+                    part: Some(rank * parts / d),
+                    parts,
+                    part_bytes: physical,
+                    arena_bytes: arena,
+                })
+                .collect())
+        };
     match t.rule {
         Rule::Replicate => all(replicated),
         Rule::Split { axis } => split_by(axis, d, cache),
@@ -244,7 +245,10 @@ pub fn layer_state(
                 let heads = facts.architecture.attention.key_value_heads;
                 let held = if heads >= d { heads / d } else { 1 };
                 if heads == 0 || state.bytes_per_token % heads != 0 {
-                    return Err(format!("{}: bytes per token do not divide by heads", state.id));
+                    return Err(format!(
+                        "{}: bytes per token do not divide by heads",
+                        state.id
+                    ));
                 }
                 state.bytes_per_token / heads * held
             }
@@ -293,7 +297,9 @@ fn option_of(
         .latent
         .map_or(facts.architecture.attention.query_heads, |l| l.query_heads);
     if query_heads % d != 0 {
-        return Err(format!("{query_heads} query heads do not divide by {degree}"));
+        return Err(format!(
+            "{query_heads} query heads do not divide by {degree}"
+        ));
     }
     let n = facts.layer_count as usize;
     let mut groups_in_layer = vec![0u64; n];
@@ -333,7 +339,10 @@ fn option_of(
             _ => None,
         };
         if let Some(key) = unit {
-            let held = share.iter().find(|s| s.part.is_some()).map_or(0, |s| s.arena_bytes);
+            let held = share
+                .iter()
+                .find(|s| s.part.is_some())
+                .map_or(0, |s| s.arena_bytes);
             let size = unit_sizes.entry(key).or_insert(0);
             *size = size.checked_add(held).ok_or_else(overflow)?;
         }
@@ -347,10 +356,14 @@ fn option_of(
                 }
             }
             super::model::Home::First => {
-                first = first.checked_add(share[0].arena_bytes).ok_or_else(overflow)?
+                first = first
+                    .checked_add(share[0].arena_bytes)
+                    .ok_or_else(overflow)?
             }
             super::model::Home::Last => {
-                last = last.checked_add(share[0].arena_bytes).ok_or_else(overflow)?
+                last = last
+                    .checked_add(share[0].arena_bytes)
+                    .ok_or_else(overflow)?
             }
         }
         shares.push(share);
@@ -448,7 +461,9 @@ pub fn form(
         && !facts.tensors.iter().any(|t| t.id == "weight.lm_head");
     let mut pipeline_stages = settings.pipeline_parallel;
     if pipeline_stages == Some(0) {
-        return Err(PlacementError::Usage("--pipeline-parallel 0: give at least 1".into()));
+        return Err(PlacementError::Usage(
+            "--pipeline-parallel 0: give at least 1".into(),
+        ));
     }
     if tied {
         if pipeline_stages.is_some_and(|p| p > 1) {
@@ -464,7 +479,12 @@ pub fn form(
     let mut rejected = Vec::new();
     let mut cache = ShardCache::new();
     for degree in degrees {
-        if set.kinds.iter().enumerate().all(|(k, _)| set.groups(k, degree) == 0) {
+        if set
+            .kinds
+            .iter()
+            .enumerate()
+            .all(|(k, _)| set.groups(k, degree) == 0)
+        {
             continue;
         }
         let splits: &[ExpertSplit] = if has_experts && degree > 1 {

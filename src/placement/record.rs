@@ -204,7 +204,12 @@ pub fn record(
             .per_domain
             .iter()
             .map(|(d, _)| d.clone())
-            .find(|d| free.iter().filter(|(_, k, dd)| *k == kind && dd == d).count() >= degree)
+            .find(|d| {
+                free.iter()
+                    .filter(|(_, k, dd)| *k == kind && dd == d)
+                    .count()
+                    >= degree
+            })
             .ok_or_else(|| internal(format!("stage {s}: no group of {degree} free devices")))?;
         let mut group = Vec::with_capacity(degree);
         free.retain(|entry| {
@@ -239,10 +244,12 @@ pub fn record(
                 };
                 // The first `offloaded_units` expert groups this device holds go to the host.
                 let to_host = match detail.unit_of[index] {
-                    Some(unit) if option.unit_bytes > 0 => *decided.entry(unit).or_insert_with(|| {
-                        offloaded += 1;
-                        offloaded <= stage.offloaded_units
-                    }),
+                    Some(unit) if option.unit_bytes > 0 => {
+                        *decided.entry(unit).or_insert_with(|| {
+                            offloaded += 1;
+                            offloaded <= stage.offloaded_units
+                        })
+                    }
                     _ => false,
                 };
                 if to_host {

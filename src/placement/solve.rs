@@ -105,7 +105,8 @@ fn stage_cost(
 /// Inserts `label`, unless a label of the state is at least as good in host bytes, KV
 /// tokens and stage order; removes the labels it is at least as good as.
 fn insert(labels: &mut Vec<Label>, label: Label) {
-    let covers = |a: &Label, b: &Label| a.host <= b.host && a.tokens >= b.tokens && a.path <= b.path;
+    let covers =
+        |a: &Label, b: &Label| a.host <= b.host && a.tokens >= b.tokens && a.path <= b.path;
     if labels.iter().any(|a| covers(a, &label)) {
         return;
     }
@@ -236,7 +237,15 @@ fn solution_of(
     let mut stages = Vec::with_capacity(label.path.len());
     for &(end, kind) in &label.path {
         let usable = problem.kinds[kind as usize].usable_bytes;
-        let cost = stage_cost(problem, option, prefix, usable, start, end as usize, several)?;
+        let cost = stage_cost(
+            problem,
+            option,
+            prefix,
+            usable,
+            start,
+            end as usize,
+            several,
+        )?;
         stages.push(StageChoice {
             end_layer: end,
             kind,

@@ -9,6 +9,7 @@
 pub mod catalog;
 pub mod family;
 pub mod fingerprints;
+pub mod id_pattern;
 pub mod ids;
 pub mod policy;
 pub mod program;

@@ -17,30 +17,14 @@
 //! possible value at a position settles it without a solve. See
 //! docs/solver.md for the proof.
 
-use std::time::Instant;
-
-use super::backend::{solve_model, Backend, Model, RawError, Sense};
+pub(crate) use super::backend::IlpLimits;
+use super::backend::{solve_model, Model, RawError, Sense};
 use super::components::{Comp, Score};
 use super::objective::{compare_scores, Level, Weights};
 use super::preference_groups::preference_groups;
-use super::progress::PartReporter;
 
 /// The largest total absolute objective coefficient of one level solve.
 pub(crate) const MAX_MAGNITUDE: f64 = (1u64 << 24) as f64;
-
-/// Limits of one component's integer program, the backend that solves it,
-/// and the observer of its progress.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct IlpLimits {
-    /// Wall-clock deadline for the whole hierarchy.
-    pub deadline: Option<Instant>,
-    /// Branch-and-bound node budget of each solve.
-    pub node_limit: Option<u64>,
-    /// The MILP backend of every level solve.
-    pub backend: Backend,
-    /// Told when each level solve begins and ends (a progress display).
-    pub progress: Option<PartReporter>,
-}
 
 /// The result of the hierarchical integer program.
 #[derive(Debug, Clone)]

@@ -5,10 +5,19 @@
 //! the oracle:
 //!
 //! - `policy.memory_capacity_bytes` up (the device's memory raised with it when needed),
-//!   starting from the shortfall the planner reports, then narrowed to the exact byte;
+//!   starting from the shortfall the planner reports; the first plan that builds says what
+//!   its checks need (static + minimum runnable dynamic bytes + reserve), which one build
+//!   at that value and one a byte below prove (bisection only when they do not);
 //! - `policy.memory_reserve_bytes`, `policy.maximum_active_sequences` and
 //!   `policy.maximum_scheduled_tokens` down, by bisection between the smallest value and
 //!   the request's.
+//!
+//! A static overflow (the static allocations alone exceed the usable capacity) is answered
+//! at once for the sequence and token ceilings (they do not size static allocations) and for
+//! a reserve smaller than the shortfall; only the capacity is searched. The plan built by the
+//! capacity search also says what the allocations hold ([`Holdings`]: weights, one
+//! sequence's KV cache and state, activations, workspaces, the paged alternative), so that
+//! the answer can offer every lever with its amount.
 //!
 //! A value whose request is not even valid (the planner reports bad input, e.g. a token
 //! ceiling below the program's token extents) counts as not building.
@@ -20,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::infeasible::{Fact, Infeasibility, Relaxation};
+use super::infeasible::{Fact, Holdings, Infeasibility, Relaxation};
 use super::ResearchError;
 use crate::builder::error::PlanError;
 use crate::builder::BuildOptions;
@@ -84,6 +93,33 @@ struct OutOfBudget;
 /// A probe's answer: builds or not, or the budget is spent.
 type Probe<T> = Result<Result<T, OutOfBudget>, ResearchError>;
 
+/// The plan of `request` with `field` at `value`, if it builds (the oracle), with the
+/// request it was built from.
+fn plan_with(
+    request: &PlanRequest,
+    options: &BuildOptions,
+    deadline: Instant,
+    field: Field,
+    value: u64,
+) -> Probe<Option<(PlanRequest, ExecutionPlan)>> {
+    if Instant::now() >= deadline {
+        return Ok(Err(OutOfBudget));
+    }
+    let Some(changed) = field.with(request, value) else {
+        return Ok(Ok(None));
+    };
+    match ExecutionPlan::build(&changed, options) {
+        Ok(plan) => Ok(Ok(Some((changed, plan)))),
+        Err(e)
+            if e.kind() == crate::error_kind::ErrorKind::Infeasible
+                || e.kind() == crate::error_kind::ErrorKind::BadInput =>
+        {
+            Ok(Ok(None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Whether `request` with `field` at `value` builds (the oracle).
 fn builds(
     request: &PlanRequest,
@@ -92,22 +128,7 @@ fn builds(
     field: Field,
     value: u64,
 ) -> Probe<bool> {
-    if Instant::now() >= deadline {
-        return Ok(Err(OutOfBudget));
-    }
-    let Some(changed) = field.with(request, value) else {
-        return Ok(Ok(false));
-    };
-    match ExecutionPlan::build(&changed, options) {
-        Ok(_) => Ok(Ok(true)),
-        Err(e)
-            if e.kind() == crate::ErrorKind::Infeasible
-                || e.kind() == crate::ErrorKind::BadInput =>
-        {
-            Ok(Ok(false))
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(plan_with(request, options, deadline, field, value)?.map(|built| built.is_some()))
 }
 
 /// `builds`, with the budget's end passed up by `?` on the outer result.
@@ -144,35 +165,54 @@ fn largest_building(
     Ok(Ok(Some(good)))
 }
 
-/// The smallest capacity above the request's that builds, starting from `current + shortfall`.
+/// The smallest capacity above the request's that builds, and what the plan built on the
+/// way holds. The search starts from `current + step` and doubles the step until a
+/// plan builds; that plan says what its checks need (static + minimum runnable dynamic
+/// bytes + the reserve), which is probed next, then proved by one build below it; only when
+/// that proof fails is the rest found by bisection.
 fn smallest_capacity(
     request: &PlanRequest,
     options: &BuildOptions,
     deadline: Instant,
-    shortfall: u64,
-) -> Probe<Option<u64>> {
+    step: u64,
+) -> Probe<Option<(u64, Option<Holdings>)>> {
     let current = Field::Capacity.value(request);
-    let mut step = shortfall.max(1);
-    let mut high = None;
+    let mut step = step.max(1);
+    let mut found = None;
     for _ in 0..64 {
         let Some(candidate) = current.checked_add(step) else {
             break;
         };
-        if probe!(request, options, deadline, Field::Capacity, candidate) {
-            high = Some(candidate);
-            break;
+        match plan_with(request, options, deadline, Field::Capacity, candidate)? {
+            Err(out) => return Ok(Err(out)),
+            Ok(Some(built)) => {
+                found = Some((candidate, built));
+                break;
+            }
+            Ok(None) => {}
         }
         step = match step.checked_mul(2) {
             Some(s) => s,
             None => break,
         };
     }
-    let Some(mut good) = high else {
+    let Some((mut good, (built_request, plan))) = found else {
         return Ok(Ok(None));
     };
-    // Usually the shortfall is exact: one more build proves it.
+    let holdings = Holdings::of(&built_request, &plan, good);
+    let memory = &plan.payload.memory;
+    let needed = memory
+        .static_bytes
+        .checked_add(memory.minimum_runnable_request_bytes)
+        .and_then(|bytes| bytes.checked_add(request.policy.memory_reserve_bytes));
+    if let Some(needed) = needed.filter(|&n| n > current && n < good) {
+        if probe!(request, options, deadline, Field::Capacity, needed) {
+            good = needed;
+        }
+    }
+    // Usually the figure is exact: one more build proves it.
     if !probe!(request, options, deadline, Field::Capacity, good - 1) {
-        return Ok(Ok(Some(good)));
+        return Ok(Ok(Some((good, holdings))));
     }
     let mut bad = current;
     while good - bad > 1 {
@@ -183,7 +223,7 @@ fn smallest_capacity(
             bad = mid;
         }
     }
-    Ok(Ok(Some(good)))
+    Ok(Ok(Some((good, holdings))))
 }
 
 /// The largest allocations the planner names, as facts.
@@ -267,7 +307,36 @@ pub fn capacity_infeasibility_within(
     }
     let mut relaxations = Vec::new();
     let mut unsearched = Vec::new();
+    let mut notes = Vec::new();
+    let mut holdings = None;
     let deadline = Instant::now() + budget;
+    // Static bytes (plan-lifetime values such as weights, fixed persistent workspaces) do
+    // not move with the sequence or token ceilings, and lowering the reserve raises the
+    // usable capacity by at most the reserve: a static overflow is answered without
+    // building a plan for those fields.
+    let static_overflow = matches!(
+        error,
+        PlanError::Memory(MemoryError::StaticExceedsUsable { .. })
+    );
+    if static_overflow {
+        let capacity = Field::Capacity.value(request);
+        notes.push(format!(
+            "the static allocations alone exceed the usable capacity by {}: the sequence and \
+             token ceilings do not size them, so only more capacity{} can make it fit; \
+             {} must be at least {} for the static bytes alone, and the dynamic bytes need \
+             more",
+            gib(shortfall),
+            if request.policy.memory_reserve_bytes >= shortfall {
+                " or a smaller reserve"
+            } else {
+                ""
+            },
+            Field::Capacity.name(),
+            capacity
+                .checked_add(shortfall)
+                .map_or_else(|| "more than 2^64 bytes".to_owned(), gib)
+        ));
+    }
     for field in [
         Field::Capacity,
         Field::Reserve,
@@ -275,8 +344,30 @@ pub fn capacity_infeasibility_within(
         Field::Tokens,
     ] {
         let from = field.value(request);
+        let cannot_help = static_overflow
+            && match field {
+                Field::Capacity => false,
+                Field::Reserve => from < shortfall,
+                Field::Sequences | Field::Tokens => true,
+            };
+        if cannot_help {
+            if field == Field::Reserve {
+                core.push(Fact::PolicyField {
+                    field: field.name().to_owned(),
+                    value: from,
+                });
+            }
+            continue;
+        }
         let searched = match field {
-            Field::Capacity => smallest_capacity(request, options, deadline, shortfall)?,
+            Field::Capacity => match smallest_capacity(request, options, deadline, shortfall)? {
+                Ok(Some((to, held))) => {
+                    holdings = held;
+                    Ok(Some(to))
+                }
+                Ok(None) => Ok(None),
+                Err(out) => Err(out),
+            },
             Field::Reserve => largest_building(request, options, deadline, field, 0, from)?,
             Field::Sequences | Field::Tokens => {
                 largest_building(request, options, deadline, field, 1, from)?
@@ -324,6 +415,8 @@ pub fn capacity_infeasibility_within(
     }
     Ok(Some(Infeasibility {
         unsearched,
+        notes,
+        holdings,
         status: "infeasible",
         kind: "capacity",
         error: error.to_string(),

@@ -259,7 +259,7 @@ fn signed(what: &str, bytes: u64) -> Result<i64, ResearchError> {
 }
 
 /// The memory figures of a plan, in bytes: its totals (static, minimum runnable, usable
-/// capacity, reserve, headroom = usable − static − minimum runnable) and, per pool kind
+/// capacity, reserve, spare = usable − static − minimum runnable) and, per pool kind
 /// (what the pool holds: activations, state, scratch, binding, persistent), the sums of the
 /// pools' resident minima and maxima.
 pub fn memory_figures(plan: &ExecutionPlan) -> Result<BTreeMap<String, i64>, ResearchError> {
@@ -276,13 +276,15 @@ pub fn memory_figures(plan: &ExecutionPlan) -> Result<BTreeMap<String, i64>, Res
     ] {
         figures.insert(name.to_owned(), signed(name, bytes)?);
     }
-    let headroom = figures["usable_capacity_bytes"]
+    // Spare at the minimum load (not the report's `headroom_bytes`, room for sequences at
+    // the ceilings).
+    let spare = figures["usable_capacity_bytes"]
         .checked_sub(figures["static_bytes"])
         .and_then(|h| h.checked_sub(figures["minimum_runnable_request_bytes"]))
         .ok_or_else(|| ResearchError::Overflow {
-            what: "headroom_bytes".to_owned(),
+            what: "spare_bytes".to_owned(),
         })?;
-    figures.insert("headroom_bytes".to_owned(), headroom);
+    figures.insert("spare_bytes".to_owned(), spare);
     for pool in &m.dynamic_pools {
         let kind = serde_json::to_value(pool.compatibility.usage)
             .ok()

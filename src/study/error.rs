@@ -45,6 +45,9 @@ pub enum StudyError {
     /// A request could not be synthesized at a study's value.
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
+    /// An engine's accounting could not be made (an unknown engine argument, a bad value).
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
     /// A plan failed for a reason other than capacity (bad input, a rejected check).
     #[error(transparent)]
     Plan(Box<crate::builder::error::PlanError>),

@@ -212,7 +212,7 @@ pub fn probe(
     }
     let outcome = match ExecutionPlan::build_with_report(&request, options) {
         Ok(outcome) => outcome,
-        Err(error) if error.kind() == crate::ErrorKind::Infeasible => {
+        Err(error) if error.kind() == crate::error_kind::ErrorKind::Infeasible => {
             return Ok(Probe::Fails(FitNext {
                 value,
                 bytes_short: bytes_short(&error),
@@ -234,10 +234,13 @@ pub fn probe(
     Ok(Probe::Fails(FitNext {
         value,
         reason: format!(
-            "the worst case does not fit: {sequences} sequences x {} bytes of KV cache and \
+            "the worst case does not fit: {} x {} bytes of KV cache and \
              sequence state at {} tokens need {needed} bytes, the headroom after weights, \
              activations and workspaces is {} bytes",
-            report.kv_bytes_per_sequence, limits.context_tokens, report.headroom_bytes
+            super::report::sequences(sequences),
+            report.kv_bytes_per_sequence,
+            limits.context_tokens,
+            report.headroom_bytes
         ),
         bytes_short: short,
     }))
@@ -407,12 +410,12 @@ pub fn fit_devices(
                 row.sequences_that_fit = report.sequences_that_fit;
                 if !report.worst_case_fits {
                     row.reason = Some(format!(
-                        "the worst case does not fit: {} sequences fit at the maximum context",
-                        report.sequences_that_fit.unwrap_or(0)
+                        "the worst case does not fit: {} at the maximum context",
+                        super::report::sequences_fit(report.sequences_that_fit.unwrap_or(0))
                     ));
                 }
             }
-            Err(error) if error.kind() == crate::ErrorKind::Infeasible => {
+            Err(error) if error.kind() == crate::error_kind::ErrorKind::Infeasible => {
                 row.reason = Some(error.to_string());
             }
             Err(error) => return Err(StudyError::Plan(Box::new(error))),

@@ -215,6 +215,86 @@ pub struct Infeasibility {
     /// (each probe of a capacity search is a whole build); empty when every field was.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unsearched: Vec<String>,
+    /// What was answered without a search, and why (a static overflow).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// For a capacity failure whose capacity search built a plan: what the allocations
+    /// hold at the policy's ceilings, for the levers that shrink each.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holdings: Option<Holdings>,
+}
+
+/// What a request's allocations hold at the policy's ceilings, read from the plan the
+/// capacity search built at a larger capacity (the sizes do not depend on the capacity):
+/// the serving report's items (`super::report`), the sequence state split into its states,
+/// and the paged alternative of a contiguous KV cache (`super::kv_tradeoff`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Holdings {
+    /// The capacity the plan was built at.
+    pub at_capacity_bytes: u64,
+    /// Static bytes holding weights.
+    pub weights_bytes: u64,
+    /// The policy's maximum active sequences.
+    pub sequences: u32,
+    /// The maximum context (tokens).
+    pub context_tokens: u64,
+    /// One sequence's KV cache and other sequence state at the maximum context, as the
+    /// plan provisions it.
+    pub sequence_state_bytes: u64,
+    /// KV-cache bytes one token of context adds to one sequence.
+    pub kv_bytes_per_token: u64,
+    /// How many sequence-lifetime states (a KV cache per layer, recurrent state) one
+    /// sequence holds.
+    pub states: usize,
+    /// The bytes of each, when every state takes the same.
+    pub state_bytes_each: Option<u64>,
+    /// Activation bytes at the ceilings.
+    pub activation_bytes: u64,
+    /// Workspace bytes at the ceilings.
+    pub workspace_bytes: u64,
+    /// A contiguous KV cache's paged alternative, when the request offers one.
+    pub kv_tradeoff: Option<super::kv_tradeoff::KvTradeoff>,
+}
+
+impl Holdings {
+    /// What the plan of `request` (built at `capacity`) holds; `None` when the report
+    /// cannot be computed.
+    pub fn of(request: &PlanRequest, plan: &ExecutionPlan, capacity: u64) -> Option<Holdings> {
+        let (report, limits) = super::report::ServingReport::with_limits(request, plan).ok()?;
+        let states: Vec<_> = plan
+            .payload
+            .memory
+            .dynamic_descriptors
+            .iter()
+            .filter(|d| {
+                d.lifetime == crate::plan::AllocationLifetime::Sequence
+                    && d.usage == crate::request::BufferUsage::State
+            })
+            .collect();
+        let alike = states.windows(2).all(|pair| {
+            pair[0].demand == pair[1].demand
+                && pair[0].storage.profile == pair[1].storage.profile
+                && pair[0].alignment_bytes == pair[1].alignment_bytes
+        });
+        let count = u64::try_from(states.len()).ok()?;
+        let state_bytes_each = (alike && count > 0 && report.kv_bytes_per_sequence % count == 0)
+            .then(|| report.kv_bytes_per_sequence / count);
+        Some(Holdings {
+            at_capacity_bytes: capacity,
+            weights_bytes: report.weights_bytes,
+            sequences: limits.maximum_active_sequences,
+            context_tokens: limits.context_tokens,
+            sequence_state_bytes: report.kv_bytes_per_sequence,
+            kv_bytes_per_token: report.kv_bytes_per_token,
+            states: states.len(),
+            state_bytes_each,
+            activation_bytes: report.activation_bytes,
+            workspace_bytes: report.workspace_bytes,
+            kv_tradeoff: super::kv_tradeoff::kv_tradeoff(request, plan)
+                .ok()
+                .flatten(),
+        })
+    }
 }
 
 /// Builds `request` under `options`; if it has no plan, says why. `Ok(None)`: it builds.
@@ -225,7 +305,7 @@ pub fn analyze(
 ) -> Result<Option<Infeasibility>, ResearchError> {
     match ExecutionPlan::build(request, options) {
         Ok(_) => Ok(None),
-        Err(e) if e.kind() == crate::ErrorKind::Infeasible => {
+        Err(e) if e.kind() == crate::error_kind::ErrorKind::Infeasible => {
             match explain_failure(request, options, &e)? {
                 Some(reason) => Ok(Some(reason)),
                 None => Err(e.into()),
@@ -243,7 +323,7 @@ pub fn explain_failure(
     options: &BuildOptions,
     error: &PlanError,
 ) -> Result<Option<Infeasibility>, ResearchError> {
-    if error.kind() != crate::ErrorKind::Infeasible {
+    if error.kind() != crate::error_kind::ErrorKind::Infeasible {
         return Ok(None);
     }
     match error {
@@ -260,6 +340,8 @@ pub fn explain_failure(
         PlanError::Candidates(CandidateError::Uncertified { .. }) => Ok(None),
         _ => Ok(Some(Infeasibility {
             unsearched: Vec::new(),
+            notes: Vec::new(),
+            holdings: None,
             status: "infeasible",
             kind: "limit",
             error: error.to_string(),
@@ -490,6 +572,8 @@ fn selection_infeasibility(
     }
     Ok(Some(Infeasibility {
         unsearched: Vec::new(),
+        notes: Vec::new(),
+        holdings: None,
         status: "infeasible",
         kind: "selection",
         error: error.to_string(),

@@ -10,10 +10,17 @@
 //!   hash, their results files (CSV, JSON lines, resumable) and SVG plots (the plan-region
 //!   map among them);
 //!
+//! - [`engine_facts`]: a synthesized request's model and device as a serving engine's
+//!   accounting sees them, and the engine's report (`plan --engine`);
+//! - [`engine_validation`]: that accounting against published engine startup logs (the
+//!   table of docs/engines.md);
+//!
 //! Comparing and questioning plans:
 //! - [`diff`]: a semantic comparison of two plans of one program (`jointplan diff`);
 //! - [`objective_keys`]: the objective's keys of a plan (preferences met, resources per
 //!   profile, provider ids), shared by `diff` and `why_not`;
+//! - [`explain`]: why each provider of a node was chosen or rejected, the one query that
+//!   `jointplan explain` and Python's `explain` print;
 //! - [`alternatives`]: per node, the providers the request offers that the plan did not choose;
 //! - [`kv_tradeoff`]: a contiguous KV cache the plan chose against the paged one it passed
 //!   over: per-sequence reservation and sequences admitted by each;
@@ -31,7 +38,10 @@
 pub mod alternatives;
 pub mod capacity;
 pub mod diff;
+pub mod engine_facts;
+pub mod engine_validation;
 pub mod error;
+pub mod explain;
 pub mod fit;
 pub mod infeasible;
 pub mod kv_tradeoff;

@@ -276,3 +276,21 @@ impl ServingReport {
         })
     }
 }
+
+/// `1 sequence` or `n sequences`.
+pub fn sequences(n: u64) -> String {
+    if n == 1 {
+        "1 sequence".to_owned()
+    } else {
+        format!("{n} sequences")
+    }
+}
+
+/// `1 sequence fits` or `n sequences fit`.
+pub fn sequences_fit(n: u64) -> String {
+    if n == 1 {
+        "1 sequence fits".to_owned()
+    } else {
+        format!("{n} sequences fit")
+    }
+}

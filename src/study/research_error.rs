@@ -19,6 +19,29 @@ pub enum ResearchError {
         /// The node.
         node: String,
     },
+    /// A node name (an id or an id pattern) selects no node of the plan.
+    #[error(
+        "{flag} {node}: the plan has no such node ({nodes} nodes; closest: {}; `jointplan plan --full` lists every node)",
+        closest.join(", ")
+    )]
+    NoSuchNode {
+        /// The flag (or argument) that named it.
+        flag: &'static str,
+        /// The name as given.
+        node: String,
+        /// How many nodes the plan has.
+        nodes: usize,
+        /// The ids closest to the name (those sharing its longest prefix, at most eight).
+        closest: Vec<String>,
+    },
+    /// A node name is an id pattern that cannot be read.
+    #[error("{flag} {error}")]
+    BadPattern {
+        /// The flag (or argument) that gave it.
+        flag: &'static str,
+        /// Why it cannot be read.
+        error: crate::request::id_pattern::IdPatternError,
+    },
     /// The stored plan was not built from this request.
     #[error("the plan was not built from this request: {detail}")]
     PlanNotOfRequest {
@@ -44,10 +67,10 @@ pub enum ResearchError {
 
 impl ResearchError {
     /// The kind of failure: a failed build keeps its own kind, everything else is bad input.
-    pub fn kind(&self) -> crate::ErrorKind {
+    pub fn kind(&self) -> crate::error_kind::ErrorKind {
         match self {
             ResearchError::Build(error) => error.kind(),
-            _ => crate::ErrorKind::BadInput,
+            _ => crate::error_kind::ErrorKind::BadInput,
         }
     }
 }

@@ -17,11 +17,13 @@ pub const JSONL: &str = "results.jsonl";
 /// The CSV file of a sweep directory.
 pub const CSV: &str = "results.csv";
 
-/// The CSV columns after the knobs.
-pub const COLUMNS: [&str; 19] = [
+/// The CSV columns after the knobs (`context_used`: the context the request has, below
+/// `context` where the model caps it).
+pub const COLUMNS: [&str; 20] = [
     "key",
     "request_hash",
     "status",
+    "context_used",
     "plan_id",
     "choice_id",
     "certified",
@@ -121,6 +123,7 @@ pub fn csv_line(row: &SweepRow) -> String {
         row.key.clone(),
         row.request_hash.clone(),
         row.status.clone(),
+        number(row.context_used),
         row.plan_id.clone().unwrap_or_default(),
         row.choice_id.clone().unwrap_or_default(),
         number(row.certified),

@@ -3,8 +3,12 @@
 //!
 //! A grid ([`Grid`], JSON) lists values per knob; every combination is a [`SweepPoint`].
 //! Each point is synthesized, planned and reported as one [`SweepRow`] keyed by
-//! `sha256(canonical {request, settings})`: the canonical hash of its request and of the
-//! build settings. Equal points share a key (computed once), a sweep that finds a key
+//! `sha256(canonical {point, request, settings})`: the point's knob values, the canonical
+//! hash of its request and the build settings. Every grid point has its own row: two points
+//! whose requests are equal (a context the model caps to its maximum) are planned once and
+//! each keeps its requested value, with the value used in [`SweepRow::context_used`]; a
+//! point that cannot be synthesized is an error row (status `error`, the error in
+//! `reason`) and the sweep goes on. Equal points share a key, a sweep that finds a key
 //! already in its results skips it (resume), and two result files merge by concatenation
 //! (rows are de-duplicated by key when read).
 //!
@@ -26,7 +30,7 @@ use crate::canonical::{canonical_fingerprint, sha256_hex};
 use crate::plan::ExecutionPlan;
 use crate::selection::Status;
 use crate::synth::policy::ViewKind;
-use crate::synth::ModelSource;
+use crate::synth::{ModelSource, SynthError, Synthesized};
 
 use super::report::ServingReport;
 use super::StudyError;
@@ -138,6 +142,51 @@ impl SweepPoint {
     }
 }
 
+/// The short form of a knob's value for labels: a model folder, device file or preset
+/// file by its last path component without `.json` (`models/devices/a100-80gb.json` ->
+/// `a100-80gb`), other values as they are.
+pub fn short_value(knob: &str, value: &str) -> String {
+    match knob {
+        "model" | "device" | "policy" => {
+            let last = value
+                .trim_end_matches('/')
+                .rsplit('/')
+                .next()
+                .unwrap_or(value);
+            last.strip_suffix(".json").unwrap_or(last).to_owned()
+        }
+        _ => value.to_owned(),
+    }
+}
+
+/// One progress line of a finished row (`finished` of `total` points): the varying knobs'
+/// short values, the status, the context used where the model capped it, and the time.
+pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&str]) -> String {
+    let percent = if total == 0 {
+        100
+    } else {
+        finished * 100 / total
+    };
+    let knobs: Vec<String> = varying
+        .iter()
+        .map(|k| format!("{k}={}", short_value(k, &row.point.value(k))))
+        .collect();
+    let capped = match row.context_used {
+        Some(used) if row.capped() => format!(" (context capped to {used})"),
+        _ => String::new(),
+    };
+    let reason = match (&row.reason, row.status.as_str()) {
+        (Some(reason), "error") => format!(": {reason}"),
+        _ => String::new(),
+    };
+    format!(
+        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{reason}, {:.2} s",
+        knobs.join(" "),
+        row.status,
+        row.plan_seconds
+    )
+}
+
 fn views_text(views: &[ViewKind]) -> String {
     views
         .iter()
@@ -165,6 +214,12 @@ impl Grid {
                 path: "grid.model".into(),
                 message: "list at least one model folder".into(),
             });
+        }
+        for (index, name) in self.objective.iter().enumerate() {
+            crate::selection::objective_by_name(name, None).map_err(|e| StudyError::Settings {
+                path: format!("grid.objective[{index}]"),
+                message: e.to_string(),
+            })?;
         }
         let mut points = vec![SweepPoint::default()];
         let mut expand = |set: &dyn Fn(&mut SweepPoint, usize), count: usize| {
@@ -268,14 +323,22 @@ impl Grid {
 /// One row of the results: the point, its key, and its plan's figures or why it has none.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepRow {
-    /// The point's knob values.
+    /// The point's knob values, as the grid gives them (a capped context keeps the value
+    /// asked for; [`SweepRow::context_used`] has the one used).
     pub point: SweepPoint,
-    /// `sha256(canonical {request, settings})`.
+    /// `sha256(canonical {point, request, settings})` (an error row: `{point, error,
+    /// settings}`).
     pub key: String,
-    /// Canonical sha256 of the synthesized request.
+    /// Canonical sha256 of the synthesized request (empty for an error row).
     pub request_hash: String,
+    /// The maximum context the request has (its largest token-scaled sequence state):
+    /// below `point.context` when the model's trained positions cap it. `None` for an
+    /// error row or a request without one.
+    #[serde(default)]
+    pub context_used: Option<u64>,
     /// `fits` (the worst case fits), `worst-case-exceeds` (the plan builds, fewer sequences
-    /// fit than the policy admits), `infeasible` (no plan) or `bad-input`.
+    /// fit than the policy admits), `infeasible` (no plan), `bad-input` (the request is
+    /// refused) or `error` (the point cannot be synthesized; `reason` says why).
     pub status: String,
     /// The plan id, where the plan builds.
     pub plan_id: Option<String>,
@@ -295,6 +358,14 @@ pub struct SweepRow {
     pub plan_seconds: f64,
 }
 
+impl SweepRow {
+    /// Whether the model capped the point's context (the row's plan is for
+    /// [`SweepRow::context_used`] tokens, not `point.context`).
+    pub fn capped(&self) -> bool {
+        matches!((self.point.context, self.context_used), (Some(asked), Some(used)) if used < asked)
+    }
+}
+
 /// The build settings a key covers (the selection objective is the default).
 #[derive(Serialize)]
 struct KeyedSettings<'a> {
@@ -302,10 +373,22 @@ struct KeyedSettings<'a> {
     allow_uncertified: bool,
 }
 
+/// What a plan depends on: equal for two points whose plans are the same plan.
 #[derive(Serialize)]
-struct Keyed<'a> {
+struct PlanKeyed<'a> {
     request: &'a str,
-    settings: KeyedSettings<'a>,
+    settings: &'a KeyedSettings<'a>,
+}
+
+/// What a row is: its point, and what its plan depends on (or the error it met).
+#[derive(Serialize)]
+struct RowKeyed<'a> {
+    point: &'a SweepPoint,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a str>,
+    settings: &'a KeyedSettings<'a>,
 }
 
 /// The model source of a point; relative files (model folder, device, policy preset file)
@@ -348,18 +431,93 @@ fn overflow(what: &str) -> StudyError {
     }
 }
 
-/// A point synthesized and keyed, not yet planned.
+/// Fields of the policy preset a sweep point (or `plan --context --sequences
+/// --scheduled-tokens`) sets; `None` keeps the preset's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyFields {
+    /// `maximum_context_tokens` (the model's trained positions still cap it).
+    pub context: Option<u64>,
+    /// `maximum_active_sequences`.
+    pub sequences: Option<u32>,
+    /// `maximum_scheduled_tokens`.
+    pub scheduled_tokens: Option<u64>,
+    /// `storage_view_order`.
+    pub storage_views: Option<Vec<ViewKind>>,
+}
+
+impl PolicyFields {
+    /// Whether no field is set.
+    pub fn is_empty(&self) -> bool {
+        *self == PolicyFields::default()
+    }
+
+    /// Synthesizes `source`'s request under its policy preset with these fields set: the
+    /// one rule a sweep point and `plan MODEL_FOLDER --context ...` share, so that a sweep
+    /// row's plan is replayed by `plan` with the point's values.
+    pub fn synthesize(&self, source: &ModelSource) -> Result<Synthesized, SynthError> {
+        let mut preset = source.policy_preset()?;
+        if let Some(context) = self.context {
+            preset.maximum_context_tokens = Some(context);
+        }
+        if let Some(sequences) = self.sequences {
+            preset.maximum_active_sequences = sequences;
+        }
+        if let Some(tokens) = self.scheduled_tokens {
+            preset.maximum_scheduled_tokens = tokens;
+        }
+        if let Some(views) = &self.storage_views {
+            preset.storage_view_order = views.clone();
+        }
+        source.synthesize_with_policy(&preset)
+    }
+}
+
+/// The request of a point: its source's policy preset with the point's policy fields set.
+fn synthesize_point(
+    point: &SweepPoint,
+    base: Option<&Path>,
+) -> Result<crate::request::PlanRequest, StudyError> {
+    let fields = PolicyFields {
+        context: point.context,
+        sequences: point.sequences,
+        scheduled_tokens: point.scheduled_tokens,
+        storage_views: point.storage_views.as_deref().map(parse_views),
+    };
+    Ok(fields.synthesize(&source_of(point, base))?.request)
+}
+
+/// A point synthesized and keyed, not yet planned (a point that cannot be synthesized is
+/// prepared too: its row is the error row).
 pub struct PreparedPoint {
-    request: crate::request::PlanRequest,
+    request: Option<crate::request::PlanRequest>,
     options: BuildOptions,
+    plan_key: String,
     row: SweepRow,
     started: Instant,
 }
 
 impl PreparedPoint {
-    /// The point's key.
+    /// The point's key (its row's).
     pub fn key(&self) -> &str {
         &self.row.key
+    }
+
+    /// The key of the plan: equal for points whose requests and settings are equal (a
+    /// capped context), which are planned once.
+    pub fn plan_key(&self) -> &str {
+        &self.plan_key
+    }
+
+    /// This point's row with the outcome of `planned`, the row of a point with the same
+    /// plan key (the plan is not built again).
+    pub fn with_plan_of(self, planned: &SweepRow) -> SweepRow {
+        SweepRow {
+            point: self.row.point,
+            key: self.row.key,
+            context_used: self.row.context_used,
+            plan_seconds: self.started.elapsed().as_secs_f64(),
+            ..planned.clone()
+        }
     }
 }
 
@@ -372,28 +530,14 @@ pub fn prepare_point(
 }
 
 /// [`prepare_point`] with the point's relative files read from `base` (the directory the
-/// grid's paths are relative to); the row keeps the point as given.
+/// grid's paths are relative to); the row keeps the point as given. A point whose request
+/// cannot be synthesized gives an error row; only an overflow of the keys' hashing fails.
 pub fn prepare_point_in(
     point: &SweepPoint,
     base: Option<&Path>,
     options: &BuildOptions,
 ) -> Result<PreparedPoint, StudyError> {
     let started = Instant::now();
-    let source = source_of(point, base);
-    let mut preset = source.policy_preset()?;
-    if let Some(context) = point.context {
-        preset.maximum_context_tokens = Some(context);
-    }
-    if let Some(sequences) = point.sequences {
-        preset.maximum_active_sequences = sequences;
-    }
-    if let Some(tokens) = point.scheduled_tokens {
-        preset.maximum_scheduled_tokens = tokens;
-    }
-    if let Some(views) = &point.storage_views {
-        preset.storage_view_order = parse_views(views);
-    }
-    let request = source.synthesize_with_policy(&preset)?.request;
     let mut options = options.clone();
     if let Some(name) = &point.objective {
         let objective =
@@ -403,28 +547,57 @@ pub fn prepare_point_in(
             })?;
         options.selection.objective = std::sync::Arc::from(objective);
     }
-    let request_hash = canonical_fingerprint("request", &request)
-        .map_err(|_| overflow("request hash"))?
-        .to_string();
-    let keyed = Keyed {
-        request: &request_hash,
-        settings: KeyedSettings {
-            objective: options.selection.objective.name(),
-            allow_uncertified: options.allow_uncertified,
-        },
+    let settings = KeyedSettings {
+        objective: options.selection.objective.name(),
+        allow_uncertified: options.allow_uncertified,
+    };
+    let synthesized = synthesize_point(point, base);
+    let request_hash = match &synthesized {
+        Ok(request) => Some(
+            canonical_fingerprint("request", request)
+                .map_err(|_| overflow("request hash"))?
+                .to_string(),
+        ),
+        Err(_) => None,
+    };
+    let error = synthesized.as_ref().err().map(|e| e.to_string());
+    let keyed = RowKeyed {
+        point,
+        request: request_hash.as_deref(),
+        error: error.as_deref(),
+        settings: &settings,
     };
     let key = canonical_fingerprint("sweep key", &keyed)
         .map_err(|_| overflow("sweep key"))?
         .to_string();
+    let plan_key = match &request_hash {
+        Some(request) => canonical_fingerprint(
+            "sweep plan key",
+            &PlanKeyed {
+                request,
+                settings: &settings,
+            },
+        )
+        .map_err(|_| overflow("sweep plan key"))?
+        .to_string(),
+        None => key.clone(),
+    };
+    let request = synthesized.ok();
     let row = SweepRow {
         point: point.clone(),
         key,
-        request_hash: format!("sha256:{request_hash}"),
-        status: String::new(),
+        request_hash: request_hash
+            .map(|h| format!("sha256:{h}"))
+            .unwrap_or_default(),
+        context_used: request
+            .as_ref()
+            .map(super::fit::context_tokens)
+            .filter(|&c| c > 0),
+        status: if error.is_some() { "error" } else { "" }.to_owned(),
         plan_id: None,
         choice_id: None,
         providers: Vec::new(),
-        reason: None,
+        reason: error,
         certified: None,
         report: None,
         plan_seconds: 0.0,
@@ -432,19 +605,26 @@ pub fn prepare_point_in(
     Ok(PreparedPoint {
         request,
         options,
+        plan_key,
         row,
         started,
     })
 }
 
-/// Plans one prepared point (with the build options of its point).
+/// Plans one prepared point (with the build options of its point); an error row is
+/// returned as it is.
 pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
     let PreparedPoint {
         request,
         options,
         mut row,
         started,
+        ..
     } = prepared;
+    let Some(request) = request else {
+        row.plan_seconds = started.elapsed().as_secs_f64();
+        return Ok(row);
+    };
     match ExecutionPlan::build_with_report(&request, &options) {
         Ok(outcome) => {
             let plan = &outcome.plan;
@@ -501,7 +681,7 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
             row.report = Some(report);
         }
         Err(error) => {
-            row.status = if error.kind() == crate::ErrorKind::Infeasible {
+            row.status = if error.kind() == crate::error_kind::ErrorKind::Infeasible {
                 "infeasible"
             } else {
                 "bad-input"
@@ -515,14 +695,16 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
 }
 
 /// Runs `points` not in `done` (by key; a point whose key is computed again is skipped too),
-/// `jobs` at a time, calling `on_batch` with each finished batch in grid order (the caller
-/// appends them to its files, so an interrupted sweep resumes after its last batch).
+/// `jobs` at a time, calling `on_batch` with each finished batch's rows in grid order and
+/// how many of `points` are handled so far, skipped ones included (the caller appends the
+/// rows to its files, so an interrupted sweep resumes after its last batch, and reports
+/// progress). Points with equal requests are planned once, each with its own row.
 pub fn run_points(
     points: &[SweepPoint],
     done: &mut BTreeSet<String>,
     jobs: NonZeroUsize,
     options: &BuildOptions,
-    mut on_batch: impl FnMut(&[SweepRow]) -> Result<(), StudyError>,
+    mut on_batch: impl FnMut(&[SweepRow], usize) -> Result<(), StudyError>,
 ) -> Result<usize, StudyError> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(jobs.get())
@@ -534,7 +716,10 @@ pub fn run_points(
     let mut build = options.clone();
     build.threads = NonZeroUsize::new(1);
     let mut ran = 0;
+    let mut plans = BTreeMap::new();
+    let mut handled = 0;
     for batch in points.chunks(jobs.get()) {
+        handled += batch.len();
         let prepared: Vec<Result<PreparedPoint, StudyError>> =
             pool.install(|| batch.par_iter().map(|p| prepare_point(p, &build)).collect());
         let mut todo = Vec::new();
@@ -544,19 +729,73 @@ pub fn run_points(
                 todo.push(point);
             }
         }
-        let rows: Vec<Result<SweepRow, StudyError>> =
-            pool.install(|| todo.into_par_iter().map(plan_point).collect());
-        let rows = rows.into_iter().collect::<Result<Vec<_>, _>>()?;
+        let rows = plan_once(todo, &mut plans, |leaders| {
+            pool.install(|| leaders.into_par_iter().map(plan_point).collect())
+        })?;
         ran += rows.len();
-        on_batch(&rows)?;
+        on_batch(&rows, handled)?;
     }
     Ok(ran)
 }
 
+/// A row the batch's planning did not return (a broken invariant, not an input's fault).
+fn lost_row() -> StudyError {
+    StudyError::Settings {
+        path: "sweep".into(),
+        message: "internal: a batch returned fewer rows than it planned points; please \
+                  report this"
+            .into(),
+    }
+}
+
+/// The rows of `todo`, in its order: the first point of each plan key not in `plans` is
+/// planned (all of them by one call of `plan`), every other point takes the row of its
+/// plan key's first point; `plans` keeps the planned rows by plan key.
+fn plan_once(
+    todo: Vec<PreparedPoint>,
+    plans: &mut BTreeMap<String, SweepRow>,
+    plan: impl FnOnce(Vec<PreparedPoint>) -> Vec<Result<SweepRow, StudyError>>,
+) -> Result<Vec<SweepRow>, StudyError> {
+    enum Slot {
+        Planned(String),
+        Shared(PreparedPoint),
+    }
+    let mut leaders = Vec::new();
+    let mut slots = Vec::new();
+    let mut leading = BTreeSet::new();
+    for point in todo {
+        let plan_key = point.plan_key().to_owned();
+        if plans.contains_key(&plan_key) || leading.contains(&plan_key) {
+            slots.push(Slot::Shared(point));
+        } else {
+            leading.insert(plan_key.clone());
+            slots.push(Slot::Planned(plan_key));
+            leaders.push(point);
+        }
+    }
+    let mut planned = plan(leaders).into_iter();
+    let mut rows = Vec::with_capacity(slots.len());
+    for slot in slots {
+        let row = match slot {
+            Slot::Planned(plan_key) => {
+                let row = planned.next().ok_or_else(|| lost_row())??;
+                plans.insert(plan_key, row.clone());
+                row
+            }
+            Slot::Shared(point) => {
+                let row = plans.get(point.plan_key()).ok_or_else(|| lost_row())?;
+                point.with_plan_of(row)
+            }
+        };
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
 /// Plans a batch of points one after the other, each plan with `options.threads` (the
 /// unit of work a distributed sweep sends to a worker): the points whose key is in `done`,
-/// or equal to an earlier point's of the batch, are skipped. Returns the rows in the
-/// batch's order.
+/// or equal to an earlier point's of the batch, are skipped; points of the batch with equal
+/// requests are planned once. Returns the rows in the batch's order.
 pub fn plan_batch(
     points: &[SweepPoint],
     base: Option<&Path>,
@@ -564,15 +803,17 @@ pub fn plan_batch(
     options: &BuildOptions,
 ) -> Result<Vec<SweepRow>, StudyError> {
     let mut seen = BTreeSet::new();
-    let mut rows = Vec::new();
+    let mut todo = Vec::new();
     for point in points {
         let prepared = prepare_point_in(point, base, options)?;
         if done.contains(prepared.key()) || !seen.insert(prepared.key().to_owned()) {
             continue;
         }
-        rows.push(plan_point(prepared)?);
+        todo.push(prepared);
     }
-    Ok(rows)
+    plan_once(todo, &mut BTreeMap::new(), |leaders| {
+        leaders.into_iter().map(plan_point).collect()
+    })
 }
 
 /// One of `count` parts of a grid (`index` from 0): the points from

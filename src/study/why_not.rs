@@ -99,7 +99,7 @@ pub fn why_not(
     }
     let pinned = match ExecutionPlan::build(request, &pinned_options) {
         Ok(p) => p,
-        Err(e) if e.kind() == crate::ErrorKind::Infeasible => {
+        Err(e) if e.kind() == crate::error_kind::ErrorKind::Infeasible => {
             return match analyze(request, &pinned_options)? {
                 Some(reason) => Ok(WhyNot::Infeasible {
                     reason: Box::new(reason),

@@ -11,6 +11,7 @@ use crate::request::{
     CapabilityId, DeviceClass, DeviceId, StorageAllocator, StorageProfile, StorageView,
 };
 
+use super::device_performance::DevicePerformance;
 use super::SynthError;
 
 /// The runtime family that drives the device; it names the providers
@@ -53,6 +54,11 @@ pub struct DeviceDescription {
     pub ordinal: u32,
     /// Total memory in bytes.
     pub total_memory_bytes: u64,
+    /// The total the driver reports (`cudaMemGetInfo`, `torch.cuda.mem_get_info()[1]`),
+    /// which serving engines budget from; less than the marketed size (ECC, reserved
+    /// regions). Optional; never copied into a synthesized request (docs/engines.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_memory_bytes: Option<u64>,
     /// Runtime build the provider implementations belong to (e.g. `cuda-12.4/sm_80`);
     /// hashed into the device's runtime implementation fingerprint.
     pub runtime: String,
@@ -64,6 +70,10 @@ pub struct DeviceDescription {
     pub capabilities: BTreeSet<CapabilityId>,
     /// Storage profiles the runtime offers: a contiguous arena and paged blocks.
     pub storage_profiles: BTreeSet<StorageProfile>,
+    /// Performance figures for the time model (`crate::perf`); optional, and never copied
+    /// into a synthesized request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub performance: Option<DevicePerformance>,
 }
 
 impl DeviceDescription {
@@ -83,6 +93,18 @@ impl DeviceDescription {
                 "must be positive",
             ));
         }
+        if let Some(driver) = self.driver_memory_bytes {
+            if driver == 0 || driver > self.total_memory_bytes {
+                return Err(SynthError::device(
+                    &self.id,
+                    "driver_memory_bytes",
+                    format!(
+                        "{driver} is not in 1..=total_memory_bytes ({}); give the total the driver reports",
+                        self.total_memory_bytes
+                    ),
+                ));
+            }
+        }
         if self.runtime.trim().is_empty() {
             return Err(SynthError::device(&self.id, "runtime", "is empty"));
         }
@@ -98,6 +120,9 @@ impl DeviceDescription {
                 "storage_profiles",
                 "must offer the contiguous arena (linear_arena + contiguous)",
             ));
+        }
+        if let Some((field, problem)) = self.performance.as_ref().and_then(|p| p.problem()) {
+            return Err(SynthError::device(&self.id, field, problem));
         }
         Ok(())
     }

@@ -15,6 +15,7 @@ pub mod architecture;
 pub(crate) mod catalog;
 pub mod config;
 pub mod device;
+pub mod device_performance;
 pub(crate) mod estimate;
 pub(crate) mod layers;
 pub(crate) mod operation;
@@ -39,6 +40,7 @@ use crate::request::{
 pub use architecture::Architecture;
 pub use config::ModelConfig;
 pub use device::{Backend, DeviceDescription};
+pub use device_performance::{DevicePerformance, PeakThroughput};
 pub use policy::PolicyPreset;
 pub use source::{ModelSource, Synthesized, DEFAULT_POLICY, DEFAULT_WEIGHT_FORMAT};
 pub use weights::WeightFormat;

@@ -52,6 +52,11 @@ pub struct Synthesized {
     /// Warning lines for the user (configuration keys the architecture registry does not
     /// model); never silently dropped.
     pub warnings: Vec<String>,
+    /// The device the request was synthesized for (with fields the request does not
+    /// carry, such as `driver_memory_bytes` and the `performance` figures).
+    pub device: DeviceDescription,
+    /// The policy preset it was synthesized under.
+    pub policy: PolicyPreset,
     /// Every file the synthesis read (config, the folder's defaults, device, policy preset),
     /// so that a command writing an output can refuse to overwrite one of them.
     pub inputs: Vec<PathBuf>,
@@ -203,6 +208,8 @@ impl ModelSource {
             request,
             weight_format,
             warnings,
+            device,
+            policy,
             inputs,
         })
     }

@@ -24,6 +24,8 @@ use super::VerifyError;
 /// What a stored plan holds for one node.
 #[derive(Debug)]
 pub struct PlanNodeView {
+    /// The plan's id.
+    pub plan_id: String,
     /// The node, if the plan has one with the id asked for (the first, should there be two).
     pub node: Option<PlanNode>,
     /// Every node id, in execution order.
@@ -100,9 +102,10 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PlanNodeView, A::Error> {
-        let (mut nodes, mut memory) = (None, None);
+        let (mut nodes, mut memory, mut plan_id) = (None, None, None);
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
+                "plan_id" => plan_id = Some(map.next_value::<String>()?),
                 "nodes" => nodes = Some(map.next_value_seed(NodesSeed { id: self.id })?),
                 "memory" => memory = Some(map.next_value::<MemoryProfiles>()?),
                 _ => {
@@ -112,6 +115,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
         }
         let (node_ids, node) = nodes.ok_or_else(|| de::Error::missing_field("nodes"))?;
         let memory = memory.ok_or_else(|| de::Error::missing_field("memory"))?;
+        let plan_id = plan_id.ok_or_else(|| de::Error::missing_field("plan_id"))?;
         let profiles = memory
             .static_allocations
             .into_iter()
@@ -124,6 +128,7 @@ impl<'de> Visitor<'de> for PayloadSeed<'_> {
             )
             .collect();
         Ok(PlanNodeView {
+            plan_id,
             node,
             node_ids,
             profiles,

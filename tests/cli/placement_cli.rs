@@ -33,9 +33,15 @@ fn a_set_file_places_and_writes_the_placement() {
     ]);
     ok(&result);
     let stdout = text(&result.stdout);
-    assert!(stdout.starts_with("placement placement/sha256/"), "{stdout}");
+    assert!(
+        stdout.starts_with("placement placement/sha256/"),
+        "{stdout}"
+    );
     assert!(stdout.contains("checker: no violations"), "{stdout}");
-    assert!(stdout.contains("stage 1  layers 2-3 (2)  gpu.1"), "{stdout}");
+    assert!(
+        stdout.contains("stage 1  layers 2-3 (2)  gpu.1"),
+        "{stdout}"
+    );
     let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let id = written["placement_id"].as_str().unwrap();
     assert!(stdout.contains(id), "{stdout}");
@@ -74,7 +80,10 @@ fn the_shorthand_places_on_identical_devices() {
     ]);
     ok(&result);
     let stdout = text(&result.stdout);
-    assert!(stdout.contains("4 device(s) used, tensor parallel 4"), "{stdout}");
+    assert!(
+        stdout.contains("4 device(s) used, tensor parallel 4"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -149,9 +149,12 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
     let mut source = source("mixtral-8x7b", 8, Some(8));
     source.weight_format = Some("dense-bf16".to_owned());
     source.policy = Some("interactive".to_owned());
-    let set =
-        DeviceSet::uniform(Path::new("models/devices/rtx-4090-24gb.json"), 1, Some(64 << 30))
-            .unwrap();
+    let set = DeviceSet::uniform(
+        Path::new("models/devices/rtx-4090-24gb.json"),
+        1,
+        Some(64 << 30),
+    )
+    .unwrap();
     let plain = place(
         &source,
         &set,
@@ -159,7 +162,10 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
         &BuildOptions::default(),
         1_000_000,
     );
-    assert!(matches!(plain, Err(PlacementError::Infeasible(_))), "{plain:?}");
+    assert!(
+        matches!(plain, Err(PlacementError::Infeasible(_))),
+        "{plain:?}"
+    );
     let mut offload = settings(Objective::LeastOffloaded);
     offload.host_offload = true;
     let placed = placed(&source, &set, &offload);
@@ -171,9 +177,17 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
     assert!(units > 0);
     assert_eq!(p.host.offloaded_bytes, units * expert);
     assert!(device.headroom_bytes >= 0);
-    assert!(device.headroom_bytes < i128::from(expert), "{}", device.headroom_bytes);
+    assert!(
+        device.headroom_bytes < i128::from(expert),
+        "{}",
+        device.headroom_bytes
+    );
     assert!(p.host.shards.iter().all(|s| s.tensor.contains(".experts.")));
-    assert_eq!(units * 2, p.host.shards.len() as u64, "gate_up and down per expert");
+    assert_eq!(
+        units * 2,
+        p.host.shards.len() as u64,
+        "gate_up and down per expert"
+    );
     // Too little host memory for them: no placement.
     let tight = DeviceSet::uniform(
         Path::new("models/devices/rtx-4090-24gb.json"),
@@ -181,7 +195,13 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
         Some(p.host.offloaded_bytes - 1),
     )
     .unwrap();
-    let refused = place(&source, &tight, &offload, &BuildOptions::default(), 1_000_000);
+    let refused = place(
+        &source,
+        &tight,
+        &offload,
+        &BuildOptions::default(),
+        1_000_000,
+    );
     assert!(matches!(refused, Err(PlacementError::Infeasible(_))));
 }
 
@@ -240,8 +260,10 @@ fn the_checker_rejects_each_broken_rule() {
 #[test]
 fn placements_are_deterministic() {
     let source = source("llama-3.1-8b", 3, None);
-    let set = DeviceSet::read(Path::new("models/devices/sets/mixed-a100-80gb-rtx-4090.json"))
-        .unwrap();
+    let set = DeviceSet::read(Path::new(
+        "models/devices/sets/mixed-a100-80gb-rtx-4090.json",
+    ))
+    .unwrap();
     let a = placed(&source, &set, &settings(Objective::MostKvTokens));
     let b = placed(&source, &set, &settings(Objective::MostKvTokens));
     assert_eq!(a.plan.placement_id, b.plan.placement_id);
@@ -346,10 +368,23 @@ fn levers_are_exact_amounts() {
         .unwrap();
     // Exact: with `added` more devices it places, with one fewer it does not.
     let with = DeviceSet::uniform(device, 1 + added, None).unwrap();
-    assert!(place(&source, &with, &settings(Objective::FewestDevices), &options, 0).is_ok());
+    assert!(place(
+        &source,
+        &with,
+        &settings(Objective::FewestDevices),
+        &options,
+        0
+    )
+    .is_ok());
     let without = DeviceSet::uniform(device, added, None).unwrap();
     assert!(matches!(
-        place(&source, &without, &settings(Objective::FewestDevices), &options, 0),
+        place(
+            &source,
+            &without,
+            &settings(Objective::FewestDevices),
+            &options,
+            0
+        ),
         Err(PlacementError::Infeasible(_))
     ));
     // No routed experts: no offload lever.

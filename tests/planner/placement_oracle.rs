@@ -7,8 +7,7 @@
 
 use jointplan::placement::enumerate::{enumerate, Enumerated};
 use jointplan::placement::problem::{
-    ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem, Solution,
-    StageChoice,
+    ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem, Solution, StageChoice,
 };
 use jointplan::placement::solve::solve;
 use proptest::prelude::*;
@@ -31,16 +30,18 @@ fn option(layers: usize, degree: u32, split: ExpertSplit) -> impl Strategy<Value
         0u64..6,
         0u64..8,
     )
-        .prop_map(move |(layers, first, last, device, pipeline, unit)| ParallelOption {
-            degree,
-            split,
-            layers,
-            first_bytes: first,
-            last_bytes: last,
-            device_bytes: device,
-            pipeline_bytes: pipeline,
-            unit_bytes: unit,
-        })
+        .prop_map(
+            move |(layers, first, last, device, pipeline, unit)| ParallelOption {
+                degree,
+                split,
+                layers,
+                first_bytes: first,
+                last_bytes: last,
+                device_bytes: device,
+                pipeline_bytes: pipeline,
+                unit_bytes: unit,
+            },
+        )
 }
 
 fn problem() -> impl Strategy<Value = Problem> {
@@ -150,7 +151,10 @@ fn fewest_devices_splits_four_layers_in_two() {
     let ends: Vec<u32> = answer.stages.iter().map(|s| s.end_layer).collect();
     assert_eq!(ends, vec![2, 4]);
     assert_eq!(answer.kv_tokens, 2);
-    assert_eq!(answer, exhaustive(&four_layers(Objective::FewestDevices, None)).unwrap());
+    assert_eq!(
+        answer,
+        exhaustive(&four_layers(Objective::FewestDevices, None)).unwrap()
+    );
 }
 
 #[test]

@@ -31,8 +31,7 @@
 use good_lp::SolverModel;
 use highs::{HighsModelStatus, HighsSolutionStatus};
 
-use super::{good_lp_model, guarded, seconds_left, Model, RawError, RawSolution, Sense};
-use crate::selection::ilp::IlpLimits;
+use super::{good_lp_model, guarded, seconds_left, IlpLimits, Model, RawError, RawSolution, Sense};
 
 /// The absolute gap at which HiGHS may stop as optimal: below 1, the
 /// distance of two distinct integral objective values (module docs).

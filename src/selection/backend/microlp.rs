@@ -6,8 +6,7 @@
 //! start, the node budget, the time limit and, when a limit stops the
 //! search, the best proven bound.
 
-use super::{guarded, seconds_left, Model, RawError, RawSolution, Sense};
-use crate::selection::ilp::IlpLimits;
+use super::{guarded, seconds_left, IlpLimits, Model, RawError, RawSolution, Sense};
 
 /// One solve of `objective` over `model` with microlp.
 pub(super) fn solve(

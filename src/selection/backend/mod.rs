@@ -1,4 +1,7 @@
-//! MILP backends: one file per solver, all behind one call.
+//! MILP backends: one file per solver, all behind one call. This file is the contract
+//! between the hierarchy and the backends (the [`Model`], its [`Row`]s, the limits
+//! [`IlpLimits`], the answers [`RawSolution`] and [`RawError`]): a backend imports from
+//! here only, never from the hierarchy that calls it.
 //!
 //! The hierarchy in [`super::ilp`] builds one [`Model`] (binary variables,
 //! linear rows) and asks [`solve_model`] for an optimum of one integer
@@ -14,7 +17,7 @@ use std::time::Instant;
 #[cfg(feature = "highs")]
 use good_lp::{variable, Constraint, Expression, ProblemVariables};
 
-use super::ilp::IlpLimits;
+use super::progress::PartReporter;
 
 #[cfg(feature = "highs")]
 mod highs;
@@ -40,6 +43,20 @@ impl Backend {
             Backend::Highs => "highs",
         }
     }
+}
+
+/// Limits of one component's integer program, the backend that solves it,
+/// and the observer of its progress.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IlpLimits {
+    /// Wall-clock deadline for the whole hierarchy.
+    pub deadline: Option<Instant>,
+    /// Branch-and-bound node budget of each solve.
+    pub node_limit: Option<u64>,
+    /// The MILP backend of every level solve.
+    pub backend: Backend,
+    /// Told when each level solve begins and ends (a progress display).
+    pub progress: Option<PartReporter>,
 }
 
 /// The sense of a linear row.

@@ -2,15 +2,9 @@
 //! holds, the serving report (weights, KV cache, activations, workspaces, what fits), and
 //! one line when fewer sequences fit than the policy admits.
 
-use super::output::{human_bytes, human_signed_bytes, MemorySummary};
-
-fn short(id: &str) -> &str {
-    // Pool ids end in a 64-hex digest; show its first 12 digits.
-    match id.rfind('/') {
-        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
-        _ => id,
-    }
-}
+use super::id_pattern::short;
+use super::summary::{human_bytes, human_signed_bytes, MemorySummary};
+use crate::study::report::sequences;
 
 fn count(value: Option<u64>) -> String {
     value.map_or_else(
@@ -51,8 +45,9 @@ pub fn write_serving(out: &mut String, memory: &MemorySummary) {
     let r = &memory.report;
     let l = &memory.limits;
     out.push_str(&format!(
-        "  serving (at the policy's ceilings: {} sequences, {} tokens of context; rules in docs/research.md):\n",
-        l.maximum_active_sequences, l.context_tokens
+        "  serving (at the policy's ceilings: {}, {} tokens of context; rules in docs/research.md):\n",
+        sequences(u64::from(l.maximum_active_sequences)),
+        l.context_tokens
     ));
     let lines = [
         ("weights", human_bytes(r.weights_bytes)),
@@ -87,8 +82,10 @@ pub fn write_serving(out: &mut String, memory: &MemorySummary) {
     if let Some(fit) = r.sequences_that_fit {
         if fit < u64::from(l.maximum_active_sequences) {
             out.push_str(&format!(
-                "  only {fit} of the policy's {} sequences fit at the maximum context ({} tokens)\n",
-                l.maximum_active_sequences, l.context_tokens
+                "  only {fit} of the policy's {} {} at the maximum context ({} tokens)\n",
+                sequences(u64::from(l.maximum_active_sequences)),
+                if fit == 1 { "fits" } else { "fit" },
+                l.context_tokens
             ));
         }
     }

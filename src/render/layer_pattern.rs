@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use super::id_pattern::{group_by_pattern, numbers_shown, split_first_number};
-use super::output::NodeSummary;
+use super::summary::NodeSummary;
 
 /// One kind of node of a layer: its pattern with the layer number taken out, how many
 /// nodes, and their provider and reason.

@@ -1,48 +1,21 @@
-//! Command-line output: standard output, summaries and human-readable sizes (files are
-//! written through [`super::destination`]).
-
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
-use super::destination::DestinationError;
+//! Plan summaries (what `jointplan plan` prints, text or JSON) and human-readable sizes.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use serde::Serialize;
 
-use jointplan::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
-use jointplan::plan::{
+use crate::plan::{AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor};
+use crate::plan::{
     CompatibilityRejection, ExecutionPlan, PlanNode, RejectedProvider, RejectionReason,
     SelectionReason, SelectionSettings, SettingRejection,
 };
-use jointplan::request::{BufferUsage, ResourceId, StorageProfile};
-use jointplan::selection::{ComponentReport, Status};
-use jointplan::study::report::{pool_holds, ServingLimits, ServingReport};
+use crate::request::{BufferUsage, ResourceId, StorageProfile};
+use crate::selection::{ComponentReport, Status};
+pub use crate::study::explain::resource_profiles;
+use crate::study::report::{pool_holds, ServingLimits, ServingReport};
 
 pub use super::summary_text::{summary_text, write_rejections};
-
-/// Writes `text` to standard output. A closed pipe (`jointplan plan ... | head`) ends the
-/// output quietly instead of panicking; any other error is reported naming `<stdout>`.
-pub fn write_stdout(text: &str) -> Result<(), DestinationError> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(DestinationError::Io {
-            file: PathBuf::from("<stdout>"),
-            source: e,
-        }),
-        _ => Ok(()),
-    }
-}
-
-/// Pretty JSON with a final newline, the form every jointplan file is written in.
-pub fn pretty_json<T: serde::Serialize>(value: &T) -> Result<String, serde_json::Error> {
-    let mut text = serde_json::to_string_pretty(value)?;
-    text.push('\n');
-    Ok(text)
-}
 
 /// A byte count for people: `1.50 GiB (1610612736 bytes)`; plain bytes below 1 KiB.
 pub fn human_bytes(bytes: u64) -> String {
@@ -69,23 +42,6 @@ pub fn human_signed_bytes(bytes: i128) -> String {
     } else {
         human_bytes(u64::try_from(bytes).unwrap_or(u64::MAX))
     }
-}
-
-/// The storage profile the plan gives every resource (static allocations and dynamic
-/// descriptors).
-pub fn resource_profiles(plan: &ExecutionPlan) -> BTreeMap<&ResourceId, StorageProfile> {
-    let memory = &plan.payload.memory;
-    memory
-        .static_allocations
-        .iter()
-        .map(|a| (&a.resource_id, a.storage.profile))
-        .chain(
-            memory
-                .dynamic_descriptors
-                .iter()
-                .map(|d| (&d.base_resource_id, d.storage.profile)),
-        )
-        .collect()
 }
 
 /// A selection reason in the plan's terms.
@@ -270,11 +226,12 @@ pub struct MemorySummary {
     pub minimum_runnable_bytes: u64,
     /// Usable capacity.
     pub usable_capacity_bytes: u64,
-    /// usable − static − minimum runnable.
-    pub headroom_bytes: i128,
+    /// Spare at the minimum load: usable − static − minimum runnable request (not the
+    /// report's headroom, which is what sequences have at the ceilings).
+    pub spare_bytes: i128,
     /// Pools.
     pub pools: Vec<PoolSummary>,
-    /// The report in serving terms (rules in `jointplan::study::report`).
+    /// The report in serving terms (rules in `crate::study::report`).
     pub report: ServingReport,
     /// The ceilings the report was computed at (usable capacity, the policy's maximum
     /// active sequences, the largest context), which the text prints beside the report.
@@ -410,7 +367,7 @@ pub fn plan_summary(
 ) -> PlanSummary {
     let profiles = resource_profiles(plan);
     let memory = &plan.payload.memory;
-    let headroom = i128::from(memory.usable_capacity_bytes)
+    let spare = i128::from(memory.usable_capacity_bytes)
         - i128::from(memory.static_bytes)
         - i128::from(memory.minimum_runnable_request_bytes);
     PlanSummary {
@@ -439,7 +396,7 @@ pub fn plan_summary(
             static_bytes: memory.static_bytes,
             minimum_runnable_bytes: memory.minimum_runnable_request_bytes,
             usable_capacity_bytes: memory.usable_capacity_bytes,
-            headroom_bytes: headroom,
+            spare_bytes: spare,
             pools: memory
                 .dynamic_pools
                 .iter()

@@ -4,11 +4,8 @@
 //! text summary of a model with 61 layers of 256 experts read as its structure (one line per
 //! repeated node or resource, exceptions listed under it) instead of 15,000 lines.
 //!
-//! A numbered segment is a segment of ASCII digits (at most 18, so that it fits a `u64`)
-//! between separators (any of `. / _ - :`, the punctuation an id may hold) or at either
-//! end, written without leading zeros (`007` is literal: a pattern never stands for an id
-//! that does not exist); a segment of 64 hex digits is a content digest and groups as
-//! `<digest>`. Everything else is literal (`layer.3a`).
+//! Numbered segments and digests are defined in [`crate::request::id_pattern`], which also
+//! reads the printed patterns back (`--pin`, `--forbid`, `explain --node`).
 //!
 //! How a group's numbers print: one number as itself, a few ranges as `[0-2,5]`, values
 //! with one step as `[0-40 step 2]`, up to [`MAXIMUM_LISTED`] scattered values each by
@@ -18,12 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The separators between segments of an id.
-const SEPARATORS: [char; 5] = ['.', '/', '_', '-', ':'];
-
-/// What a content digest (64 hex digits) stands as in a pattern: content-addressed ids
-/// (scratch and binding resources, pools) group by what precedes their digest.
-const DIGEST: &str = "<digest>";
+use crate::request::id_pattern::{segment_number, split, SEPARATORS};
 
 /// Most ranges a number set prints before it is summarised as a count and a span.
 const MAXIMUM_RANGES: usize = 4;
@@ -31,41 +23,13 @@ const MAXIMUM_RANGES: usize = 4;
 /// Most scattered values a number set lists by name before it is summarised.
 const MAXIMUM_LISTED: usize = 8;
 
-/// The number a segment of an id stands for, if it is a numbered segment: at most 18 ASCII
-/// digits, without leading zeros.
-fn segment_number(segment: &str) -> Option<u64> {
-    let numbered = !segment.is_empty()
-        && segment.len() <= 18
-        && segment.bytes().all(|b| b.is_ascii_digit())
-        && (segment.len() == 1 || !segment.starts_with('0'));
-    numbered.then(|| segment.parse().ok()).flatten()
-}
-
-/// An id split into its pattern (numbered segments replaced by `*`) and its numbers.
-fn split(id: &str) -> (String, Vec<u64>) {
-    let mut pattern = String::with_capacity(id.len());
-    let mut numbers = Vec::new();
-    let mut rest = id;
-    loop {
-        let end = rest.find(SEPARATORS).unwrap_or(rest.len());
-        let segment = &rest[..end];
-        let digest = segment.len() == 64 && segment.bytes().all(|b| b.is_ascii_hexdigit());
-        match segment_number(segment) {
-            Some(number) => {
-                pattern.push('*');
-                numbers.push(number);
-            }
-            None if digest => pattern.push_str(DIGEST),
-            None => pattern.push_str(segment),
-        }
-        if end == rest.len() {
-            break;
-        }
-        // Separators are one byte (ASCII).
-        pattern.push_str(&rest[end..=end]);
-        rest = &rest[end + 1..];
+/// A content-addressed id (pool, workspace) for people: its 64-hex digest cut to its first
+/// 12 digits.
+pub fn short(id: &str) -> &str {
+    match id.rfind('/') {
+        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
+        _ => id,
     }
-    (pattern, numbers)
 }
 
 /// An id split at its first numbered segment: the text before it (with its separator),

@@ -1,11 +1,14 @@
 //! Why-infeasible and why-not answers for people, in the request's terms, read like a
 //! derivation: the facts first, then what follows from them.
 
-use jointplan::study::infeasible::{Fact, Infeasibility};
-use jointplan::study::why_not::WhyNot;
+use crate::study::infeasible::{Fact, Holdings, Infeasibility};
+use crate::study::report::sequences;
+use crate::study::why_not::WhyNot;
 
-use super::diff::{objective_lines, profile_change_lines};
-use super::output::human_bytes;
+use super::diff_text::{objective_lines, profile_change_lines};
+use super::id_pattern::group_by_pattern;
+use super::summary::human_bytes;
+use super::summary_text::Detail;
 
 /// The text of an infeasibility.
 pub fn infeasibility_text(reason: &Infeasibility) -> String {
@@ -20,8 +23,14 @@ pub fn infeasibility_text(reason: &Infeasibility) -> String {
         "capacity" => out.push_str("the plan does not fit the device:\n"),
         _ => out.push_str("the plan breaks a limit:\n"),
     }
-    for (i, fact) in reason.core.iter().enumerate() {
-        out.push_str(&format!("  {}. {}\n", i + 1, fact_text(fact)));
+    for (i, fact) in core_lines(&reason.core).iter().enumerate() {
+        out.push_str(&format!("  {}. {fact}\n", i + 1));
+    }
+    for note in &reason.notes {
+        out.push_str(&format!("  so: {note}\n"));
+    }
+    if let Some(held) = &reason.holdings {
+        holdings_lines(&mut out, held);
     }
     let nodes = reason
         .core
@@ -46,11 +55,110 @@ pub fn infeasibility_text(reason: &Infeasibility) -> String {
     if !reason.unsearched.is_empty() {
         out.push_str(&format!(
             "not searched (the {}-second budget of the search, one whole build per probe, was spent): {}\n",
-            jointplan::study::capacity::SEARCH_BUDGET.as_secs(),
+            crate::study::capacity::SEARCH_BUDGET.as_secs(),
             reason.unsearched.join(", ")
         ));
     }
     out
+}
+
+/// The core's facts as lines, allocations that differ only in their ids' numbers and hold
+/// the same bytes grouped by id pattern (`resource/state/layer.[0-4].kv x5 ...`).
+fn core_lines(core: &[Fact]) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut index = 0;
+    while index < core.len() {
+        if !matches!(core[index], Fact::Allocation { .. }) {
+            lines.push(fact_text(&core[index]));
+            index += 1;
+            continue;
+        }
+        let end = core[index..]
+            .iter()
+            .position(|f| !matches!(f, Fact::Allocation { .. }))
+            .map_or(core.len(), |offset| index + offset);
+        let run = &core[index..end];
+        let key = |f: &Fact| match f {
+            Fact::Allocation { what, bytes, .. } => (what.clone(), *bytes),
+            _ => (String::new(), 0),
+        };
+        for group in group_by_pattern(run, |f| match f {
+            Fact::Allocation { resource, .. } => resource.as_str(),
+            _ => "",
+        }) {
+            for (shown, members) in group.parts(key) {
+                let (what, bytes) = key(members[0]);
+                let count = members.len() as u64;
+                lines.push(if count > 1 {
+                    format!(
+                        "{shown} x{count} ({what}) take {} each, {} in all",
+                        human_bytes(bytes),
+                        bytes
+                            .checked_mul(count)
+                            .map_or_else(|| "more than 2^64 bytes".to_owned(), human_bytes)
+                    )
+                } else {
+                    format!("{shown} ({what}) takes {}", human_bytes(bytes))
+                });
+            }
+        }
+        index = end;
+    }
+    lines
+}
+
+/// What the allocations hold at the policy's ceilings, and the levers that shrink each,
+/// with their amounts.
+fn holdings_lines(out: &mut String, h: &Holdings) {
+    out.push_str(&format!(
+        "what the plan holds at the policy's ceilings (from the plan built at capacity {}):\n",
+        human_bytes(h.at_capacity_bytes)
+    ));
+    out.push_str(&format!("  weights: {}\n", human_bytes(h.weights_bytes)));
+    if h.states > 0 {
+        let split = match h.state_bytes_each {
+            Some(each) => format!(" ({} states x {})", h.states, human_bytes(each)),
+            None => format!(" ({} states)", h.states),
+        };
+        out.push_str(&format!(
+            "  KV cache and sequence state for one {}-token sequence: {}{split}; the policy admits {}\n",
+            h.context_tokens,
+            human_bytes(h.sequence_state_bytes),
+            sequences(u64::from(h.sequences))
+        ));
+    }
+    out.push_str(&format!(
+        "  activations: {}, workspaces: {} (at the token and sequence ceilings)\n",
+        human_bytes(h.activation_bytes),
+        human_bytes(h.workspace_bytes)
+    ));
+    out.push_str("levers (what each shrinks; the relaxations below say which alone suffice):\n");
+    if h.states > 0 {
+        out.push_str(&format!(
+            "  - fewer sequences: each takes {} at the maximum context\n",
+            human_bytes(h.sequence_state_bytes)
+        ));
+        if h.kv_bytes_per_token > 0 {
+            out.push_str(&format!(
+                "  - a shorter context: each token of context takes {} bytes per sequence (a model folder's `--context`; `jointplan fit MODEL --maximize context` finds the longest that fits)\n",
+                h.kv_bytes_per_token
+            ));
+        }
+    }
+    if let Some(t) = &h.kv_tradeoff {
+        out.push_str(&format!(
+            "  - a paged KV cache: {} holds {} bytes per sequence at admission and {} at the full context, where {} reserves {}\n",
+            t.paged_provider,
+            t.paged_bytes_at_admission,
+            t.paged_bytes_at_context,
+            t.contiguous_provider,
+            t.contiguous_bytes_per_sequence
+        ));
+    }
+    out.push_str(&format!(
+        "  - a smaller weight format: the weights take {} (a model folder's --weight-format)\n",
+        human_bytes(h.weights_bytes)
+    ));
 }
 
 fn fact_text(fact: &Fact) -> String {
@@ -150,7 +258,10 @@ pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
                 "resources whose profile changes ({}):\n",
                 diff.profiles_changed.len()
             ));
-            out.push_str(&profile_change_lines(&diff.profiles_changed));
+            out.push_str(&profile_change_lines(
+                &diff.profiles_changed,
+                Detail::Grouped,
+            ));
             out.push_str("memory that changes (chosen | pinned | delta, bytes):\n");
             for (name, m) in diff.memory.iter().filter(|(_, m)| m.delta != 0) {
                 out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));

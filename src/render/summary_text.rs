@@ -1,25 +1,17 @@
 //! The readable text of a plan summary (`jointplan plan` without `--json`), and the
 //! rejection lines `explain` shares.
 
-use jointplan::selection::Status;
+use crate::selection::Status;
 
 use std::collections::BTreeMap;
 
-use super::id_pattern::group_by_pattern;
+use super::id_pattern::{group_by_pattern, short};
 use super::layer_pattern::write_layers;
-use super::output::{
+use super::serving_text::write_serving;
+use super::summary::{
     human_bytes, human_signed_bytes, ComponentSummary, DynamicResourceSummary, NodeSummary,
     PlanSummary, UncertifiedComponent,
 };
-use super::serving_text::write_serving;
-
-fn short(id: &str) -> &str {
-    // Pool and workspace ids end in a 64-hex digest; show its first 12 digits.
-    match id.rfind('/') {
-        Some(i) if id.len() - i - 1 == 64 => &id[..i + 13],
-        _ => id,
-    }
-}
 
 /// The rejection lines of one node (shared by `plan` and `explain`).
 pub fn write_rejections(out: &mut String, node: &NodeSummary, indent: &str) {
@@ -110,8 +102,8 @@ fn write_memory(out: &mut String, summary: &PlanSummary) {
         human_bytes(m.usable_capacity_bytes)
     ));
     out.push_str(&format!(
-        "  headroom                {}\n",
-        human_signed_bytes(m.headroom_bytes)
+        "  spare at minimum load   {}\n",
+        human_signed_bytes(m.spare_bytes)
     ));
     write_serving(out, m);
 }
@@ -136,7 +128,7 @@ fn write_nodes_full(out: &mut String, nodes: &[NodeSummary]) {
 }
 
 /// `  PATTERN  xN  TEXT` (the count only for more than one member).
-fn group_line(out: &mut String, indent: &str, shown: &str, count: usize, text: &str) {
+pub fn group_line(out: &mut String, indent: &str, shown: &str, count: usize, text: &str) {
     if count > 1 {
         out.push_str(&format!("{indent}{shown}  x{count}  {text}\n"));
     } else {
@@ -340,7 +332,7 @@ mod tests {
         ];
         let mut text = String::new();
         let uncertified: Vec<UncertifiedComponent> =
-            crate::cli::output::uncertified_components(&selection);
+            crate::render::summary::uncertified_components(&selection);
         write_uncertified(&mut text, &uncertified);
         assert!(
             text.contains("uncertified selection (2 components"),

@@ -1,0 +1,230 @@
+//! The serving-point flags of `plan` (`--concurrency`, `--input-tokens`, `--output-tokens`,
+//! `--calibration`, `--performance-device`; the engine's time profile follows `--engine`)
+//! and the performance summary they add: `performance` in `--json`, a block of lines and a
+//! roofline table in the text.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use jointplan::perf::{self, Calibration, Performance, ServingPoint, DEFAULT_ENGINE};
+use jointplan::plan::ExecutionPlan;
+use jointplan::request::{NodeId, PlanRequest, ProviderId};
+use jointplan::synth::DeviceDescription;
+
+use super::Error;
+
+/// The serving point to predict, with the figures that price it.
+#[derive(Debug, Default, clap::Args)]
+pub struct ServingFlags {
+    /// Requests in flight at the serving point (adds `performance` to the summary; needs
+    /// --input-tokens and --output-tokens). A model folder's policy sequence ceiling is
+    /// raised to it when lower.
+    #[arg(long, value_name = "C")]
+    pub concurrency: Option<u64>,
+    /// Prompt tokens of each request.
+    #[arg(long, value_name = "I")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens of each request.
+    #[arg(long, value_name = "O")]
+    pub output_tokens: Option<u64>,
+    /// Calibration file of measured kernel times that replace the roofline
+    /// (docs/performance-model.md#calibration).
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
+    /// Device file whose performance figures price a request file (a model folder uses
+    /// its own device file).
+    #[arg(long, value_name = "DEVICE.json")]
+    pub performance_device: Option<PathBuf>,
+}
+
+/// A requested serving point, before the policy is known.
+#[derive(Clone, Debug)]
+pub struct Requested {
+    /// Requests in flight.
+    pub concurrency: u64,
+    /// Prompt tokens.
+    pub input_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Engine spelling.
+    pub engine: String,
+}
+
+impl ServingFlags {
+    /// The serving point asked for, if any, with the time profile of `engine` (`--engine
+    /// NAME[@VERSION]`; vLLM's without it); a partial one names the missing flag.
+    pub fn requested(&self, engine: Option<&str>) -> Result<Option<Requested>, Error> {
+        let given = [
+            ("--concurrency", self.concurrency),
+            ("--input-tokens", self.input_tokens),
+            ("--output-tokens", self.output_tokens),
+        ];
+        let others = [
+            ("--calibration", self.calibration.is_some()),
+            ("--performance-device", self.performance_device.is_some()),
+        ];
+        if given.iter().all(|(_, v)| v.is_none()) {
+            if let Some((flag, _)) = others.iter().find(|(_, set)| *set) {
+                return Err(Error::Usage(format!(
+                    "{flag} applies to a serving point: give --concurrency, --input-tokens and --output-tokens"
+                )));
+            }
+            return Ok(None);
+        }
+        let [(_, Some(concurrency)), (_, Some(input_tokens)), (_, Some(output_tokens))] = given
+        else {
+            let flag = given
+                .iter()
+                .find(|(_, v)| v.is_none())
+                .map_or("", |(f, _)| f);
+            return Err(Error::Usage(format!(
+                "{flag} is missing: a serving point needs --concurrency, --input-tokens and --output-tokens"
+            )));
+        };
+        // The time profile is the engine's, whatever version `--engine` names.
+        let engine = engine
+            .map(|e| e.split('@').next().unwrap_or(e).to_owned())
+            .unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
+        if perf::engine_profile(&engine).is_none() {
+            return Err(Error::Usage(format!(
+                "--engine {engine}: not one of {}",
+                perf::engine_names()
+            )));
+        }
+        Ok(Some(Requested {
+            concurrency,
+            input_tokens,
+            output_tokens,
+            engine,
+        }))
+    }
+}
+
+/// The performance of `plan` at the serving point, on `device`.
+pub fn predict(
+    flags: &ServingFlags,
+    point: &Requested,
+    request: &PlanRequest,
+    plan: &ExecutionPlan,
+    device: Option<&DeviceDescription>,
+) -> Result<Performance, Error> {
+    let read_device;
+    let device = match (&flags.performance_device, device) {
+        (Some(file), _) => {
+            read_device = DeviceDescription::read(file)
+                .map_err(|e| Error::from(e.in_device_file(file)))?;
+            &read_device
+        }
+        (None, Some(device)) => device,
+        (None, None) => {
+            return Err(Error::Usage(
+                "a serving point on a request file needs --performance-device DEVICE.json (a device file with performance figures, e.g. models/devices/h100-sxm-80gb.json)".to_owned(),
+            ))
+        }
+    };
+    let calibration = match &flags.calibration {
+        Some(file) => Calibration::read(file)?,
+        None => Calibration::default(),
+    };
+    let providers: BTreeMap<&NodeId, &ProviderId> = plan
+        .payload
+        .nodes
+        .iter()
+        .map(|n| (&n.id, &n.selection.selected_provider))
+        .collect();
+    let model = perf::time_model(
+        request,
+        |id| providers.get(id).copied(),
+        device,
+        calibration,
+    )?;
+    let serving = ServingPoint {
+        concurrency: point.concurrency,
+        input_tokens: point.input_tokens,
+        output_tokens: point.output_tokens,
+        engine: point.engine.clone(),
+        scheduled_token_budget: request.policy.maximum_scheduled_tokens,
+        maximum_sequences: u64::from(request.policy.maximum_active_sequences),
+        simulated_requests: point.concurrency.saturating_mul(4),
+    };
+    Ok(perf::predict(&model, &serving)?)
+}
+
+fn ms(seconds: f64) -> String {
+    format!("{:.2} ms", seconds * 1e3)
+}
+
+/// The text block of a performance prediction.
+pub fn performance_text(p: &Performance, raised_from: Option<u32>) -> String {
+    let s = &p.serving_point;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "\nperformance (model: docs/performance-model.md; {} engine profile on {}):\n",
+        s.engine, p.device
+    ));
+    out.push_str(&format!(
+        "  serving point           concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences\n",
+        s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
+    ));
+    if let Some(old) = raised_from {
+        out.push_str(&format!(
+            "  policy sequence ceiling raised from {old} to {} to follow --concurrency\n",
+            s.concurrency
+        ));
+    }
+    out.push_str(&format!(
+        "  TTFT                    {} (mean over {} simulated requests, {} steps)\n",
+        ms(p.ttft_seconds),
+        s.simulated_requests,
+        p.simulated_steps
+    ));
+    out.push_str(&format!(
+        "  TPOT                    {}\n",
+        ms(p.tpot_seconds)
+    ));
+    out.push_str(&format!(
+        "  output tokens/s         {:.1} total, {:.1} per device, {:.1} per user (1 / TPOT)\n",
+        p.output_tokens_per_second,
+        p.output_tokens_per_second_per_device,
+        p.output_tokens_per_second_per_user
+    ));
+    for (name, t) in [
+        ("prefill (one prompt)", &p.prefill),
+        ("decode step", &p.decode_step),
+    ] {
+        out.push_str(&format!(
+            "  {name:<23} {} (compute {}, memory {}, overhead {})\n",
+            ms(t.seconds),
+            ms(t.compute_seconds),
+            ms(t.memory_seconds),
+            ms(t.overhead_seconds)
+        ));
+    }
+    out.push_str("  roofline by node kind (decode step; prefill: the first chunk):\n");
+    out.push_str("    kind                               class            nodes   decode   share  bound     prefill  share  bound\n");
+    for k in p.by_kind.iter().take(8) {
+        out.push_str(&format!(
+            "    {:<34} {:<16} {:>5} {:>10} {:>5.1}%  {:<7} {:>10} {:>5.1}%  {}\n",
+            k.kind,
+            k.class,
+            k.nodes,
+            ms(k.decode_seconds),
+            k.decode_share * 100.0,
+            k.decode_bound,
+            ms(k.prefill_seconds),
+            k.prefill_share * 100.0,
+            k.prefill_bound
+        ));
+    }
+    if p.by_kind.len() > 8 {
+        out.push_str(&format!(
+            "    ... {} more kinds (--json lists every one)\n",
+            p.by_kind.len() - 8
+        ));
+    }
+    out.push_str("  rules:\n");
+    for rule in &p.rules {
+        out.push_str(&format!("    {rule}\n"));
+    }
+    out
+}

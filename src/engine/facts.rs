@@ -1,0 +1,170 @@
+//! The plain numbers an engine's accounting needs: the model's weights, shapes and cache
+//! layers, and the device's memory as the driver reports it.
+
+use serde::{Deserialize, Serialize};
+
+use super::{mul, EngineError};
+
+/// What one decoder layer keeps per sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CacheLayer {
+    /// Attention over the whole context: `elements_per_token` cache elements per token
+    /// (`2 x kv_heads x head_dim` for K and V; `kv_lora_rank + qk_rope_head_dim` for MLA).
+    Full {
+        /// Cache elements per token (all heads, before tensor parallelism).
+        elements_per_token: u64,
+        /// Key/value heads the elements are split over (tensor parallelism shards them; 1
+        /// for a latent cache, which every rank holds whole).
+        heads: u64,
+    },
+    /// Attention over the last `window` tokens.
+    Sliding {
+        /// Cache elements per token.
+        elements_per_token: u64,
+        /// Key/value heads.
+        heads: u64,
+        /// The window.
+        window: u64,
+    },
+    /// A recurrent (linear-attention, state-space) layer: a fixed state per sequence.
+    Recurrent {
+        /// State bytes per sequence.
+        state_bytes: u64,
+    },
+}
+
+impl CacheLayer {
+    /// Cache elements per token held on one of `tp` ranks (heads split, at least one head).
+    pub fn elements_per_token_per_rank(&self, tp: u64) -> u64 {
+        match *self {
+            Self::Full {
+                elements_per_token,
+                heads,
+            }
+            | Self::Sliding {
+                elements_per_token,
+                heads,
+                ..
+            } => {
+                let heads = heads.max(1);
+                let per_head = elements_per_token / heads;
+                per_head * heads.div_ceil(tp.max(1))
+            }
+            Self::Recurrent { .. } => 0,
+        }
+    }
+}
+
+/// Mixture-of-experts shapes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MoeFacts {
+    /// Routed experts.
+    pub experts: u64,
+    /// Experts per token.
+    pub experts_per_token: u64,
+    /// Width of one routed expert.
+    pub expert_intermediate_size: u64,
+    /// Width of the shared expert (0: none).
+    pub shared_intermediate_size: u64,
+}
+
+/// A model as an engine's accounting sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelFacts {
+    /// Bytes of the parameters as stored on the device (all tensors, one copy).
+    pub weights_bytes: u64,
+    /// Bytes of the token embedding table (llama.cpp keeps it on the host).
+    pub embedding_bytes: u64,
+    /// Bytes of one activation element (2 for f16/bf16).
+    pub dtype_bytes: u64,
+    /// The checkpoint's dtype name (`bfloat16`, `float16`), for the logs.
+    pub dtype_name: String,
+    /// Width of the residual stream.
+    pub hidden_size: u64,
+    /// Dense MLP width of the widest dense layer (0: every layer routed).
+    pub intermediate_size: u64,
+    /// Whether any layer has a dense MLP.
+    pub has_dense_mlp: bool,
+    /// Experts, for mixtures of experts.
+    pub moe: Option<MoeFacts>,
+    /// Query heads.
+    pub query_heads: u64,
+    /// Key/value heads of grouped attention.
+    pub kv_heads: u64,
+    /// Head dimension.
+    pub head_dim: u64,
+    /// Rotated dimensions per head (0: no rotary embedding).
+    pub rotary_dim: u64,
+    /// Distinct rotary caches the model builds (Gemma 3: local and global bases, 2).
+    pub rotary_caches: u64,
+    /// Vocabulary size.
+    pub vocab_size: u64,
+    /// Longest context the model was trained for (`max_position_embeddings`, scaled by a
+    /// rope factor that extends it).
+    pub trained_context: u64,
+    /// Whether attention keeps a compressed latent cache (MLA), which engines page in
+    /// larger blocks.
+    pub latent_attention: bool,
+    /// Decoder layers, in order.
+    pub layers: Vec<CacheLayer>,
+}
+
+impl ModelFacts {
+    /// Checks the facts an accounting divides by.
+    pub fn check(&self) -> Result<(), EngineError> {
+        let zero = |what: &str| EngineError::Facts {
+            what: format!("{what} is 0"),
+        };
+        if self.dtype_bytes == 0 {
+            return Err(zero("dtype_bytes"));
+        }
+        if self.hidden_size == 0 {
+            return Err(zero("hidden_size"));
+        }
+        if self.layers.is_empty() {
+            return Err(zero("layers"));
+        }
+        Ok(())
+    }
+
+    /// Cache bytes one token adds on one of `tp` ranks, over every attention layer, at
+    /// `element_bytes` per element.
+    pub fn kv_bytes_per_token(&self, tp: u64, element_bytes: u64) -> Result<u64, EngineError> {
+        let mut total = 0u64;
+        for layer in &self.layers {
+            let bytes = mul(
+                layer.elements_per_token_per_rank(tp),
+                element_bytes,
+                "KV bytes per token",
+            )?;
+            total = super::add(total, bytes, "KV bytes per token")?;
+        }
+        Ok(total)
+    }
+
+    /// Whether some layer keeps a recurrent state.
+    pub fn has_recurrent_layers(&self) -> bool {
+        self.layers
+            .iter()
+            .any(|l| matches!(l, CacheLayer::Recurrent { .. }))
+    }
+}
+
+/// A device as an engine sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    /// The name the driver reports (vLLM's defaults depend on it: `A100` in the name keeps
+    /// the smaller defaults).
+    pub name: String,
+    /// Total memory as the driver reports it (`torch.cuda.mem_get_info()[1]`,
+    /// `cudaMemGetInfo`): what the engines budget from.
+    pub total_bytes: u64,
+    /// Where `total_bytes` comes from (`driver_memory_bytes` of the device file, or its
+    /// `total_memory_bytes` when the file has no driver figure).
+    pub total_source: String,
+    /// Memory free when the engine starts, when it is known (an engine's own log of it):
+    /// SGLang budgets from it. `None`: the total less the CUDA context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub free_at_start_bytes: Option<u64>,
+}

@@ -1,0 +1,80 @@
+//! Engine time profiles: what a serving engine adds to the kernels' time, keyed by the
+//! engine's command-line spelling (`vllm`, `sglang`, `trtllm`, `llama.cpp`).
+//!
+//! Every engine runs continuous batching with chunked prefill (decodes first, then prompt
+//! chunks up to the scheduled-token budget); they differ in the host time each step costs
+//! that the device does not overlap, and in how much of the per-kernel launch cost CUDA
+//! graphs remove from decode steps. The figures and their sources are in
+//! `docs/performance-model.md#engines`.
+
+/// An engine's time profile.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct EngineProfile {
+    /// The command-line spelling.
+    pub name: &'static str,
+    /// Host time per scheduler step not overlapped with the device (seconds): scheduling,
+    /// input preparation, sampling and output processing.
+    pub step_overhead_seconds: f64,
+    /// Fraction of the device's per-kernel launch overhead a decode step pays (decode steps
+    /// replay captured CUDA graphs; 1 = every kernel launched from the host).
+    pub decode_launch_factor: f64,
+    /// Fraction of the launch overhead a step with prompt tokens pays (eager launches).
+    pub prefill_launch_factor: f64,
+    /// Time from a request's arrival until the scheduler can run it (HTTP, tokenization,
+    /// queueing into the engine), counted in its TTFT.
+    pub request_overhead_seconds: f64,
+}
+
+/// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the odd rows
+/// of the validation table (`examples/perf_validation.rs` prints the fit, and
+/// `tests/planner/perf_validation.rs` checks this constant against it).
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0086;
+
+/// The profiles, by name.
+pub const ENGINES: &[EngineProfile] = &[
+    EngineProfile {
+        name: "vllm",
+        step_overhead_seconds: 0.002,
+        decode_launch_factor: 0.25,
+        prefill_launch_factor: 1.0,
+        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
+    },
+    EngineProfile {
+        name: "sglang",
+        step_overhead_seconds: 0.001,
+        decode_launch_factor: 0.25,
+        prefill_launch_factor: 1.0,
+        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
+    },
+    EngineProfile {
+        name: "trtllm",
+        step_overhead_seconds: 0.0005,
+        decode_launch_factor: 0.25,
+        prefill_launch_factor: 1.0,
+        request_overhead_seconds: 0.0,
+    },
+    EngineProfile {
+        name: "llama.cpp",
+        step_overhead_seconds: 0.0005,
+        decode_launch_factor: 0.5,
+        prefill_launch_factor: 1.0,
+        request_overhead_seconds: 0.0,
+    },
+];
+
+/// The engine a serving point uses when none is named.
+pub const DEFAULT_ENGINE: &str = "vllm";
+
+/// The profile of the engine spelled `name` on the command line.
+pub fn engine_profile(name: &str) -> Option<EngineProfile> {
+    ENGINES.iter().find(|e| e.name == name).copied()
+}
+
+/// The spellings, for messages.
+pub fn engine_names() -> String {
+    ENGINES
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

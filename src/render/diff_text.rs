@@ -1,0 +1,159 @@
+//! The comparison of two plans for people (`jointplan diff` without `--json`), and the
+//! objective-key and profile-change lines that why-not answers share.
+
+use crate::plan::ExecutionPlan;
+use crate::request::NodeId;
+use crate::study::diff::{PlanDiff, ProfileChange};
+use crate::study::objective_keys::ObjectiveKeys;
+
+use super::id_pattern::{group_by_pattern, short};
+use super::summary_text::{group_line, Detail};
+
+/// The comparison for people: with [`Detail::Grouped`], the nodes and resources that change
+/// alike are grouped by id pattern as plan summaries group them (`node.layer.[0-31].attention
+/// x32`); with [`Detail::Full`], one line each.
+pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan, detail: Detail) -> String {
+    let mut out = format!("A {}\nB {}\n", a.payload.plan_id, b.payload.plan_id);
+    if !diff.programs_equal {
+        out.push_str("programs: same nodes, different program fingerprints (shapes differ)\n");
+    }
+    if diff.is_empty() {
+        out.push_str("no difference in providers, profiles or memory\n");
+    }
+    out.push_str(&format!(
+        "\nproviders: {} of {} nodes changed\n",
+        diff.nodes_changed.len(),
+        a.payload.nodes.len()
+    ));
+    for pattern in &diff.patterns {
+        out.push_str(&format!(
+            "  {} -> {}: {}\n",
+            pattern.a, pattern.b, pattern.count
+        ));
+        out.push_str(&node_lines(&pattern.nodes, detail));
+    }
+    out.push_str(&format!(
+        "\nstorage profiles: {} resources changed\n",
+        diff.profiles_changed.len()
+    ));
+    out.push_str(&profile_change_lines(&diff.profiles_changed, detail));
+    out.push_str("\nobjective keys (A | B):\n");
+    out.push_str(&objective_lines(
+        &diff.objective.a,
+        &diff.objective.b,
+        ["A", "B"],
+    ));
+    out.push_str("\nmemory (A | B | B - A, bytes; pools summed per kind, and every pool's maximum is bounded by the same dynamic capacity, which they share):\n");
+    for (name, m) in &diff.memory {
+        out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
+    }
+    out
+}
+
+/// The nodes of one provider change: grouped by id pattern, or one line each.
+fn node_lines(nodes: &[NodeId], detail: Detail) -> String {
+    let mut out = String::new();
+    match detail {
+        Detail::Full => {
+            for node in nodes {
+                out.push_str(&format!("    {node}\n"));
+            }
+        }
+        Detail::Grouped => {
+            for group in group_by_pattern(nodes, NodeId::as_str) {
+                for (shown, members) in group.parts(|_| ()) {
+                    let count = members.len();
+                    if count > 1 {
+                        out.push_str(&format!("    {shown}  x{count}\n"));
+                    } else {
+                        out.push_str(&format!("    {shown}\n"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The resources whose profile changed (`(absent)` on a side without it): grouped by id
+/// pattern and change, or one line each.
+pub fn profile_change_lines(changes: &[ProfileChange], detail: Detail) -> String {
+    let show = |p: &Option<String>| p.clone().unwrap_or_else(|| "(absent)".to_owned());
+    let change = |c: &ProfileChange| format!("{} -> {}", show(&c.a), show(&c.b));
+    match detail {
+        Detail::Full => changes
+            .iter()
+            .map(|c| format!("  {}  {}\n", c.resource, change(c)))
+            .collect(),
+        Detail::Grouped => {
+            let mut out = String::new();
+            for group in group_by_pattern(changes, |c| c.resource.as_str()) {
+                for (index, (shown, members)) in group.parts(change).iter().enumerate() {
+                    let indent = if index == 0 { "  " } else { "    except " };
+                    group_line(
+                        &mut out,
+                        indent,
+                        short(shown),
+                        members.len(),
+                        &change(members[0]),
+                    );
+                }
+            }
+            out
+        }
+    }
+}
+
+/// The objective keys of two plans side by side (`labels` name the two sides).
+pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) -> String {
+    let mut out = format!("  objective  {} | {}\n", a.objective, b.objective);
+    out.push_str(&format!(
+        "  preferences met (node order decides seed-lex)  {}/{} | {}/{}\n",
+        a.preferred_met, a.preferences, b.preferred_met, b.preferences
+    ));
+    let missed = |k: &ObjectiveKeys| {
+        if k.preferred_missed.is_empty() {
+            return "none".to_owned();
+        }
+        k.preferred_missed
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if a.preferred_missed != b.preferred_missed {
+        out.push_str(&format!("    missed in {}: {}\n", labels[0], missed(a)));
+        out.push_str(&format!("    missed in {}: {}\n", labels[1], missed(b)));
+    }
+    let profiles: std::collections::BTreeSet<&String> = a
+        .resources_by_profile
+        .keys()
+        .chain(b.resources_by_profile.keys())
+        .collect();
+    for profile in profiles {
+        out.push_str(&format!(
+            "  resources at {profile}  {} | {}\n",
+            a.resources_by_profile.get(profile).unwrap_or(&0),
+            b.resources_by_profile.get(profile).unwrap_or(&0)
+        ));
+    }
+    if !a.penalty_by_rank.is_empty() {
+        out.push_str(&format!(
+            "  penalty by rank (resources at rank 0, 1, ...)  {:?} | {:?}\n",
+            a.penalty_by_rank, b.penalty_by_rank
+        ));
+    }
+    match a
+        .providers
+        .iter()
+        .zip(&b.providers)
+        .find(|(x, y)| x.1 != y.1)
+    {
+        Some((x, y)) => out.push_str(&format!(
+            "  provider-id tie-break: first difference at {}: {} | {}\n",
+            x.0, x.1, y.1
+        )),
+        None => out.push_str("  provider-id tie-break: equal\n"),
+    }
+    out
+}

@@ -1,0 +1,136 @@
+//! The answers of `jointplan fit` for people: the largest value of a knob that fits, and
+//! which devices of a directory fit.
+
+use crate::study::fit::{DeviceFit, FitResult};
+use crate::study::report::{sequences as sequences_word, sequences_fit};
+
+use super::summary::{human_bytes, human_signed_bytes};
+
+/// The answer of `fit --maximize KNOB` for people.
+pub fn fit_text(answer: &FitResult) -> String {
+    let knob = answer.knob.name();
+    let mut out = match (answer.largest, &answer.plan_id) {
+        (Some(value), Some(plan_id)) => format!(
+            "largest {knob} that fits: {value} (exact: the plan builds and its worst case \
+             fits; {} plans built)\n  plan {plan_id}\n",
+            answer.probes
+        ),
+        _ => format!(
+            "no value of {knob} fits, not even {} (the smallest value the policy admits; {} plans built)\n",
+            answer.lowest, answer.probes
+        ),
+    };
+    if let Some(report) = &answer.report {
+        out.push_str(&format!(
+            "  headroom {}, {} at the maximum context\n",
+            human_signed_bytes(report.headroom_bytes),
+            report
+                .sequences_that_fit
+                .map_or_else(|| "any number of sequences fit".to_owned(), sequences_fit)
+        ));
+    }
+    match &answer.next {
+        Some(next) => {
+            out.push_str(&format!("  at {knob} {}: {}\n", next.value, next.reason));
+            if let Some(short) = next.bytes_short {
+                out.push_str(&format!("  short by {}\n", human_bytes(short)));
+            }
+        }
+        None => out.push_str(&format!(
+            "  {knob} is at the largest value its field holds\n"
+        )),
+    }
+    out
+}
+
+/// Which devices of a directory fit, for people.
+pub fn devices_text(rows: &[DeviceFit]) -> String {
+    let mut out =
+        String::from("devices (fitting first, smallest first; worst case of the policy):\n");
+    for row in rows {
+        let verdict = if row.fits { "fits" } else { "does not fit" };
+        out.push_str(&format!(
+            "  {}  {}  {verdict}",
+            row.device_file,
+            human_bytes(row.device_memory_bytes)
+        ));
+        if let Some(headroom) = row.headroom_bytes {
+            out.push_str(&format!("  headroom {}", human_signed_bytes(headroom)));
+        }
+        if let Some(sequences) = row.sequences_that_fit {
+            out.push_str(&format!(
+                "  {} at maximum context",
+                sequences_word(sequences)
+            ));
+        }
+        out.push('\n');
+        if let Some(reason) = &row.reason {
+            out.push_str(&format!("      {reason}\n"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::study::fit::Knob;
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        let none = FitResult {
+            knob: Knob::Sequences,
+            largest: None,
+            plan_id: None,
+            next: None,
+            report: None,
+            lowest: 1,
+            probes: 1,
+        };
+        let text = fit_text(&none);
+        assert!(
+            text.starts_with("no value of sequences fits, not even 1"),
+            "{text}"
+        );
+        let row = DeviceFit {
+            device_file: "small.json".to_owned(),
+            device_memory_bytes: 1 << 30,
+            fits: false,
+            plan_id: None,
+            headroom_bytes: Some(5),
+            sequences_that_fit: Some(1),
+            reason: None,
+        };
+        let text = devices_text(&[row]);
+        assert!(text.contains("  1 sequence at maximum context"), "{text}");
+        assert!(!text.contains("1 sequences"), "{text}");
+    }
+}
+
+/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`).
+pub fn counts_text(rows: &[crate::placement::fit::CountFit], max_count: u32) -> String {
+    let mut out = format!(
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
+    );
+    for row in rows {
+        match (row.count, row.total_memory_bytes) {
+            (Some(count), Some(total)) => out.push_str(&format!(
+                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                human_bytes(total),
+                row.tensor_parallel.unwrap_or(0),
+                row.pipeline_parallel.unwrap_or(0),
+                row.placement_id.as_deref().unwrap_or(""),
+                row.certificate.as_deref().unwrap_or("")
+            )),
+            _ => out.push_str(&format!(
+                "  {}  {}  does not fit on {max_count}: {}\n",
+                row.device_file,
+                human_bytes(row.device_memory_bytes),
+                row.reason.as_deref().unwrap_or("")
+            )),
+        }
+    }
+    out
+}

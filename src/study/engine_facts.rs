@@ -1,0 +1,170 @@
+//! The wiring between a synthesized request and the engines' accounting
+//! ([`crate::engine`]): the plain numbers an engine needs, read from the request's model
+//! configuration (its family's canonical config, re-derived into the architecture the
+//! synthesizer built) and weight schema, and from the device file.
+
+use crate::engine::{
+    self, CacheLayer, DeviceFacts, EngineArgs, EngineChoice, EngineReport, ModelFacts, MoeFacts,
+};
+use crate::request::PlanRequest;
+use crate::synth::architecture::{FeedForwardKind, MixerKind};
+use crate::synth::{registry, DeviceDescription, ModelConfig, PolicyPreset, SynthError};
+
+use super::StudyError;
+
+/// The key each engine spells its context limit with.
+fn context_key(choice: &EngineChoice) -> &'static str {
+    match choice.engine {
+        engine::Engine::Vllm => "max_model_len",
+        engine::Engine::Sglang => "context_length",
+        engine::Engine::Trtllm => "max_seq_len",
+        engine::Engine::LlamaCpp => "ctx_size",
+    }
+}
+
+/// The model's facts as an engine sees them, from a synthesized request: the parameters'
+/// bytes are the weight schema's components (the format the request was synthesized in),
+/// the shapes and cache layers those of the architecture its configuration specifies.
+pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
+    let config: ModelConfig = serde_json::from_value(request.family.canonical_config.clone())
+        .map_err(|e| {
+            StudyError::Synth(SynthError::config(
+                "family.canonical_config",
+                format!("is not a model configuration: {e}"),
+            ))
+        })?;
+    let arch = registry::entry_of(&config)?.specialize(&config, config.architecture()?)?;
+    let mut weights_bytes = 0u64;
+    let mut embedding_bytes = 0u64;
+    for component in &request.family.weight_schema.components {
+        let bytes = component
+            .physical_bytes()
+            .ok_or_else(|| StudyError::Overflow {
+                what: format!("bytes of weight component {}", component.id),
+            })?;
+        weights_bytes = weights_bytes
+            .checked_add(bytes)
+            .ok_or_else(|| StudyError::Overflow {
+                what: "weights bytes".to_owned(),
+            })?;
+        if component
+            .external_names
+            .iter()
+            .any(|n| n.starts_with("model.embed_tokens"))
+        {
+            embedding_bytes += bytes;
+        }
+    }
+    let a = arch.attention;
+    let layers = arch
+        .layers
+        .iter()
+        .map(|layer| match (layer.mixer, layer.window) {
+            (MixerKind::Attention, None) => CacheLayer::Full {
+                elements_per_token: 2 * a.key_value_heads * a.head_dim,
+                heads: a.key_value_heads,
+            },
+            (MixerKind::Attention, Some(window)) => CacheLayer::Sliding {
+                elements_per_token: 2 * a.key_value_heads * a.head_dim,
+                heads: a.key_value_heads,
+                window,
+            },
+            (MixerKind::LatentAttention, _) => {
+                let latent = arch
+                    .latent
+                    .map_or(0, |l| l.kv_lora_rank + l.qk_rope_head_dim);
+                CacheLayer::Full {
+                    elements_per_token: latent,
+                    heads: 1,
+                }
+            }
+            (MixerKind::GatedDelta, _) => {
+                let state = arch.gated_delta.map_or(0, |d| {
+                    2 * (d.value_heads * d.key_head_dim * d.value_head_dim
+                        + d.conv_features() * d.conv_kernel.saturating_sub(1))
+                });
+                CacheLayer::Recurrent { state_bytes: state }
+            }
+        })
+        .collect();
+    let moe = arch.experts.map(|e| MoeFacts {
+        experts: e.routed_experts,
+        experts_per_token: e.experts_per_token,
+        expert_intermediate_size: e.expert_intermediate_size,
+        shared_intermediate_size: e.shared_intermediate_size,
+    });
+    let rotary_caches = if config.model_type.as_deref() == Some("gemma3_text") {
+        2
+    } else {
+        1
+    };
+    Ok(ModelFacts {
+        weights_bytes,
+        embedding_bytes,
+        dtype_bytes: 2,
+        dtype_name: arch
+            .torch_dtype
+            .clone()
+            .unwrap_or_else(|| "float16".to_owned()),
+        hidden_size: arch.hidden_size,
+        intermediate_size: arch.intermediate_size,
+        has_dense_mlp: arch
+            .layers
+            .iter()
+            .any(|l| l.feed_forward == FeedForwardKind::Dense),
+        moe,
+        query_heads: a.query_heads,
+        kv_heads: a.key_value_heads,
+        head_dim: a.head_dim,
+        rotary_dim: a.rope_dim,
+        rotary_caches,
+        vocab_size: arch.vocab_size,
+        trained_context: arch.max_position_embeddings,
+        latent_attention: arch.latent.is_some(),
+        layers,
+    })
+}
+
+/// The device as an engine sees it: the driver's total when the file states it
+/// (`driver_memory_bytes`), else the file's `total_memory_bytes`.
+pub fn device_facts(device: &DeviceDescription) -> DeviceFacts {
+    let (total_bytes, total_source) = match device.driver_memory_bytes {
+        Some(bytes) => (bytes, "driver_memory_bytes of the device file"),
+        None => (
+            device.total_memory_bytes,
+            "total_memory_bytes of the device file (it states no driver_memory_bytes)",
+        ),
+    };
+    DeviceFacts {
+        name: device.name.clone(),
+        total_bytes,
+        total_source: total_source.to_owned(),
+        free_at_start_bytes: None,
+    }
+}
+
+/// The accounting of `choice` for the model of `request` on `device` under `args`; the
+/// engine's context limit, when `args` does not set it, is the context `policy` plans for
+/// the model (its ceiling, or the model's trained context), so the flags reproduce the plan.
+pub fn engine_report(
+    request: &PlanRequest,
+    device: &DeviceDescription,
+    policy: &PolicyPreset,
+    choice: &EngineChoice,
+    args: &EngineArgs,
+) -> Result<EngineReport, StudyError> {
+    let model = model_facts(request)?;
+    let mut args = args.clone();
+    args.check(choice.engine)?;
+    let key = context_key(choice);
+    if !args.given().contains_key(key) {
+        let context = policy.context_tokens(model.trained_context);
+        args.set(key, &context.to_string());
+    }
+    Ok(engine::account(
+        choice,
+        &model,
+        &device_facts(device),
+        &args,
+    )?)
+}

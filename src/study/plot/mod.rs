@@ -1,0 +1,350 @@
+//! The plots of a sweep, as SVG text drawn with plotters' SVG backend (no font files, no
+//! system library), made to be read in a paper:
+//!
+//! * line plots against each numeric knob that varies ([`lines`]): memory items and
+//!   tokens that fit, as small multiples (one panel per device or model), the legend
+//!   outside the data, a log2 axis for a doubling grid, short exact tick labels
+//!   ([`scale`]), series told apart by colour, marker and dash ([`style`]), and marks for
+//!   points whose worst case does not fit, points without a plan and capped points;
+//! * plan-region maps ([`regions`]): over one or two knobs, which points make the same
+//!   provider/profile choice, one colour and letter per choice across every map of the
+//!   sweep.
+//!
+//! Every figure comes with its [`Layout`] (plot areas, legends, text boxes), the contract
+//! the figure test checks against a real font's measurements.
+
+pub mod canvas;
+pub mod lines;
+pub mod regions;
+pub mod scale;
+pub mod style;
+
+use std::collections::BTreeMap;
+
+pub use canvas::{Layout, Rect};
+pub use regions::{Choices, Region, RegionMap};
+
+use lines::{LineFigure, LinePoint, Panel, Series};
+use scale::{is_doubling, Unit};
+
+use super::sweep::{short_value, SweepRow};
+use super::StudyError;
+
+/// The knobs whose values are numbers (line plots are drawn against them).
+pub const NUMERIC_KNOBS: [&str; 5] = [
+    "context",
+    "sequences",
+    "scheduled_tokens",
+    "layers",
+    "experts",
+];
+
+/// The knobs that split a line plot into panels (small multiples).
+pub const PANEL_KNOBS: [&str; 2] = ["model", "device"];
+
+/// One figure: its file name, SVG text and layout.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Figure {
+    /// File name (`memory-vs-context.svg`, `regions-a100-80gb.svg`).
+    pub name: String,
+    /// The SVG text.
+    pub svg: String,
+    /// Where its parts lie.
+    pub layout: Layout,
+}
+
+/// Rows grouped by the values of every knob in `others` (in grid order of first row);
+/// each group's label is `knob=value ...`.
+pub fn group_by<'a>(
+    rows: &'a [SweepRow],
+    others: &[&str],
+) -> BTreeMap<usize, (String, Vec<&'a SweepRow>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut groups: BTreeMap<usize, (String, Vec<&SweepRow>)> = BTreeMap::new();
+    for row in rows {
+        let label = others
+            .iter()
+            .map(|k| format!("{k}={}", row.point.value(k)))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let index = match order.iter().position(|l| *l == label) {
+            Some(i) => i,
+            None => {
+                order.push(label.clone());
+                order.len() - 1
+            }
+        };
+        groups
+            .entry(index)
+            .or_insert_with(|| (label, Vec::new()))
+            .1
+            .push(row);
+    }
+    groups
+}
+
+/// The short label of `row`'s values of `knobs`: one knob by its value alone, several as
+/// `knob=value`, joined by `, `.
+fn short_label(row: &SweepRow, knobs: &[&str]) -> String {
+    match knobs {
+        [knob] => short_value(knob, &row.point.value(knob)),
+        _ => knobs
+            .iter()
+            .map(|k| format!("{k}={}", short_value(k, &row.point.value(k))))
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// The distinct values of `label` over `rows`, in order of first appearance.
+fn labels(rows: &[SweepRow], label: impl Fn(&SweepRow) -> String) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    for row in rows {
+        let l = label(row);
+        if !seen.contains(&l) {
+            seen.push(l);
+        }
+    }
+    seen
+}
+
+/// A memory item of the report.
+const ITEMS: [&str; 5] = [
+    "weights",
+    "KV cache per sequence",
+    "activations",
+    "workspaces",
+    "headroom",
+];
+
+fn figure(row: &SweepRow, item: &str) -> Option<f64> {
+    let r = row.report.as_ref()?;
+    Some(match item {
+        "weights" => r.weights_bytes as f64,
+        "KV cache per sequence" => r.kv_bytes_per_sequence as f64,
+        "activations" => r.activation_bytes as f64,
+        "workspaces" => r.workspace_bytes as f64,
+        "headroom" => r.headroom_bytes as f64,
+        "tokens that fit" => r.tokens_that_fit? as f64,
+        _ => return None,
+    })
+}
+
+/// The two line figures against `knob`: memory items and tokens that fit.
+fn line_figures(
+    rows: &[SweepRow],
+    varying: &[&str],
+    knob: &str,
+) -> Result<Vec<Figure>, StudyError> {
+    let others: Vec<&str> = varying.iter().copied().filter(|k| *k != knob).collect();
+    let panel_knobs: Vec<&str> = others
+        .iter()
+        .copied()
+        .filter(|k| PANEL_KNOBS.contains(k))
+        .collect();
+    let series_knobs: Vec<&str> = others
+        .iter()
+        .copied()
+        .filter(|k| !PANEL_KNOBS.contains(k))
+        .collect();
+    let panel_of = |r: &SweepRow| short_label(r, &panel_knobs);
+    let series_of = |r: &SweepRow| short_label(r, &series_knobs);
+    let panels = labels(rows, panel_of);
+    let series_labels = labels(rows, series_of);
+    let xs: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.point.value(knob).parse().ok())
+        .collect();
+    let x_name = if is_doubling(&xs) {
+        format!("{knob} (log2 scale)")
+    } else {
+        knob.to_owned()
+    };
+    let points = |panel: &str, series: &str, item: &str| -> Vec<LinePoint> {
+        let mut points: Vec<LinePoint> = Vec::new();
+        for r in rows {
+            if panel_of(r) != panel || series_of(r) != series {
+                continue;
+            }
+            let Ok(x) = r.point.value(knob).parse::<f64>() else {
+                continue;
+            };
+            if points.iter().any(|p| p.x == x) {
+                continue;
+            }
+            points.push(LinePoint {
+                x,
+                y: figure(r, item),
+                fits: r.status == "fits",
+                capped: r.capped(),
+            });
+        }
+        points.sort_by(|a, b| a.x.total_cmp(&b.x));
+        points
+    };
+    let series_heading = series_knobs.join(", ");
+    let mut memory_panels = Vec::new();
+    let mut token_panels = Vec::new();
+    for panel in &panels {
+        let mut memory = Vec::new();
+        let mut tokens = Vec::new();
+        for (style, series) in series_labels.iter().enumerate() {
+            let token_points = points(panel, series, "tokens that fit");
+            if token_points.is_empty() {
+                continue;
+            }
+            for (colour, item) in ITEMS.iter().enumerate() {
+                memory.push(Series {
+                    colour,
+                    style,
+                    points: points(panel, series, item),
+                });
+            }
+            tokens.push(Series {
+                colour: style,
+                style,
+                points: token_points,
+            });
+        }
+        memory_panels.push(Panel {
+            title: panel.clone(),
+            series: memory,
+        });
+        token_panels.push(Panel {
+            title: panel.clone(),
+            series: tokens,
+        });
+    }
+    let style_labels: Vec<String> = if series_knobs.is_empty() {
+        vec!["every point".to_owned()]
+    } else {
+        series_labels.clone()
+    };
+    let panel_note = if panel_knobs.is_empty() {
+        String::new()
+    } else {
+        format!(", one panel per {}", panel_knobs.join(" and "))
+    };
+    let memory = LineFigure {
+        title: format!("Memory items against {knob}{panel_note}"),
+        x_name: x_name.clone(),
+        y_name: "bytes (log2 scale)".to_owned(),
+        y_unit: Unit::Bytes,
+        y_log: true,
+        panels: memory_panels,
+        colours: (
+            "memory item".to_owned(),
+            ITEMS.iter().map(|s| (*s).to_owned()).collect(),
+        ),
+        styles: (series_heading.clone(), style_labels.clone()),
+    };
+    let tokens = LineFigure {
+        title: format!("Tokens of KV cache that fit against {knob}{panel_note}"),
+        x_name,
+        y_name: "tokens that fit".to_owned(),
+        y_unit: Unit::Count,
+        y_log: false,
+        panels: token_panels,
+        colours: (String::new(), Vec::new()),
+        styles: (
+            if series_heading.is_empty() {
+                "series".to_owned()
+            } else {
+                series_heading
+            },
+            style_labels,
+        ),
+    };
+    let mut out = Vec::new();
+    for (name, fig) in [("memory", memory), ("tokens", tokens)] {
+        let (svg, layout) = fig.svg()?;
+        out.push(Figure {
+            name: format!("{name}-vs-{knob}.svg"),
+            svg,
+            layout,
+        });
+    }
+    Ok(out)
+}
+
+/// A file-name part of a label: letters, digits, `.`, `_` and `-`; anything else `_`.
+fn file_part(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// Every figure of `rows` (`varying`: the knobs with more than one value, the region map's
+/// axes first): `memory-vs-KNOB.svg` and `tokens-vs-KNOB.svg` per numeric knob, and the
+/// region maps, `regions.svg` or one `regions-VALUES.svg` per combination of the knobs
+/// beyond the map's two axes (`regions-a100-80gb.svg`).
+pub fn figures(rows: &[SweepRow], varying: &[&str]) -> Result<Vec<Figure>, StudyError> {
+    let mut out = Vec::new();
+    for knob in varying.iter().filter(|k| NUMERIC_KNOBS.contains(k)) {
+        out.extend(line_figures(rows, varying, knob)?);
+    }
+    let Some(x) = varying.first() else {
+        return Ok(out);
+    };
+    let y = varying.get(1).copied();
+    let rest: Vec<&str> = varying.iter().skip(2).copied().collect();
+    let choices = Choices::of(rows);
+    let groups = group_by(rows, &rest);
+    let mut names: Vec<String> = Vec::new();
+    for (index, (_, members)) in groups.values().enumerate() {
+        let map = RegionMap::in_sweep(members, x, y, &choices);
+        let label = members
+            .first()
+            .map(|r| short_label(r, &rest))
+            .unwrap_or_default();
+        let title = if label.is_empty() {
+            "Plan regions".to_owned()
+        } else {
+            format!("Plan regions, {label}")
+        };
+        let mut name = if groups.len() == 1 {
+            "regions.svg".to_owned()
+        } else {
+            let values: Vec<String> = members
+                .first()
+                .map(|r| {
+                    rest.iter()
+                        .map(|k| short_value(k, &r.point.value(k)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("regions-{}.svg", file_part(&values.join("-")))
+        };
+        if names.contains(&name) {
+            name = format!("regions-{}.svg", index + 1);
+        }
+        names.push(name.clone());
+        let (svg, layout) = map.figure(&title)?;
+        out.push(Figure { name, svg, layout });
+    }
+    Ok(out)
+}
+
+/// Draws every figure of `rows` into `dir` ([`figures`]). Returns the files written.
+pub fn write_plots(
+    dir: &std::path::Path,
+    rows: &[SweepRow],
+    varying: &[&str],
+) -> Result<Vec<String>, StudyError> {
+    let mut written = Vec::new();
+    for figure in figures(rows, varying)? {
+        let file = dir.join(&figure.name);
+        std::fs::write(&file, &figure.svg).map_err(|e| StudyError::Settings {
+            path: file.display().to_string(),
+            message: format!("cannot write the plot: {e}"),
+        })?;
+        written.push(figure.name);
+    }
+    Ok(written)
+}

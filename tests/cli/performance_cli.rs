@@ -1,0 +1,209 @@
+//! `plan --concurrency C --input-tokens I --output-tokens O`: the serving point's
+//! `performance` in `--json` and in the text, nothing without it, and bad serving flags or
+//! calibration files refused with the culprit named.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::process::{jointplan, ok, s, text};
+
+fn folder(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn device(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("models/devices")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn plan_json(extra: &[&str]) -> Value {
+    let model = folder("llama-3.2-1b");
+    let mut args = vec!["plan", model.as_str(), "--layers", "2", "--json"];
+    args.extend_from_slice(extra);
+    let result = jointplan(&args);
+    ok(&result);
+    serde_json::from_slice(&result.stdout).unwrap()
+}
+
+#[test]
+fn a_serving_point_adds_performance_and_leaves_the_rest_unchanged() {
+    let h100 = device("h100-sxm-80gb.json");
+    let plain = plan_json(&["--device", &h100]);
+    assert!(plain.get("performance").is_none());
+    let served = plan_json(&[
+        "--device",
+        &h100,
+        "--concurrency",
+        "2",
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "16",
+    ]);
+    let p = &served["performance"];
+    for key in [
+        "ttft_seconds",
+        "tpot_seconds",
+        "output_tokens_per_second",
+        "output_tokens_per_second_per_device",
+        "output_tokens_per_second_per_user",
+    ] {
+        let v = p[key].as_f64().unwrap_or_else(|| panic!("{key} in {p}"));
+        assert!(v > 0.0 && v.is_finite(), "{key} = {v}");
+    }
+    for phase in ["prefill", "decode_step"] {
+        for key in ["compute_seconds", "memory_seconds", "overhead_seconds"] {
+            assert!(p[phase][key].as_f64().is_some(), "{phase}.{key}");
+        }
+    }
+    assert!(!p["by_kind"].as_array().unwrap().is_empty());
+    assert_eq!(p["serving_point"]["engine"], "vllm");
+    // Everything else is the plan without a serving point (the interactive policy already
+    // allows the 2 sequences asked for).
+    let mut rest = served.clone();
+    rest.as_object_mut().unwrap().remove("performance");
+    assert_eq!(rest, plain);
+}
+
+#[test]
+fn the_text_summary_prints_the_predictions_and_the_roofline() {
+    let model = folder("llama-3.2-1b");
+    let result = jointplan(&[
+        "plan",
+        &model,
+        "--layers",
+        "2",
+        "--device",
+        &device("a100-80gb.json"),
+        "--concurrency",
+        "8",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "8",
+        "--engine",
+        "sglang",
+    ]);
+    ok(&result);
+    let out = text(&result.stdout);
+    for needle in [
+        "performance (model: docs/performance-model.md; sglang engine profile on",
+        "TTFT",
+        "TPOT",
+        "roofline by node kind",
+        "policy sequence ceiling raised from 4 to 8",
+        "node time = max(FLOPs",
+    ] {
+        assert!(out.contains(needle), "{needle} missing in\n{out}");
+    }
+}
+
+#[test]
+fn bad_serving_flags_name_the_flag() {
+    let model = folder("llama-3.2-1b");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--concurrency", "2"], "--input-tokens is missing"),
+        (
+            &[
+                "--concurrency",
+                "2",
+                "--input-tokens",
+                "8",
+                "--output-tokens",
+                "8",
+                "--engine",
+                "x",
+            ],
+            "--engine x: not one of vllm, sglang, trtllm, llama.cpp",
+        ),
+        (&["--engine", "vllm"], "--engine applies to a serving point"),
+        (
+            &[
+                "--concurrency",
+                "0",
+                "--input-tokens",
+                "8",
+                "--output-tokens",
+                "8",
+            ],
+            "--concurrency: must be at least 1",
+        ),
+    ];
+    for (flags, message) in cases {
+        let mut args = vec!["plan", model.as_str(), "--layers", "2"];
+        args.extend_from_slice(flags);
+        let result = jointplan(&args);
+        assert_eq!(result.status.code(), Some(2), "{flags:?}");
+        let err = text(&result.stderr);
+        assert!(err.contains(message), "{flags:?}: {err}");
+    }
+}
+
+#[test]
+fn a_device_without_figures_and_a_bad_calibration_file_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = folder("llama-3.2-1b");
+    let serving = [
+        "--concurrency",
+        "1",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "4",
+    ];
+    // A device file without `performance`.
+    let bare: PathBuf = dir.path().join("bare.json");
+    let mut device: Value =
+        serde_json::from_str(&std::fs::read_to_string(device("a100-80gb.json")).unwrap()).unwrap();
+    device.as_object_mut().unwrap().remove("performance");
+    std::fs::write(&bare, device.to_string()).unwrap();
+    let mut args = vec!["plan", model.as_str(), "--layers", "2", "--device"];
+    let bare_arg = s(&bare);
+    args.push(&bare_arg);
+    args.extend_from_slice(&serving);
+    let result = jointplan(&args);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(
+        text(&result.stderr).contains("has no `performance` figures"),
+        "{}",
+        text(&result.stderr)
+    );
+    // A calibration entry with a negative time.
+    let calibration = dir.path().join("calibration.json");
+    std::fs::write(
+        &calibration,
+        r#"{"entries": [{"operation": "dense_linear", "device": "d", "dtype": "bf16", "tokens": 1, "seconds": -2}]}"#,
+    )
+    .unwrap();
+    let calibration_arg = s(&calibration);
+    let mut args = vec![
+        "plan",
+        model.as_str(),
+        "--layers",
+        "2",
+        "--calibration",
+        &calibration_arg,
+    ];
+    args.extend_from_slice(&serving);
+    let result = jointplan(&args);
+    assert_eq!(result.status.code(), Some(2));
+    let err = text(&result.stderr);
+    assert!(
+        err.contains("calibration.json: at .entries[0].seconds"),
+        "{err}"
+    );
+    // An unknown key.
+    std::fs::write(&calibration, r#"{"entries": [{"op": "x"}]}"#).unwrap();
+    let result = jointplan(&args);
+    assert_eq!(result.status.code(), Some(2));
+    let err = text(&result.stderr);
+    assert!(err.contains(".entries[0]"), "{err}");
+}

@@ -1,0 +1,264 @@
+//! The engines' memory accounting (`jointplan::engine`) against hand computations of each
+//! engine's rule (docs/engines.md), and the validation table of docs/engines.md recomputed
+//! from docs/data/engine-logs.json and compared with the committed one.
+
+use std::path::Path;
+
+use jointplan::engine::{self, CacheLayer, DeviceFacts, EngineArgs, EngineChoice, ModelFacts, GIB};
+use jointplan::study::engine_facts::model_facts;
+use jointplan::study::engine_validation::validation_table;
+use jointplan::synth::ModelSource;
+
+fn facts(folder: &str) -> ModelFacts {
+    let request = ModelSource::folder(format!("models/{folder}"))
+        .synthesize()
+        .unwrap()
+        .request;
+    model_facts(&request).unwrap()
+}
+
+fn device(total_gib: f64) -> DeviceFacts {
+    DeviceFacts {
+        name: "NVIDIA GeForce RTX 3090".to_owned(),
+        total_bytes: (total_gib * GIB as f64).round() as u64,
+        total_source: "test".to_owned(),
+        free_at_start_bytes: None,
+    }
+}
+
+fn account(
+    engine: &str,
+    model: &ModelFacts,
+    device: &DeviceFacts,
+    args: &[&str],
+) -> engine::EngineReport {
+    let choice: EngineChoice = engine.parse().unwrap();
+    engine::account(&choice, model, device, &EngineArgs::parse(args).unwrap()).unwrap()
+}
+
+#[test]
+fn llama_facts_are_the_published_shapes() {
+    let llama = facts("llama-3.1-8b");
+    // 8,030,261,248 parameters in 2 bytes; the embedding 128,256 x 4,096 x 2.
+    assert_eq!(llama.weights_bytes, 16_060_522_496);
+    assert_eq!(llama.embedding_bytes, 128_256 * 4096 * 2);
+    assert_eq!(
+        llama.kv_bytes_per_token(1, 2).unwrap(),
+        32 * 2 * 8 * 128 * 2
+    );
+    assert_eq!(
+        llama.kv_bytes_per_token(2, 2).unwrap(),
+        32 * 2 * 4 * 128 * 2
+    );
+    assert_eq!(
+        engine::vllm_forward_bytes_per_token(&llama, 1).unwrap(),
+        2 * (3 * 4096 + 3 * 14336)
+    );
+}
+
+#[test]
+fn vllm_v0_follows_its_budget_and_block_rule() {
+    let llama = facts("llama-3.1-8b");
+    let dev = device(23.58);
+    let report = account(
+        "vllm@0.6",
+        &llama,
+        &dev,
+        &["gpu_memory_utilization=0.9", "max_model_len=20000"],
+    );
+    // By hand: the budget is total x 0.9; the weights are the parameters plus the rotary
+    // cache (131,072 positions x 128 dims x 2 bytes); without chunked prefill the profile run
+    // takes max_model_len tokens, each holding 2 x (3h + 3I) bytes at the MLP's peak; the
+    // sampler (256 x 128,256 logits x 38 B + hidden rows) is smaller.
+    let requested = dev.total_bytes as f64 * 0.9;
+    let weights = 16_060_522_496u64 + 131_072 * 128 * 2;
+    let activation = 20_000u64 * 2 * (3 * 4096 + 3 * 14336);
+    let sampler = 256u64 * 128_256 * 38 + (20_000 + 256) * 4096 * 2;
+    assert!(sampler < activation);
+    let non_torch = 350 * GIB / 1000;
+    let available = requested - (weights + activation + non_torch) as f64;
+    let blocks = (available / (16.0 * 131_072.0)).floor() as u64;
+    assert_eq!(report.blocks, Some(blocks));
+    assert_eq!(report.kv_cache_tokens, blocks * 16);
+    assert_eq!(
+        report.max_concurrency,
+        ((blocks * 16) as f64 / 20_000.0 * 100.0).round() / 100.0
+    );
+    assert!(report
+        .log
+        .iter()
+        .any(|l| l.line == format!("# GPU blocks: {blocks}")));
+    assert!(report.refusal.is_none());
+    // Raising max_model_len raises the profile run's tokens: fewer blocks, and the engine
+    // refuses once one request no longer fits.
+    let longer = account(
+        "vllm@0.6",
+        &llama,
+        &dev,
+        &["gpu_memory_utilization=0.9", "max_model_len=29000"],
+    );
+    assert!(longer.kv_cache_tokens < 29_000);
+    assert!(longer
+        .refusal
+        .as_deref()
+        .unwrap()
+        .contains("max seq len (29000)"));
+}
+
+#[test]
+fn vllm_v1_groups_sliding_and_full_layers() {
+    // gemma-2-9b: 21 full and 21 sliding layers (window 4096): group size 21, two groups; the
+    // logged tokens are num_blocks // 2 x 16.
+    let gemma = facts("gemma-2-9b");
+    let full = gemma
+        .layers
+        .iter()
+        .filter(|l| matches!(l, CacheLayer::Full { .. }))
+        .count();
+    assert_eq!(full, 21);
+    let dev = device(79.0);
+    let report = account("vllm", &gemma, &dev, &["max_model_len=8192"]);
+    let page = 16 * 2 * 8 * 256 * 2u64;
+    let kv = report
+        .budget
+        .iter()
+        .find(|t| t.name == "kv_cache")
+        .unwrap()
+        .bytes;
+    let blocks = kv / page / 21;
+    assert_eq!(report.blocks, Some(blocks));
+    assert_eq!(report.kv_cache_tokens, blocks / 2 * 16);
+    // One request: 8192 / 16 = 512 blocks for the full group, and for the sliding group
+    // ceil(min(4096 - 1 + max_num_batched_tokens, 8192) / 16) + 1.
+    let batched: u64 = report.args["max_num_batched_tokens"].parse().unwrap();
+    let sliding = (4095 + batched).min(8192).div_ceil(16) + 1;
+    assert_eq!(
+        report.max_concurrency,
+        ((blocks as f64 / (512 + sliding) as f64) * 100.0).round() / 100.0
+    );
+    // gemma-3-1b: 4 full and 22 sliding layers: group size 4, 1 + 6 groups.
+    let small = facts("gemma-3-1b");
+    let report = account("vllm", &small, &dev, &["max_model_len=8192"]);
+    assert_eq!(report.kv_cache_tokens, report.blocks.unwrap() / 7 * 16);
+}
+
+#[test]
+fn sglang_and_trtllm_and_llama_cpp_follow_their_rules() {
+    let llama = facts("llama-3.1-8b");
+    let mut dev = device(79.0);
+    dev.free_at_start_bytes = Some((78.81 * GIB as f64).round() as u64);
+    let report = account("sglang", &llama, &dev, &["context_length=131072"]);
+    let free = dev.free_at_start_bytes.unwrap() as f64;
+    // The weights SGLang counts: the parameters and the float32 rotary cache.
+    let weights = 16_060_522_496.0 + (131_072 * 128 * 4) as f64;
+    let rest = free - weights - free * (1.0 - 0.88);
+    assert_eq!(report.kv_cache_tokens, (rest / 131_072.0).floor() as u64);
+    let trt = account("trtllm", &llama, &device(79.0), &["max_seq_len=8192"]);
+    assert_eq!(trt.kv_cache_tokens % 64, 0);
+    assert_eq!(trt.kv_cache_bytes, trt.kv_cache_tokens * 131_072);
+    let cpp = account("llama.cpp", &llama, &device(23.58), &["ctx_size=500"]);
+    // 500 tokens padded to 512 cells: 512 x 32 layers x 2 x 1024 elements x 2 bytes = 64 MiB.
+    assert_eq!(cpp.kv_cache_tokens, 512);
+    assert_eq!(cpp.kv_cache_bytes, 64 << 20);
+    let q8 = account(
+        "llama.cpp",
+        &llama,
+        &device(23.58),
+        &["ctx_size=512", "cache_type_k=q8_0", "cache_type_v=q8_0"],
+    );
+    assert_eq!(q8.kv_cache_bytes, (64u64 << 20) / 2 / 32 * 34);
+}
+
+#[test]
+fn fp8_kv_halves_the_bytes_per_token() {
+    let llama = facts("llama-3.1-8b");
+    let dev = device(79.0);
+    let auto = account("vllm", &llama, &dev, &["max_model_len=8192"]);
+    let fp8 = account(
+        "vllm",
+        &llama,
+        &dev,
+        &["max_model_len=8192", "kv_cache_dtype=fp8"],
+    );
+    let blocks = auto.blocks.unwrap();
+    assert!((fp8.blocks.unwrap() as i64 - 2 * blocks as i64).abs() <= 1);
+    assert!(fp8.flags.iter().any(|f| f == "--kv-cache-dtype fp8"));
+}
+
+#[test]
+fn hybrid_recurrent_models_are_refused_naming_the_feature() {
+    let next = facts("qwen3-next-80b-a3b");
+    let choice: EngineChoice = "vllm".parse().unwrap();
+    let err = engine::account(&choice, &next, &device(79.0), &EngineArgs::default()).unwrap_err();
+    assert!(err.to_string().contains("recurrent"), "{err}");
+}
+
+const BEGIN: &str = "<!-- engine-table: cargo run --example engine_table -->\n";
+const END: &str = "<!-- /engine-table -->";
+
+#[test]
+fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = std::fs::read_to_string(root.join("docs/data/engine-logs.json")).unwrap();
+    let table = validation_table(&data, root).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/engines.md")).unwrap();
+    let start = doc
+        .find(BEGIN)
+        .expect("docs/engines.md has the table's markers")
+        + BEGIN.len();
+    let end = doc[start..].find(END).unwrap() + start;
+    assert_eq!(
+        &doc[start..end],
+        table.markdown(),
+        "docs/engines.md's table is stale: paste `cargo run --example engine_table` between its markers"
+    );
+    assert!(table.rows.len() >= 6);
+    for row in table.rows.iter().filter(|r| !r.fit) {
+        assert!(
+            row.kv_error().abs() <= 3.0,
+            "{}: {:+.2}%",
+            row.id,
+            row.kv_error()
+        );
+    }
+}
+
+#[test]
+fn the_fitted_constants_are_their_records_figures() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("docs/data/engine-logs.json")).unwrap(),
+    )
+    .unwrap();
+    let record = |id: &str| {
+        data["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let non_torch = record("vllm-10517-llama31-8b-rtx3090-len20000")["logged"]["non_torch_gib"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        engine::vllm_non_torch_bytes(),
+        (non_torch * 1000.0).round() as u64 * GIB / 1000
+    );
+    // The sampler's bytes per logit: the logged activation peak of a 4096-token profile run
+    // of Qwen2.5-7B (256 sequences x 152,064 logits), less the hidden rows it holds.
+    let act = record("vllm-13882-qwen25-7b-rtx4060-8gb")["logged"]["activation_peak_gib"]
+        .as_f64()
+        .unwrap();
+    let qwen = facts("qwen2.5-7b");
+    let hidden_rows = (4096 + 256) * qwen.hidden_size * 2;
+    let forward = 4096 * engine::vllm_forward_bytes_per_token(&qwen, 1).unwrap();
+    let peak = act * GIB as f64;
+    assert!(
+        (forward as f64) < peak,
+        "the sampler, not the forward pass, sets this peak"
+    );
+    let fitted = ((peak - hidden_rows as f64) / (256.0 * 152_064.0)).round() as u64;
+    assert_eq!(engine::vllm_sampler_bytes_per_logit(), fitted);
+}
