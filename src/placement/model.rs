@@ -177,6 +177,10 @@ pub fn layout_of(
     dims: &[u64],
     class: WeightClass,
 ) -> Option<Vec<(Vec<u64>, WeightEncoding)>> {
+    // The matrix classes read the two last dimensions: a vector is never one of them.
+    if dims.len() < 2 && !matches!(class, WeightClass::Norm | WeightClass::Plain) {
+        return None;
+    }
     let weight = WeightId::new(id).ok()?;
     let layout = weight_layout(format, &weight, dims, class, &[]).ok()?;
     let mut components: Vec<&WeightComponentSpec> = layout.components.iter().collect();
