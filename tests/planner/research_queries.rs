@@ -433,9 +433,16 @@ fn a_spent_search_budget_lists_the_fields_unsearched_and_keeps_the_core() {
     ));
     assert_eq!(
         reason.unsearched,
-        ["policy.memory_capacity_bytes", "policy.memory_reserve_bytes"]
+        [
+            "policy.memory_capacity_bytes",
+            "policy.memory_reserve_bytes"
+        ]
     );
-    assert!(reason.notes[0].contains("static allocations alone"), "{:?}", reason.notes);
+    assert!(
+        reason.notes[0].contains("static allocations alone"),
+        "{:?}",
+        reason.notes
+    );
     assert!(reason
         .core
         .iter()
