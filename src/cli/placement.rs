@@ -82,6 +82,14 @@ fn set_of(flags: &PlacementFlags, device: Option<&Path>) -> Result<DeviceSet, Er
 /// `output` if given.
 pub fn run(args: &super::plan::Args) -> Result<(), Error> {
     let flags = &args.placement;
+    // A placement synthesizes the folder under its policy preset on each device; the
+    // policy fields of `plan` are not carried into it yet, so they are refused rather than
+    // ignored.
+    if let Some(flag) = args.policy.first_given() {
+        return Err(Error::Usage(format!(
+            "{flag} does not apply to a placement yet: give --policy FILE with the field set"
+        )));
+    }
     if !args.request.is_dir() {
         return Err(Error::Usage(format!(
             "--devices/--count place a model folder; {} is a request file",

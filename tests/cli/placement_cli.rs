@@ -89,8 +89,17 @@ fn the_shorthand_places_on_identical_devices() {
 #[test]
 fn bad_placement_flags_exit_2_naming_the_flag() {
     let model = path("models/llama-3.1-8b");
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (&["--host-offload"], "--host-offload applies to a placement"),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--context",
+                "8192",
+            ],
+            "--context does not apply to a placement yet",
+        ),
         (&["--count", "2"], "--count N needs --device D"),
         (
             &[
