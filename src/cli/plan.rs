@@ -510,7 +510,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         };
         let mut text = summary_text(&summary, detail);
         if let Some(engine) = &engine {
-            text.push_str(&engine.text());
+            text.push_str(&jointplan::render::engine_text::engine_text(engine));
         }
         if let Some(performance) = &performance {
             text.push_str(&performance_text(performance, raised));

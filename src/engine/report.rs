@@ -59,30 +59,3 @@ pub struct EngineReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
 }
-
-impl EngineReport {
-    /// The report as text: the log lines, each with its rule, then the flags.
-    pub fn text(&self) -> String {
-        let mut out = format!(
-            "engine {} {} (rules: docs/engines.md):\n",
-            self.name, self.version
-        );
-        for term in &self.budget {
-            out.push_str(&format!(
-                "  {:<16} {:>16} bytes  ({})\n",
-                term.name, term.bytes, term.rule
-            ));
-        }
-        for line in &self.log {
-            out.push_str(&format!("  log: {}\n    rule: {}\n", line.line, line.rule));
-        }
-        out.push_str(&format!("  flags: {}\n", self.flags.join(" ")));
-        if let Some(refusal) = &self.refusal {
-            out.push_str(&format!(
-                "  {} would refuse to start: {refusal}\n",
-                self.name
-            ));
-        }
-        out
-    }
-}

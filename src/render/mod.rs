@@ -10,12 +10,14 @@
 //! - [`infeasible_text`]: why-infeasible and why-not answers, read like a derivation;
 //! - [`diff_text`]: the comparison of two plans;
 //! - [`fit_text`]: the largest value that fits, and which devices fit;
-//! - [`explain_text`]: why each provider of a node was chosen ([`crate::study::explain`]).
+//! - [`explain_text`]: why each provider of a node was chosen ([`crate::study::explain`]);
+//! - [`engine_text`]: a serving engine's accounting, the lines it would log and its flags.
 //!
 //! Nothing here decides anything about a plan: every figure comes from `study` (or the
 //! plan itself), and every function returns text or serializable data.
 
 pub mod diff_text;
+pub mod engine_text;
 pub mod explain_text;
 pub mod fit_text;
 pub mod id_pattern;
