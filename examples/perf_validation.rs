@@ -16,7 +16,6 @@ use std::path::{Path, PathBuf};
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
 use jointplan::perf::{self, Calibration, ServingPoint};
-use jointplan::request::{NodeId, ProviderId};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
@@ -168,16 +167,9 @@ fn predict(record: &Value) -> Result<Row, String> {
         ..Default::default()
     };
     let outcome = build(&synthesized.request, &options).map_err(|e| format!("plan: {e}"))?;
-    let providers: std::collections::BTreeMap<&NodeId, &ProviderId> = outcome
-        .plan
-        .payload
-        .nodes
-        .iter()
-        .map(|n| (&n.id, &n.selection.selected_provider))
-        .collect();
-    let model = perf::time_model(
+    let model = perf::plan_time_model(
         &synthesized.request,
-        |id| providers.get(id).copied(),
+        &outcome.plan,
         &synthesized.device,
         Calibration::default(),
     )

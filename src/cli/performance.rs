@@ -3,12 +3,11 @@
 //! and the performance summary they add: `performance` in `--json`, a block of lines and a
 //! roofline table in the text.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use jointplan::perf::{self, Calibration, Performance, ServingPoint, DEFAULT_ENGINE};
 use jointplan::plan::ExecutionPlan;
-use jointplan::request::{NodeId, PlanRequest, ProviderId};
+use jointplan::request::PlanRequest;
 use jointplan::synth::DeviceDescription;
 
 use super::Error;
@@ -126,18 +125,7 @@ pub fn predict(
         Some(file) => Calibration::read(file)?,
         None => Calibration::default(),
     };
-    let providers: BTreeMap<&NodeId, &ProviderId> = plan
-        .payload
-        .nodes
-        .iter()
-        .map(|n| (&n.id, &n.selection.selected_provider))
-        .collect();
-    let model = perf::time_model(
-        request,
-        |id| providers.get(id).copied(),
-        device,
-        calibration,
-    )?;
+    let model = perf::plan_time_model(request, plan, device, calibration)?;
     let serving = ServingPoint {
         concurrency: point.concurrency,
         input_tokens: point.input_tokens,

@@ -151,6 +151,28 @@ pub const RULES: &[&str] = &[
     "tokens/s per user = 1 / TPOT; per device = total / devices",
 ];
 
+/// The time model of a built plan: [`time_model`] with each node's provider the one the
+/// plan selected.
+pub fn plan_time_model(
+    request: &PlanRequest,
+    plan: &crate::plan::ExecutionPlan,
+    device: &DeviceDescription,
+    calibration: Calibration,
+) -> Result<TimeModel, PerfError> {
+    let providers: BTreeMap<&NodeId, &ProviderId> = plan
+        .payload
+        .nodes
+        .iter()
+        .map(|n| (&n.id, &n.selection.selected_provider))
+        .collect();
+    time_model(
+        request,
+        |id| providers.get(id).copied(),
+        device,
+        calibration,
+    )
+}
+
 /// Builds the model of `request` with `providers` on `device`, or says why it cannot.
 pub fn time_model<'a>(
     request: &PlanRequest,
