@@ -284,6 +284,8 @@ fn predicted(case: &Case, model: &TimeModel) -> Result<(f64, f64), String> {
 /// One predicted row.
 struct Row {
     id: String,
+    /// The model, GPU and engine: the rows the summary groups.
+    group: String,
     text: String,
     ttft_error: Option<f64>,
     tpot_error: Option<f64>,
@@ -408,6 +410,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     );
     Ok(Row {
         id: case.id.clone(),
+        group: format!("{} | {} | {}", case.model, case.gpu, case.engine),
         text,
         ttft_error,
         tpot_error,
@@ -540,6 +543,31 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
         median(tpot.clone()) * 100.0,
         worst(&tpot, |r| r.tpot_error),
     );
+    let _ = writeln!(
+        out,
+        "\nBy model, GPU and engine (signed median errors: + predicted slower than measured):\n\n| model | GPU | engine | points | TTFT median error | TPOT median error |\n|---|---|---|---:|---:|---:|"
+    );
+    let mut groups: std::collections::BTreeMap<&str, Vec<&Row>> = Default::default();
+    for row in rows {
+        groups.entry(row.group.as_str()).or_default().push(row);
+    }
+    for (group, members) in &groups {
+        let signed = |pick: fn(&Row) -> Option<f64>| {
+            let v: Vec<f64> = members.iter().filter_map(|r| pick(r)).collect();
+            if v.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:+.0}% ({})", median(v.clone()) * 100.0, v.len())
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {group} | {} | {} | {} |",
+            members.len(),
+            signed(|r| r.ttft_error),
+            signed(|r| r.tpot_error)
+        );
+    }
     let (fit, held_out) = request_overhead_fit(rows);
     let _ = writeln!(
         out,
