@@ -3,8 +3,9 @@
 //! measured against predicted TTFT and TPOT, with the median and worst absolute errors:
 //!
 //! ```sh
-//! cargo run --release --example perf_validation            # print the table
-//! cargo run --release --example perf_validation -- --write # rewrite it in the docs
+//! cargo run --release --example perf_validation               # print the table
+//! cargo run --release --example perf_validation -- --write    # rewrite it in the docs
+//! cargo run --release --example perf_validation -- --breakdown # per-row decode step parts
 //! ```
 //!
 //! `tests/planner/perf_validation.rs` recomputes the table and fails when the one committed
@@ -15,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
-use jointplan::perf::{self, Calibration, ServingPoint};
+use jointplan::perf::{self, Calibration, ServingPoint, TimeModel};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
@@ -24,6 +25,8 @@ const DATA: &str = "docs/data/serving-measurements.json";
 pub const DOCS: &str = "docs/performance-model.md";
 pub const BEGIN: &str = "<!-- perf-validation:begin -->";
 pub const END: &str = "<!-- perf-validation:end -->";
+/// The engines' default scheduled-token budget the points are planned with.
+const BUDGET: u64 = 8192;
 
 /// The model folder or config of a published model id, if jointplan can synthesize it.
 fn model_source(model: &str) -> Option<ModelSource> {
@@ -48,6 +51,8 @@ fn model_source(model: &str) -> Option<ModelSource> {
         (&["qwen3-14b"], config, "qwen3-14b"),
         (&["qwen3-4b"], config, "qwen3-4b"),
         (&["qwen3-1.7b"], config, "qwen3-1.7b"),
+        (&["mistral-7b-instruct-v0.3"], config, "mistral-7b-v0.3"),
+        (&["gemma-3-4b"], config, "gemma-3-4b"),
         (&["qwen2.5-7b"], folder, "qwen2.5-7b"),
         (&["llama-3.1-8b"], folder, "llama-3.1-8b"),
         (&["qwen3-30b-a3b"], folder, "qwen3-30b-a3b"),
@@ -64,27 +69,23 @@ fn model_source(model: &str) -> Option<ModelSource> {
 /// as the SXM4 80 GB).
 fn device_file(gpu: &str) -> Option<&'static str> {
     let g = gpu.to_ascii_lowercase();
-    if g.contains("h100") && !g.contains("pcie") {
-        Some("h100-sxm-80gb.json")
-    } else if g.contains("h200") {
-        Some("h200-141gb.json")
-    } else if g.contains("b200") {
-        Some("b200-180gb.json")
-    } else if g.contains("l40s") {
-        Some("l40s-48gb.json")
-    } else if g.contains("a100") && g.contains("40") {
-        Some("a100-40gb.json")
-    } else if g.contains("a100") {
-        Some("a100-80gb.json")
-    } else if g.contains("4090") {
-        Some("rtx-4090-24gb.json")
-    } else if g.contains("m2 ultra") {
-        Some("m2-ultra-128gb.json")
-    } else if g.contains("m3 ultra") {
-        Some("m3-ultra-512gb.json")
-    } else {
-        None
-    }
+    let table: &[(&[&str], &[&str], &str)] = &[
+        (&["h100"], &["pcie"], "h100-sxm-80gb.json"),
+        (&["h200"], &[], "h200-141gb.json"),
+        (&["b200"], &[], "b200-180gb.json"),
+        (&["l40s"], &[], "l40s-48gb.json"),
+        (&["a100", "40"], &[], "a100-40gb.json"),
+        (&["a100"], &[], "a100-80gb.json"),
+        (&["4090"], &[], "rtx-4090-24gb.json"),
+        (&["m2 ultra"], &[], "m2-ultra-128gb.json"),
+        (&["m3 ultra"], &[], "m3-ultra-512gb.json"),
+    ];
+    table
+        .iter()
+        .find(|(all, none, _)| {
+            all.iter().all(|k| g.contains(k)) && !none.iter().any(|k| g.contains(k))
+        })
+        .map(|(_, _, file)| *file)
 }
 
 /// The engine profile of a published engine name.
@@ -99,36 +100,59 @@ fn number(record: &Value, key: &str) -> Option<f64> {
     record.get(key).and_then(Value::as_f64)
 }
 
-struct Row {
-    id: String,
-    text: String,
-    ttft_error: Option<f64>,
-    tpot_error: Option<f64>,
-    /// Measured TTFT minus the predicted TTFT without the engine's request overhead
-    /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
-    ttft_residual: Option<f64>,
+fn text(record: &Value, key: &str) -> String {
+    record
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }
 
-/// Plans and predicts one record, or says why it is not predicted.
-fn predict(record: &Value) -> Result<Row, String> {
-    let text = |key: &str| {
-        record
-            .get(key)
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned()
-    };
-    let id = text("id");
+/// How a record was measured, which fixes what is simulated.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Method {
+    /// A served benchmark: a closed loop of `C` clients sending `requests` requests.
+    Served { requests: u64 },
+    /// One static batch of `C` requests.
+    StaticBatch,
+    /// llama-bench: a prompt of `I` tokens alone (TTFT = I / prompt tokens/s) and `O`
+    /// tokens generated after an empty context (TPOT = 1 / generation tokens/s).
+    LlamaBench,
+}
+
+/// A published point, read from its record.
+struct Case {
+    id: String,
+    engine: &'static str,
+    version: String,
+    gpu: String,
+    model: String,
+    format: &'static str,
+    /// Devices serving (tensor x pipeline parallel).
+    devices: u64,
+    concurrency: u64,
+    input: u64,
+    output: u64,
+    method: Method,
+    ttft: Option<f64>,
+    tpot: Option<f64>,
+    source: ModelSource,
+}
+
+/// Reads a record, or says why it is not predicted.
+fn case(record: &Value) -> Result<Case, String> {
+    let id = text(record, "id");
     let gpus = number(record, "gpu_count").unwrap_or(1.0);
     let tp = number(record, "tensor_parallel").unwrap_or(1.0);
     let pp = number(record, "pipeline_parallel").unwrap_or(1.0);
-    if gpus != 1.0 || tp != 1.0 || pp != 1.0 {
+    let devices = gpus.max(tp * pp) as u64;
+    if devices != 1 {
         return Err("several GPUs (one-device model)".to_owned());
     }
     if number(record, "request_rate").is_some() {
         return Err("a Poisson request rate, not a concurrency".to_owned());
     }
-    let precision = text("precision").to_ascii_lowercase();
+    let precision = text(record, "precision").to_ascii_lowercase();
     let format = match precision.as_str() {
         p if p.starts_with("fp16") || p.starts_with("f16") || p.starts_with("float16") => {
             "dense-f16"
@@ -137,29 +161,77 @@ fn predict(record: &Value) -> Result<Row, String> {
         p if p.starts_with("q4_k") => "gguf-q4k",
         other => return Err(format!("precision {other} (no such weight format)")),
     };
-    let mut source = model_source(&text("model")).ok_or("model not synthesizable")?;
-    let device = device_file(&text("gpu")).ok_or("no device file")?;
-    let engine_name = engine(&text("engine")).ok_or("no engine profile")?;
+    let source = model_source(&text(record, "model")).ok_or("model not synthesizable")?;
+    let gpu = text(record, "gpu");
+    let device = device_file(&gpu).ok_or("no device file")?;
+    let engine_name = engine(&text(record, "engine")).ok_or("no engine profile")?;
     let concurrency = number(record, "concurrency").ok_or("no concurrency")? as u64;
-    let input = number(record, "input_tokens").ok_or("no input length")? as u64;
-    let output = number(record, "output_tokens").ok_or("no output length")? as u64;
     let measured = record.get("measured").ok_or("no measurements")?;
-    let ttft = number(measured, "ttft_ms_mean").map(|ms| ms / 1e3);
-    let tpot = number(measured, "tpot_ms_mean")
-        .or_else(|| number(measured, "itl_ms_mean"))
-        .map(|ms| ms / 1e3);
+    let derived = record.get("derived");
+    let (method, ttft, tpot, output) = match derived {
+        // llama-bench reports tokens/s; the record's `derived` holds their inverses.
+        Some(d) => (
+            Method::LlamaBench,
+            number(d, "ttft_ms_from_pp").map(|ms| ms / 1e3),
+            number(d, "tpot_ms_from_tg").map(|ms| ms / 1e3),
+            number(record, "output_tokens").unwrap_or(1.0),
+        ),
+        None => (
+            if number(record, "batch_size").is_some() {
+                Method::StaticBatch
+            } else {
+                Method::Served {
+                    requests: number(record, "requests")
+                        .map_or(4 * concurrency, |r| r as u64)
+                        .max(concurrency),
+                }
+            },
+            number(measured, "ttft_ms_mean").map(|ms| ms / 1e3),
+            number(measured, "tpot_ms_mean")
+                .or_else(|| number(measured, "itl_ms_mean"))
+                .map(|ms| ms / 1e3),
+            number(record, "output_tokens").ok_or("no output length")?,
+        ),
+    };
+    let input = number(record, "input_tokens")
+        .ok_or("no input length")?
+        .round() as u64;
+    let output = output.round().max(1.0) as u64;
+    let tpot = tpot.filter(|_| output > 1);
     if ttft.is_none() && tpot.is_none() {
         return Err("neither TTFT nor TPOT measured".to_owned());
     }
+    let mut source = source;
     source.device = Some(Path::new("models/devices").join(device));
     source.weight_format = Some(format.to_owned());
-    // The server preset, with the engines' default 8192-token step budget, room for the
-    // concurrency, and the context the point needs.
+    Ok(Case {
+        id,
+        engine: engine_name,
+        version: text(record, "engine_version"),
+        gpu,
+        model: text(record, "model"),
+        format,
+        devices,
+        concurrency,
+        input,
+        output,
+        method,
+        ttft,
+        tpot,
+        source,
+    })
+}
+
+/// Plans the case's model on its device (the `server` preset with the engines' default
+/// 8192-token step budget, room for the concurrency and `context` tokens: the longest
+/// context of the points planned with the same model, device, weights and concurrency).
+fn time_model(case: &Case, context: u64) -> Result<TimeModel, String> {
     let mut policy = PolicyPreset::resolve("server").map_err(|e| e.to_string())?;
-    policy.maximum_active_sequences = u32::try_from(concurrency).map_err(|e| e.to_string())?;
-    policy.maximum_scheduled_tokens = 8192;
-    policy.maximum_context_tokens = Some(input + output);
-    let synthesized = source
+    policy.maximum_active_sequences = u32::try_from(case.concurrency).map_err(|e| e.to_string())?;
+    policy.maximum_scheduled_tokens = BUDGET;
+    policy.maximum_context_tokens = Some(context);
+    let synthesized = case
+        .source
         .synthesize_with_policy(&policy)
         .map_err(|e| format!("synthesis: {e}"))?;
     let options = BuildOptions {
@@ -167,77 +239,183 @@ fn predict(record: &Value) -> Result<Row, String> {
         ..Default::default()
     };
     let outcome = build(&synthesized.request, &options).map_err(|e| format!("plan: {e}"))?;
-    let model = perf::plan_time_model(
+    perf::plan_time_model(
         &synthesized.request,
         &outcome.plan,
         &synthesized.device,
         Calibration::default(),
     )
-    .map_err(|e| e.to_string())?;
-    // A static batch (a `batch_size` record) is one wave of `C` requests; a served
-    // concurrency is the closed loop's `4 x C` requests.
-    let waves = if number(record, "batch_size").is_some() {
-        1
-    } else {
-        4
-    };
-    let point = ServingPoint {
+    .map_err(|e| e.to_string())
+}
+
+fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) -> ServingPoint {
+    ServingPoint {
         concurrency,
         input_tokens: input,
         output_tokens: output,
-        engine: engine_name.to_owned(),
-        scheduled_token_budget: 8192,
+        engine: case.engine.to_owned(),
+        scheduled_token_budget: BUDGET,
         maximum_sequences: concurrency,
-        simulated_requests: concurrency * waves,
-    };
-    let p = perf::predict(&model, &point).map_err(|e| e.to_string())?;
-    // The prompt's FLOPs at the datasheet peak (no efficiency) bound any TTFT from below; a
-    // measurement under it did not compute the whole prompt (a prefix cache, a shorter
-    // prompt) and is shown but left out of the errors.
-    let prompt = StepShape::prefill(input);
-    let flops: f64 = model
-        .groups
-        .iter()
-        .map(|g| work(&g.cost, &prompt).total_flops() * g.nodes.len() as f64)
-        .sum();
-    let bound = flops / model.peak(ComputeType::Bf16);
-    let impossible = ttft.is_some_and(|t| t < bound);
+        simulated_requests: requests,
+    }
+}
+
+/// Predicted TTFT and TPOT of the case (seconds) the way it was measured.
+fn predicted(case: &Case, model: &TimeModel) -> Result<(f64, f64), String> {
+    let run = |p: ServingPoint| perf::predict(model, &p).map_err(|e| e.to_string());
+    Ok(match case.method {
+        Method::LlamaBench => (
+            run(point(case, 1, case.input, 1, 1))?.ttft_seconds,
+            run(point(case, 1, 1, case.output + 1, 1))?.tpot_seconds,
+        ),
+        Method::StaticBatch => {
+            let c = case.concurrency;
+            let p = run(point(case, c, case.input, case.output, c))?;
+            (p.ttft_seconds, p.tpot_seconds)
+        }
+        Method::Served { requests } => {
+            let c = case.concurrency;
+            let p = run(point(case, c, case.input, case.output, requests))?;
+            (p.ttft_seconds, p.tpot_seconds)
+        }
+    })
+}
+
+/// One predicted row.
+struct Row {
+    id: String,
+    /// The model, GPU and engine: the rows the summary groups.
+    group: String,
+    text: String,
+    ttft_error: Option<f64>,
+    tpot_error: Option<f64>,
+    /// Measured TTFT minus the predicted TTFT without the engine's request overhead
+    /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
+    ttft_residual: Option<f64>,
+    /// The decode step's parts, for `--breakdown`.
+    breakdown: String,
+}
+
+/// The datasheet bound of a step: its FLOPs at the bf16 peak or its bytes at the full
+/// bandwidth, whichever is longer (no efficiency, no overhead). No run of the step on the
+/// device at the stated precision can be faster.
+fn datasheet_bound(model: &TimeModel, shape: &StepShape) -> f64 {
+    let (mut flops, mut bytes) = (0.0, 0.0);
+    for g in &model.groups {
+        let w = work(&g.cost, shape);
+        flops += w.total_flops() * g.nodes.len() as f64;
+        bytes += w.bytes * g.nodes.len() as f64;
+    }
+    let bandwidth = model.device.memory_bandwidth_gb_per_second as f64 * 1e9;
+    (flops / model.peak(ComputeType::Bf16)).max(bytes / bandwidth)
+}
+
+/// The steady decode step of the case as measured: `C` sequences at context `I + O/2`
+/// (llama-bench: one sequence after an empty context).
+fn decode_shape(case: &Case) -> StepShape {
+    match case.method {
+        Method::LlamaBench => StepShape::decode(1, case.output / 2 + 1),
+        _ => StepShape::decode(case.concurrency, case.input + case.output / 2),
+    }
+}
+
+/// The steady decode step of the case split by what it reads, as one JSON line.
+fn breakdown(case: &Case, model: &TimeModel, ttft: f64, tpot: f64) -> String {
+    let shape = decode_shape(case);
+    let mut parts: std::collections::BTreeMap<String, [f64; 4]> = Default::default();
+    for g in &model.groups {
+        let n = g.nodes.len() as f64;
+        let w = work(&g.cost, &shape);
+        let kv = if g.cost.attention.is_some() {
+            w.bytes
+        } else {
+            0.0
+        };
+        let key = format!("{}:{}", g.class.name, g.cost.kind);
+        let entry = parts.entry(key).or_default();
+        entry[0] += (w.bytes - kv) * n;
+        entry[1] += kv * n;
+        entry[2] += w.total_flops() * n;
+        entry[3] += w.kernels * n;
+    }
+    let parts: Vec<Value> = parts
+        .into_iter()
+        .map(|(k, v)| serde_json::json!({"part": k, "bytes": v[0], "kv_bytes": v[1], "flops": v[2], "kernels": v[3]}))
+        .collect();
+    serde_json::json!({
+        "id": case.id, "engine": case.engine, "gpu": case.gpu, "model": case.model,
+        "c": case.concurrency, "i": case.input, "o": case.output,
+        "bandwidth": model.device.memory_bandwidth_gb_per_second,
+        "measured_ttft": case.ttft, "measured_tpot": case.tpot,
+        "predicted_ttft": ttft, "predicted_tpot": tpot, "parts": parts,
+    })
+    .to_string()
+}
+
+/// Predicts one case on its planned model.
+fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
+    let (ttft, tpot) = predicted(case, model)?;
+    // A measurement under the datasheet bound of its step did not do the work the record
+    // states (a prefix cache, a shorter prompt, other weights than its precision says): it
+    // is shown but left out of the errors.
+    let bound = datasheet_bound(model, &StepShape::prefill(case.input));
+    let impossible = case.ttft.is_some_and(|t| t < bound);
+    let tpot_bound = datasheet_bound(model, &decode_shape(case));
+    let tpot_impossible = case.tpot.is_some_and(|t| t < tpot_bound);
     let error = |measured: Option<f64>, predicted: f64| measured.map(|m| (predicted - m) / m);
-    let ttft_error = error(ttft, p.ttft_seconds).filter(|_| !impossible);
-    let engine_profile = perf::engine_profile(engine_name).ok_or("no engine profile")?;
-    let ttft_residual = ttft
-        .filter(|_| !impossible && waves == 4 && engine_profile.request_overhead_seconds > 0.0)
-        .map(|t| t - (p.ttft_seconds - engine_profile.request_overhead_seconds));
-    let tpot_error = if output > 1 {
-        error(tpot, p.tpot_seconds)
-    } else {
-        None
-    };
+    let ttft_error = error(case.ttft, ttft).filter(|_| !impossible);
+    let tpot_error = error(case.tpot, tpot).filter(|_| !tpot_impossible);
+    let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
+    let ttft_residual = case
+        .ttft
+        .filter(|_| {
+            !impossible
+                && matches!(case.method, Method::Served { .. })
+                && profile.request_overhead_seconds > 0.0
+        })
+        .map(|t| t - (ttft - profile.request_overhead_seconds));
     let cell = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2}", s * 1e3));
     let pct = |v: Option<f64>| v.map_or("-".to_owned(), |e| format!("{:+.0}%", e * 100.0));
-    let version = text("engine_version");
-    let row = format!(
-        "| {id} | {engine_name} {} | {} | {} | {format} | {concurrency} | {input}/{output} | {} | {} | {} | {} | {} | {} |",
-        version.split_whitespace().next().unwrap_or("?"),
-        text("gpu"),
-        text("model"),
-        cell(ttft),
-        cell(Some(p.ttft_seconds)),
+    let method = match case.method {
+        Method::Served { requests } => format!("served, {requests} requests"),
+        Method::StaticBatch => "static batch".to_owned(),
+        Method::LlamaBench => "llama-bench".to_owned(),
+    };
+    let text = format!(
+        "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        case.id,
+        case.engine,
+        case.version.split_whitespace().next().unwrap_or("?"),
+        case.gpu,
+        case.devices,
+        case.model,
+        case.format,
+        method,
+        case.concurrency,
+        format_args!("{}/{}", case.input, case.output),
+        cell(case.ttft),
+        cell(Some(ttft)),
         if impossible {
-            format!("below the compute bound {:.1}", bound * 1e3)
+            format!("below the datasheet bound {:.1}", bound * 1e3)
         } else {
             pct(ttft_error)
         },
-        cell(tpot.filter(|_| output > 1)),
-        cell(Some(p.tpot_seconds).filter(|_| output > 1)),
-        pct(tpot_error),
+        cell(case.tpot),
+        cell(Some(tpot).filter(|_| case.tpot.is_some())),
+        if tpot_impossible {
+            format!("below the datasheet bound {:.2}", tpot_bound * 1e3)
+        } else {
+            pct(tpot_error)
+        },
     );
     Ok(Row {
-        id,
-        text: row,
+        id: case.id.clone(),
+        group: format!("{} | {} | {}", case.model, case.gpu, case.engine),
+        text,
         ttft_error,
         tpot_error,
         ttft_residual,
+        breakdown: breakdown(case, model, ttft, tpot),
     })
 }
 
@@ -254,55 +432,89 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// Every record predicted, or the reason it is not; and the number of records.
+/// Every record predicted (sorted by id), or the reason it is not; and the number of
+/// records.
 fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     let records: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(DATA).unwrap()).unwrap();
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
+    let mut cases = Vec::new();
     for record in &records {
-        match predict(record) {
-            Ok(row) => rows.push(row),
-            Err(reason) => skipped.push((
-                record
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?")
-                    .to_owned(),
-                reason,
-            )),
+        match case(record) {
+            Ok(c) => cases.push(c),
+            Err(reason) => skipped.push((text(record, "id"), reason)),
         }
     }
+    // One plan per model, device, weights and concurrency, at the longest context of its
+    // points (the plan's providers do not depend on the context ceiling).
+    type Key = (String, &'static str, &'static str, u64);
+    let key = |c: &Case| -> Key {
+        (
+            c.model.clone(),
+            device_file(&c.gpu).unwrap_or(""),
+            c.format,
+            c.concurrency,
+        )
+    };
+    let mut context: std::collections::BTreeMap<Key, u64> = Default::default();
+    for c in &cases {
+        let e = context.entry(key(c)).or_default();
+        *e = (*e).max(c.input + c.output + 1);
+    }
+    let mut models: std::collections::BTreeMap<Key, Result<TimeModel, String>> = Default::default();
+    for c in cases {
+        let k = key(&c);
+        let model = models
+            .entry(k.clone())
+            .or_insert_with(|| time_model(&c, context[&k]));
+        match model
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|m| predict(&c, m))
+        {
+            Ok(row) => rows.push(row),
+            Err(reason) => skipped.push((c.id.clone(), reason)),
+        }
+    }
+    rows.sort_by(|a, b| a.id.cmp(&b.id));
     (rows, skipped, records.len())
 }
 
-/// The request overhead fitted on the odd served rows (1st, 3rd, ... among the rows with a
-/// residual), and the TTFT abs errors of the even ones.
+/// The fit part of a set of rows sorted by id: the 1st, 3rd, 5th, ...; the rest is held
+/// out.
+fn fit_part<T>(rows: &[T]) -> (Vec<&T>, Vec<&T>) {
+    let fit = rows.iter().step_by(2).collect();
+    let held = rows.iter().skip(1).step_by(2).collect();
+    (fit, held)
+}
+
+/// The request overhead fitted on the fit part of the served rows, and the TTFT abs
+/// errors of the held-out part.
 fn request_overhead_fit(rows: &[Row]) -> ((f64, usize), Vec<f64>) {
     let served: Vec<&Row> = rows.iter().filter(|r| r.ttft_residual.is_some()).collect();
-    let odd: Vec<f64> = served
+    let (fit, held) = fit_part(&served);
+    let residuals: Vec<f64> = fit.iter().filter_map(|r| r.ttft_residual).collect();
+    let held: Vec<f64> = held
         .iter()
-        .step_by(2)
-        .filter_map(|r| r.ttft_residual)
-        .collect();
-    let even: Vec<f64> = served
-        .iter()
-        .skip(1)
-        .step_by(2)
         .filter_map(|r| r.ttft_error.map(f64::abs))
         .collect();
-    ((median(odd.clone()), odd.len()), even)
+    ((median(residuals.clone()), residuals.len()), held)
 }
 
 /// The committed table: predicted points, the error summary, the points not predicted.
-/// The table, and the request overhead the odd served rows give (seconds).
+/// The table, and the request overhead the fit part gives (seconds).
 pub fn table() -> (String, f64) {
     let (rows, skipped, records) = rows();
+    table_of(&rows, &skipped, records)
+}
+
+fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, f64) {
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency where it reports no TPOT; a `batch_size` record is one static batch (one wave of `C` requests), a concurrency record a closed loop of `4 x C` requests.\n\n");
-    out.push_str("| id | engine | GPU | model | weights | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
-    out.push_str("|---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-    for row in &rows {
+    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency where it reports no TPOT. How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
+    out.push_str("| id | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
+    out.push_str("|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    for row in rows {
         out.push_str(&row.text);
         out.push('\n');
     }
@@ -331,10 +543,35 @@ pub fn table() -> (String, f64) {
         median(tpot.clone()) * 100.0,
         worst(&tpot, |r| r.tpot_error),
     );
-    let (fit, held_out) = request_overhead_fit(&rows);
     let _ = writeln!(
         out,
-        "\nThe HTTP engines' request overhead ({:.1} ms in `src/perf/engine_profile.rs`) is the median TTFT residual (measured minus predicted without it) of the odd rows of the served points: {:.1} ms over {} rows. On the {} even rows (held out) the TTFT median abs error is {:.0}%.",
+        "\nBy model, GPU and engine (signed median errors: + predicted slower than measured):\n\n| model | GPU | engine | points | TTFT median error | TPOT median error |\n|---|---|---|---:|---:|---:|"
+    );
+    let mut groups: std::collections::BTreeMap<&str, Vec<&Row>> = Default::default();
+    for row in rows {
+        groups.entry(row.group.as_str()).or_default().push(row);
+    }
+    for (group, members) in &groups {
+        let signed = |pick: fn(&Row) -> Option<f64>| {
+            let v: Vec<f64> = members.iter().filter_map(|r| pick(r)).collect();
+            if v.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:+.0}% ({})", median(v.clone()) * 100.0, v.len())
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {group} | {} | {} | {} |",
+            members.len(),
+            signed(|r| r.ttft_error),
+            signed(|r| r.tpot_error)
+        );
+    }
+    let (fit, held_out) = request_overhead_fit(rows);
+    let _ = writeln!(
+        out,
+        "\nThe HTTP engines' request overhead ({:.1} ms in `src/perf/engine_profile.rs`) is the median TTFT residual (measured minus predicted without it) of the fit part of the served points (rows sorted by id, the 1st, 3rd, 5th, ...): {:.1} ms over {} rows. On the {} other rows (held out) the TTFT median abs error is {:.0}%.",
         perf::engine_profile::VLLM_REQUEST_OVERHEAD_SECONDS * 1e3,
         fit.0 * 1e3,
         fit.1,
@@ -348,7 +585,7 @@ pub fn table() -> (String, f64) {
         records
     );
     let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
-    for (id, reason) in &skipped {
+    for (id, reason) in skipped {
         reasons.entry(reason).or_default().push(id);
     }
     for (reason, ids) in &reasons {
@@ -368,7 +605,14 @@ pub fn with_table(docs: &str, table: &str) -> Option<String> {
 }
 
 fn main() {
-    let (table, fit) = table();
+    let (rows, skipped, records) = rows();
+    if std::env::args().any(|a| a == "--breakdown") {
+        for row in &rows {
+            println!("{}", row.breakdown);
+        }
+        return;
+    }
+    let (table, fit) = table_of(&rows, &skipped, records);
     print!("{table}");
     println!("\nfitted request overhead: {:.2} ms", fit * 1e3);
     if std::env::args().any(|a| a == "--write") {

@@ -109,8 +109,16 @@ pub fn work(p: &NodeCost, shape: &StepShape) -> Work {
         Rows::Sequences => sequences,
         Rows::Fixed => 1.0,
     };
+    // An expert group's matrices run as grouped GEMMs: one kernel per weight role for the
+    // whole layer (vLLM's `fused_moe` launches one for the gate/up and one for the down
+    // projections), so a group of `g` of the layer's `E` experts, holding `roles x g`
+    // matrices, launches its `g / E` share of the layer's `roles` kernels.
+    let kernels = match p.experts {
+        Some(e) if e.experts > 0 => p.kernels as f64 / e.experts as f64,
+        _ => p.kernels as f64,
+    };
     let mut w = Work {
-        kernels: p.kernels as f64,
+        kernels,
         ..Work::default()
     };
     if rows <= 0.0 {
@@ -166,6 +174,41 @@ mod tests {
                     .map(|i| w.map_or(i as f64, |w: f64| (i as f64).min(w)))
                     .sum();
                 assert_eq!(causal_pairs(x as f64, w), brute, "x {x} w {w:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_expert_layer_launches_one_grouped_kernel_per_weight_role() {
+        use super::super::profile::ExpertGroup;
+        // 128 experts in groups of 16, two matrices (gate/up, down) per expert: the 8
+        // groups of a layer launch 2 kernels between them, whatever the step.
+        let cost = |group: u64| NodeCost {
+            kind: "routed_expert_swiglu".to_owned(),
+            rows: Rows::Tokens,
+            matrix_elements: 1 << 20,
+            matrix_bytes: 1 << 21,
+            matrix_compute: ComputeType::Bf16,
+            matrix_dimensions: None,
+            vector_bytes: 0,
+            gather_bytes_per_row: 0,
+            activation_bytes_per_token: 0,
+            activation_bytes_per_sequence: 0,
+            activation_bytes_fixed: 0,
+            experts: Some(ExpertGroup {
+                group,
+                experts: 128,
+                top_k: 8,
+            }),
+            attention: None,
+            recurrent_state_bytes: 0,
+            recurrent_flops_per_token: 0,
+            kernels: 2 * group,
+        };
+        for group in [1u64, 16, 128] {
+            for shape in [StepShape::decode(1, 100), StepShape::prefill(512)] {
+                let layer = work(&cost(group), &shape).kernels * (128 / group) as f64;
+                assert!((layer - 2.0).abs() < 1e-9, "group {group}: {layer}");
             }
         }
     }
