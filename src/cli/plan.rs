@@ -272,6 +272,9 @@ struct Loaded {
     engine: Option<EngineReport>,
     device: Option<DeviceDescription>,
     raised: Option<u32>,
+    /// Sequences the policy requires at the maximum context (a preset's
+    /// `minimum_sequences`, 1 when absent or for a request file).
+    required: u64,
 }
 
 /// The request to plan (the file as it is, or a model folder's synthesized request), the
@@ -301,6 +304,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         }
         let engine = args.engine.report(&synthesized)?;
         return Ok(Loaded {
+            required: u64::from(synthesized.policy.required_sequences()),
             request: synthesized.request,
             inputs: synthesized.inputs,
             engine,
@@ -327,6 +331,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         engine: None,
         device: None,
         raised: None,
+        required: 1,
     })
 }
 
@@ -394,6 +399,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         engine,
         device,
         raised,
+        required,
     } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
@@ -443,9 +449,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
     );
     let serving =
         serving.map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
-    // A serving engine refuses to start when not even one sequence fits: so does `plan`,
+    // A serving engine refuses to start when not even one sequence fits: so does `plan`
+    // when the policy's requirement (1 sequence unless it states more) does not fit,
     // before the plan file is renamed into place (its temporary file is removed).
-    if let Some(refusal) = serving.0.refusal(&serving.1) {
+    if let Some(refusal) = serving.0.refusal(&request, &serving.1, required) {
         return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
     }
     if let Some(destination) = destination {

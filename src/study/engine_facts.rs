@@ -22,34 +22,6 @@ fn context_key(choice: &EngineChoice) -> &'static str {
     }
 }
 
-/// The longest context an engine derives from a configuration (vLLM's
-/// `_get_and_verify_max_len`, `vllm/config.py` v0.10.1): `max_position_embeddings`, times the
-/// rope scaling factor for the types that extend the context past it (`linear`, `dynamic`,
-/// `yarn`: a YaRN config's `original_max_position_embeddings` x factor when it states one);
-/// `llama3` and `longrope` configs already state the extended length.
-pub fn engine_context(
-    config: &ModelConfig,
-    max_position_embeddings: u64,
-    scaling: Option<&crate::synth::architecture::RopeScaling>,
-) -> u64 {
-    let Some(scaling) = scaling else {
-        return max_position_embeddings;
-    };
-    match scaling.kind.as_str() {
-        "linear" | "dynamic" | "yarn" => {
-            let base = config
-                .rope_scaling
-                .as_ref()
-                .and_then(|v| v.get("original_max_position_embeddings"))
-                .and_then(serde_json::Value::as_u64)
-                .filter(|_| scaling.kind == "yarn")
-                .unwrap_or(max_position_embeddings);
-            (base as f64 * scaling.factor) as u64
-        }
-        _ => max_position_embeddings,
-    }
-}
-
 /// The model's facts as an engine sees them, from a synthesized request: the parameters'
 /// bytes are the weight schema's components (the format the request was synthesized in),
 /// the shapes and cache layers those of the architecture its configuration specifies.
@@ -147,11 +119,8 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         rotary_dim: a.rope_dim,
         rotary_caches,
         vocab_size: arch.vocab_size,
-        trained_context: engine_context(
-            &config,
-            arch.max_position_embeddings,
-            arch.rope_scaling.as_ref(),
-        ),
+        // The engines derive it as the synthesizer does (vLLM's `_get_and_verify_max_len`).
+        trained_context: arch.trained_context,
         latent_attention: arch.latent.is_some(),
         layers,
     })
