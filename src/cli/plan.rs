@@ -93,6 +93,8 @@ struct WithEngine<'a, S: serde::Serialize> {
     #[serde(flatten)]
     summary: &'a S,
     engine: &'a EngineReport,
+    /// The budget the engine's rule gave the plan.
+    engine_budget: Option<&'a jointplan::study::budget::Budget>,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -275,6 +277,8 @@ struct Loaded {
     /// Sequences the policy requires at the maximum context (a preset's
     /// `minimum_sequences`, 1 when absent or for a request file).
     required: u64,
+    /// The budget a named engine's rule set (`--engine`).
+    budget: Option<jointplan::study::budget::Budget>,
 }
 
 /// The request to plan (the file as it is, or a model folder's synthesized request), the
@@ -303,7 +307,22 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
             }
         }
         let engine = args.engine.report(&synthesized)?;
+        // A named engine sets the budget the plan is held to (docs/synth.md, "Policy
+        // presets"): the preset's ceilings and requirements stay, its capacity and reserve
+        // follow the engine's rule.
+        let mut budget = None;
+        if let Some(report) = &engine {
+            let (request, engine_budget) = jointplan::study::engine_facts::with_engine_budget(
+                &synthesized.request,
+                &synthesized.device,
+                report,
+            )
+            .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(input))?;
+            synthesized.request = request;
+            budget = Some(engine_budget);
+        }
         return Ok(Loaded {
+            budget,
             required: u64::from(synthesized.policy.required_sequences()),
             request: synthesized.request,
             inputs: synthesized.inputs,
@@ -332,6 +351,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         device: None,
         raised: None,
         required: 1,
+        budget: None,
     })
 }
 
@@ -400,6 +420,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         device,
         raised,
         required,
+        budget,
     } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
     // The output is checked (and its temporary file created) before the plan is built, so
@@ -486,6 +507,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
             (Some(engine), None) => pretty_json(&WithEngine {
                 summary: &summary,
                 engine,
+                engine_budget: budget.as_ref(),
             }),
             (None, None) => pretty_json(&summary),
             // With a serving point, `performance` follows the summary's keys.
@@ -494,6 +516,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
                     Some(engine) => serde_json::to_value(WithEngine {
                         summary: &summary,
                         engine,
+                        engine_budget: budget.as_ref(),
                     }),
                     None => serde_json::to_value(&summary),
                 }
@@ -516,6 +539,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
             Detail::Grouped
         };
         let mut text = summary_text(&summary, detail);
+        if let Some(budget) = &budget {
+            text.push_str(&format!(
+                "  budget of the plan (the engine's rule): capacity {} bytes, reserve {} bytes ({})\n",
+                budget.capacity_bytes, budget.reserve_bytes, budget.rule
+            ));
+        }
         if let Some(engine) = &engine {
             text.push_str(&jointplan::render::engine_text::engine_text(engine));
         }

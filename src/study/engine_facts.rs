@@ -169,3 +169,35 @@ pub fn engine_report(
         &args,
     )?)
 }
+
+/// `request` with its policy's budget set by the engine's rule ([`super::budget::engine_budget`]
+/// of `report`, the engine's accounting on `device`), resealed: the plan then holds its own
+/// weights, activations and KV cache to what the engine would budget. The capacity is kept
+/// within the device's memory as the request states it.
+pub fn with_engine_budget(
+    request: &PlanRequest,
+    device: &DeviceDescription,
+    report: &EngineReport,
+) -> Result<(PlanRequest, super::budget::Budget), StudyError> {
+    let mut budget = super::budget::engine_budget(report, device_facts(device).total_bytes);
+    budget.capacity_bytes = budget
+        .capacity_bytes
+        .min(request.catalog.device.total_memory_bytes);
+    if budget.reserve_bytes >= budget.capacity_bytes {
+        return Err(StudyError::Settings {
+            path: "--engine".to_owned(),
+            message: format!(
+                "{}: the engine's reserve {} is not below its capacity {} on this device ({})",
+                report.name, budget.reserve_bytes, budget.capacity_bytes, budget.rule
+            ),
+        });
+    }
+    let mut request = request.clone();
+    request.policy.memory_capacity_bytes = budget.capacity_bytes;
+    request.policy.memory_reserve_bytes = budget.reserve_bytes;
+    crate::request::seal::seal(&mut request).map_err(|e| StudyError::Settings {
+        path: "--engine".to_owned(),
+        message: format!("the request with the engine's budget does not seal: {e}"),
+    })?;
+    Ok((request, budget))
+}

@@ -80,6 +80,10 @@ pub struct ServingLimits {
     /// the request's family configuration is a model configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trained_context: Option<TrainedContext>,
+    /// Whether the KV cache reserves the whole context per sequence (contiguous), so that
+    /// tokens that fit are whole sequences' worth (not serialized: the report says it).
+    #[serde(skip)]
+    pub reserves_context: bool,
 }
 
 /// The longest context a model serves, as its configuration sets it.
@@ -286,6 +290,7 @@ impl ServingReport {
                 maximum_active_sequences: memory.maximum_active_sequences,
                 context_tokens: context,
                 trained_context: trained_context(request),
+                reserves_context,
             },
         ))
     }

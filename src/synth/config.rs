@@ -839,4 +839,102 @@ mod tests {
         let err = config.architecture().unwrap_err();
         assert!(matches!(&err, SynthError::Config { key, .. } if key == "layer_types"));
     }
+
+    fn trained(value: serde_json::Value) -> (u64, String) {
+        let config: ModelConfig = serde_json::from_value(value).unwrap();
+        let arch = config.architecture().unwrap();
+        (arch.trained_context, arch.trained_context_rule)
+    }
+
+    fn with(overrides: serde_json::Value) -> serde_json::Value {
+        let mut base = serde_json::to_value(llama()).unwrap();
+        for (k, v) in overrides.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        base
+    }
+
+    #[test]
+    fn a_sliding_window_never_shortens_the_trained_context() {
+        // Phi-3-mini-4k: every layer slides at 2047, the model is trained for 4096.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "max_position_embeddings": 4096, "sliding_window": 2047, "rope_scaling": null
+        })));
+        assert_eq!((tokens, rule.as_str()), (4096, "max_position_embeddings"));
+        // Mistral-7B-v0.1: a 4096 window over 32768 positions.
+        let (tokens, _) = trained(with(serde_json::json!({
+            "max_position_embeddings": 32768, "sliding_window": 4096
+        })));
+        assert_eq!(tokens, 32768);
+    }
+
+    #[test]
+    fn rope_scaling_sets_the_trained_context_by_vllms_rule() {
+        // Qwen2.5-7B-Instruct with its documented YaRN override: 32768 x 4.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                             "original_max_position_embeddings": 32768}
+        })));
+        assert_eq!(tokens, 131072);
+        assert_eq!(
+            rule,
+            "rope_scaling.original_max_position_embeddings 32768 x yarn factor 4"
+        );
+        // DeepSeek-V3: yarn from 4096 x 40 (the same as its max_position_embeddings).
+        let (tokens, _) = trained(with(serde_json::json!({
+            "max_position_embeddings": 163840,
+            "rope_scaling": {"type": "yarn", "factor": 40,
+                             "original_max_position_embeddings": 4096}
+        })));
+        assert_eq!(tokens, 163840);
+        // linear and dynamic multiply the position key by the factor.
+        for kind in ["linear", "dynamic"] {
+            let (tokens, rule) = trained(with(serde_json::json!({
+                "max_position_embeddings": 4096,
+                "rope_scaling": {"type": kind, "factor": 2.0}
+            })));
+            assert_eq!(tokens, 8192, "{kind}");
+            assert_eq!(rule, format!("max_position_embeddings 4096 x {kind} factor 2"));
+        }
+        // llama3 states the extended length already.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+        })));
+        assert_eq!(tokens, 131072);
+        assert!(rule.contains("llama3 rope states the extended length"), "{rule}");
+        // `default` is no scaling; the smallest position key wins, model_max_length replaces.
+        let (tokens, _) = trained(with(serde_json::json!({
+            "rope_scaling": {"rope_type": "default"}, "seq_length": 8192
+        })));
+        assert_eq!(tokens, 8192);
+        let (tokens, rule) = trained(with(serde_json::json!({"model_max_length": 200000})));
+        assert_eq!((tokens, rule.as_str()), (200000, "model_max_length"));
+    }
+
+    #[test]
+    fn longrope_plans_with_its_factors_checked() {
+        // The Phi-3-128k fixture (`su`, the old spelling): 131072 positions stretched from
+        // 4096, 48 short and 48 long factors for a 96-wide head.
+        let text = include_str!("../../tests/data/configs/phi-3-128k-longrope.json");
+        let config: ModelConfig = serde_json::from_str(text).unwrap();
+        let arch = config.architecture().unwrap();
+        assert_eq!(arch.trained_context, 131072);
+        let scaling = arch.rope_scaling.clone().unwrap();
+        assert_eq!((scaling.kind.as_str(), scaling.factor), ("longrope", 32.0));
+        assert!(arch.trained_context_rule.contains("longrope"));
+        // Phi-3.5-mini spells it `longrope`; a wrong factor count names the key.
+        let mut value: serde_json::Value = serde_json::from_str(text).unwrap();
+        value["rope_scaling"]["type"] = "longrope".into();
+        let config: ModelConfig = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(config.architecture().unwrap().trained_context, 131072);
+        value["rope_scaling"]["short_factor"] = serde_json::json!([1.0, 1.0]);
+        let config: ModelConfig = serde_json::from_value(value).unwrap();
+        let err = config.architecture().unwrap_err();
+        assert!(
+            matches!(&err, SynthError::Config { key, .. } if key == "rope_scaling.short_factor"),
+            "{err}"
+        );
+    }
 }
