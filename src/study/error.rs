@@ -6,13 +6,15 @@ pub enum StudyError {
     /// The device cannot hold the sequences the policy requires (1 unless it states
     /// `minimum_sequences`) at its maximum context: a serving engine would refuse to start.
     #[error(
-        "the requirement does not fit: {required_sequences} sequence(s) at the maximum \
-         context ({context_tokens} tokens) need {kv_bytes_per_sequence} bytes of KV cache and \
-         sequence state each, the device leaves {headroom_bytes} bytes (usable \
+        "{headline} at the maximum context ({context_tokens} tokens): the policy requires \
+         {required_sequences}, each needs {kv_bytes_per_sequence} bytes of KV cache and \
+         sequence state, the device leaves {headroom_bytes} bytes (usable \
          {usable_capacity_bytes} - weights {weights_bytes} - activations {activation_bytes} - \
          workspaces {workspace_bytes}); levers: {levers}"
     )]
     NoSequenceFits {
+        /// `not even one sequence fits`, or how many fit of the required.
+        headline: String,
         /// Sequences the policy requires at the maximum context.
         required_sequences: u64,
         /// The policy's maximum context (tokens a sequence may reach).

@@ -349,7 +349,14 @@ impl ServingReport {
                 .div_ceil(u128::from(usable))
             ));
         }
+        let fit = self.sequences_that_fit.unwrap_or(0);
+        let headline = if fit == 0 {
+            "not even one sequence fits".to_owned()
+        } else {
+            format!("only {}", sequences_fit(fit))
+        };
         Some(StudyError::NoSequenceFits {
+            headline,
             required_sequences: required,
             context_tokens: limits.context_tokens,
             kv_bytes_per_sequence: self.kv_bytes_per_sequence,

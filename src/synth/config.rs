@@ -549,7 +549,7 @@ impl ModelConfig {
             } else {
                 format!("{} rope states the extended length", scaling.kind)
             };
-            return Ok((base, format!("{key} ({why})")));
+            return Ok((base, format!("{key}; {why}")));
         }
         let (base, key) = match scaling.kind.as_str() {
             "yarn" => match self
@@ -895,7 +895,10 @@ mod tests {
                 "rope_scaling": {"type": kind, "factor": 2.0}
             })));
             assert_eq!(tokens, 8192, "{kind}");
-            assert_eq!(rule, format!("max_position_embeddings 4096 x {kind} factor 2"));
+            assert_eq!(
+                rule,
+                format!("max_position_embeddings 4096 x {kind} factor 2")
+            );
         }
         // llama3 states the extended length already.
         let (tokens, rule) = trained(with(serde_json::json!({
@@ -903,7 +906,10 @@ mod tests {
                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
         })));
         assert_eq!(tokens, 131072);
-        assert!(rule.contains("llama3 rope states the extended length"), "{rule}");
+        assert!(
+            rule.contains("llama3 rope states the extended length"),
+            "{rule}"
+        );
         // `default` is no scaling; the smallest position key wins, model_max_length replaces.
         let (tokens, _) = trained(with(serde_json::json!({
             "rope_scaling": {"rope_type": "default"}, "seq_length": 8192

@@ -71,8 +71,9 @@ fn has_lever_with_amount(text: &str) -> bool {
         "smaller weight format",
         "more devices",
     ];
-    text.split("; ")
-        .any(|part| levers.iter().any(|l| part.contains(l)) && part.chars().any(|c| c.is_ascii_digit()))
+    text.split("; ").any(|part| {
+        levers.iter().any(|l| part.contains(l)) && part.chars().any(|c| c.is_ascii_digit())
+    })
 }
 
 #[derive(Default, Debug)]
@@ -88,7 +89,10 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
     let start = Instant::now();
     let options = BuildOptions::default();
     let devices = devices();
-    assert!(devices.len() >= 9, "models/devices holds the shipped devices");
+    assert!(
+        devices.len() >= 9,
+        "models/devices holds the shipped devices"
+    );
     let mut kinds: BTreeMap<String, Vec<&(PathBuf, DeviceDescription)>> = BTreeMap::new();
     for entry in &devices {
         kinds.entry(kind(&entry.1)).or_default().push(entry);

@@ -78,7 +78,11 @@ fn plan_and_fit_agree_on_every_preset() {
             assert!(context.next.unwrap().reason.contains("trained context"));
         } else {
             // One sequence at the next context needs more than the headroom.
-            assert!(context.next.unwrap().reason.contains("requirement does not fit"));
+            assert!(context
+                .next
+                .unwrap()
+                .reason
+                .contains("requirement does not fit"));
         }
     }
 }
