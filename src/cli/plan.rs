@@ -94,6 +94,8 @@ struct WithEngine<'a, S: serde::Serialize> {
     #[serde(flatten)]
     summary: &'a S,
     engine: &'a EngineReport,
+    /// The budget the engine's rule gave the plan.
+    engine_budget: Option<&'a jointplan::study::budget::Budget>,
 }
 
 /// Solver limits of `plan`, mirroring `jointplan solve`, and whether an answer a limit kept
@@ -273,6 +275,11 @@ struct Loaded {
     engine: Option<EngineReport>,
     device: Option<DeviceDescription>,
     raised: Option<u32>,
+    /// Sequences the policy requires at the maximum context (a preset's
+    /// `minimum_sequences`, 1 when absent or for a request file).
+    required: u64,
+    /// The budget a named engine's rule set (`--engine`).
+    budget: Option<jointplan::study::budget::Budget>,
     /// For a model folder: what the request was synthesized from (why-infeasible tries the
     /// larger devices of the device's directory with it).
     origin: Option<Origin>,
@@ -314,12 +321,28 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
             }
         }
         let engine = args.engine.report(&synthesized)?;
+        // A named engine sets the budget the plan is held to (docs/synth.md, "Policy
+        // presets"): the preset's ceilings and requirements stay, its capacity and reserve
+        // follow the engine's rule.
+        let mut budget = None;
+        if let Some(report) = &engine {
+            let (request, engine_budget) = jointplan::study::engine_facts::with_engine_budget(
+                &synthesized.request,
+                &synthesized.device,
+                report,
+            )
+            .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(input))?;
+            synthesized.request = request;
+            budget = Some(engine_budget);
+        }
         let origin = Origin {
             source: args.synth.source(Some(input)),
             fields,
             device_file: synthesized.device_file.clone(),
         };
         return Ok(Loaded {
+            budget,
+            required: u64::from(synthesized.policy.required_sequences()),
             request: synthesized.request,
             inputs: synthesized.inputs,
             engine,
@@ -347,6 +370,8 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         engine: None,
         device: None,
         raised: None,
+        required: 1,
+        budget: None,
         origin: None,
     })
 }
@@ -426,6 +451,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
         engine,
         device,
         raised,
+        required,
+        budget,
         origin,
     } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
@@ -482,9 +509,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
     );
     let serving =
         serving.map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.request))?;
-    // A serving engine refuses to start when not even one sequence fits: so does `plan`,
+    // A serving engine refuses to start when not even one sequence fits: so does `plan`
+    // when the policy's requirement (1 sequence unless it states more) does not fit,
     // before the plan file is renamed into place (its temporary file is removed).
-    if let Some(refusal) = serving.0.refusal(&serving.1) {
+    if let Some(refusal) = serving.0.refusal(&request, &serving.1, required) {
         return Err(Error::from(jointplan::Error::from(refusal)).in_file(&args.request));
     }
     if let Some(destination) = destination {
@@ -518,6 +546,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
             (Some(engine), None) => pretty_json(&WithEngine {
                 summary: &summary,
                 engine,
+                engine_budget: budget.as_ref(),
             }),
             (None, None) => pretty_json(&summary),
             // With a serving point, `performance` follows the summary's keys.
@@ -526,6 +555,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
                     Some(engine) => serde_json::to_value(WithEngine {
                         summary: &summary,
                         engine,
+                        engine_budget: budget.as_ref(),
                     }),
                     None => serde_json::to_value(&summary),
                 }
@@ -548,6 +578,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
             Detail::Grouped
         };
         let mut text = summary_text(&summary, detail);
+        if let Some(budget) = &budget {
+            text.push_str(&format!(
+                "  budget of the plan (the engine's rule): capacity {} bytes, reserve {} bytes ({})\n",
+                budget.capacity_bytes, budget.reserve_bytes, budget.rule
+            ));
+        }
         if let Some(engine) = &engine {
             text.push_str(&jointplan::render::engine_text::engine_text(engine));
         }

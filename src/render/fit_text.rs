@@ -11,12 +11,12 @@ pub fn fit_text(answer: &FitResult) -> String {
     let knob = answer.knob.name();
     let mut out = match (answer.largest, &answer.plan_id) {
         (Some(value), Some(plan_id)) => format!(
-            "largest {knob} that fits: {value} (exact: the plan builds and its worst case \
-             fits; {} plans built)\n  plan {plan_id}\n",
+            "largest {knob} that fits: {value} (exact: the plan builds and the policy's \
+             requirement fits; {} plans built)\n  plan {plan_id}\n",
             answer.probes
         ),
         _ => format!(
-            "no value of {knob} fits, not even {} (the smallest value the policy admits; {} plans built)\n",
+            "no value of {knob} fits, not even {} ({} plans built)\n",
             answer.lowest, answer.probes
         ),
     };
@@ -46,7 +46,7 @@ pub fn fit_text(answer: &FitResult) -> String {
 /// Which devices of a directory fit, for people.
 pub fn devices_text(rows: &[DeviceFit]) -> String {
     let mut out =
-        String::from("devices (fitting first, smallest first; worst case of the policy):\n");
+        String::from("devices (fitting first, smallest first; the policy's requirement):\n");
     for row in rows {
         let verdict = if row.fits { "fits" } else { "does not fit" };
         out.push_str(&format!(

@@ -49,6 +49,12 @@ pub fn write_serving(out: &mut String, memory: &MemorySummary) {
         sequences(u64::from(l.maximum_active_sequences)),
         l.context_tokens
     ));
+    if let Some(trained) = &l.trained_context {
+        out.push_str(&format!(
+            "    {:<24}{} tokens ({}); the policy's context is at most this\n",
+            "trained context", trained.tokens, trained.rule
+        ));
+    }
     let lines = [
         ("weights", human_bytes(r.weights_bytes)),
         ("KV cache per token", human_bytes(r.kv_bytes_per_token)),

@@ -22,34 +22,6 @@ fn context_key(choice: &EngineChoice) -> &'static str {
     }
 }
 
-/// The longest context an engine derives from a configuration (vLLM's
-/// `_get_and_verify_max_len`, `vllm/config.py` v0.10.1): `max_position_embeddings`, times the
-/// rope scaling factor for the types that extend the context past it (`linear`, `dynamic`,
-/// `yarn`: a YaRN config's `original_max_position_embeddings` x factor when it states one);
-/// `llama3` and `longrope` configs already state the extended length.
-pub fn engine_context(
-    config: &ModelConfig,
-    max_position_embeddings: u64,
-    scaling: Option<&crate::synth::architecture::RopeScaling>,
-) -> u64 {
-    let Some(scaling) = scaling else {
-        return max_position_embeddings;
-    };
-    match scaling.kind.as_str() {
-        "linear" | "dynamic" | "yarn" => {
-            let base = config
-                .rope_scaling
-                .as_ref()
-                .and_then(|v| v.get("original_max_position_embeddings"))
-                .and_then(serde_json::Value::as_u64)
-                .filter(|_| scaling.kind == "yarn")
-                .unwrap_or(max_position_embeddings);
-            (base as f64 * scaling.factor) as u64
-        }
-        _ => max_position_embeddings,
-    }
-}
-
 /// The model's facts as an engine sees them, from a synthesized request: the parameters'
 /// bytes are the weight schema's components (the format the request was synthesized in),
 /// the shapes and cache layers those of the architecture its configuration specifies.
@@ -147,11 +119,8 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         rotary_dim: a.rope_dim,
         rotary_caches,
         vocab_size: arch.vocab_size,
-        trained_context: engine_context(
-            &config,
-            arch.max_position_embeddings,
-            arch.rope_scaling.as_ref(),
-        ),
+        // The engines derive it as the synthesizer does (vLLM's `_get_and_verify_max_len`).
+        trained_context: arch.trained_context,
         latent_attention: arch.latent.is_some(),
         layers,
     })
@@ -199,4 +168,36 @@ pub fn engine_report(
         &device_facts(device),
         &args,
     )?)
+}
+
+/// `request` with its policy's budget set by the engine's rule ([`super::budget::engine_budget`]
+/// of `report`, the engine's accounting on `device`), resealed: the plan then holds its own
+/// weights, activations and KV cache to what the engine would budget. The capacity is kept
+/// within the device's memory as the request states it.
+pub fn with_engine_budget(
+    request: &PlanRequest,
+    device: &DeviceDescription,
+    report: &EngineReport,
+) -> Result<(PlanRequest, super::budget::Budget), StudyError> {
+    let mut budget = super::budget::engine_budget(report, device_facts(device).total_bytes);
+    budget.capacity_bytes = budget
+        .capacity_bytes
+        .min(request.catalog.device.total_memory_bytes);
+    if budget.reserve_bytes >= budget.capacity_bytes {
+        return Err(StudyError::Settings {
+            path: "--engine".to_owned(),
+            message: format!(
+                "{}: the engine's reserve {} is not below its capacity {} on this device ({})",
+                report.name, budget.reserve_bytes, budget.capacity_bytes, budget.rule
+            ),
+        });
+    }
+    let mut request = request.clone();
+    request.policy.memory_capacity_bytes = budget.capacity_bytes;
+    request.policy.memory_reserve_bytes = budget.reserve_bytes;
+    crate::request::seal::seal(&mut request).map_err(|e| StudyError::Settings {
+        path: "--engine".to_owned(),
+        message: format!("the request with the engine's budget does not seal: {e}"),
+    })?;
+    Ok((request, budget))
 }

@@ -3,17 +3,21 @@
 /// What can go wrong in a study.
 #[derive(Debug, thiserror::Error)]
 pub enum StudyError {
-    /// The device cannot hold one sequence at the policy's maximum context: a serving
-    /// engine would refuse to start.
+    /// The device cannot hold the sequences the policy requires (1 unless it states
+    /// `minimum_sequences`) at its maximum context: a serving engine would refuse to start.
     #[error(
-        "not even one sequence fits at the maximum context ({context_tokens} tokens): one \
-         sequence needs {kv_bytes_per_sequence} bytes of KV cache and sequence state, the \
-         device leaves {headroom_bytes} bytes (usable {usable_capacity_bytes} - weights \
-         {weights_bytes} - activations {activation_bytes} - workspaces {workspace_bytes}); \
-         lower the maximum context or the token ceiling, or use a larger device"
+        "{headline} at the maximum context ({context_tokens} tokens): the policy requires \
+         {required_sequences}, each needs {kv_bytes_per_sequence} bytes of KV cache and \
+         sequence state, the device leaves {headroom_bytes} bytes (usable \
+         {usable_capacity_bytes} - weights {weights_bytes} - activations {activation_bytes} - \
+         workspaces {workspace_bytes}); levers: {levers}"
     )]
     NoSequenceFits {
-        /// The policy's maximum context (tokens a sequence's state holds).
+        /// `not even one sequence fits`, or how many fit of the required.
+        headline: String,
+        /// Sequences the policy requires at the maximum context.
+        required_sequences: u64,
+        /// The policy's maximum context (tokens a sequence may reach).
         context_tokens: u64,
         /// Bytes one sequence needs at that context.
         kv_bytes_per_sequence: u64,
@@ -27,6 +31,8 @@ pub enum StudyError {
         activation_bytes: u64,
         /// Workspaces at the ceilings.
         workspace_bytes: u64,
+        /// The levers that would make it fit, each with its amount.
+        levers: String,
     },
     /// A figure of the report overflows u64.
     #[error("memory report: {what} overflows u64")]

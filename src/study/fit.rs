@@ -1,6 +1,8 @@
 //! The largest value of one policy knob for which a model still fits its device: the plan
-//! builds and the policy's worst case fits (`worst_case_fits` of the memory report), with
-//! every other policy field as given.
+//! builds and the policy's requirement fits ([`ServingReport::meets`]: the sequences the
+//! policy requires, 1 when it states none, at its context), with every other policy field
+//! as given. The sequence and token fields are ceilings (at most), never requirements:
+//! `fit --maximize context` answers the longest context one sequence reaches under them.
 //!
 //! The planner itself is the oracle: each probe synthesizes (or edits and reseals) the
 //! request at a value, builds its plan and computes its report; no formula predicts the
@@ -14,7 +16,7 @@ use crate::builder::error::PlanError;
 use crate::builder::BuildOptions;
 use crate::memory::MemoryError;
 use crate::plan::ExecutionPlan;
-use crate::request::{seal::seal, PlanRequest, StateCapacityDemand, StateLifetime};
+use crate::request::{seal::seal, PlanRequest};
 use crate::synth::{ModelSource, PolicyPreset};
 
 use super::{ServingReport, StudyError};
@@ -83,7 +85,7 @@ pub struct FitResult {
     pub next: Option<FitNext>,
     /// The memory report at the largest value.
     pub report: Option<ServingReport>,
-    /// The smallest value the policy admits (the search starts there).
+    /// The value the search starts at (1: a ceiling below a reusable bucket drops it).
     pub lowest: u64,
     /// How many plans the search built.
     pub probes: u32,
@@ -112,34 +114,45 @@ fn settings(path: &str, message: impl Into<String>) -> StudyError {
     }
 }
 
-/// The request of `subject` with `knob` set to `value`, and whether the value was capped
-/// (a context beyond the model's trained positions).
+/// The request of `subject` with `knob` set to `value`, whether the value was capped (a
+/// context beyond the model's trained context), and the sequences that must fit: the
+/// value itself when the knob is the sequence ceiling, else the policy's requirement
+/// (`minimum_sequences`, 1 when absent; 1 for a request file). A ceiling below a reusable
+/// bucket drops the bucket (buckets stay within the ceilings), so every value from 1 up is
+/// admitted.
 fn request_at(
     subject: &FitSubject,
     preset: Option<&PolicyPreset>,
     knob: Knob,
     value: u64,
-) -> Result<(PlanRequest, Option<u64>), StudyError> {
+) -> Result<(PlanRequest, Option<u64>, u64), StudyError> {
     match subject {
         FitSubject::Model(source) => {
-            let mut policy = preset
-                .cloned()
-                .ok_or_else(|| settings("policy", "no policy preset resolved"))?;
-            match knob {
-                Knob::Context => policy.maximum_context_tokens = Some(value),
-                Knob::Sequences => {
-                    policy.maximum_active_sequences = u32::try_from(value)
-                        .map_err(|_| settings("sequences", format!("{value} exceeds u32")))?
+            let preset = preset.ok_or_else(|| settings("policy", "no policy preset resolved"))?;
+            let policy = match knob {
+                Knob::Context => {
+                    let mut policy = preset.clone();
+                    policy.maximum_context_tokens = Some(value);
+                    policy
                 }
-                Knob::ScheduledTokens => policy.maximum_scheduled_tokens = value,
-            }
+                Knob::Sequences => preset.with_sequence_ceiling(
+                    u32::try_from(value)
+                        .map_err(|_| settings("sequences", format!("{value} exceeds u32")))?,
+                ),
+                Knob::ScheduledTokens => preset.with_token_ceiling(value),
+            };
+            let required = match knob {
+                Knob::Sequences => value,
+                _ => u64::from(policy.required_sequences()),
+            };
             let request = source.synthesize_with_policy(&policy)?.request;
             let context = context_tokens(&request);
             let capped = (knob == Knob::Context && context < value).then_some(context);
-            Ok((request, capped))
+            Ok((request, capped, required))
         }
         FitSubject::Request(request) => {
             let mut request = (**request).clone();
+            let policy = &mut request.policy;
             match knob {
                 Knob::Context => {
                     return Err(settings(
@@ -149,33 +162,31 @@ fn request_at(
                     ))
                 }
                 Knob::Sequences => {
-                    request.policy.maximum_active_sequences = u32::try_from(value)
+                    policy.maximum_active_sequences = u32::try_from(value)
                         .map_err(|_| settings("sequences", format!("{value} exceeds u32")))?
                 }
-                Knob::ScheduledTokens => request.policy.maximum_scheduled_tokens = value,
+                Knob::ScheduledTokens => policy.maximum_scheduled_tokens = value,
+            }
+            let (sequences, tokens) = (
+                policy.maximum_active_sequences,
+                policy.maximum_scheduled_tokens,
+            );
+            if let Some(reusable) = &mut policy.reusable_execution {
+                reusable.buckets.retain(|b| {
+                    b.capacity.maximum_sequences <= sequences && b.capacity.maximum_tokens <= tokens
+                });
+                if reusable.buckets.is_empty() {
+                    policy.reusable_execution = None;
+                }
             }
             seal(&mut request).map_err(|e| settings("request", e.to_string()))?;
-            Ok((request, None))
+            let required = if knob == Knob::Sequences { value } else { 1 };
+            Ok((request, None, required))
         }
     }
 }
 
-/// The maximum context of a request: its largest token-scaled sequence state.
-pub fn context_tokens(request: &PlanRequest) -> u64 {
-    request
-        .family
-        .program
-        .states
-        .iter()
-        .filter_map(|s| match (s.lifetime, s.capacity_demand) {
-            (StateLifetime::Sequence, StateCapacityDemand::TokenScaled { maximum_tokens, .. }) => {
-                Some(maximum_tokens)
-            }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0)
-}
+pub use super::report::context_tokens;
 
 /// Bytes short of a capacity failure of the builder, where it is one.
 fn bytes_short(error: &PlanError) -> Option<u64> {
@@ -200,12 +211,14 @@ pub fn probe(
     value: u64,
     options: &BuildOptions,
 ) -> Result<Probe, StudyError> {
-    let (request, capped) = request_at(subject, preset, knob, value)?;
+    let (request, capped, required) = request_at(subject, preset, knob, value)?;
     if let Some(context) = capped {
+        let rule = super::report::trained_context(&request)
+            .map_or_else(String::new, |t| format!(" ({})", t.rule));
         return Ok(Probe::Beyond(FitNext {
             value,
             reason: format!(
-                "the model was trained for {context} positions: the context is capped there"
+                "the model's trained context is {context} tokens{rule}: the context is capped there"
             ),
             bytes_short: None,
         }));
@@ -222,19 +235,19 @@ pub fn probe(
         Err(error) => return Err(StudyError::Plan(Box::new(error))),
     };
     let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)?;
-    if report.worst_case_fits {
+    if report.meets(required) {
         return Ok(Probe::Fits {
             plan_id: outcome.plan.payload.plan_id.clone(),
             report,
         });
     }
-    let sequences = u64::from(limits.maximum_active_sequences);
+    let sequences = required;
     let needed = i128::from(report.kv_bytes_per_sequence) * i128::from(sequences);
     let short = u64::try_from(needed - report.headroom_bytes).ok();
     Ok(Probe::Fails(FitNext {
         value,
         reason: format!(
-            "the worst case does not fit: {} x {} bytes of KV cache and \
+            "the requirement does not fit: {} x {} bytes of KV cache and \
              sequence state at {} tokens need {needed} bytes, the headroom after weights, \
              activations and workspaces is {} bytes",
             super::report::sequences(sequences),
@@ -246,33 +259,10 @@ pub fn probe(
     }))
 }
 
-/// The smallest value the policy admits for `knob`: 1, or the largest reusable bucket's
-/// capacity (a policy's buckets must stay within its ceilings).
-fn lowest_value(subject: &FitSubject, preset: Option<&PolicyPreset>, knob: Knob) -> u64 {
-    let capacities: Vec<crate::request::BucketCapacity> = match subject {
-        FitSubject::Model(_) => preset
-            .and_then(|p| p.reusable_execution.as_ref())
-            .map(|r| r.buckets.iter().map(|b| b.capacity).collect())
-            .unwrap_or_default(),
-        FitSubject::Request(request) => request
-            .policy
-            .reusable_execution
-            .as_ref()
-            .map(|r| r.buckets.iter().map(|b| b.capacity).collect())
-            .unwrap_or_default(),
-    };
-    capacities
-        .iter()
-        .map(|c| match knob {
-            Knob::Context => 1,
-            Knob::Sequences => u64::from(c.maximum_sequences),
-            Knob::ScheduledTokens => c.maximum_tokens,
-        })
-        .fold(1, u64::max)
-}
-
-/// The largest value of `knob` that fits, found with the planner as the oracle. The search
-/// starts at the smallest value the policy admits (see `lowest_value`).
+/// The largest value of `knob` that fits, found with the planner as the oracle: the plan
+/// builds and the requirement fits (the sequences the policy requires, 1 when it states
+/// none, at the context; for the sequence knob, that many sequences). Every other knob
+/// keeps the policy's value as its ceiling. The search starts at 1.
 pub fn fit(
     subject: &FitSubject,
     knob: Knob,
@@ -295,7 +285,7 @@ pub fn fit(
     // Invariant: `good` fits (with its plan), `bad` does not (with its reason).
     let mut good: Option<(u64, String, ServingReport)> = None;
     let mut bad: Option<FitNext> = None;
-    let lowest = lowest_value(subject, preset.as_ref(), knob);
+    let lowest = 1;
     let mut value = lowest;
     loop {
         match run(value)? {
@@ -350,7 +340,7 @@ pub struct DeviceFit {
     pub device_file: String,
     /// The device's memory (from its plan or its description).
     pub device_memory_bytes: u64,
-    /// Whether the plan builds and its worst case fits.
+    /// Whether the plan builds and the policy's requirement fits ([`ServingReport::meets`]).
     pub fits: bool,
     /// The plan id, where the plan builds.
     pub plan_id: Option<String>,
@@ -386,12 +376,13 @@ pub fn fit_devices(
             format!("{}: no device files (*.json) in it", dir.display()),
         ));
     }
+    let required = u64::from(source.policy_preset()?.required_sequences());
     let mut fits = Vec::with_capacity(files.len());
     for file in files {
         let mut device_source = source.clone();
         device_source.device = Some(file.clone());
         let request = device_source.synthesize()?.request;
-        fits.push(device_fit(&request, &file, options)?);
+        fits.push(device_fit(&request, &file, required, options)?);
     }
     fits.sort_by(|a, b| {
         (!a.fits, a.device_memory_bytes, &a.device_file).cmp(&(
@@ -407,6 +398,7 @@ pub fn fit_devices(
 fn device_fit(
     request: &PlanRequest,
     file: &std::path::Path,
+    required: u64,
     options: &BuildOptions,
 ) -> Result<DeviceFit, StudyError> {
     let mut row = DeviceFit {
@@ -421,13 +413,14 @@ fn device_fit(
     match ExecutionPlan::build_with_report(request, options) {
         Ok(outcome) => {
             let report = ServingReport::of(request, &outcome.plan)?;
-            row.fits = report.worst_case_fits;
+            row.fits = report.meets(required);
             row.plan_id = Some(outcome.plan.payload.plan_id.clone());
             row.headroom_bytes = Some(report.headroom_bytes);
             row.sequences_that_fit = report.sequences_that_fit;
-            if !report.worst_case_fits {
+            if !row.fits {
                 row.reason = Some(format!(
-                    "the worst case does not fit: {} at the maximum context",
+                    "the requirement of {} does not fit: {} at the maximum context",
+                    super::report::sequences(required),
                     super::report::sequences_fit(report.sequences_that_fit.unwrap_or(0))
                 ));
             }
@@ -441,8 +434,8 @@ fn device_fit(
 }
 
 /// The next device of a directory: the smallest device of `device_file`'s directory, larger
-/// than it, on which `source` (under its policy with `fields` set) builds and its worst case
-/// fits — the "next device" lever of why-infeasible.
+/// than it, on which `source` (under its policy with `fields` set) builds and the policy's
+/// requirement fits — the "next device" lever of why-infeasible.
 ///
 /// Devices are tried smallest first (memory, then file name); a device with less memory than
 /// `needed_capacity_bytes` (the capacity the request needs, when a capacity search found it)
@@ -482,8 +475,9 @@ pub fn next_device(
     for (_, file) in larger {
         let mut device_source = source.clone();
         device_source.device = Some(file.clone());
-        let request = fields.synthesize(&device_source)?.request;
-        let row = device_fit(&request, &file, options)?;
+        let synthesized = fields.synthesize(&device_source)?;
+        let required = u64::from(synthesized.policy.required_sequences());
+        let row = device_fit(&synthesized.request, &file, required, options)?;
         if row.fits {
             return Ok(Some(row));
         }

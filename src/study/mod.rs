@@ -36,6 +36,7 @@
 //! queries' [`ResearchError`].
 
 pub mod alternatives;
+pub mod budget;
 pub mod capacity;
 pub mod diff;
 pub mod engine_facts;

@@ -32,7 +32,8 @@ use crate::plan::{
     AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
 };
 use crate::request::{
-    BufferUsage, IdMap, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
+    BufferUsage, IdMap, PlanRequest, SemanticValue, StateCapacityDemand, StateLifetime,
+    StorageProfile,
 };
 
 use super::StudyError;
@@ -72,8 +73,40 @@ pub struct ServingLimits {
     pub usable_capacity_bytes: u64,
     /// The policy's maximum active sequences.
     pub maximum_active_sequences: u32,
-    /// The maximum context: the largest `maximum_tokens` of a token-scaled sequence state.
+    /// The maximum context a sequence may reach ([`context_tokens`]; a sliding-window
+    /// layer's state holds only its window of it).
     pub context_tokens: u64,
+    /// The model's trained context and the rule that set it ([`trained_context`]), when
+    /// the request's family configuration is a model configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trained_context: Option<TrainedContext>,
+    /// Whether the KV cache reserves the whole context per sequence (contiguous), so that
+    /// tokens that fit are whole sequences' worth (not serialized: the report says it).
+    #[serde(skip)]
+    pub reserves_context: bool,
+}
+
+/// The longest context a model serves, as its configuration sets it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrainedContext {
+    /// Tokens.
+    pub tokens: u64,
+    /// The keys and rule that set it (`max_position_embeddings`,
+    /// `rope_scaling.original_max_position_embeddings 32768 x yarn factor 4`).
+    pub rule: String,
+}
+
+/// The trained context of a request's model (`ModelConfig::trained_context`, vLLM's rule),
+/// read from its family's configuration; `None` for a hand-made family whose configuration
+/// is not a model configuration.
+pub fn trained_context(request: &PlanRequest) -> Option<TrainedContext> {
+    let config: crate::synth::ModelConfig =
+        serde_json::from_value(request.family.canonical_config.clone()).ok()?;
+    let arch = config.architecture().ok()?;
+    Some(TrainedContext {
+        tokens: arch.trained_context,
+        rule: arch.trained_context_rule,
+    })
 }
 
 /// What a pool holds, in serving terms (the summary labels pools with it).
@@ -207,20 +240,18 @@ impl ServingReport {
             *slot = add(*slot, peak, what)?;
         }
         let mut kv_per_token = 0u64;
-        let mut context = 0u64;
         for state in &request.family.program.states {
             if let (
                 StateLifetime::Sequence,
                 StateCapacityDemand::TokenScaled {
-                    bytes_per_token,
-                    maximum_tokens,
+                    bytes_per_token, ..
                 },
             ) = (state.lifetime, state.capacity_demand)
             {
                 kv_per_token = add(kv_per_token, bytes_per_token, "KV bytes per token")?;
-                context = context.max(maximum_tokens);
             }
         }
+        let context = context_tokens(request);
         let headroom = i128::from(memory.usable_capacity_bytes)
             - i128::from(weights)
             - i128::from(activations)
@@ -258,14 +289,75 @@ impl ServingReport {
                 usable_capacity_bytes: memory.usable_capacity_bytes,
                 maximum_active_sequences: memory.maximum_active_sequences,
                 context_tokens: context,
+                trained_context: trained_context(request),
+                reserves_context,
             },
         ))
     }
 
-    /// The refusal of a serving engine: an error when not even one sequence fits at the
-    /// maximum context (also when the bytes outside sequences alone exceed the capacity).
-    pub fn refusal(&self, limits: &ServingLimits) -> Option<StudyError> {
-        (self.sequences_that_fit == Some(0)).then_some(StudyError::NoSequenceFits {
+    /// Whether the requirement fits: the bytes outside sequences fit and `required`
+    /// sequences fit at the maximum context (any number when nothing is per sequence). The
+    /// policy's sequence ceiling is not a requirement (`worst_case_fits` tells whether it
+    /// fits too).
+    pub fn meets(&self, required: u64) -> bool {
+        self.headroom_bytes >= 0 && self.sequences_that_fit.is_none_or(|fit| fit >= required)
+    }
+
+    /// The refusal of a serving engine: an error when fewer than `required` sequences fit
+    /// at the maximum context (also when the bytes outside sequences alone exceed the
+    /// capacity), with the levers that would make it fit and their amounts.
+    pub fn refusal(
+        &self,
+        request: &PlanRequest,
+        limits: &ServingLimits,
+        required: u64,
+    ) -> Option<StudyError> {
+        if self.meets(required) {
+            return None;
+        }
+        let needed = i128::from(self.kv_bytes_per_sequence) * i128::from(required);
+        let short = u64::try_from(needed - self.headroom_bytes).unwrap_or(u64::MAX);
+        let mut levers = vec![format!(
+            "more capacity: at least {short} more bytes of usable memory (a larger device, a \
+             larger memory share or a smaller reserve)"
+        )];
+        if let Some(context) = longest_context(request, self.headroom_bytes, required) {
+            levers.push(format!(
+                "a shorter context: at most about {context} tokens (headroom / KV bytes per \
+                 token and sequence, windows kept, block rounding ignored; `fit --maximize \
+                 context` finds it exactly)"
+            ));
+        }
+        if required > 1 {
+            if let Some(fit) = self.sequences_that_fit.filter(|&f| f > 0) {
+                levers.push(format!(
+                    "fewer sequences: require at most {fit} (policy minimum_sequences)"
+                ));
+            }
+        }
+        if self.headroom_bytes < 0 {
+            let usable = limits.usable_capacity_bytes.max(1);
+            levers.push(format!(
+                "a smaller weight format or more devices: the weights alone take {} of the {usable} \
+                 usable bytes; with their KV cache and activations the model needs about {} \
+                 devices of this capacity",
+                self.weights_bytes,
+                (u128::from(self.weights_bytes)
+                    + u128::from(self.activation_bytes)
+                    + u128::from(self.workspace_bytes)
+                    + u128::try_from(needed).unwrap_or(0))
+                .div_ceil(u128::from(usable))
+            ));
+        }
+        let fit = self.sequences_that_fit.unwrap_or(0);
+        let headline = if fit == 0 {
+            "not even one sequence fits".to_owned()
+        } else {
+            format!("only {}", sequences_fit(fit))
+        };
+        Some(StudyError::NoSequenceFits {
+            headline,
+            required_sequences: required,
             context_tokens: limits.context_tokens,
             kv_bytes_per_sequence: self.kv_bytes_per_sequence,
             headroom_bytes: self.headroom_bytes,
@@ -273,8 +365,98 @@ impl ServingReport {
             weights_bytes: self.weights_bytes,
             activation_bytes: self.activation_bytes,
             workspace_bytes: self.workspace_bytes,
+            levers: levers.join("; "),
         })
     }
+}
+
+/// The longest context at which `required` sequences' token-scaled states fit `headroom`
+/// bytes: each state holds `min(context, its maximum)` tokens when its maximum is below the
+/// request's context (a sliding window), else the context; block rounding is ignored, so the
+/// answer is an upper bound by less than a block per layer. `None` when not even one token
+/// fits or the request has no token-scaled state.
+fn longest_context(request: &PlanRequest, headroom: i128, required: u64) -> Option<u64> {
+    let context = context_tokens(request);
+    let states: Vec<(u64, u64)> = request
+        .family
+        .program
+        .states
+        .iter()
+        .filter_map(|s| match (s.lifetime, s.capacity_demand) {
+            (
+                StateLifetime::Sequence,
+                StateCapacityDemand::TokenScaled {
+                    bytes_per_token,
+                    maximum_tokens,
+                },
+            ) => Some((bytes_per_token, maximum_tokens)),
+            _ => None,
+        })
+        .collect();
+    if states.is_empty() || headroom <= 0 {
+        return None;
+    }
+    let bytes_at = |tokens: u64| -> u128 {
+        states
+            .iter()
+            .map(|&(per_token, maximum)| {
+                let held = if maximum < context {
+                    tokens.min(maximum)
+                } else {
+                    tokens
+                };
+                u128::from(per_token) * u128::from(held)
+            })
+            .sum::<u128>()
+            * u128::from(required.max(1))
+    };
+    let room = u128::try_from(headroom).ok()?;
+    if bytes_at(1) > room {
+        return None;
+    }
+    let (mut low, mut high) = (1u64, context.max(1));
+    if bytes_at(high) <= room {
+        return Some(high);
+    }
+    while high - low > 1 {
+        let middle = low + (high - low) / 2;
+        if bytes_at(middle) <= room {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    Some(low)
+}
+
+/// The maximum context of a request (tokens one sequence may reach): the largest
+/// `maximum_context_tokens` attribute of its attention nodes, which the synthesizer sets to
+/// the policy's context. A sliding-window layer's state holds fewer tokens (its window), so
+/// the states alone would understate the context when every layer slides; a request without
+/// the attribute (a hand-made program) falls back to its largest token-scaled sequence state.
+pub fn context_tokens(request: &PlanRequest) -> u64 {
+    let program = &request.family.program;
+    let from_attributes = program
+        .nodes()
+        .filter_map(|node| match node.attributes.get("maximum_context_tokens") {
+            Some(SemanticValue::Unsigned(v)) => Some(*v),
+            _ => None,
+        })
+        .max();
+    from_attributes.unwrap_or_else(|| {
+        program
+            .states
+            .iter()
+            .filter_map(|s| match (s.lifetime, s.capacity_demand) {
+                (
+                    StateLifetime::Sequence,
+                    StateCapacityDemand::TokenScaled { maximum_tokens, .. },
+                ) => Some(maximum_tokens),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    })
 }
 
 /// `1 sequence` or `n sequences`.

@@ -465,11 +465,12 @@ impl PolicyFields {
         if let Some(context) = self.context {
             preset.maximum_context_tokens = Some(context);
         }
+        // A ceiling below a reusable bucket drops the bucket (buckets stay within ceilings).
         if let Some(sequences) = self.sequences {
-            preset.maximum_active_sequences = sequences;
+            preset = preset.with_sequence_ceiling(sequences);
         }
         if let Some(tokens) = self.scheduled_tokens {
-            preset.maximum_scheduled_tokens = tokens;
+            preset = preset.with_token_ceiling(tokens);
         }
         if let Some(views) = &self.storage_views {
             preset.storage_view_order = views.clone();
@@ -479,8 +480,8 @@ impl PolicyFields {
 }
 
 /// The request of a point (its source's policy preset with the point's policy fields set)
-/// and the context it has: the preset's, capped by the model's trained positions
-/// (`max_position_embeddings`; a sliding window may keep fewer tokens per layer).
+/// and the context it has: the preset's, capped by the model's trained context
+/// (`Architecture::trained_context`; a sliding window may keep fewer tokens per layer).
 fn synthesize_point(
     point: &SweepPoint,
     base: Option<&Path>,
@@ -496,9 +497,9 @@ fn synthesize_point(
     let request = source.synthesize_with_policy(&preset)?.request;
     let trained = match &source.folder {
         Some(folder) => {
-            crate::synth::ModelFolder::read(folder)?
-                .config
-                .max_position_embeddings
+            let config = crate::synth::ModelFolder::read(folder)?.config;
+            let arch = config.architecture()?;
+            Some(arch.trained_context)
         }
         None => None,
     };

@@ -131,9 +131,11 @@ pub struct ExpertDims {
 /// RoPE scaling, reduced to what kernels need.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RopeScaling {
-    /// `rope_type` (`llama3`, `yarn`, `linear`, `dynamic`, ...).
+    /// `rope_type` (`llama3`, `yarn`, `linear`, `dynamic`, `longrope`; the legacy `su` is
+    /// read as `longrope`).
     pub kind: String,
-    /// Scaling factor.
+    /// Scaling factor (`longrope`: `max_position_embeddings /
+    /// original_max_position_embeddings`, the factor its attention scale is computed from).
     pub factor: f64,
 }
 
@@ -146,8 +148,13 @@ pub struct Architecture {
     pub intermediate_size: u64,
     /// Vocabulary size.
     pub vocab_size: u64,
-    /// Longest context.
+    /// `max_position_embeddings` as the configuration states it.
     pub max_position_embeddings: u64,
+    /// The longest context the model serves: the configuration's position keys and rope
+    /// scaling by vLLM's rule (`ModelConfig::trained_context`), never a sliding window.
+    pub trained_context: u64,
+    /// Which keys and which rule set [`Self::trained_context`] (printed with it).
+    pub trained_context_rule: String,
     /// RoPE base.
     pub rope_theta: f64,
     /// RoPE scaling, if any.

@@ -121,10 +121,12 @@ fn state_storage(kernel: Kernel, paged: Option<StorageProfile>) -> StorageRequir
     StorageRequirement { accepted_profiles }
 }
 
-/// The catalog for the operations `used` on `device`.
+/// The catalog for the operations `used` on `device`; the attention operations' rope
+/// choices also admit `rope_kinds` (see [`Operation::descriptor_admitting`]).
 pub fn build_catalog(
     device: &DeviceDescription,
     used: &BTreeSet<Operation>,
+    rope_kinds: &[&str],
 ) -> Result<CapabilityCatalog, SynthError> {
     let paged = device.paged_profile();
     let mut capabilities = device.capabilities.clone();
@@ -141,7 +143,7 @@ pub fn build_catalog(
     let mut operations = BTreeMap::new();
     let mut providers = BTreeMap::new();
     for &op in used {
-        let descriptor = op.descriptor();
+        let descriptor = op.descriptor_admitting(rope_kinds);
         let operation_fingerprint = fingerprints::operation_fingerprint(&descriptor)?;
         let kinds = op.slot_kinds();
         let inputs = descriptor.inputs.len();

@@ -183,6 +183,20 @@ fn positive_optional(value: Option<u64>, key: &str) -> Result<Option<u64>, Synth
     }
 }
 
+/// A positive integer under an extra (unmodelled) key, if present.
+fn extra_positive(config: &ModelConfig, key: &str) -> Result<Option<u64>, SynthError> {
+    match config.extra.get(key).filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 => Ok(Some(n)),
+            _ => Err(SynthError::config(
+                key,
+                format!("{v} is not a positive integer"),
+            )),
+        },
+    }
+}
+
 fn positive_float(value: Option<f64>, key: &str, default: Option<f64>) -> Result<f64, SynthError> {
     match value.or(default) {
         Some(v) if v.is_finite() && v > 0.0 => Ok(v),
@@ -267,7 +281,9 @@ impl ModelConfig {
             ));
         }
         let rope_dim = ((head_dim as f64) * partial).round() as u64;
-        let rope_scaling = self.rope_scaling_spec()?;
+        let rope_scaling = self.rope_scaling_spec(max_position_embeddings, rope_dim)?;
+        let (trained_context, trained_context_rule) =
+            self.trained_context(max_position_embeddings, rope_scaling.as_ref())?;
         if let Some(dtype) = &self.torch_dtype {
             if !matches!(dtype.as_str(), "bfloat16" | "float16" | "float32") {
                 return Err(SynthError::config(
@@ -346,6 +362,8 @@ impl ModelConfig {
             intermediate_size,
             vocab_size,
             max_position_embeddings,
+            trained_context,
+            trained_context_rule,
             rope_theta,
             rope_scaling,
             rms_norm_eps,
@@ -373,7 +391,17 @@ impl ModelConfig {
         })
     }
 
-    fn rope_scaling_spec(&self) -> Result<Option<RopeScaling>, SynthError> {
+    /// The rope scaling of the configuration. `rope_type` (or the older `type`) names it;
+    /// `default` is no scaling; `su` is the old spelling of `longrope`. `longrope` states
+    /// per-dimension `short_factor` and `long_factor` lists (one factor per rotated pair:
+    /// `rope_dim / 2` each) instead of one `factor`; its factor is the context's stretch,
+    /// `max_position_embeddings / original_max_position_embeddings` (the figure its
+    /// attention scale is computed from). Every other type needs a positive `factor`.
+    fn rope_scaling_spec(
+        &self,
+        max_position_embeddings: u64,
+        rope_dim: u64,
+    ) -> Result<Option<RopeScaling>, SynthError> {
         let Some(value) = &self.rope_scaling else {
             return Ok(None);
         };
@@ -391,10 +419,47 @@ impl ModelConfig {
             .or_else(|| map.get("type"))
             .and_then(|v| v.as_str())
             .ok_or_else(|| SynthError::config("rope_scaling.rope_type", "is missing"))?;
-        let factor = map
-            .get("factor")
-            .and_then(|v| v.as_f64())
-            .ok_or_else(|| SynthError::config("rope_scaling.factor", "is missing"))?;
+        let kind = match kind {
+            "default" => return Ok(None),
+            "su" => "longrope",
+            other => other,
+        };
+        let factor = if kind == "longrope" {
+            for key in ["short_factor", "long_factor"] {
+                let path = format!("rope_scaling.{key}");
+                let factors = map.get(key).and_then(|v| v.as_array()).ok_or_else(|| {
+                    SynthError::config(&path, "is missing (longrope states per-dimension factors)")
+                })?;
+                if factors.len() as u64 != rope_dim / 2 {
+                    return Err(SynthError::config(
+                        &path,
+                        format!(
+                            "has {} factors; longrope needs one per rotated pair, rope_dim / 2 = {}",
+                            factors.len(),
+                            rope_dim / 2
+                        ),
+                    ));
+                }
+                if let Some(i) = factors
+                    .iter()
+                    .position(|f| !f.as_f64().is_some_and(|f| f.is_finite() && f > 0.0))
+                {
+                    return Err(SynthError::config(
+                        &format!("{path}[{i}]"),
+                        "must be a positive number",
+                    ));
+                }
+            }
+            let original = self.original_max_position_embeddings()?;
+            match original {
+                Some(original) if original > 0 => max_position_embeddings as f64 / original as f64,
+                _ => 1.0,
+            }
+        } else {
+            map.get("factor")
+                .and_then(|v| v.as_f64())
+                .ok_or_else(|| SynthError::config("rope_scaling.factor", "is missing"))?
+        };
         if !(factor.is_finite() && factor > 0.0) {
             return Err(SynthError::config(
                 "rope_scaling.factor",
@@ -405,6 +470,121 @@ impl ModelConfig {
             kind: kind.to_owned(),
             factor,
         }))
+    }
+
+    /// `original_max_position_embeddings`, from `rope_scaling` or the top level (Phi-3).
+    fn original_max_position_embeddings(&self) -> Result<Option<u64>, SynthError> {
+        let in_scaling = self
+            .rope_scaling
+            .as_ref()
+            .and_then(|v| v.get("original_max_position_embeddings"));
+        let (value, key) = match in_scaling {
+            Some(v) => (Some(v), "rope_scaling.original_max_position_embeddings"),
+            None => (
+                self.extra.get("original_max_position_embeddings"),
+                "original_max_position_embeddings",
+            ),
+        };
+        match value.filter(|v| !v.is_null()) {
+            None => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(0) | None => Err(SynthError::config(
+                    key,
+                    format!("{v} is not a positive integer"),
+                )),
+                Some(n) => Ok(Some(n)),
+            },
+        }
+    }
+
+    /// The longest context the model serves, and the rule that set it, by vLLM's
+    /// `_get_and_verify_max_len` (`vllm/config.py`; docs/synth.md, "Trained context"):
+    /// the smallest of the position keys engines read (`max_position_embeddings`,
+    /// `n_positions`, `max_seq_len`, `seq_length`, `max_target_positions`,
+    /// `max_sequence_length`, `max_seq_length`, `seq_len`; `model_max_length` replaces
+    /// them), then the rope scaling: `llama3` and `longrope` configurations already state
+    /// the extended length (kept); `yarn` is `original_max_position_embeddings` (of
+    /// `rope_scaling`; the position key when absent) x `factor`; every other type (`linear`,
+    /// `dynamic`) multiplies by its `factor`. Gemma 3's length is already scaled (kept).
+    /// A sliding window never shortens it: sliding layers keep their window in their KV
+    /// state, the other layers and the position range reach the whole context.
+    pub fn trained_context(
+        &self,
+        max_position_embeddings: u64,
+        scaling: Option<&RopeScaling>,
+    ) -> Result<(u64, String), SynthError> {
+        let mut derived = (
+            max_position_embeddings,
+            "max_position_embeddings".to_owned(),
+        );
+        for key in [
+            "n_positions",
+            "max_seq_len",
+            "seq_length",
+            "max_target_positions",
+            "max_sequence_length",
+            "max_seq_length",
+            "seq_len",
+        ] {
+            if let Some(n) = extra_positive(self, key)? {
+                if n < derived.0 {
+                    derived = (n, key.to_owned());
+                }
+            }
+        }
+        if let Some(n) = extra_positive(self, "model_max_length")? {
+            derived = (n, "model_max_length".to_owned());
+        }
+        let (base, key) = derived;
+        let Some(scaling) = scaling else {
+            return Ok((base, key));
+        };
+        let gemma3 = self
+            .model_type
+            .as_deref()
+            .is_some_and(|t| t.contains("gemma3"));
+        if gemma3 || matches!(scaling.kind.as_str(), "llama3" | "longrope") {
+            let why = if gemma3 {
+                "gemma3: the length is already scaled".to_owned()
+            } else {
+                format!("{} rope states the extended length", scaling.kind)
+            };
+            return Ok((base, format!("{key}; {why}")));
+        }
+        let (base, key) = match scaling.kind.as_str() {
+            "yarn" => match self
+                .rope_scaling
+                .as_ref()
+                .and_then(|v| v.get("original_max_position_embeddings"))
+                .filter(|v| !v.is_null())
+            {
+                Some(v) => (
+                    v.as_u64().filter(|n| *n > 0).ok_or_else(|| {
+                        SynthError::config(
+                            "rope_scaling.original_max_position_embeddings",
+                            format!("{v} is not a positive integer"),
+                        )
+                    })?,
+                    "rope_scaling.original_max_position_embeddings".to_owned(),
+                ),
+                None => (base, key),
+            },
+            _ => (base, key),
+        };
+        let scaled = (base as f64 * scaling.factor).floor();
+        if !(scaled >= 1.0 && scaled < u64::MAX as f64) {
+            return Err(SynthError::config(
+                "rope_scaling.factor",
+                format!(
+                    "{key} {base} x factor {} is not a usable length",
+                    scaling.factor
+                ),
+            ));
+        }
+        Ok((
+            scaled as u64,
+            format!("{key} {base} x {} factor {}", scaling.kind, scaling.factor),
+        ))
     }
 
     fn latent_dims(&self, query_heads: u64) -> Result<Option<LatentAttentionDims>, SynthError> {
@@ -658,5 +838,109 @@ mod tests {
         config.layer_types = Some(vec!["full_attention".into(); 7]);
         let err = config.architecture().unwrap_err();
         assert!(matches!(&err, SynthError::Config { key, .. } if key == "layer_types"));
+    }
+
+    fn trained(value: serde_json::Value) -> (u64, String) {
+        let config: ModelConfig = serde_json::from_value(value).unwrap();
+        let arch = config.architecture().unwrap();
+        (arch.trained_context, arch.trained_context_rule)
+    }
+
+    fn with(overrides: serde_json::Value) -> serde_json::Value {
+        let mut base = serde_json::to_value(llama()).unwrap();
+        for (k, v) in overrides.as_object().unwrap() {
+            base[k] = v.clone();
+        }
+        base
+    }
+
+    #[test]
+    fn a_sliding_window_never_shortens_the_trained_context() {
+        // Phi-3-mini-4k: every layer slides at 2047, the model is trained for 4096.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "max_position_embeddings": 4096, "sliding_window": 2047, "rope_scaling": null
+        })));
+        assert_eq!((tokens, rule.as_str()), (4096, "max_position_embeddings"));
+        // Mistral-7B-v0.1: a 4096 window over 32768 positions.
+        let (tokens, _) = trained(with(serde_json::json!({
+            "max_position_embeddings": 32768, "sliding_window": 4096
+        })));
+        assert_eq!(tokens, 32768);
+    }
+
+    #[test]
+    fn rope_scaling_sets_the_trained_context_by_vllms_rule() {
+        // Qwen2.5-7B-Instruct with its documented YaRN override: 32768 x 4.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "max_position_embeddings": 32768,
+            "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
+                             "original_max_position_embeddings": 32768}
+        })));
+        assert_eq!(tokens, 131072);
+        assert_eq!(
+            rule,
+            "rope_scaling.original_max_position_embeddings 32768 x yarn factor 4"
+        );
+        // DeepSeek-V3: yarn from 4096 x 40 (the same as its max_position_embeddings).
+        let (tokens, _) = trained(with(serde_json::json!({
+            "max_position_embeddings": 163840,
+            "rope_scaling": {"type": "yarn", "factor": 40,
+                             "original_max_position_embeddings": 4096}
+        })));
+        assert_eq!(tokens, 163840);
+        // linear and dynamic multiply the position key by the factor.
+        for kind in ["linear", "dynamic"] {
+            let (tokens, rule) = trained(with(serde_json::json!({
+                "max_position_embeddings": 4096,
+                "rope_scaling": {"type": kind, "factor": 2.0}
+            })));
+            assert_eq!(tokens, 8192, "{kind}");
+            assert_eq!(
+                rule,
+                format!("max_position_embeddings 4096 x {kind} factor 2")
+            );
+        }
+        // llama3 states the extended length already.
+        let (tokens, rule) = trained(with(serde_json::json!({
+            "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                             "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+        })));
+        assert_eq!(tokens, 131072);
+        assert!(
+            rule.contains("llama3 rope states the extended length"),
+            "{rule}"
+        );
+        // `default` is no scaling; the smallest position key wins, model_max_length replaces.
+        let (tokens, _) = trained(with(serde_json::json!({
+            "rope_scaling": {"rope_type": "default"}, "seq_length": 8192
+        })));
+        assert_eq!(tokens, 8192);
+        let (tokens, rule) = trained(with(serde_json::json!({"model_max_length": 200000})));
+        assert_eq!((tokens, rule.as_str()), (200000, "model_max_length"));
+    }
+
+    #[test]
+    fn longrope_plans_with_its_factors_checked() {
+        // The Phi-3-128k fixture (`su`, the old spelling): 131072 positions stretched from
+        // 4096, 48 short and 48 long factors for a 96-wide head.
+        let text = include_str!("../../tests/data/configs/phi-3-128k-longrope.json");
+        let config: ModelConfig = serde_json::from_str(text).unwrap();
+        let arch = config.architecture().unwrap();
+        assert_eq!(arch.trained_context, 131072);
+        let scaling = arch.rope_scaling.clone().unwrap();
+        assert_eq!((scaling.kind.as_str(), scaling.factor), ("longrope", 32.0));
+        assert!(arch.trained_context_rule.contains("longrope"));
+        // Phi-3.5-mini spells it `longrope`; a wrong factor count names the key.
+        let mut value: serde_json::Value = serde_json::from_str(text).unwrap();
+        value["rope_scaling"]["type"] = "longrope".into();
+        let config: ModelConfig = serde_json::from_value(value.clone()).unwrap();
+        assert_eq!(config.architecture().unwrap().trained_context, 131072);
+        value["rope_scaling"]["short_factor"] = serde_json::json!([1.0, 1.0]);
+        let config: ModelConfig = serde_json::from_value(value).unwrap();
+        let err = config.architecture().unwrap_err();
+        assert!(
+            matches!(&err, SynthError::Config { key, .. } if key == "rope_scaling.short_factor"),
+            "{err}"
+        );
     }
 }

@@ -81,12 +81,12 @@ impl Graph<'_> {
             Some(scaling) => {
                 if !matches!(
                     scaling.kind.as_str(),
-                    "dynamic" | "linear" | "llama3" | "yarn"
+                    "dynamic" | "linear" | "llama3" | "longrope" | "yarn"
                 ) {
                     return Err(SynthError::config(
                         "rope_scaling.rope_type",
                         format!(
-                            "{:?} is not one of dynamic, linear, llama3, yarn",
+                            "{:?} is not one of default, dynamic, linear, llama3, longrope (su), yarn",
                             scaling.kind
                         ),
                     ));

@@ -314,7 +314,7 @@ pub fn synthesize(
         layout_id,
         format: options.weight_format,
         tokens: runtime_policy.maximum_scheduled_tokens,
-        context_tokens: policy.context_tokens(arch.max_position_embeddings),
+        context_tokens: policy.context_tokens(arch.trained_context),
         expert_group_size: options.expert_group_size,
     };
     let parts = layers::build_program(&spec)?;
@@ -330,7 +330,12 @@ pub fn synthesize(
         ));
     }
     let used: BTreeSet<operation::Operation> = parts.operations.iter().copied().collect();
-    let catalog = catalog::build_catalog(device, &used)?;
+    // `longrope` is admitted by the attention contracts only where a model uses it.
+    let rope_kinds: &[&str] = match &arch.rope_scaling {
+        Some(scaling) if scaling.kind == "longrope" => &["longrope"],
+        _ => &[],
+    };
+    let catalog = catalog::build_catalog(device, &used, rope_kinds)?;
     let canonical_config = serde_json::to_value(&effective)
         .map_err(|e| SynthError::Internal(format!("configuration does not serialize: {e}")))?;
     let canonical_config = strip_nulls(canonical_config);

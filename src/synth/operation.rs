@@ -476,7 +476,15 @@ impl Operation {
     }
 
     /// The operation descriptor.
+    #[cfg(test)]
     pub fn descriptor(self) -> OperationDescriptor {
+        self.descriptor_admitting(&[])
+    }
+
+    /// The operation descriptor whose `rope_scaling` choices also admit `rope_kinds`
+    /// (`longrope`): a kind is admitted only in the catalogs of models that use it, so the
+    /// catalogs (and plans) of every other model keep their bytes.
+    pub fn descriptor_admitting(self, rope_kinds: &[&str]) -> OperationDescriptor {
         let (inputs, outputs) = self.slots();
         let contract = |slot: &Slot| TensorContract {
             dimensions: slot
@@ -520,12 +528,14 @@ impl Operation {
                     ),
                     Attr::Bool => (ValueKind::Bool, AttributeConstraint::None),
                     Attr::True => (ValueKind::Bool, AttributeConstraint::BoolEquals(true)),
-                    Attr::Text(choices) => (
-                        ValueKind::Text,
-                        AttributeConstraint::TextChoices(
-                            choices.iter().map(|c| (*c).to_owned()).collect(),
-                        ),
-                    ),
+                    Attr::Text(choices) => {
+                        let mut choices: std::collections::BTreeSet<String> =
+                            choices.iter().map(|c| (*c).to_owned()).collect();
+                        if name == "rope_scaling" {
+                            choices.extend(rope_kinds.iter().map(|k| (*k).to_owned()));
+                        }
+                        (ValueKind::Text, AttributeConstraint::TextChoices(choices))
+                    }
                 };
                 (
                     portable::<AttributeId>(name.to_owned()),

@@ -57,14 +57,23 @@ pub struct PolicyPreset {
     /// What the preset is for.
     #[serde(default)]
     pub description: String,
-    /// Sequences active at once.
+    /// Ceiling: sequences active at once (an engine's `max_num_seqs`: at most this many;
+    /// activations and per-sequence workspaces are sized for it). Not a requirement: how
+    /// many sequences must fit is [`Self::minimum_sequences`].
     pub maximum_active_sequences: u32,
-    /// Tokens scheduled per step (the activation token ceiling).
+    /// Ceiling: tokens scheduled per step (an engine's `max_num_batched_tokens`; the
+    /// activation token ceiling).
     pub maximum_scheduled_tokens: u64,
-    /// Longest context a sequence may reach; `null` means the model's
-    /// `max_position_embeddings`. The KV states' `maximum_tokens` is the smaller of the two.
+    /// Requirement: the context one sequence must reach; `null` means the model's trained
+    /// context (`ModelConfig::trained_context`), which also caps a larger value. A sliding
+    /// layer's KV state holds only its window of it.
     #[serde(default)]
     pub maximum_context_tokens: Option<u64>,
+    /// Requirement: sequences that must fit at the context at once (absent: 1, the rule of
+    /// the engines, which start when one request of the maximum length fits). `plan`
+    /// refuses below it; `fit` maximizes a knob under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum_sequences: Option<u32>,
     /// Share of device memory the policy may plan, in thousandths.
     pub memory_capacity_per_mille: u32,
     /// Bytes held back from planning.
@@ -94,6 +103,7 @@ impl PolicyPreset {
             maximum_active_sequences: 4,
             maximum_scheduled_tokens: 4096,
             maximum_context_tokens: None,
+            minimum_sequences: None,
             memory_capacity_per_mille: 950,
             memory_reserve_bytes: 1 << 30,
             execution_determinism: DeterminismRequirement::BitwiseSameRuntimeWithReplay,
@@ -125,6 +135,7 @@ impl PolicyPreset {
             maximum_active_sequences: 64,
             maximum_scheduled_tokens: 8192,
             maximum_context_tokens: Some(32768),
+            minimum_sequences: None,
             memory_capacity_per_mille: 900,
             memory_reserve_bytes: 2 << 30,
             execution_determinism: DeterminismRequirement::BitwiseSameRuntime,
@@ -157,6 +168,19 @@ impl PolicyPreset {
         }
         if self.maximum_scheduled_tokens == 0 {
             return fail("maximum_scheduled_tokens", "must be positive".into());
+        }
+        match self.minimum_sequences {
+            Some(0) => return fail("minimum_sequences", "must be positive or absent".into()),
+            Some(n) if n > self.maximum_active_sequences => {
+                return fail(
+                    "minimum_sequences",
+                    format!(
+                        "{n} exceeds the ceiling maximum_active_sequences {}",
+                        self.maximum_active_sequences
+                    ),
+                )
+            }
+            _ => {}
         }
         if self.maximum_context_tokens == Some(0) {
             return fail("maximum_context_tokens", "must be positive or null".into());
@@ -207,6 +231,42 @@ impl PolicyPreset {
             }
         }
         Ok(())
+    }
+
+    /// Sequences that must fit at the context (the requirement; 1 when absent).
+    pub fn required_sequences(&self) -> u32 {
+        self.minimum_sequences.unwrap_or(1)
+    }
+
+    /// This preset with its sequence ceiling at `sequences` (and its requirement no
+    /// higher): reusable buckets for more sequences than the ceiling are dropped, since a
+    /// bucket must stay within the ceilings.
+    pub fn with_sequence_ceiling(&self, sequences: u32) -> Self {
+        let mut preset = self.clone();
+        preset.maximum_active_sequences = sequences;
+        preset.minimum_sequences = preset.minimum_sequences.map(|n| n.min(sequences));
+        preset.keep_buckets_within_ceilings();
+        preset
+    }
+
+    /// This preset with its token ceiling at `tokens`, buckets above it dropped.
+    pub fn with_token_ceiling(&self, tokens: u64) -> Self {
+        let mut preset = self.clone();
+        preset.maximum_scheduled_tokens = tokens;
+        preset.keep_buckets_within_ceilings();
+        preset
+    }
+
+    fn keep_buckets_within_ceilings(&mut self) {
+        let (sequences, tokens) = (self.maximum_active_sequences, self.maximum_scheduled_tokens);
+        if let Some(reusable) = &mut self.reusable_execution {
+            reusable.buckets.retain(|b| {
+                b.capacity.maximum_sequences <= sequences && b.capacity.maximum_tokens <= tokens
+            });
+            if reusable.buckets.is_empty() {
+                self.reusable_execution = None;
+            }
+        }
     }
 
     /// The context ceiling for a model trained for `model_max` positions.

@@ -60,10 +60,39 @@ fn the_json_summary_gains_the_engine_only_when_asked() {
         .collect();
     assert!(flags.contains(&"--max-model-len 4096"), "{flags:?}");
     assert!(flags.contains(&"--gpu-memory-utilization 0.8"), "{flags:?}");
-    // Everything else is the summary without --engine.
+    // The plan is held to the engine's budget (docs/synth.md, "Policy presets"): vLLM's
+    // gpu_memory_utilization share of the total, less its non-torch memory.
+    let budget = &with["engine_budget"];
+    let term = |name: &str| {
+        engine["budget"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(budget["capacity_bytes"].as_u64(), Some(term("requested")));
+    assert_eq!(
+        budget["reserve_bytes"].as_u64(),
+        Some(term("non_torch") + term("cuda_graph"))
+    );
+    assert_eq!(
+        with["memory"]["usable_capacity_bytes"].as_u64(),
+        Some(term("requested") - term("non_torch") - term("cuda_graph"))
+    );
+    // The summary keeps its keys; the same program is planned.
     let mut rest = with.clone();
-    rest.as_object_mut().unwrap().remove("engine");
-    assert_eq!(rest, plain);
+    let rest = rest.as_object_mut().unwrap();
+    rest.remove("engine");
+    rest.remove("engine_budget");
+    let keys = |v: &serde_json::Map<String, Value>| v.keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(rest), keys(plain.as_object().unwrap()));
+    assert_eq!(
+        with["memory"]["report"]["weights_bytes"],
+        plain["memory"]["report"]["weights_bytes"]
+    );
 }
 
 #[test]

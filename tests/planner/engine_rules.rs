@@ -265,7 +265,6 @@ fn the_fitted_constants_are_their_records_figures() {
 
 #[test]
 fn rope_scaling_that_extends_the_context_extends_the_engine_context() {
-    use jointplan::study::engine_facts::engine_context;
     use jointplan::synth::ModelConfig;
     let mut config = ModelConfig::read(Path::new("models/qwen2.5-7b/config.json")).unwrap();
     config.max_position_embeddings = Some(32_768);
@@ -273,23 +272,8 @@ fn rope_scaling_that_extends_the_context_extends_the_engine_context() {
         "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32_768
     }));
     let arch = config.architecture().unwrap();
-    assert_eq!(
-        engine_context(
-            &config,
-            arch.max_position_embeddings,
-            arch.rope_scaling.as_ref()
-        ),
-        131_072
-    );
+    assert_eq!(arch.trained_context, 131_072);
     // llama3 scaling: the configuration already states the extended length.
     let llama = ModelConfig::read(Path::new("models/llama-3.1-8b/config.json")).unwrap();
-    let arch = llama.architecture().unwrap();
-    assert_eq!(
-        engine_context(
-            &llama,
-            arch.max_position_embeddings,
-            arch.rope_scaling.as_ref()
-        ),
-        131_072
-    );
+    assert_eq!(llama.architecture().unwrap().trained_context, 131_072);
 }
