@@ -28,6 +28,7 @@ mod perf_validation;
 mod placement_models;
 mod placement_oracle;
 mod plan_file;
+mod quant_formats;
 mod recorded_settings;
 mod request_fuzz;
 mod request_props;
