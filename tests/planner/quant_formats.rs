@@ -336,11 +336,12 @@ fn quant_gptq_act_order_and_ignored_modules() {
     );
     let per_layer: u64 = PROJECTIONS
         .iter()
-        .map(|&(o, i, _)| {
+        .map(|&(o, i, tensors)| {
             if (o, i) == (HIDDEN, MLP) {
                 o * i * 2
             } else {
-                o * i / 2 + (i / 128) * o * 2 + (i / 128) * (o / 2) + 2 * i * 4
+                // Index pairs per checkpoint tensor (gate and up each have theirs).
+                o * i / 2 + (i / 128) * o * 2 + (i / 128) * (o / 2) + tensors * 2 * i * 4
             }
         })
         .sum();
@@ -348,4 +349,79 @@ fn quant_gptq_act_order_and_ignored_modules() {
         weight_bytes(&synth(&config, None).unwrap()),
         LAYERS * per_layer + unquantized_bf16()
     );
+}
+
+/// The bytes per token of every token-scaled state (the KV caches) of a request.
+fn kv_bytes_per_token(request: &PlanRequest) -> Vec<u64> {
+    request
+        .family
+        .program
+        .states
+        .iter()
+        .filter_map(|s| match s.capacity_demand {
+            jointplan::request::StateCapacityDemand::TokenScaled {
+                bytes_per_token, ..
+            } => Some(bytes_per_token),
+            jointplan::request::StateCapacityDemand::FixedPerScope => None,
+        })
+        .collect()
+}
+
+#[test]
+fn quant_kv_cache_dtype_fp8_and_int8_keep_one_byte_per_element() {
+    let source = |model: &str, kv: Option<&str>| ModelSource {
+        folder: Some(PathBuf::from(format!("models/{model}"))),
+        layers: Some(2),
+        kv_cache_dtype: kv.map(str::to_owned),
+        ..ModelSource::default()
+    };
+    // llama-3.1-8b: K and V of 8 heads x 128 per layer; f16 activations by default.
+    for (kv, bytes) in [
+        (None, 2 * 8 * 128 * 2),
+        (Some("auto"), 2 * 8 * 128 * 2),
+        (Some("bf16"), 2 * 8 * 128 * 2),
+        (Some("fp8"), 2 * 8 * 128),
+        (Some("int8"), 2 * 8 * 128),
+    ] {
+        let synthesized = source("llama-3.1-8b", kv).synthesize().unwrap();
+        assert_eq!(
+            kv_bytes_per_token(&synthesized.request),
+            vec![bytes; 2],
+            "{kv:?}"
+        );
+        ExecutionPlan::build(&synthesized.request, &BuildOptions::default())
+            .unwrap_or_else(|e| panic!("{kv:?}: {e}"));
+    }
+    // `auto` is the request of old, byte for byte.
+    let plain = source("llama-3.1-8b", None).synthesize().unwrap().request;
+    let auto = source("llama-3.1-8b", Some("auto"))
+        .synthesize()
+        .unwrap()
+        .request;
+    assert_eq!(
+        serde_json::to_string(&plain).unwrap(),
+        serde_json::to_string(&auto).unwrap()
+    );
+    // DeepSeek-V3's latent cache: kv_lora_rank 512 + rope 64 values per token.
+    let mut deepseek = source("deepseek-v3", Some("fp8"));
+    deepseek.experts = Some(8);
+    let request = deepseek.synthesize().unwrap().request;
+    assert_eq!(kv_bytes_per_token(&request), vec![512 + 64; 2]);
+    // A policy preset file's kv_cache_dtype, and the flag over it.
+    let mut preset = serde_json::to_value(PolicyPreset::interactive()).unwrap();
+    preset["kv_cache_dtype"] = serde_json::json!("fp8");
+    let file = std::env::temp_dir().join(format!("quant-kv-{}.json", std::process::id()));
+    std::fs::write(&file, serde_json::to_string(&preset).unwrap()).unwrap();
+    let mut from_preset = source("llama-3.1-8b", None);
+    from_preset.policy = Some(file.display().to_string());
+    let request = from_preset.synthesize().unwrap().request;
+    assert_eq!(kv_bytes_per_token(&request), vec![2 * 8 * 128; 2]);
+    from_preset.kv_cache_dtype = Some("f16".to_owned());
+    let request = from_preset.synthesize().unwrap().request;
+    assert_eq!(kv_bytes_per_token(&request), vec![2 * 8 * 128 * 2; 2]);
+    std::fs::remove_file(&file).unwrap();
+    let err = source("llama-3.1-8b", Some("fp4"))
+        .synthesize()
+        .unwrap_err();
+    assert!(err.to_string().contains("--kv-cache-dtype"), "{err}");
 }
