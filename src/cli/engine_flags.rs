@@ -4,7 +4,16 @@
 use jointplan::engine::{EngineArgs, EngineChoice, EngineReport};
 use jointplan::synth::Synthesized;
 
+use jointplan::synth::kv_cache::KvCacheDtype;
+
+use super::synth::SynthFlags;
 use super::Error;
+
+fn library(e: jointplan::engine::EngineError) -> Error {
+    Error::Library(jointplan::Error::from(jointplan::study::StudyError::from(
+        e,
+    )))
+}
 
 /// The engine whose accounting `plan` reports, and its arguments.
 #[derive(Debug, Default, clap::Args)]
@@ -22,15 +31,63 @@ pub struct EngineFlags {
 }
 
 impl EngineFlags {
+    /// The synthesis flags with what the engine arguments say about the model: `dtype` and
+    /// `quantization` set the weight format, `kv_cache_dtype` the KV cache dtype (the
+    /// engine's own spelling), where the flags leave them open; a flag that disagrees with
+    /// an engine argument is refused.
+    pub fn synth_flags(&self, flags: &SynthFlags) -> Result<SynthFlags, Error> {
+        let mut flags = flags.clone();
+        if self.engine.is_none() {
+            return Ok(flags);
+        }
+        let args = EngineArgs::parse(&self.engine_args).map_err(library)?;
+        let format = jointplan::synth::quantization::format_of_engine_args(
+            args.word("dtype"),
+            args.word("quantization"),
+        )
+        .map_err(|e| Error::Library(jointplan::Error::from(e)))?;
+        let conflict = |flag: &str, given: &str, arg: &str| {
+            Error::Library(jointplan::Error::from(
+                jointplan::synth::SynthError::Option {
+                    option: flag.to_owned(),
+                    message: format!(
+                        "{given} disagrees with --engine-arg {arg}; give one of the two"
+                    ),
+                },
+            ))
+        };
+        match (&flags.weight_format, format) {
+            (Some(given), Some(format)) if given != format => {
+                return Err(conflict(
+                    "weight-format",
+                    given,
+                    &format!("dtype/quantization ({format})"),
+                ))
+            }
+            (None, Some(format)) => flags.weight_format = Some(format.to_owned()),
+            _ => {}
+        }
+        if let Some(word) = args.word("kv_cache_dtype") {
+            let kv = KvCacheDtype::from_engine_word(word).map(KvCacheDtype::name);
+            match (&flags.kv_cache_dtype, kv) {
+                (Some(given), Some(kv)) if given != kv => {
+                    return Err(conflict(
+                        "kv-cache-dtype",
+                        given,
+                        &format!("kv_cache_dtype={word}"),
+                    ))
+                }
+                (None, Some(kv)) => flags.kv_cache_dtype = Some(kv.to_owned()),
+                _ => {}
+            }
+        }
+        Ok(flags)
+    }
+
     /// The engine's report for a synthesized model, if `--engine` was given.
     pub fn report(&self, synthesized: &Synthesized) -> Result<Option<EngineReport>, Error> {
         let Some(name) = &self.engine else {
             return Ok(None);
-        };
-        let library = |e: jointplan::engine::EngineError| {
-            Error::Library(jointplan::Error::from(jointplan::study::StudyError::from(
-                e,
-            )))
         };
         let choice: EngineChoice = name.parse().map_err(library)?;
         let args = EngineArgs::parse(&self.engine_args).map_err(library)?;

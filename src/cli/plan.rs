@@ -301,7 +301,8 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
     let input = &args.request;
     if input.is_dir() {
         progress.step(&format!("synthesizing the request of {}", input.display()));
-        let mut synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
+        let synth_flags = args.engine.synth_flags(&args.synth)?;
+        let mut synthesized = synthesize_request(Some(input), &synth_flags, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
         let mut raised = None;
         let mut fields = args.policy.fields();
@@ -314,7 +315,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
                     sequences: Some(wanted),
                     scheduled_tokens: args.policy.scheduled_tokens,
                 };
-                synthesized = synthesize_request(Some(input), &args.synth, &policy)
+                synthesized = synthesize_request(Some(input), &synth_flags, &policy)
                     .map_err(|e| Error::from(e).in_file(input))?;
                 fields = policy.fields();
                 raised = Some(ceiling);

@@ -15,7 +15,7 @@ use super::destination::Destination;
 
 /// The choices of a synthesis beside the model folder: config, device, policy, scaling
 /// overrides and weight format. Shared by `synth` and `plan MODEL_FOLDER`.
-#[derive(Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default, clap::Args)]
 pub struct SynthFlags {
     /// A `config.json` to use instead of the model folder's.
     #[arg(long)]
@@ -35,9 +35,15 @@ pub struct SynthFlags {
     /// Routed experts per expert node [default: 1].
     #[arg(long)]
     pub expert_group_size: Option<u64>,
-    /// dense-f16, dense-bf16, gptq-int4 or gguf-q4k (default: the model folder's).
+    /// dense-f16, dense-bf16, gptq-int4, gguf-q4k, gguf-q4_k_m, gguf-q5_k_m, gguf-q8_0, fp8,
+    /// int8, awq-int4, mxfp4 or nvfp4 (default: the checkpoint's quantization_config, else
+    /// the model folder's).
     #[arg(long)]
     pub weight_format: Option<String>,
+    /// KV cache element type: auto (the activation type), f16, bf16, fp8 (1 byte) or int8
+    /// (1 byte) (default: the policy preset's kv_cache_dtype, else auto).
+    #[arg(long, value_name = "DTYPE")]
+    pub kv_cache_dtype: Option<String>,
 }
 
 impl SynthFlags {
@@ -52,6 +58,7 @@ impl SynthFlags {
             experts: self.experts,
             expert_group_size: self.expert_group_size,
             weight_format: self.weight_format.clone(),
+            kv_cache_dtype: self.kv_cache_dtype.clone(),
         }
     }
 
@@ -66,6 +73,7 @@ impl SynthFlags {
             (self.experts.is_some(), "--experts"),
             (self.expert_group_size.is_some(), "--expert-group-size"),
             (self.weight_format.is_some(), "--weight-format"),
+            (self.kv_cache_dtype.is_some(), "--kv-cache-dtype"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))

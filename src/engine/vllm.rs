@@ -63,6 +63,11 @@ pub const ARGS: &[KnownArg] = &[
         default: "auto (the checkpoint's dtype)",
     },
     KnownArg {
+        key: "quantization",
+        kind: ArgKind::Word(&["fp8"]),
+        default: "none (the checkpoint's quantization_config); fp8 quantizes a 16-bit checkpoint's projections at load",
+    },
+    KnownArg {
         key: "tensor_parallel_size",
         kind: ArgKind::Count,
         default: "1",

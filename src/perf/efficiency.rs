@@ -63,6 +63,42 @@ pub const CLASSES: &[EfficiencyClass] = &[
         what: "chunked recurrent (linear attention) kernels",
     },
     EfficiencyClass {
+        name: "fp8",
+        compute: 0.70,
+        memory: 0.80,
+        what: "FP8 scaled GEMM (CUTLASS scaled_mm class); assumed as dense, not measured",
+    },
+    EfficiencyClass {
+        name: "int8",
+        compute: 0.70,
+        memory: 0.80,
+        what: "INT8 W8A8 scaled GEMM (CUTLASS class); assumed as dense, not measured",
+    },
+    EfficiencyClass {
+        name: "marlin",
+        compute: 0.50,
+        memory: 0.75,
+        what: "Marlin int4/int8 weight-only GEMM (GPTQ, AWQ, compressed-tensors); as gptq",
+    },
+    EfficiencyClass {
+        name: "mxfp4",
+        compute: 0.50,
+        memory: 0.75,
+        what: "MXFP4 fused-MoE kernels; assumed as gptq (Marlin class), not measured",
+    },
+    EfficiencyClass {
+        name: "nvfp4",
+        compute: 0.50,
+        memory: 0.75,
+        what: "NVFP4 block-scaled GEMM; assumed as gptq (Marlin class), not measured",
+    },
+    EfficiencyClass {
+        name: "dequant",
+        compute: 0.35,
+        memory: 0.60,
+        what: "dequantizing GEMM (bitsandbytes); assumed as gguf, not measured",
+    },
+    EfficiencyClass {
         name: "reference",
         compute: 0.05,
         memory: 0.20,

@@ -15,7 +15,7 @@ use crate::request::{
 use crate::study::ServingReport;
 use crate::synth::architecture::MixerKind;
 use crate::synth::registry::entry_of;
-use crate::synth::weights::{weight_layout, WeightClass};
+use crate::synth::weights::{weight_layout, WeightClass, WeightPlan};
 use crate::synth::{Architecture, DeviceDescription, ModelConfig, ModelSource, WeightFormat};
 
 use super::PlacementError;
@@ -182,7 +182,7 @@ pub fn layout_of(
         return None;
     }
     let weight = WeightId::new(id).ok()?;
-    let layout = weight_layout(format, &weight, dims, class, &[]).ok()?;
+    let layout = weight_layout(&WeightPlan::of(format), &weight, dims, class, &[]).ok()?;
     let mut components: Vec<&WeightComponentSpec> = layout.components.iter().collect();
     components.sort_by(|a, b| a.id.cmp(&b.id));
     Some(stored(&components))

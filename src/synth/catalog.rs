@@ -18,11 +18,13 @@ use crate::request::{
 
 use super::device::{Backend, DeviceDescription};
 use super::estimate;
+use super::kv_cache::KvCacheDtype;
 use super::operation::{Kernel, Operation, SlotKind};
 use super::weights::{
     GGUF_FORMAT, GPTQ_FORMAT, GPTQ_QUANTIZATION, Q4K_QUANTIZATION, Q6K_QUANTIZATION,
     Q8_0_QUANTIZATION, SAFETENSORS_DENSE_FORMAT,
 };
+use super::WeightFormat;
 use super::{portable, SynthError};
 
 /// The provider id `provider.{backend}.{operation}.{variant}`.
@@ -63,8 +65,45 @@ pub fn implementation_fingerprint(kind: &str, id: &str, device: &DeviceDescripti
     sha256_hex(format!("jointplan.synth.{kind}\0{id}\0{}", device.runtime).as_bytes())
 }
 
-/// Weight and quantization formats a kernel reads.
+/// Weight and quantization formats a kernel reads in a catalog for weights in `format`.
+/// The four original formats' catalogs are those of [`legacy_kernel_formats`]; for the
+/// others, the format's quantized kernel reads the dense format and the format's own, the
+/// chunked kernel (any format) adds the format's, and the rest read dense weights.
 pub fn kernel_formats(
+    kernel: Kernel,
+    format: WeightFormat,
+) -> (BTreeSet<WeightFormatId>, BTreeSet<QuantizationFormatId>) {
+    if format.is_legacy() {
+        return legacy_kernel_formats(kernel);
+    }
+    let dense: WeightFormatId = portable(SAFETENSORS_DENSE_FORMAT.to_owned());
+    let own = || -> (BTreeSet<WeightFormatId>, BTreeSet<QuantizationFormatId>) {
+        (
+            [dense.clone(), portable(format.format_id().to_owned())].into(),
+            format
+                .quantization_ids()
+                .into_iter()
+                .map(portable)
+                .collect(),
+        )
+    };
+    let quantized = super::operation::format_kernel(format).map(|(_, k)| k);
+    match kernel {
+        Kernel::Chunked => {
+            let (mut formats, mut quantization) = legacy_kernel_formats(kernel);
+            let (more, more_q) = own();
+            formats.extend(more);
+            quantization.extend(more_q);
+            (formats, quantization)
+        }
+        k if Some(k) == quantized => own(),
+        _ => ([dense].into(), BTreeSet::new()),
+    }
+}
+
+/// Weight and quantization formats a kernel reads in the catalogs of the four original
+/// formats.
+fn legacy_kernel_formats(
     kernel: Kernel,
 ) -> (BTreeSet<WeightFormatId>, BTreeSet<QuantizationFormatId>) {
     let dense: WeightFormatId = portable(SAFETENSORS_DENSE_FORMAT.to_owned());
@@ -121,11 +160,14 @@ fn state_storage(kernel: Kernel, paged: Option<StorageProfile>) -> StorageRequir
     StorageRequirement { accepted_profiles }
 }
 
-/// The catalog for the operations `used` on `device`; the attention operations' rope
-/// choices also admit `rope_kinds` (see [`Operation::descriptor_admitting`]).
+/// The catalog for the operations `used` on `device`, for weights in `format` and a KV
+/// cache in `kv_cache`; the attention operations' rope choices also admit `rope_kinds` (see
+/// [`Operation::descriptor_admitting`]).
 pub fn build_catalog(
     device: &DeviceDescription,
     used: &BTreeSet<Operation>,
+    format: WeightFormat,
+    kv_cache: KvCacheDtype,
     rope_kinds: &[&str],
 ) -> Result<CapabilityCatalog, SynthError> {
     let paged = device.paged_profile();
@@ -143,12 +185,12 @@ pub fn build_catalog(
     let mut operations = BTreeMap::new();
     let mut providers = BTreeMap::new();
     for &op in used {
-        let descriptor = op.descriptor_admitting(rope_kinds);
+        let descriptor = op.descriptor_for(kv_cache, rope_kinds);
         let operation_fingerprint = fingerprints::operation_fingerprint(&descriptor)?;
         let kinds = op.slot_kinds();
         let inputs = descriptor.inputs.len();
         let mut row = Vec::new();
-        for &(variant, kernel) in op.variants() {
+        for (variant, kernel) in op.variants_for(format) {
             let id = provider_id(device.backend, op, variant);
             let estimator = estimator_id(device.backend, op, variant);
             let mut caps: BTreeSet<CapabilityId> = [op.capability()].into();
@@ -157,7 +199,8 @@ pub fn build_catalog(
                     .into_iter()
                     .map(dtype_capability),
             );
-            let (accepted_weight_formats, accepted_quantization_formats) = kernel_formats(kernel);
+            let (accepted_weight_formats, accepted_quantization_formats) =
+                kernel_formats(kernel, format);
             let dynamic_storage_bindings = kinds
                 .iter()
                 .enumerate()

@@ -99,7 +99,14 @@ pub fn estimate(
     let e = ctx.element_bytes;
     let value_alignment_bytes = match kernel {
         Kernel::Reference => 16,
-        Kernel::Gptq | Kernel::Gguf => 256,
+        Kernel::Gptq
+        | Kernel::Gguf
+        | Kernel::Fp8
+        | Kernel::Int8
+        | Kernel::Marlin
+        | Kernel::Dequant
+        | Kernel::Mxfp4
+        | Kernel::Nvfp4 => 256,
         _ => 128,
     };
     let mut out = Estimate {
@@ -120,8 +127,21 @@ pub fn estimate(
             let in_features = ctx.unsigned("in_features")?;
             out.scratch = match kernel {
                 Kernel::Dense => invocation(WorkspaceSizeFormula::Fixed { bytes: 4 * MIB }),
-                Kernel::Gptq => tokens(mul(&[out_features, 4])?),
+                Kernel::Gptq | Kernel::Marlin | Kernel::Nvfp4 | Kernel::Mxfp4 => {
+                    tokens(mul(&[out_features, 4])?)
+                }
                 Kernel::Gguf => tokens(q8_1_bytes(in_features)?),
+                // Dynamic per-token activation quantization: one byte per input value and
+                // an f32 scale per token.
+                Kernel::Fp8 | Kernel::Int8 => tokens(
+                    in_features
+                        .checked_add(4)
+                        .ok_or_else(|| SynthError::overflow("workspace size"))?,
+                ),
+                // The weight dequantized to 16 bits once per call.
+                Kernel::Dequant => invocation(WorkspaceSizeFormula::Fixed {
+                    bytes: mul(&[out_features, in_features, e])?,
+                }),
                 _ => None,
             };
         }
@@ -134,8 +154,15 @@ pub fn estimate(
             };
             let gate_up = mul(&[2, intermediate, e, group])?;
             out.scratch = match kernel {
-                Kernel::Gptq => invocation(WorkspaceSizeFormula::Affine {
-                    fixed_bytes: MIB,
+                Kernel::Gptq | Kernel::Marlin | Kernel::Mxfp4 | Kernel::Nvfp4 => {
+                    invocation(WorkspaceSizeFormula::Affine {
+                        fixed_bytes: MIB,
+                        bytes_per_sequence: 0,
+                        bytes_per_token: gate_up,
+                    })
+                }
+                Kernel::Dequant => invocation(WorkspaceSizeFormula::Affine {
+                    fixed_bytes: mul(&[3, intermediate, hidden, e, group])?,
                     bytes_per_sequence: 0,
                     bytes_per_token: gate_up,
                 }),

@@ -23,9 +23,11 @@
 use crate::request::{ElementType, ModelFamilyId, ProgramValueId, WeightLayoutId};
 
 use super::architecture::{Architecture, FeedForwardKind, GateActivation, MixerKind};
+use super::gguf::GgufModel;
+use super::kv_cache::KvCacheDtype;
 use super::operation::Operation;
 use super::program::{Attr, ProgramBuilder, ProgramParts};
-use super::weights::{WeightClass, WeightFormat};
+use super::weights::{WeightClass, WeightFormat, WeightPlan};
 use super::SynthError;
 
 use Attr::{B, R, S, U};
@@ -40,8 +42,10 @@ pub struct GraphSpec<'a> {
     pub family_id: ModelFamilyId,
     /// Weight layout id.
     pub layout_id: WeightLayoutId,
-    /// Weight format.
-    pub format: WeightFormat,
+    /// Weight format and the modules it keeps dense.
+    pub weights: WeightPlan,
+    /// The KV cache's element type.
+    pub kv_cache: KvCacheDtype,
     /// Token ceiling of one step (the extent of every activation's token axis).
     pub tokens: u64,
     /// Longest context of a sequence (the KV states' `maximum_tokens`).
@@ -54,6 +58,8 @@ struct Graph<'a> {
     b: ProgramBuilder,
     spec: &'a GraphSpec<'a>,
     act: ElementType,
+    /// The KV caches' element type.
+    kv: ElementType,
 }
 
 fn names(list: &[String]) -> Vec<String> {
@@ -395,10 +401,29 @@ impl Graph<'_> {
 /// Builds the program, weight schema and resource layout of `spec`.
 pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
     let arch = spec.arch;
+    let mut plan = spec.weights.clone();
+    if matches!(plan.format, WeightFormat::Gguf(_)) {
+        plan.gguf = Some(GgufModel {
+            layers: arch.layers.len() as u64,
+            attention_layers: arch
+                .layers
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    matches!(l.mixer, MixerKind::Attention | MixerKind::LatentAttention)
+                })
+                .map(|(i, _)| i as u64)
+                .collect(),
+            experts: arch.experts.as_ref().map_or(0, |e| e.routed_experts),
+            tied: arch.tie_word_embeddings,
+        });
+    }
+    let act = plan.format.activation_type();
     let mut g = Graph {
-        b: ProgramBuilder::new(spec.family_id.clone(), spec.format),
+        b: ProgramBuilder::new(spec.family_id.clone(), plan),
         spec,
-        act: spec.format.activation_type(),
+        act,
+        kv: spec.kv_cache.element_type(act),
     };
     let hidden = arch.hidden_size;
     let t = spec.tokens;

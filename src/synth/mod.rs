@@ -17,10 +17,13 @@ pub mod config;
 pub mod device;
 pub mod device_performance;
 pub(crate) mod estimate;
+pub mod gguf;
+pub mod kv_cache;
 pub(crate) mod layers;
 pub(crate) mod operation;
 pub mod policy;
 pub(crate) mod program;
+pub mod quantization;
 pub mod registry;
 pub(crate) mod resolution;
 mod source;
@@ -189,6 +192,14 @@ pub struct SynthOptions {
     pub expert_group_size: u64,
     /// Weight format.
     pub weight_format: WeightFormat,
+    /// Module-name patterns the format leaves in the checkpoint dtype (a
+    /// `quantization_config`'s `ignore` / `modules_to_not_convert`).
+    pub keep_dense: Vec<quantization::Pattern>,
+    /// The key (JSON path or flag) that set the format's group size, named by errors
+    /// (absent: `--weight-format NAME`).
+    pub group_key: Option<String>,
+    /// The KV cache's element type (`auto`: the activation type).
+    pub kv_cache_dtype: kv_cache::KvCacheDtype,
     /// Wire limits written into the policy (absent: the reference limits). The largest
     /// models' plans exceed the reference 16 MiB of plan JSON, so their folders raise them.
     pub wire_limits: Option<WireLimits>,
@@ -203,8 +214,32 @@ impl SynthOptions {
             experts: None,
             expert_group_size: 1,
             weight_format: WeightFormat::DenseF16,
+            keep_dense: Vec::new(),
+            group_key: None,
+            kv_cache_dtype: kv_cache::KvCacheDtype::Auto,
             wire_limits: None,
         }
+    }
+
+    /// These options with the weight format of `config`'s own `quantization_config`, if
+    /// it has one (else unchanged).
+    pub fn with_config_quantization(mut self, config: &ModelConfig) -> Result<Self, SynthError> {
+        if let Some(found) = quantization::of_config(config)? {
+            self.weight_format = WeightFormat::Quantized(found.scheme);
+            self.keep_dense = found.keep_dense;
+            self.group_key = Some(found.group_key);
+        }
+        Ok(self)
+    }
+
+    /// The weight plan these options describe.
+    pub fn weight_plan(&self) -> weights::WeightPlan {
+        let mut plan = weights::WeightPlan::of(self.weight_format);
+        plan.keep_dense = self.keep_dense.clone();
+        if let Some(key) = &self.group_key {
+            plan.group_key = key.clone();
+        }
+        plan
     }
 }
 
@@ -296,6 +331,17 @@ pub fn synthesize(
     let family_id = family_id_for(&options.model_name)?;
     let effective = effective_config(config, options)?;
     let arch = registry::entry_of(&effective)?.specialize(&effective, effective.architecture()?)?;
+    if let WeightFormat::Quantized(scheme) = options.weight_format {
+        if scheme.experts_only && arch.experts.is_none() {
+            return Err(SynthError::Option {
+                option: "weight-format".to_owned(),
+                message: format!(
+                    "{} quantizes routed experts only (as gpt-oss and llama.cpp's MXFP4_MOE) and the model has none; choose fp8, int8, awq-int4 or nvfp4",
+                    options.weight_format.name()
+                ),
+            });
+        }
+    }
     let mut runtime_policy = policy.runtime_policy(device)?;
     runtime_policy.wire_limits = options.wire_limits;
     let model_type = effective
@@ -312,7 +358,8 @@ pub fn synthesize(
         arch: &arch,
         family_id: family_id.clone(),
         layout_id,
-        format: options.weight_format,
+        weights: options.weight_plan(),
+        kv_cache: options.kv_cache_dtype,
         tokens: runtime_policy.maximum_scheduled_tokens,
         context_tokens: policy.context_tokens(arch.trained_context),
         expert_group_size: options.expert_group_size,
@@ -335,7 +382,13 @@ pub fn synthesize(
         Some(scaling) if scaling.kind == "longrope" => &["longrope"],
         _ => &[],
     };
-    let catalog = catalog::build_catalog(device, &used, rope_kinds)?;
+    let catalog = catalog::build_catalog(
+        device,
+        &used,
+        options.weight_format,
+        options.kv_cache_dtype,
+        rope_kinds,
+    )?;
     let canonical_config = serde_json::to_value(&effective)
         .map_err(|e| SynthError::Internal(format!("configuration does not serialize: {e}")))?;
     let canonical_config = strip_nulls(canonical_config);
@@ -352,6 +405,7 @@ pub fn synthesize(
         &catalog,
         &runtime_policy,
         device,
+        options.weight_format,
     )?;
     Ok(PlanRequest {
         family,
@@ -387,7 +441,8 @@ pub struct ModelDefaults {
     pub device: PathBuf,
     /// Default policy: `interactive`, `server`, or a preset file.
     pub policy: String,
-    /// Default weight format (`dense-f16`, `dense-bf16`, `gptq-int4`, `gguf-q4k`).
+    /// Default weight format (a `--weight-format` name); a checkpoint's own
+    /// `quantization_config` takes precedence over it.
     pub weight_format: String,
     /// Wire limits for the policy (absent: the reference limits).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,6 +4,8 @@
 //!
 //! The providers of these operations are built in [`super::catalog`].
 
+use super::kv_cache::KvCacheDtype;
+use super::weights::WeightFormat;
 use crate::request::{
     AliasPolicy, AttributeConstraint, AttributeId, AttributeSpec, CapabilityId, ContractVersion,
     DimensionConstraint, ElementType, LayoutConstraint, OperationDescriptor, OperationId,
@@ -74,6 +76,39 @@ pub enum Kernel {
     Chunked,
     /// Slow reference kernel: dense only, not replay-equivalent.
     Reference,
+    /// FP8 scaled GEMM (CUTLASS `scaled_mm` class): fp8 weights, dynamically quantized
+    /// fp8 activations.
+    Fp8,
+    /// INT8 scaled GEMM (W8A8).
+    Int8,
+    /// Marlin-class mixed-precision GEMM: int4/int8 weight-only groups (GPTQ, AWQ,
+    /// compressed-tensors), dequantized in registers.
+    Marlin,
+    /// A dequantizing GEMM: bitsandbytes blocks expanded to 16 bits before the product.
+    Dequant,
+    /// MXFP4 fused-MoE kernel (routed experts).
+    Mxfp4,
+    /// NVFP4 block-scaled GEMM.
+    Nvfp4,
+}
+
+/// The quantized kernel of a weight format (the one that reads its packed values), with
+/// its variant name; `None` for the dense formats.
+pub fn format_kernel(format: WeightFormat) -> Option<(&'static str, Kernel)> {
+    use super::quantization::Method;
+    match format {
+        WeightFormat::DenseF16 | WeightFormat::DenseBf16 => None,
+        WeightFormat::GptqInt4 => Some(("gptq_marlin", Kernel::Gptq)),
+        WeightFormat::GgufQ4k | WeightFormat::Gguf(_) => Some(("gguf_mmq", Kernel::Gguf)),
+        WeightFormat::Quantized(scheme) => Some(match scheme.method {
+            Method::Fp8 => ("fp8", Kernel::Fp8),
+            Method::Int8 => ("int8", Kernel::Int8),
+            Method::IntWeightOnly => ("marlin", Kernel::Marlin),
+            Method::Bnb4 | Method::Bnb8 => ("dequant", Kernel::Dequant),
+            Method::Mxfp4 => ("mxfp4", Kernel::Mxfp4),
+            Method::Nvfp4 => ("nvfp4", Kernel::Nvfp4),
+        }),
+    }
 }
 
 const ACTIVATION_TYPES: &[ElementType] = &[ElementType::F16, ElementType::Bf16];
@@ -475,6 +510,36 @@ impl Operation {
         }
     }
 
+    /// The descriptor with a KV cache of `kv_cache`: an attention operation's state slot
+    /// also accepts the one-byte type of an fp8 (`u8`) or int8 (`i8`) cache. `auto`,
+    /// `f16` and `bf16` leave the descriptor as [`Operation::descriptor`] (and the
+    /// catalogs' bytes as they were).
+    pub fn descriptor_for(
+        self,
+        kv_cache: KvCacheDtype,
+        rope_kinds: &[&str],
+    ) -> OperationDescriptor {
+        let mut descriptor = self.descriptor_admitting(rope_kinds);
+        let extra = match kv_cache {
+            KvCacheDtype::Fp8 => ElementType::U8,
+            KvCacheDtype::Int8 => ElementType::I8,
+            _ => return descriptor,
+        };
+        if matches!(
+            self,
+            Self::CausalPagedAttention | Self::CausalPagedLatentAttention
+        ) {
+            for slot in descriptor
+                .inputs
+                .iter_mut()
+                .filter(|c| c.access == TensorAccess::ReadWrite)
+            {
+                slot.element_types.insert(extra);
+            }
+        }
+        descriptor
+    }
+
     /// The operation descriptor.
     #[cfg(test)]
     pub fn descriptor(self) -> OperationDescriptor {
@@ -606,6 +671,32 @@ impl Operation {
                 ("reference", Reference),
             ],
             Self::GatedDeltaRecurrentAttention => &[("chunked", Chunked), ("reference", Reference)],
+        }
+    }
+
+    /// The providers of this operation for weights in `format`: [`Operation::variants`]
+    /// for the four original formats (their catalogs keep their bytes); for the others, the
+    /// matrix operations offer the dense kernel, the format's quantized kernel and the
+    /// reference, and the rest as before (a GGUF mix also keeps the GGUF gather).
+    pub fn variants_for(self, format: WeightFormat) -> Vec<(&'static str, Kernel)> {
+        use Kernel::*;
+        let all = self.variants();
+        if format.is_legacy() {
+            return all.to_vec();
+        }
+        let matrix = matches!(
+            self,
+            Self::DenseLinear
+                | Self::BiasedDenseLinear
+                | Self::DenseSwiglu
+                | Self::RoutedExpertSwiglu
+                | Self::LastTokenDenseLinear
+        );
+        match format_kernel(format) {
+            Some(quantized) if matrix => {
+                vec![("dense", Dense), quantized, ("reference", Reference)]
+            }
+            _ => all.to_vec(),
         }
     }
 }

@@ -85,6 +85,10 @@ pub struct PolicyPreset {
     /// Reusable (captured) executions, if any.
     #[serde(default)]
     pub reusable_execution: Option<ReusablePreset>,
+    /// The KV cache's element type (`auto`, `f16`, `bf16`, `fp8`, `int8`); absent: `auto`
+    /// (the activation type). `--kv-cache-dtype` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_dtype: Option<super::kv_cache::KvCacheDtype>,
 }
 
 fn id<T: TryFrom<String, Error = String>>(text: &str) -> T {
@@ -122,6 +126,7 @@ impl PolicyPreset {
                     })
                     .collect(),
             }),
+            kv_cache_dtype: None,
         }
     }
 
@@ -141,6 +146,7 @@ impl PolicyPreset {
             execution_determinism: DeterminismRequirement::BitwiseSameRuntime,
             storage_view_order: vec![ViewKind::Paged, ViewKind::Contiguous],
             reusable_execution: None,
+            kv_cache_dtype: None,
         }
     }
 

@@ -23,7 +23,7 @@ use crate::request::{
 };
 
 use super::operation::Operation;
-use super::weights::{weight_layout, WeightClass, WeightFormat};
+use super::weights::{weight_layout, WeightClass, WeightPlan};
 use super::{portable, SynthError};
 
 /// Alignment of every weight component offset in its arena.
@@ -59,7 +59,7 @@ pub struct ProgramParts {
 /// Builds a program value by value.
 pub struct ProgramBuilder {
     family_id: ModelFamilyId,
-    format: WeightFormat,
+    plan: WeightPlan,
     blocks: Vec<ProgramBlock>,
     values: BTreeMap<ProgramValueId, ValueInfo>,
     weights: Vec<WeightReference>,
@@ -144,11 +144,11 @@ fn bytes_of(tensor: &TensorSpec, what: &str) -> Result<u64, SynthError> {
 }
 
 impl ProgramBuilder {
-    /// A builder for `family_id` with weights in `format`.
-    pub fn new(family_id: ModelFamilyId, format: WeightFormat) -> Self {
+    /// A builder for `family_id` with weights stored as `plan` says.
+    pub fn new(family_id: ModelFamilyId, plan: WeightPlan) -> Self {
         Self {
             family_id,
-            format,
+            plan,
             blocks: Vec::new(),
             values: BTreeMap::new(),
             weights: Vec::new(),
@@ -277,7 +277,7 @@ impl ProgramBuilder {
     ) -> Result<ProgramValueId, SynthError> {
         let weight_id: WeightId = portable(format!("weight.{name}"));
         let value_id: ProgramValueId = portable(format!("value.weight.{name}"));
-        let layout = weight_layout(self.format, &weight_id, &dims, class, external_names)?;
+        let layout = weight_layout(&self.plan, &weight_id, &dims, class, external_names)?;
         let tensor = contiguous(dims.clone(), layout.logical_element_type);
         let mut storage = Vec::with_capacity(layout.components.len());
         let mut resolved = Vec::with_capacity(layout.components.len());
@@ -326,7 +326,7 @@ impl ProgramBuilder {
         });
         let binding = ResolvedWeightBinding {
             weight_id,
-            format_id: portable(self.format.format_id().to_owned()),
+            format_id: portable(self.plan.format.format_id().to_owned()),
             layout_id: WeightLayoutId::new("weight-layout.pending")
                 .map_err(SynthError::Internal)?,
             schema_version: ContractVersion::new(1, 0),
@@ -457,7 +457,7 @@ impl ProgramBuilder {
             }
         }
         let schema = WeightSchema {
-            format_id: portable(self.format.format_id().to_owned()),
+            format_id: portable(self.plan.format.format_id().to_owned()),
             layout_id,
             version: ContractVersion::new(1, 0),
             components: self.components,

@@ -28,7 +28,7 @@ use super::estimate::{estimate, EstimateContext};
 use super::operation::{Kernel, Operation};
 use super::program::ProgramParts;
 use super::weights::{GPTQ_QUANTIZATION, Q4K_QUANTIZATION, Q6K_QUANTIZATION, Q8_0_QUANTIZATION};
-use super::SynthError;
+use super::{SynthError, WeightFormat};
 
 /// The profiles a requirement can actually get: the policy order filtered to what the device
 /// offers and the requirement accepts.
@@ -73,15 +73,25 @@ fn compatible(
 /// (a policy that ranks the contiguous view first wants the contiguous-cache kernel, whose
 /// per-sequence reservation is then weighed against the paged one's blocks); else the
 /// first (fast) variant.
-fn preferred_kernel(op: Operation, weights: &NodeWeights, policy: &RuntimePolicy) -> Kernel {
+fn preferred_kernel(
+    op: Operation,
+    weights: &NodeWeights,
+    policy: &RuntimePolicy,
+    format: WeightFormat,
+) -> Kernel {
     let has = |q: &str| weights.quantization.iter().any(|f| f.as_str() == q);
-    let variants = op.variants();
+    let variants = op.variants_for(format);
+    let format_kernel = crate::synth::operation::format_kernel(format)
+        .map(|(_, k)| k)
+        .filter(|_| !format.is_legacy() && !weights.quantization.is_empty());
     let contiguous_first = policy
         .dynamic_storage_profile_order
         .first()
         .is_some_and(|p| p.view == StorageView::Contiguous);
     let wants = if contiguous_first && variants.iter().any(|(_, k)| *k == Kernel::Contiguous) {
         Kernel::Contiguous
+    } else if let Some(kernel) = format_kernel {
+        kernel
     } else if has(GPTQ_QUANTIZATION) {
         Kernel::Gptq
     } else if has(Q4K_QUANTIZATION) || has(Q6K_QUANTIZATION) || has(Q8_0_QUANTIZATION) {
@@ -103,6 +113,7 @@ pub fn resolve_nodes(
     catalog: &CapabilityCatalog,
     policy: &RuntimePolicy,
     device: &DeviceDescription,
+    format: WeightFormat,
 ) -> Result<Vec<NodeResolution>, SynthError> {
     let act = parts.schema_activation_type();
     let mut operation_fingerprints = BTreeMap::new();
@@ -152,14 +163,14 @@ pub fn resolve_nodes(
             formats,
             quantization,
         };
-        let preferred_kernel = preferred_kernel(op, &weights, policy);
+        let preferred_kernel = preferred_kernel(op, &weights, policy, format);
         let preferred = op
-            .variants()
+            .variants_for(format)
             .iter()
             .find(|(_, k)| *k == preferred_kernel)
             .map(|(variant, _)| provider_id(device.backend, op, variant));
         let kernels: BTreeMap<ProviderId, Kernel> = op
-            .variants()
+            .variants_for(format)
             .iter()
             .map(|(variant, kernel)| (provider_id(device.backend, op, variant), *kernel))
             .collect();

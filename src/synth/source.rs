@@ -38,8 +38,12 @@ pub struct ModelSource {
     pub experts: Option<u64>,
     /// Routed experts per expert node (default 1).
     pub expert_group_size: Option<u64>,
-    /// The weight format name (`dense-f16`, `dense-bf16`, `gptq-int4`, `gguf-q4k`).
+    /// The weight format name (see [`super::weights::FORMAT_NAMES`]); absent: the
+    /// checkpoint's `quantization_config`, else the folder's default, else `dense-f16`.
     pub weight_format: Option<String>,
+    /// The KV cache dtype (`auto`, `f16`, `bf16`, `fp8`, `int8`); absent: the policy
+    /// preset's `kv_cache_dtype`, else `auto`.
+    pub kv_cache_dtype: Option<String>,
 }
 
 /// A synthesized request and the weight format it was synthesized in.
@@ -49,7 +53,8 @@ pub struct Synthesized {
     pub request: PlanRequest,
     /// Its weight format.
     pub weight_format: WeightFormat,
-    /// Warning lines for the user (configuration keys the architecture registry does not
+    /// Warning lines for the user (a `--weight-format` that overrides the checkpoint's
+    /// `quantization_config`; configuration keys the architecture registry does not
     /// model); never silently dropped.
     pub warnings: Vec<String>,
     /// The device the request was synthesized for (with fields the request does not
@@ -69,6 +74,19 @@ fn option(option: &str, message: impl Into<String>) -> SynthError {
         option: option.to_owned(),
         message: message.into(),
     }
+}
+
+/// A `--weight-format` name, its quantized schemes in the checkpoint's dtype.
+fn parse_format(name: &str, config: &ModelConfig) -> Result<WeightFormat, SynthError> {
+    let format: WeightFormat = name
+        .parse()
+        .map_err(|m: String| option("weight-format", m))?;
+    Ok(match format {
+        WeightFormat::Quantized(scheme) => WeightFormat::Quantized(
+            scheme.with_dense_type(super::quantization::checkpoint_dtype(config)),
+        ),
+        other => other,
+    })
 }
 
 impl ModelSource {
@@ -172,23 +190,47 @@ impl ModelSource {
         if Path::new(&policy_name).is_file() {
             inputs.push(PathBuf::from(&policy_name));
         }
-        let format_name = self
-            .weight_format
-            .clone()
-            .or_else(|| {
-                folder
+        // The format: an explicit --weight-format wins; else the checkpoint's own
+        // quantization_config; else the folder's default; else dense f16.
+        let config_quantization = super::quantization::of_config(&config)?;
+        let mut notes = Vec::new();
+        let mut options = SynthOptions::new(&name);
+        let weight_format = match (&self.weight_format, config_quantization) {
+            (Some(flag), found) => {
+                let format = parse_format(flag, &config)?;
+                if let Some(found) = found {
+                    notes.push(format!(
+                        "--weight-format {} overrides the checkpoint's quantization_config ({}): the plan stores the weights as {}",
+                        format.name(),
+                        WeightFormat::Quantized(found.scheme).name(),
+                        format.name()
+                    ));
+                }
+                format
+            }
+            (None, Some(found)) => {
+                options.keep_dense = found.keep_dense;
+                options.group_key = Some(found.group_key);
+                WeightFormat::Quantized(found.scheme)
+            }
+            (None, None) => {
+                let name = folder
                     .as_ref()
                     .and_then(|f| f.defaults.as_ref().map(|d| d.weight_format.clone()))
-            })
-            .unwrap_or_else(|| DEFAULT_WEIGHT_FORMAT.to_owned());
-        let weight_format: WeightFormat = format_name
-            .parse()
-            .map_err(|m: String| option("weight-format", m))?;
-        let mut options = SynthOptions::new(&name);
+                    .unwrap_or_else(|| DEFAULT_WEIGHT_FORMAT.to_owned());
+                parse_format(&name, &config)?
+            }
+        };
         options.layers = self.layers;
         options.experts = self.experts;
         options.expert_group_size = self.expert_group_size.unwrap_or(1);
         options.weight_format = weight_format;
+        options.kv_cache_dtype = match &self.kv_cache_dtype {
+            Some(text) => text
+                .parse()
+                .map_err(|m: String| option("kv-cache-dtype", m))?,
+            None => policy.kv_cache_dtype.unwrap_or_default(),
+        };
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
         let request = synthesize(&config, &device, &policy, &options)
             .map_err(|e| e.in_device_file(&device_file))?;
@@ -196,16 +238,15 @@ impl ModelSource {
             .extra
             .keys()
             .map(String::as_str)
-            .filter(|k| !super::registry::REGISTRY_KEYS.contains(k))
+            .filter(|k| !super::registry::REGISTRY_KEYS.contains(k) && *k != "quantization_config")
             .collect();
-        let warnings = if unmodelled.is_empty() {
-            Vec::new()
-        } else {
-            vec![format!(
+        let mut warnings = notes;
+        if !unmodelled.is_empty() {
+            warnings.push(format!(
                 "config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
                 unmodelled.join(", ")
-            )]
-        };
+            ));
+        }
         Ok(Synthesized {
             request,
             weight_format,

@@ -9,8 +9,12 @@
 //!   (`weight-format.safetensors.gptq-marlin-int4`).
 //! * `gguf-q4k`: projection matrices and the embedding are q4_k blocks (144 bytes per 256
 //!   values), the head q6_k (210 bytes per 256 values), matrices whose input axis is not a
-//!   multiple of 256 fall back to q8_0 (34 bytes per 32 values), norms are f32, as in a
-//!   `Q4_K_M` GGUF file (`weight-format.gguf.native-block`).
+//!   multiple of 256 fall back to q8_0 (34 bytes per 32 values), norms are f32: a uniform
+//!   q4_k file (`weight-format.gguf.native-block`).
+//! * `gguf-q4_k_m`, `gguf-q5_k_m`, `gguf-q8_0`: llama.cpp's per-tensor type mixes
+//!   ([`super::gguf`]).
+//! * `fp8`, `int8`, `awq-int4`, `mxfp4`, `nvfp4` and a checkpoint's own
+//!   `quantization_config`: quantized projections ([`super::quantization`]).
 
 use std::str::FromStr;
 
@@ -19,6 +23,8 @@ use crate::request::{
     WeightComponentSpec, WeightEncoding, WeightId,
 };
 
+use super::gguf::{self, GgufMix, GgufModel, TensorRole};
+use super::quantization::{self, Pattern, Scheme};
 use super::{portable, SynthError};
 
 /// The dense safetensors weight format.
@@ -38,6 +44,9 @@ pub const Q8_0_QUANTIZATION: &str = "quantization.gguf.q8-0";
 /// GPTQ group size.
 pub const GPTQ_GROUP_SIZE: u64 = 128;
 
+/// Every `--weight-format` name.
+pub const FORMAT_NAMES: &str = "dense-f16, dense-bf16, gptq-int4, gguf-q4k, gguf-q4_k_m, gguf-q5_k_m, gguf-q8_0, fp8, int8, awq-int4, mxfp4, nvfp4";
+
 /// The weight format of a synthesized checkpoint.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum WeightFormat {
@@ -50,16 +59,22 @@ pub enum WeightFormat {
     GptqInt4,
     /// GGUF q4_k blocks.
     GgufQ4k,
+    /// A GGUF per-tensor type mix.
+    Gguf(GgufMix),
+    /// Quantized safetensors projections (a named format or the checkpoint's own config).
+    Quantized(Scheme),
 }
 
 impl WeightFormat {
-    /// The command-line name.
+    /// The command-line name (`config:<method>` for a checkpoint's own quantization).
     pub fn name(self) -> &'static str {
         match self {
             Self::DenseF16 => "dense-f16",
             Self::DenseBf16 => "dense-bf16",
             Self::GptqInt4 => "gptq-int4",
             Self::GgufQ4k => "gguf-q4k",
+            Self::Gguf(mix) => mix.name(),
+            Self::Quantized(scheme) => scheme.origin.name(),
         }
     }
 
@@ -68,7 +83,8 @@ impl WeightFormat {
         match self {
             Self::DenseF16 | Self::DenseBf16 => SAFETENSORS_DENSE_FORMAT,
             Self::GptqInt4 => GPTQ_FORMAT,
-            Self::GgufQ4k => GGUF_FORMAT,
+            Self::GgufQ4k | Self::Gguf(_) => GGUF_FORMAT,
+            Self::Quantized(scheme) => scheme.format_id(),
         }
     }
 
@@ -78,6 +94,8 @@ impl WeightFormat {
             Self::DenseF16 | Self::DenseBf16 => "dense.packed_gate_up",
             Self::GptqInt4 => "gptq_marlin",
             Self::GgufQ4k => "gguf.native",
+            Self::Gguf(mix) => mix.layout_suffix(),
+            Self::Quantized(scheme) => scheme.layout_suffix(),
         }
     }
 
@@ -85,7 +103,35 @@ impl WeightFormat {
     pub fn activation_type(self) -> ElementType {
         match self {
             Self::DenseBf16 => ElementType::Bf16,
+            Self::Quantized(scheme) => scheme.dense_type,
             _ => ElementType::F16,
+        }
+    }
+
+    /// Whether the format is one of the four of the first releases, whose requests keep
+    /// their bytes (their catalogs list the same providers as before).
+    pub fn is_legacy(self) -> bool {
+        matches!(
+            self,
+            Self::DenseF16 | Self::DenseBf16 | Self::GptqInt4 | Self::GgufQ4k
+        )
+    }
+
+    /// The quantization format ids the format's quantized components use.
+    pub fn quantization_ids(self) -> Vec<String> {
+        match self {
+            Self::DenseF16 | Self::DenseBf16 => Vec::new(),
+            Self::GptqInt4 => vec![GPTQ_QUANTIZATION.to_owned()],
+            Self::GgufQ4k => [Q4K_QUANTIZATION, Q6K_QUANTIZATION, Q8_0_QUANTIZATION]
+                .map(str::to_owned)
+                .to_vec(),
+            Self::Gguf(mix) => mix
+                .types()
+                .iter()
+                .filter_map(|t| t.quantization_id())
+                .map(str::to_owned)
+                .collect(),
+            Self::Quantized(scheme) => vec![scheme.quantization_id()],
         }
     }
 }
@@ -98,9 +144,42 @@ impl FromStr for WeightFormat {
             "dense-bf16" => Ok(Self::DenseBf16),
             "gptq-int4" => Ok(Self::GptqInt4),
             "gguf-q4k" => Ok(Self::GgufQ4k),
-            other => Err(format!(
-                "unknown weight format {other:?} (dense-f16, dense-bf16, gptq-int4, gguf-q4k)"
-            )),
+            other => {
+                if let Ok(mix) = other.parse::<GgufMix>() {
+                    Ok(Self::Gguf(mix))
+                } else if let Some(scheme) = Scheme::from_flag(other) {
+                    Ok(Self::Quantized(scheme))
+                } else {
+                    Err(format!("unknown weight format {other:?} ({FORMAT_NAMES})"))
+                }
+            }
+        }
+    }
+}
+
+/// The format and what its rules read beside a weight's shape: the modules a
+/// configuration keeps unquantized, the key that sets its group size, and the model facts
+/// llama.cpp's mixes read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WeightPlan {
+    /// The format.
+    pub format: WeightFormat,
+    /// Module-name patterns kept in the checkpoint dtype.
+    pub keep_dense: Vec<Pattern>,
+    /// The JSON path (or flag) that sets the group size, for errors.
+    pub group_key: String,
+    /// The model facts of a GGUF mix.
+    pub gguf: Option<GgufModel>,
+}
+
+impl WeightPlan {
+    /// A plan of `format` with no exclusions.
+    pub fn of(format: WeightFormat) -> Self {
+        Self {
+            format,
+            keep_dense: Vec::new(),
+            group_key: format!("--weight-format {}", format.name()),
+            gguf: None,
         }
     }
 }
@@ -165,14 +244,15 @@ fn with_last(dims: &[u64], last: u64) -> Vec<u64> {
     d
 }
 
-/// The components of weight `weight` of `dims` and `class` in `format`.
+/// The components of weight `weight` of `dims` and `class` under `plan`.
 pub fn weight_layout(
-    format: WeightFormat,
+    plan: &WeightPlan,
     weight: &WeightId,
     dims: &[u64],
     class: WeightClass,
     external_names: &[String],
 ) -> Result<WeightLayout, SynthError> {
+    let format = plan.format;
     let dense_type = format.activation_type();
     let input = *dims
         .last()
@@ -260,8 +340,67 @@ pub fn weight_layout(
             }
         }
         (WeightFormat::GgufQ4k, WeightClass::Norm) => dense(ElementType::F32),
+        (WeightFormat::Gguf(mix), _) => {
+            let model = plan.gguf.as_ref().ok_or_else(|| {
+                SynthError::Internal(format!("GGUF mix without model facts for {weight}"))
+            })?;
+            let name = external_names.first().map_or("", String::as_str);
+            let role = match class {
+                WeightClass::Embedding => TensorRole::TokenEmbedding,
+                WeightClass::Head => TensorRole::Output,
+                WeightClass::Projection => TensorRole::of_projection(name),
+                WeightClass::Norm => TensorRole::Kept,
+                // The router (`ffn_gate_inp`) and conv kernels stay F32 as convert_hf_to_gguf.py
+                // writes them;
+                // the other plain weights (MLA's kv_b, which the latent attention kernel
+                // reads dense) stay in 16 bits.
+                WeightClass::Plain if name.ends_with(".gate") || name.ends_with("conv1d") => {
+                    TensorRole::Kept
+                }
+                WeightClass::Plain => return Ok(dense(ElementType::F16)),
+            };
+            let chosen = gguf::tensor_type(mix, model, role, gguf::layer_of(name), input);
+            match (chosen.block(), chosen.quantization_id()) {
+                (Some((values, bytes)), Some(id)) => block(id, values, bytes),
+                _ if chosen == gguf::GgufType::F16 => dense(ElementType::F16),
+                _ => dense(ElementType::F32),
+            }
+        }
+        (WeightFormat::Quantized(scheme), WeightClass::Projection | WeightClass::Head)
+            if quantized_here(plan, scheme, class, external_names) =>
+        {
+            WeightLayout {
+                logical_element_type: scheme.dense_type,
+                components: quantization::projection_components(
+                    scheme,
+                    weight,
+                    dims,
+                    external_names,
+                    &plan.group_key,
+                )?,
+            }
+        }
         _ => dense(dense_type),
     })
+}
+
+/// Whether a projection (or the head) is quantized under `scheme`: projections unless a
+/// pattern keeps them dense (or, for experts-only schemes, unless they are not routed
+/// experts); the head only when the configuration quantizes it.
+fn quantized_here(
+    plan: &WeightPlan,
+    scheme: Scheme,
+    class: WeightClass,
+    external_names: &[String],
+) -> bool {
+    let kept = external_names
+        .iter()
+        .any(|n| plan.keep_dense.iter().any(|p| p.matches(n)));
+    match class {
+        WeightClass::Head => scheme.quantize_head && !kept,
+        _ if scheme.experts_only => !kept && external_names.iter().all(|n| n.contains(".experts.")),
+        _ => !kept,
+    }
 }
 
 #[cfg(test)]
@@ -276,7 +415,7 @@ mod tests {
     fn gptq_packs_two_values_per_byte_with_group_scales() {
         let id: WeightId = portable("weight.layer.0.q_proj".to_owned());
         let layout = weight_layout(
-            WeightFormat::GptqInt4,
+            &WeightPlan::of(WeightFormat::GptqInt4),
             &id,
             &[4096, 4096],
             WeightClass::Projection,
@@ -299,7 +438,7 @@ mod tests {
     fn q4k_is_144_bytes_per_256_values() {
         let id: WeightId = portable("weight.layer.0.q_proj".to_owned());
         let layout = weight_layout(
-            WeightFormat::GgufQ4k,
+            &WeightPlan::of(WeightFormat::GgufQ4k),
             &id,
             &[4096, 4096],
             WeightClass::Projection,
@@ -311,7 +450,7 @@ mod tests {
             Some(4096 * 4096 / 256 * 144)
         );
         let norm = weight_layout(
-            WeightFormat::GgufQ4k,
+            &WeightPlan::of(WeightFormat::GgufQ4k),
             &id,
             &[4096],
             WeightClass::Norm,

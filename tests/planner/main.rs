@@ -30,6 +30,7 @@ mod placement_models;
 mod placement_oracle;
 mod plan_file;
 mod policy_agreement;
+mod quant_formats;
 mod recorded_settings;
 mod request_fuzz;
 mod request_props;

@@ -102,7 +102,7 @@ impl Graph<'_> {
                 *value = out;
             }
         }
-        let kv_bytes = 2 * kv_features * self.act.byte_size();
+        let kv_bytes = 2 * kv_features * self.kv.byte_size();
         let window = arch.layers.get(i).and_then(|layer| layer.window);
         // A sliding-window layer keeps only the last `window` tokens' keys and values.
         let kv_tokens = window.map_or(self.spec.context_tokens, |w| {
@@ -111,7 +111,7 @@ impl Graph<'_> {
         let kv = self.b.state(
             &format!("layer.{i}.kv"),
             vec![2, a.key_value_heads, a.head_dim],
-            self.act,
+            self.kv,
             StateCapacityDemand::TokenScaled {
                 bytes_per_token: kv_bytes,
                 maximum_tokens: kv_tokens,
@@ -264,11 +264,11 @@ impl Graph<'_> {
             WeightClass::Plain,
             &[format!("{hf}.kv_b_proj")],
         )?;
-        let cache_bytes = latent_features * self.act.byte_size();
+        let cache_bytes = latent_features * self.kv.byte_size();
         let cache = self.b.state(
             &format!("layer.{i}.latent_kv"),
             vec![latent_features],
-            self.act,
+            self.kv,
             StateCapacityDemand::TokenScaled {
                 bytes_per_token: cache_bytes,
                 maximum_tokens: self.spec.context_tokens,
