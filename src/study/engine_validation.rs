@@ -347,10 +347,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 fn cell(pair: Option<(f64, f64)>, decimals: usize) -> String {
     match pair {
-        Some((l, p)) => format!(
-            "{l:.decimals$} / {p:.decimals$} ({:+.2}%)",
-            percent(p, l)
-        ),
+        Some((l, p)) => format!("{l:.decimals$} / {p:.decimals$} ({:+.2}%)", percent(p, l)),
         None => "-".to_owned(),
     }
 }
@@ -390,7 +387,10 @@ impl Table {
             .iter()
             .filter(|r| r.fit && r.engine == "vllm@0.19")
             .collect();
-        let sampler: Vec<f64> = fit.iter().filter_map(|r| r.sampler_extra_per_logit).collect();
+        let sampler: Vec<f64> = fit
+            .iter()
+            .filter_map(|r| r.sampler_extra_per_logit)
+            .collect();
         let tp1: Vec<f64> = fit
             .iter()
             .filter(|r| r.tp == 1)

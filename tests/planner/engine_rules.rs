@@ -442,7 +442,11 @@ fn vllm_v0_19_accounts_every_shipped_folder_on_an_h100() {
         );
         match result {
             Ok(report) => {
-                let requested = report.budget.iter().find(|t| t.name == "requested").unwrap();
+                let requested = report
+                    .budget
+                    .iter()
+                    .find(|t| t.name == "requested")
+                    .unwrap();
                 assert_eq!(
                     requested.bytes,
                     (h100.driver_memory_bytes.unwrap() as f64 * 0.9) as u64,
@@ -450,11 +454,15 @@ fn vllm_v0_19_accounts_every_shipped_folder_on_an_h100() {
                 );
                 match &report.refusal {
                     Some(refusal) => assert!(
-                        refusal.contains("gpu_memory_utilization") && refusal.contains("max_model_len"),
+                        refusal.contains("gpu_memory_utilization")
+                            && refusal.contains("max_model_len"),
                         "{folder:?}: {refusal}"
                     ),
                     None => {
-                        assert!(report.kv_cache_tokens >= report.context_tokens, "{folder:?}");
+                        assert!(
+                            report.kv_cache_tokens >= report.context_tokens,
+                            "{folder:?}"
+                        );
                         assert!(report
                             .log
                             .iter()

@@ -26,9 +26,7 @@ use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
 
-pub use activation::{
-    forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT,
-};
+pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
 
 /// The modelled versions, the default first.
 pub const VERSIONS: [&str; 3] = ["0.19", "0.10", "0.6"];
