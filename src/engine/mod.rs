@@ -9,7 +9,7 @@
 //! out of a synthesized request lives in `study::engine_facts`.
 //!
 //! * [`Engine`]: the four engines, spelled `vllm|sglang|trtllm|llama.cpp` (optionally
-//!   `@VERSION`, e.g. `vllm@0.6`, to pick a modelled version);
+//!   `@VERSION`, e.g. `vllm@0.6`, to pick a modelled version; vLLM's default is 0.19);
 //! * [`EngineArgs`]: the engine's arguments as the engine spells them (`KEY=VALUE`), checked
 //!   against the keys the engine has, with the engine's defaults where absent;
 //! * [`account`]: the accounting, an [`EngineReport`] with the budget's terms, the lines the
@@ -33,6 +33,9 @@ use serde::{Deserialize, Serialize};
 pub use args::{ArgKind, EngineArgs, KnownArg};
 pub use facts::{CacheLayer, DeviceFacts, ModelFacts, MoeFacts};
 pub use report::{BudgetTerm, EngineReport, LogLine};
+/// vLLM's profile-run rules per version (the activation peak, the non-torch memory and
+/// their constants), for the validation that fits and tests them.
+pub use vllm::activation as vllm_activation;
 
 /// Bytes in a GiB (engines print GiB, some label it "GB").
 pub const GIB: u64 = 1 << 30;
@@ -316,7 +319,9 @@ mod tests {
             (Engine::Vllm, "0.6")
         );
         let err = "vllm@9.9".parse::<EngineChoice>().unwrap_err();
-        assert!(err.to_string().contains("0.10"), "{err}");
+        assert!(err.to_string().contains("0.19, 0.10, 0.6"), "{err}");
+        let default: EngineChoice = "vllm".parse().unwrap();
+        assert_eq!(default.version, "0.19");
     }
 
     #[test]

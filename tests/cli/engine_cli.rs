@@ -29,7 +29,7 @@ fn the_json_summary_gains_the_engine_only_when_asked() {
     ]);
     let engine = &with["engine"];
     assert_eq!(engine["name"], "vllm");
-    assert_eq!(engine["version"], "0.10");
+    assert_eq!(engine["version"], "0.19");
     assert_eq!(engine["args"]["gpu_memory_utilization"], "0.8");
     assert_eq!(engine["context_tokens"], 4096);
     let tokens = engine["kv_cache_tokens"].as_u64().unwrap();

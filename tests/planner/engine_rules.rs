@@ -212,7 +212,10 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
         table.markdown(),
         "docs/engines.md's table is stale: paste `cargo run --example engine_table` between its markers"
     );
-    assert!(table.rows.len() >= 6);
+    // Issue 37: at least 12 published logs predicted; KV cache tokens within 3% on every
+    // test record; weights within 1% on every vLLM 0.19 test record (the one V0 record
+    // beyond it, -1.15%, is explained in docs/engines.md).
+    assert!(table.rows.len() >= 12, "{} rows", table.rows.len());
     for row in table.rows.iter().filter(|r| !r.fit) {
         assert!(
             row.kv_error().abs() <= 3.0,
@@ -220,7 +223,117 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
             row.id,
             row.kv_error()
         );
+        if row.engine == "vllm@0.19" {
+            assert!(
+                row.weights_error().abs() <= 1.0,
+                "{}: weights {:+.2}%",
+                row.id,
+                row.weights_error()
+            );
+        }
     }
+}
+
+#[test]
+fn the_v0_19_constants_are_the_medians_of_the_fit_half() {
+    // The fit half: the vllm-llmd records at even positions of their sorted ids; the
+    // constants of vLLM 0.19 are the medians of what those records logged (the sampler's
+    // bytes per logit once the structural terms are taken off; the non-torch memory on one
+    // GPU and with tensor parallelism), rounded as the engine module states them.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/data/engine-logs.json")).unwrap();
+    let data: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let mut ids: Vec<&str> = data["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .filter(|id| id.starts_with("vllm-llmd-"))
+        .collect();
+    ids.sort_unstable();
+    let table = validation_table(&text, root).unwrap();
+    for row in table.rows.iter().filter(|r| r.engine == "vllm@0.19") {
+        let position = ids.iter().position(|id| *id == row.id).unwrap();
+        assert_eq!(row.fit, position % 2 == 0, "{}", row.id);
+    }
+    let fit = table.fit_019().unwrap();
+    use engine::vllm_activation as rules;
+    assert_eq!(
+        rules::SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT,
+        (fit.sampler_extra_per_logit * 100.0).round() as u64 * 10
+    );
+    assert_eq!(
+        rules::NON_TORCH_019_TP1_BYTES,
+        (fit.non_torch_tp1_gib * 100.0).round() as u64 * 10 * GIB / 1000
+    );
+    assert_eq!(
+        rules::NON_TORCH_019_TP_BYTES,
+        (fit.non_torch_tp_gib * 100.0).round() as u64 * 10 * GIB / 1000
+    );
+}
+
+#[test]
+fn vllm_v0_19_follows_its_budget_and_block_rule() {
+    // By hand, Llama-3.1-8B on an H100 (79.19 GiB as the driver reports it) at
+    // gpu_memory_utilization 0.95: the defaults on a >= 70 GiB non-A100 device are 8192
+    // batched tokens and 1024 sequences; the sampler sets the peak (hidden states
+    // 8192 x 4096 x 2 B, and 1024 x 128,256 logits x (2 + 12.86) B), not the forward
+    // (8192 x 110,592 B); non-torch 0.25 GiB; blocks of 16 tokens over 32 layers of
+    // 2 x 8 x 128 x 2 B.
+    let llama = facts("llama-3.1-8b");
+    let mut dev = device(79.19);
+    dev.name = "NVIDIA H100 80GB HBM3".to_owned();
+    let report = account(
+        "vllm@0.19",
+        &llama,
+        &dev,
+        &["gpu_memory_utilization=0.95", "max_model_len=8192"],
+    );
+    let requested = dev.total_bytes as f64 * 0.95;
+    let weights = 16_060_522_496u64 + 131_072 * 128 * 2;
+    let forward = 8192u64 * 110_592;
+    let sampler = 8192u64 * 4096 * 2 + 1024 * 128_256 * 14_860 / 1000;
+    assert!(forward < sampler);
+    let non_torch = 250 * GIB / 1000;
+    let available = requested - (weights + sampler + non_torch) as f64;
+    let blocks = (available / (16.0 * 32.0 * 2.0 * 8.0 * 128.0 * 2.0)).floor() as u64;
+    assert_eq!(report.blocks, Some(blocks));
+    assert_eq!(report.kv_cache_tokens, blocks * 16);
+    assert_eq!(
+        report.max_concurrency,
+        ((blocks as f64 / 512.0) * 100.0).round() / 100.0
+    );
+    assert_eq!(report.args["max_num_batched_tokens"], "8192");
+    assert_eq!(report.args["max_num_seqs"], "1024");
+    let cuda_graph = report
+        .budget
+        .iter()
+        .find(|t| t.name == "cuda_graph")
+        .unwrap();
+    assert_eq!(cuda_graph.bytes, 0);
+    assert!(cuda_graph
+        .rule
+        .contains("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"));
+    // An A100 keeps the smaller defaults; a tensor-parallel rank adds the NCCL figure.
+    let mut a100 = dev.clone();
+    a100.name = "NVIDIA A100-SXM4-80GB".to_owned();
+    let small = account("vllm@0.19", &llama, &a100, &["max_model_len=8192"]);
+    assert_eq!(small.args["max_num_batched_tokens"], "2048");
+    let tp2 = account(
+        "vllm@0.19",
+        &llama,
+        &dev,
+        &["max_model_len=8192", "tensor_parallel_size=2"],
+    );
+    let non_torch_tp2 = tp2.budget.iter().find(|t| t.name == "non_torch").unwrap();
+    assert_eq!(non_torch_tp2.bytes, 2070 * GIB / 1000);
+    // A mixture of experts adds its fused-MoE workspaces beside the sampler:
+    // Qwen3-30B-A3B, 8 x (max(768, 2048) + max(1536, 2048)) + 2048 elements per token.
+    let qwen = facts("qwen3-30b-a3b");
+    assert_eq!(
+        engine::vllm_activation::moe_workspace_bytes_per_token(&qwen, 1).unwrap(),
+        (8 * (2048 + 2048) + 2048) * 2
+    );
 }
 
 #[test]
@@ -276,4 +389,79 @@ fn rope_scaling_that_extends_the_context_extends_the_engine_context() {
     // llama3 scaling: the configuration already states the extended length.
     let llama = ModelConfig::read(Path::new("models/llama-3.1-8b/config.json")).unwrap();
     assert_eq!(llama.architecture().unwrap().trained_context, 131_072);
+}
+
+#[test]
+fn vllm_v0_19_accounts_every_shipped_folder_on_an_h100() {
+    // `plan MODEL --engine vllm@0.19` on h100-sxm-80gb: every shipped folder gets the
+    // engine's accounting (the budget from the driver's 79.19 GiB, its log lines), or the
+    // engine's refusal naming its lever (weights larger than the budget), or, for hybrid
+    // recurrent models, the feature that is not modelled.
+    use jointplan::study::engine_facts::engine_report;
+    use jointplan::synth::DeviceDescription;
+    let file = Path::new("models/devices/h100-sxm-80gb.json");
+    let h100 = DeviceDescription::read(file).unwrap();
+    assert_eq!(
+        h100.driver_memory_bytes,
+        Some((79.19 * GIB as f64).round() as u64)
+    );
+    let choice: EngineChoice = "vllm@0.19".parse().unwrap();
+    let mut folders: Vec<_> = std::fs::read_dir("models")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("config.json").exists())
+        .collect();
+    folders.sort();
+    assert!(folders.len() >= 12, "{folders:?}");
+    for folder in folders {
+        let synthesized = ModelSource::folder(&folder)
+            .synthesize_on(&h100, file)
+            .unwrap();
+        let result = engine_report(
+            &synthesized.request,
+            &synthesized.device,
+            &synthesized.policy,
+            &choice,
+            &EngineArgs::default(),
+        );
+        match result {
+            Ok(report) => {
+                let requested = report
+                    .budget
+                    .iter()
+                    .find(|t| t.name == "requested")
+                    .unwrap();
+                assert_eq!(
+                    requested.bytes,
+                    (h100.driver_memory_bytes.unwrap() as f64 * 0.9) as u64,
+                    "{folder:?}"
+                );
+                match &report.refusal {
+                    Some(refusal) => assert!(
+                        refusal.contains("gpu_memory_utilization")
+                            && refusal.contains("max_model_len"),
+                        "{folder:?}: {refusal}"
+                    ),
+                    None => {
+                        assert!(
+                            report.kv_cache_tokens >= report.context_tokens,
+                            "{folder:?}"
+                        );
+                        assert!(report
+                            .log
+                            .iter()
+                            .any(|l| l.line.starts_with("GPU KV cache size: ")));
+                    }
+                }
+            }
+            Err(err) => {
+                let text = err.to_string();
+                assert!(
+                    synthesized.request.family.canonical_config["model_type"] == "qwen3_next"
+                        && text.contains("recurrent"),
+                    "{folder:?}: {text}"
+                );
+            }
+        }
+    }
 }

@@ -2,7 +2,11 @@
 //! the weights, the activation peak of a profiling run at `max_num_batched_tokens`, and the
 //! non-torch memory; the rest is KV cache in blocks of `block_size` tokens.
 //!
-//! Two versions are modelled (sources in docs/engines.md):
+//! Three versions are modelled (sources in docs/engines.md):
+//! * `0.19` (the default; the V1 engine of v0.19.0): the 0.10 rules for defaults, blocks and
+//!   groups; the profile run's peak and the non-torch memory as [`activation`] states them;
+//!   the CUDA-graph memory is estimated but not subtracted before the KV cache
+//!   (`VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS` defaults to 0, `vllm/envs.py`);
 //! * `0.10` (the V1 engine; `vllm/v1/worker/gpu_worker.py`, `vllm/v1/core/kv_cache_utils.py`,
 //!   `vllm/engine/arg_utils.py` of v0.10.1): chunked prefill always on,
 //!   `max_num_batched_tokens` 2048 (8192 on a device of 70 GiB or more whose name lacks
@@ -20,8 +24,12 @@ use super::facts::{CacheLayer, DeviceFacts, ModelFacts};
 use super::report::{BudgetTerm, EngineReport, LogLine};
 use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
+pub mod activation;
+
+pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
+
 /// The modelled versions, the default first.
-pub const VERSIONS: [&str; 2] = ["0.10", "0.6"];
+pub const VERSIONS: [&str; 3] = ["0.19", "0.10", "0.6"];
 
 const KV_DTYPES: &[&str] = &["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"];
 
@@ -40,12 +48,12 @@ pub const ARGS: &[KnownArg] = &[
     KnownArg {
         key: "max_num_batched_tokens",
         kind: ArgKind::Count,
-        default: "0.10: 2048, 8192 on >= 70 GiB non-A100 devices; 0.6: max(max_model_len, 2048), 2048 with chunked prefill",
+        default: "0.19 and 0.10: 2048, 8192 on >= 70 GiB non-A100 devices; 0.6: max(max_model_len, 2048), 2048 with chunked prefill",
     },
     KnownArg {
         key: "max_num_seqs",
         kind: ArgKind::Count,
-        default: "256 (0.10: 1024 on >= 70 GiB non-A100 devices)",
+        default: "256 (0.19 and 0.10: 1024 on >= 70 GiB non-A100 devices)",
     },
     KnownArg {
         key: "block_size",
@@ -75,67 +83,14 @@ pub const ARGS: &[KnownArg] = &[
     KnownArg {
         key: "enable_chunked_prefill",
         kind: ArgKind::Flag,
-        default: "0.10: true; 0.6: true only when max_model_len > 32768",
+        default: "0.19 and 0.10: true; 0.6: true only when max_model_len > 32768",
     },
 ];
 
-/// The non-torch memory vLLM measures in its profiling run (CUDA context growth, cuBLAS
-/// workspaces, NCCL buffers): 0.35 GiB, the figure vLLM logged for Llama-3.1-8B on an
-/// RTX 3090 (docs/data/engine-logs.json, record `vllm-10517-llama31-8b-rtx3090-len20000`),
-/// the one record this constant is taken from; the other records test it.
-pub const NON_TORCH_BYTES: u64 = 350 * GIB / 1000;
-
-/// Bytes per logit element the profiling run's sampler holds at its peak (logits of
-/// `min(max_num_seqs, max_num_batched_tokens)` sequences over the vocabulary, their float32
-/// copies, the top-k/top-p sort's values and indices, probabilities): 38, fitted on the one
-/// record whose activation peak the sampler sets (docs/data/engine-logs.json,
-/// `vllm-13882-qwen25-7b-rtx4060-8gb`: 1.42 GiB at 256 sequences x 152,064 logits, less the
-/// hidden rows); the other records test it. The same figure is taken for 0.10 (no record of
-/// the data set logs a V1 activation split).
-pub const SAMPLER_BYTES_PER_LOGIT: u64 = 38;
-
-/// Whether vLLM takes the larger defaults on this device (`arg_utils.py`, v0.10.1:
-/// `device_memory >= 70 GiB and "a100" not in device_name`).
+/// Whether vLLM takes the larger defaults on this device (`arg_utils.py`, v0.10.1 and
+/// v0.19.0: `device_memory >= 70 GiB and "a100" not in device_name`).
 fn large_device(device: &DeviceFacts) -> bool {
     device.total_bytes >= 70 * GIB && !device.name.to_lowercase().contains("a100")
-}
-
-/// The forward pass's activation peak per token on one rank: the residual and hidden
-/// streams (2h) plus the largest block's transient tensors, in the model dtype.
-/// Attention: q/k/v projection output, attention output, o-projection output. Dense MLP:
-/// gate-up output (2I), activation output (I), down-projection output (h). MoE (fused):
-/// per routed expert slot gate-up (2Ie), activation (Ie) and output (h).
-pub fn forward_bytes_per_token(model: &ModelFacts, tp: u64) -> Result<u64, EngineError> {
-    let tp = tp.max(1);
-    let h = model.hidden_size;
-    let base = 2 * h;
-    let q = model.query_heads.div_ceil(tp) * model.head_dim;
-    let kv = model.kv_heads.div_ceil(tp) * model.head_dim;
-    let attention = base + (q + 2 * kv) + q + h;
-    let dense = if model.has_dense_mlp {
-        let i = model.intermediate_size.div_ceil(tp);
-        base + 3 * i + h
-    } else {
-        0
-    };
-    let moe = match model.moe {
-        Some(moe) => {
-            let ie = moe.expert_intermediate_size.div_ceil(tp);
-            let k = moe.experts_per_token;
-            let routed = k
-                .checked_mul(3 * ie + h)
-                .ok_or_else(|| EngineError::Overflow {
-                    what: "MoE activation bytes per token".to_owned(),
-                })?;
-            base + routed
-        }
-        None => 0,
-    };
-    mul(
-        attention.max(dense).max(moe),
-        model.dtype_bytes,
-        "activation bytes per token",
-    )
 }
 
 struct Resolved {
@@ -260,10 +215,19 @@ pub fn account(
         });
     }
     let r = resolve(v1, model, device, args)?;
-    let source = if v1 {
-        "vLLM v0.10.1 vllm/v1/worker/gpu_worker.py determine_available_memory"
-    } else {
-        "vLLM v0.6.4 vllm/worker/worker.py determine_num_available_blocks"
+    let (source, tag) = match version {
+        "0.19" => (
+            "vLLM v0.19.0 vllm/v1/worker/gpu_worker.py determine_available_memory",
+            "v0.19.0",
+        ),
+        "0.6" => (
+            "vLLM v0.6.4 vllm/worker/worker.py determine_num_available_blocks",
+            "v0.6.4",
+        ),
+        _ => (
+            "vLLM v0.10.1 vllm/v1/worker/gpu_worker.py determine_available_memory",
+            "v0.10.1",
+        ),
     };
     let total = device.total_bytes as f64;
     let requested = total * r.utilization;
@@ -274,24 +238,9 @@ pub fn account(
         "rotary cache",
     )?;
     let weights = model.weights_bytes / tp + rope;
-    let forward = mul(
-        r.batched_tokens,
-        forward_bytes_per_token(model, tp)?,
-        "forward activation peak",
-    )?;
-    let sampled = r.max_num_seqs.min(r.batched_tokens);
-    let sampler = mul(
-        mul(sampled, model.vocab_size, "sampler peak")?,
-        SAMPLER_BYTES_PER_LOGIT,
-        "sampler peak",
-    )?
-    .saturating_add(mul(
-        r.batched_tokens + sampled,
-        model.hidden_size * model.dtype_bytes,
-        "sampler peak",
-    )?);
-    let activation = forward.max(sampler);
-    let non_torch = NON_TORCH_BYTES;
+    let peak = activation::peak(version, model, tp, r.batched_tokens, r.max_num_seqs)?;
+    let activation = peak.bytes;
+    let (non_torch, non_torch_rule) = activation::non_torch(version, tp);
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
     let per_token_per_layer: Vec<u64> = model
         .layers
@@ -324,26 +273,23 @@ pub fn account(
         BudgetTerm {
             name: "activation_peak".to_owned(),
             bytes: activation,
-            rule: format!(
-                "profile run: max(forward at max_num_batched_tokens {} x {} B/token, sampler at {} sequences x vocab {} x {} B + hidden rows) (docs/engines.md)",
-                r.batched_tokens,
-                forward_bytes_per_token(model, tp)?,
-                sampled,
-                model.vocab_size,
-                SAMPLER_BYTES_PER_LOGIT
-            ),
+            rule: peak.rule.clone(),
         },
         BudgetTerm {
             name: "non_torch".to_owned(),
             bytes: non_torch,
-            rule: "0.35 GiB, as logged for Llama-3.1-8B on an RTX 3090 (docs/engines.md)".to_owned(),
+            rule: non_torch_rule.to_owned(),
         },
         BudgetTerm {
             name: "cuda_graph".to_owned(),
             bytes: 0,
-            rule: format!(
-                "0: vLLM {version} captures CUDA graphs after the KV cache is allocated, outside this budget"
-            ),
+            rule: if version == "0.19" {
+                "0: vLLM v0.19.0 estimates the CUDA graphs' memory and logs it, but subtracts it only when VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1 (default 0, vllm/envs.py); the graphs are captured after the KV cache, in the 1 - gpu_memory_utilization headroom".to_owned()
+            } else {
+                format!(
+                    "0: vLLM {version} captures CUDA graphs after the KV cache is allocated, outside this budget"
+                )
+            },
         },
     ];
     let available_bytes = if available > 0.0 { available as u64 } else { 0 };
@@ -387,19 +333,37 @@ pub fn account(
                 tokens.div_ceil(r.block_size) * page * g.layers
             })
             .sum();
-        log.push(LogLine {
-            line: format!("Model loading took {:.4} GiB", weights as f64 / GIB as f64),
-            rule: "weights term".to_owned(),
-        });
+        if version == "0.19" {
+            log.push(LogLine {
+                line: format!("Model loading took {} GiB memory", gib(weights as f64)),
+                rule: "weights term".to_owned(),
+            });
+            log.push(LogLine {
+                line: format!(
+                    "Total non KV cache memory: {}GiB; torch peak memory increase: {}GiB; non-torch forward increase memory: {}GiB; weights memory: {}GiB.",
+                    gib((weights + activation + non_torch) as f64),
+                    gib(activation as f64),
+                    gib(non_torch as f64),
+                    gib(weights as f64)
+                ),
+                rule: "weights + activation_peak + non_torch (vllm/utils/mem_utils.py memory_profiling, v0.19.0; logged at DEBUG)".to_owned(),
+            });
+        } else {
+            log.push(LogLine {
+                line: format!("Model loading took {:.4} GiB", weights as f64 / GIB as f64),
+                rule: "weights term".to_owned(),
+            });
+        }
         log.push(LogLine {
             line: format!("Available KV cache memory: {} GiB", gib(available)),
-            rule: "requested - weights - activation_peak - non_torch (gpu_worker.py v0.10.1)"
-                .to_owned(),
+            rule: format!(
+                "requested - weights - activation_peak - non_torch (gpu_worker.py {tag})"
+            ),
         });
         log.push(LogLine {
             line: format!("GPU KV cache size: {} tokens", grouped(tokens)),
             rule: format!(
-                "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py v0.10.1)",
+                "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
                 groups.len(),
                 r.block_size
             ),
