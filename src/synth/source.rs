@@ -190,17 +190,14 @@ impl ModelSource {
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
         let request = synthesize(&config, &device, &policy, &options)
             .map_err(|e| e.in_device_file(&device_file))?;
-        let unmodelled: Vec<&str> = config
-            .extra
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !super::registry::REGISTRY_KEYS.contains(k))
-            .collect();
+        let decoder = config.text_decoder()?;
+        let unmodelled =
+            super::config_keys::unmodelled_keys(super::registry::entry_of(&decoder)?, &decoder);
         let warnings = if unmodelled.is_empty() {
             Vec::new()
         } else {
             vec![format!(
-                "config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
+                "config keys that could change memory or time and that the architecture registry does not model (kept in the family's config, not built into the plan): {}",
                 unmodelled.join(", ")
             )]
         };
