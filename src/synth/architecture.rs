@@ -43,6 +43,31 @@ pub enum GateActivation {
     GeluTanh,
 }
 
+/// Where a layer's norms sit and which norm it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormPlacement {
+    /// An RMSNorm before each sublayer (Llama, Qwen, Mistral, DeepSeek, ...).
+    Pre,
+    /// An RMSNorm after each sublayer, on its output before the residual add, and none
+    /// before it (OLMo 2: `post_attention_layernorm`, `post_feedforward_layernorm`).
+    Post,
+    /// A LayerNorm with weight and bias before each sublayer and at the end (PhiMoE).
+    PreLayerNorm,
+}
+
+/// Normalisation of queries and keys before attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QkNorm {
+    /// None built (or one whose weights the registry entry states as not built).
+    None,
+    /// An RMSNorm of each head, `head_dim` weights each for q and k (GLM-4.5 with
+    /// `use_qk_norm`; Qwen3-Next builds it with its gated attention).
+    PerHead,
+    /// An RMSNorm over the whole q and k projections (OLMo 2: `q_features` and
+    /// `kv_features` weights).
+    Projection,
+}
+
 /// Grouped-query attention dimensions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionDims {
@@ -187,6 +212,16 @@ pub struct Architecture {
     /// Whether attention and MLP outputs are normalised before their residual adds
     /// (Gemma 2/3: four norms per layer).
     pub sandwich_norms: bool,
+    /// Where the norms sit (pre, post, LayerNorm with bias).
+    pub norm_placement: NormPlacement,
+    /// How queries and keys are normalised.
+    pub qk_norm: QkNorm,
+    /// Whether the attention output projection carries a bias (gpt-oss, PhiMoE).
+    pub output_bias: bool,
+    /// Whether attention has one learned sink logit per query head (gpt-oss).
+    pub attention_sinks: bool,
+    /// Whether the router and the routed experts carry biases (gpt-oss).
+    pub expert_biases: bool,
 }
 
 impl Architecture {

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::architecture::{
     Architecture, AttentionDims, ExpertDims, FeedForwardKind, GateActivation, GatedDeltaDims,
-    LatentAttentionDims, LayerSpec, MixerKind, RopeScaling,
+    LatentAttentionDims, LayerSpec, MixerKind, NormPlacement, QkNorm, RopeScaling,
 };
 use super::SynthError;
 
@@ -214,6 +214,33 @@ impl ModelConfig {
         Ok(crate::request::read_json(file)?)
     }
 
+    /// The decoder's configuration: a multimodal configuration's `text_config` (Llama 4)
+    /// merged over its outer keys (the text keys win; `architectures`, `vision_config` and
+    /// the rest stay), or the configuration itself when it has none.
+    pub fn text_decoder(&self) -> Result<ModelConfig, SynthError> {
+        let Some(text) = self.extra.get("text_config").filter(|v| !v.is_null()) else {
+            return Ok(self.clone());
+        };
+        let serde_json::Value::Object(inner) = text else {
+            return Err(SynthError::config("text_config", "must be an object"));
+        };
+        let mut merged = match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map,
+            _ => {
+                return Err(SynthError::Internal(
+                    "a configuration does not serialize to an object".to_owned(),
+                ))
+            }
+        };
+        merged.remove("text_config");
+        merged.retain(|_, v| !v.is_null());
+        for (key, value) in inner {
+            merged.insert(key.clone(), value.clone());
+        }
+        serde_json::from_value(serde_json::Value::Object(merged))
+            .map_err(|e| SynthError::config("text_config", e.to_string()))
+    }
+
     /// The routed expert count under any of its spellings.
     pub fn routed_experts(&self) -> Option<u64> {
         self.n_routed_experts
@@ -388,6 +415,11 @@ impl ModelConfig {
             fused_projections: false,
             gate_activation: GateActivation::Silu,
             sandwich_norms: false,
+            norm_placement: NormPlacement::Pre,
+            qk_norm: QkNorm::None,
+            output_bias: false,
+            attention_sinks: false,
+            expert_biases: false,
         })
     }
 

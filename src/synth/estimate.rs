@@ -116,7 +116,10 @@ pub fn estimate(
         persistent: None,
     };
     match op {
-        Operation::RmsNorm | Operation::HeadRmsNorm | Operation::ResidualAdd => {}
+        Operation::RmsNorm
+        | Operation::HeadRmsNorm
+        | Operation::LayerNorm
+        | Operation::ResidualAdd => {}
         Operation::TokenEmbedding => {
             if kernel == Kernel::Gguf {
                 out.scratch = tokens(mul(&[ctx.unsigned("hidden_size")?, 4])?);
@@ -145,11 +148,15 @@ pub fn estimate(
                 _ => None,
             };
         }
-        Operation::DenseSwiglu | Operation::RoutedExpertSwiglu => {
+        Operation::DenseSwiglu
+        | Operation::RoutedExpertSwiglu
+        | Operation::BiasedRoutedExpertSwiglu => {
             let intermediate = ctx.unsigned("intermediate_size")?;
             let hidden = ctx.unsigned("hidden_size")?;
             let group = match op {
-                Operation::RoutedExpertSwiglu => ctx.unsigned("group_experts")?,
+                Operation::RoutedExpertSwiglu | Operation::BiasedRoutedExpertSwiglu => {
+                    ctx.unsigned("group_experts")?
+                }
                 _ => 1,
             };
             let gate_up = mul(&[2, intermediate, e, group])?;
@@ -175,11 +182,15 @@ pub fn estimate(
                 _ => tokens(gate_up),
             };
         }
-        Operation::CausalPagedAttention | Operation::CausalPagedLatentAttention => {
+        Operation::CausalPagedAttention
+        | Operation::CausalPagedSinkAttention
+        | Operation::CausalPagedLatentAttention => {
             let heads = ctx.unsigned("query_heads")?;
             let context = ctx.unsigned("maximum_context_tokens")?;
             let features = match op {
-                Operation::CausalPagedAttention => ctx.unsigned("query_features")?,
+                Operation::CausalPagedAttention | Operation::CausalPagedSinkAttention => {
+                    ctx.unsigned("query_features")?
+                }
                 _ => mul(&[heads, ctx.unsigned("v_head_dim")?])?,
             };
             match kernel {
@@ -235,7 +246,7 @@ pub fn estimate(
                 out.scratch = tokens(mul(&[projected, 4])?);
             }
         }
-        Operation::MoeRouter => {
+        Operation::MoeRouter | Operation::BiasedMoeRouter => {
             if kernel == Kernel::Fused {
                 out.scratch = tokens(mul(&[ctx.unsigned("experts")?, 4])?);
             }

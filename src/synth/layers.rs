@@ -22,7 +22,9 @@
 
 use crate::request::{ElementType, ModelFamilyId, ProgramValueId, WeightLayoutId};
 
-use super::architecture::{Architecture, FeedForwardKind, GateActivation, MixerKind};
+use super::architecture::{
+    Architecture, FeedForwardKind, GateActivation, MixerKind, NormPlacement,
+};
 use super::gguf::GgufModel;
 use super::kv_cache::KvCacheDtype;
 use super::operation::Operation;
@@ -267,6 +269,58 @@ impl Graph<'_> {
         )
     }
 
+    /// A LayerNorm with weight `{name}` and bias `{name}.bias` (checkpoint `{hf}.weight`,
+    /// `{hf}.bias`) over `x`, the node `node_name`.
+    fn layer_norm(
+        &mut self,
+        name: &str,
+        node_name: &str,
+        group: &str,
+        x: &ProgramValueId,
+        hf: &str,
+    ) -> Result<ProgramValueId, SynthError> {
+        let hidden = self.arch().hidden_size;
+        let w = self.norm_weight(name, group, hidden, hf)?;
+        let bias = self.norm_weight(
+            &format!("{name}.bias"),
+            group,
+            hidden,
+            &format!("{hf}.bias"),
+        )?;
+        let out = self
+            .b
+            .activation(node_name, vec![self.t(), hidden], self.act)?;
+        let eps = self.eps();
+        self.b.node(
+            node_name,
+            Operation::LayerNorm,
+            vec![x.clone(), w, bias],
+            vec![out.clone()],
+            vec![("hidden_size", U(hidden)), ("epsilon", eps)],
+        )?;
+        Ok(out)
+    }
+
+    /// The norm before a sublayer, `name` its weight and node: an RMSNorm, a LayerNorm with
+    /// bias, or none (post-norm architectures: `x` itself).
+    fn pre_norm(
+        &mut self,
+        name: &str,
+        group: &str,
+        x: &ProgramValueId,
+        hf: &str,
+    ) -> Result<ProgramValueId, SynthError> {
+        let hidden = self.arch().hidden_size;
+        match self.arch().norm_placement {
+            NormPlacement::Post => Ok(x.clone()),
+            NormPlacement::Pre => {
+                let w = self.norm_weight(name, group, hidden, hf)?;
+                self.rms_norm(name, x, w, hidden)
+            }
+            NormPlacement::PreLayerNorm => self.layer_norm(name, name, group, x, hf),
+        }
+    }
+
     fn routed(
         &mut self,
         i: usize,
@@ -285,13 +339,30 @@ impl Graph<'_> {
         let hidden = arch.hidden_size;
         let t = self.t();
         let k = e.experts_per_token;
-        let w_router = self.b.weight(
+        // gpt-oss names its router `router` and gives it and the experts biases.
+        let biased = arch.expert_biases;
+        let router_name = if biased {
+            format!("{hf}.router")
+        } else {
+            format!("{hf}.gate")
+        };
+        let mut router_inputs = vec![normed.clone()];
+        router_inputs.push(self.b.weight(
             &format!("{l}.router"),
             &group,
             vec![e.routed_experts, hidden],
             WeightClass::Plain,
-            &[format!("{hf}.gate")],
-        )?;
+            std::slice::from_ref(&router_name),
+        )?);
+        if biased {
+            router_inputs.push(self.b.weight(
+                &format!("{l}.router.bias"),
+                &group,
+                vec![e.routed_experts],
+                WeightClass::Norm,
+                &[format!("{router_name}.bias")],
+            )?);
+        }
         let weights =
             self.b
                 .activation(&format!("{l}.route_weights"), vec![t, k], ElementType::F32)?;
@@ -300,8 +371,12 @@ impl Graph<'_> {
                 .activation(&format!("{l}.route_indices"), vec![t, k], ElementType::I32)?;
         self.b.node(
             &format!("{l}.router"),
-            Operation::MoeRouter,
-            vec![normed.clone(), w_router],
+            if biased {
+                Operation::BiasedMoeRouter
+            } else {
+                Operation::MoeRouter
+            },
+            router_inputs,
             vec![weights.clone(), indices.clone()],
             vec![
                 ("experts", U(e.routed_experts)),
@@ -370,18 +445,39 @@ impl Graph<'_> {
             } else {
                 format!("{l}.expert.{g}")
             };
+            let mut inputs = vec![
+                acc.clone(),
+                normed.clone(),
+                weights.clone(),
+                indices.clone(),
+                gate_up,
+                down,
+            ];
+            if biased {
+                inputs.push(self.b.weight(
+                    &format!("{l}.experts.{g}.gate_up.bias"),
+                    &group,
+                    vec![count, 2, intermediate],
+                    WeightClass::Norm,
+                    &[format!("{hf}.experts.gate_up_proj_bias")],
+                )?);
+                inputs.push(self.b.weight(
+                    &format!("{l}.experts.{g}.down.bias"),
+                    &group,
+                    vec![count, hidden],
+                    WeightClass::Norm,
+                    &[format!("{hf}.experts.down_proj_bias")],
+                )?);
+            }
             let out = self.b.in_place(&name, &acc)?;
             self.b.node(
                 &format!("{l}.expert.{g}"),
-                Operation::RoutedExpertSwiglu,
-                vec![
-                    acc.clone(),
-                    normed.clone(),
-                    weights.clone(),
-                    indices.clone(),
-                    gate_up,
-                    down,
-                ],
+                if biased {
+                    Operation::BiasedRoutedExpertSwiglu
+                } else {
+                    Operation::RoutedExpertSwiglu
+                },
+                inputs,
                 vec![out.clone()],
                 vec![
                     ("first_expert", U(first)),
@@ -453,13 +549,12 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
         g.b.block(&format!("block.layer.{i}"));
         let group = format!("layer.{i}");
         let hf = format!("model.layers.{i}");
-        let w = g.norm_weight(
+        let normed = g.pre_norm(
             &format!("layer.{i}.input_norm"),
             &group,
-            hidden,
+            &x,
             &format!("{hf}.input_layernorm"),
         )?;
-        let normed = g.rms_norm(&format!("layer.{i}.input_norm"), &x, w, hidden)?;
         let h = match layer.mixer {
             MixerKind::Attention => g.attention(i, &x, &normed)?,
             MixerKind::LatentAttention => g.latent_attention(i, &x, &normed)?,
@@ -472,13 +567,12 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
         } else {
             "post_attention_layernorm"
         };
-        let w = g.norm_weight(
+        let normed = g.pre_norm(
             &format!("layer.{i}.post_attention_norm"),
             &group,
-            hidden,
+            &h,
             &format!("{hf}.{pre_mlp}"),
         )?;
-        let normed = g.rms_norm(&format!("layer.{i}.post_attention_norm"), &h, w, hidden)?;
         x = match layer.feed_forward {
             FeedForwardKind::Dense => {
                 let m = g.swiglu(
@@ -501,8 +595,18 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
     }
 
     g.b.block("block.head");
-    let w = g.norm_weight("final_norm", "head", hidden, "model.norm")?;
-    let final_hidden = g.rms_norm("output.final_hidden", &x, w, hidden)?;
+    let final_hidden = if arch.norm_placement == NormPlacement::PreLayerNorm {
+        g.layer_norm(
+            "final_norm",
+            "output.final_hidden",
+            "head",
+            &x,
+            "model.norm",
+        )?
+    } else {
+        let w = g.norm_weight("final_norm", "head", hidden, "model.norm")?;
+        g.rms_norm("output.final_hidden", &x, w, hidden)?
+    };
     let head = if arch.tie_word_embeddings {
         table
     } else {

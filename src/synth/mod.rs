@@ -14,6 +14,7 @@
 pub mod architecture;
 pub(crate) mod catalog;
 pub mod config;
+pub mod config_keys;
 pub mod device;
 pub mod device_performance;
 pub(crate) mod estimate;
@@ -265,7 +266,7 @@ pub fn effective_config(
     config: &ModelConfig,
     options: &SynthOptions,
 ) -> Result<ModelConfig, SynthError> {
-    let mut config = config.clone();
+    let mut config = config.text_decoder()?;
     if let Some(layers) = options.layers {
         let total = config.num_hidden_layers.unwrap_or(0);
         if layers == 0 || layers > total {

@@ -44,6 +44,15 @@ pub enum Operation {
     ResidualAdd,
     /// Output head over the last token of each sequence.
     LastTokenDenseLinear,
+    /// LayerNorm with weight and bias over the hidden axis (PhiMoE).
+    LayerNorm,
+    /// Causal grouped-query attention with one learned sink logit per query head, whose
+    /// softmax mass takes part in normalisation (gpt-oss).
+    CausalPagedSinkAttention,
+    /// Mixture-of-experts router with a bias on the expert scores (gpt-oss).
+    BiasedMoeRouter,
+    /// A group of routed SwiGLU experts with gate/up and down biases (gpt-oss).
+    BiasedRoutedExpertSwiglu,
 }
 
 /// How a slot is bound: what the synthesizer puts there.
@@ -183,15 +192,19 @@ enum Attr {
 impl Operation {
     /// Every operation, in id order (the catalog's tests walk them all).
     #[cfg(test)]
-    pub const ALL: [Operation; 13] = [
+    pub const ALL: [Operation; 17] = [
         Self::BiasedDenseLinear,
+        Self::BiasedMoeRouter,
+        Self::BiasedRoutedExpertSwiglu,
         Self::CausalPagedAttention,
         Self::CausalPagedLatentAttention,
+        Self::CausalPagedSinkAttention,
         Self::DenseLinear,
         Self::DenseSwiglu,
         Self::GatedDeltaRecurrentAttention,
         Self::HeadRmsNorm,
         Self::LastTokenDenseLinear,
+        Self::LayerNorm,
         Self::MoeRouter,
         Self::ResidualAdd,
         Self::RmsNorm,
@@ -215,6 +228,10 @@ impl Operation {
             Self::RoutedExpertSwiglu => "routed_expert_swiglu",
             Self::ResidualAdd => "residual_add",
             Self::LastTokenDenseLinear => "last_token_dense_linear",
+            Self::LayerNorm => "layer_norm",
+            Self::CausalPagedSinkAttention => "causal_paged_sink_attention",
+            Self::BiasedMoeRouter => "biased_moe_router",
+            Self::BiasedRoutedExpertSwiglu => "biased_routed_expert_swiglu",
         }
     }
 
@@ -226,7 +243,9 @@ impl Operation {
     /// The contract version (attention 2.0, gated delta 4.0, the others 1.0).
     pub fn version(self) -> ContractVersion {
         match self {
-            Self::CausalPagedAttention => ContractVersion::new(2, 0),
+            Self::CausalPagedAttention | Self::CausalPagedSinkAttention => {
+                ContractVersion::new(2, 0)
+            }
             Self::GatedDeltaRecurrentAttention => ContractVersion::new(4, 0),
             _ => ContractVersion::new(1, 0),
         }
@@ -251,6 +270,68 @@ impl Operation {
             Self::RmsNorm => (
                 vec![act(vec![T, H]), norm_weight(vec![H])],
                 vec![output(ACTIVATION_TYPES, vec![T, H], no)],
+            ),
+            Self::LayerNorm => (
+                vec![act(vec![T, H]), norm_weight(vec![H]), norm_weight(vec![H])],
+                vec![output(ACTIVATION_TYPES, vec![T, H], no)],
+            ),
+            Self::CausalPagedSinkAttention => (
+                vec![
+                    act(vec![T, Sym("query_projection_features")]),
+                    act(vec![T, Sym("kv_features")]),
+                    act(vec![T, Sym("kv_features")]),
+                    norm_weight(vec![Sym("query_heads")]),
+                    state(
+                        ACTIVATION_TYPES,
+                        vec![Exact(2), Sym("key_value_heads"), Sym("head_dim")],
+                    ),
+                ],
+                vec![output(
+                    ACTIVATION_TYPES,
+                    vec![T, Sym("query_features")],
+                    may0,
+                )],
+            ),
+            Self::BiasedMoeRouter => (
+                vec![
+                    act(vec![T, H]),
+                    weight(vec![Sym("experts"), H]),
+                    norm_weight(vec![Sym("experts")]),
+                ],
+                vec![
+                    output(&[ElementType::F32], vec![T, Sym("experts_per_token")], no),
+                    output(&[ElementType::I32], vec![T, Sym("experts_per_token")], no),
+                ],
+            ),
+            Self::BiasedRoutedExpertSwiglu => (
+                vec![
+                    act(vec![T, H]),
+                    act(vec![T, H]),
+                    input(
+                        SlotKind::Activation,
+                        &[ElementType::F32],
+                        vec![T, Sym("experts_per_token")],
+                    ),
+                    input(
+                        SlotKind::Activation,
+                        &[ElementType::I32],
+                        vec![T, Sym("experts_per_token")],
+                    ),
+                    weight(vec![
+                        Sym("group_experts"),
+                        Exact(2),
+                        Sym("intermediate_size"),
+                        H,
+                    ]),
+                    weight(vec![Sym("group_experts"), H, Sym("intermediate_size")]),
+                    norm_weight(vec![
+                        Sym("group_experts"),
+                        Exact(2),
+                        Sym("intermediate_size"),
+                    ]),
+                    norm_weight(vec![Sym("group_experts"), H]),
+                ],
+                vec![output(ACTIVATION_TYPES, vec![T, H], may0)],
             ),
             Self::HeadRmsNorm => (
                 vec![
@@ -392,7 +473,9 @@ impl Operation {
                 ("vocab_size", Positive, true),
                 ("hidden_size", Positive, true),
             ],
-            Self::RmsNorm => vec![("hidden_size", Positive, true), ("epsilon", Rational, true)],
+            Self::RmsNorm | Self::LayerNorm => {
+                vec![("hidden_size", Positive, true), ("epsilon", Rational, true)]
+            }
             Self::HeadRmsNorm => vec![
                 ("heads", Positive, true),
                 ("head_dim", Positive, true),
@@ -408,7 +491,7 @@ impl Operation {
                 // Absent: SiLU (SwiGLU); `gelu_tanh`: GeGLU (Gemma).
                 ("gate_activation", Text(&["gelu_tanh", "silu"]), false),
             ],
-            Self::CausalPagedAttention => vec![
+            Self::CausalPagedAttention | Self::CausalPagedSinkAttention => vec![
                 ("hidden_size", Positive, true),
                 ("query_heads", Positive, true),
                 ("key_value_heads", Positive, true),
@@ -456,7 +539,7 @@ impl Operation {
                 ("conv_kernel", Positive, true),
                 ("epsilon", Rational, true),
             ],
-            Self::MoeRouter => vec![
+            Self::MoeRouter | Self::BiasedMoeRouter => vec![
                 ("experts", Positive, true),
                 ("experts_per_token", Positive, true),
                 ("scoring", Text(&["sigmoid", "softmax"]), true),
@@ -465,7 +548,7 @@ impl Operation {
                 ("expert_groups", Positive, true),
                 ("top_k_groups", Positive, true),
             ],
-            Self::RoutedExpertSwiglu => vec![
+            Self::RoutedExpertSwiglu | Self::BiasedRoutedExpertSwiglu => vec![
                 ("first_expert", Unsigned, true),
                 ("group_experts", Positive, true),
                 ("hidden_size", Positive, true),
@@ -482,9 +565,12 @@ impl Operation {
             self,
             Self::CausalPagedAttention
                 | Self::CausalPagedLatentAttention
+                | Self::CausalPagedSinkAttention
                 | Self::GatedDeltaRecurrentAttention
                 | Self::MoeRouter
+                | Self::BiasedMoeRouter
                 | Self::RoutedExpertSwiglu
+                | Self::BiasedRoutedExpertSwiglu
         ) {
             attrs.push(("layer_index", Unsigned, true));
         }
@@ -497,14 +583,17 @@ impl Operation {
             Self::TokenEmbedding
             | Self::DenseLinear
             | Self::BiasedDenseLinear
-            | Self::MoeRouter => (Optional, Forbidden, Forbidden),
-            Self::RmsNorm | Self::HeadRmsNorm | Self::ResidualAdd => {
+            | Self::MoeRouter
+            | Self::BiasedMoeRouter => (Optional, Forbidden, Forbidden),
+            Self::RmsNorm | Self::HeadRmsNorm | Self::ResidualAdd | Self::LayerNorm => {
                 (Forbidden, Forbidden, Forbidden)
             }
-            Self::DenseSwiglu | Self::RoutedExpertSwiglu => (Required, Forbidden, Forbidden),
-            Self::CausalPagedAttention | Self::CausalPagedLatentAttention => {
-                (Required, Required, Forbidden)
+            Self::DenseSwiglu | Self::RoutedExpertSwiglu | Self::BiasedRoutedExpertSwiglu => {
+                (Required, Forbidden, Forbidden)
             }
+            Self::CausalPagedAttention
+            | Self::CausalPagedLatentAttention
+            | Self::CausalPagedSinkAttention => (Required, Required, Forbidden),
             Self::GatedDeltaRecurrentAttention => (Required, Optional, Forbidden),
             Self::LastTokenDenseLinear => (Optional, Forbidden, Optional),
         }
@@ -648,13 +737,16 @@ impl Operation {
                 ("gguf_gather", Gguf),
                 ("reference", Reference),
             ],
-            Self::RmsNorm | Self::HeadRmsNorm => &[("fused", Fused), ("reference", Reference)],
+            Self::RmsNorm | Self::HeadRmsNorm | Self::LayerNorm => {
+                &[("fused", Fused), ("reference", Reference)]
+            }
             Self::ResidualAdd => &[("inplace", Fused), ("reference", Reference)],
-            Self::MoeRouter => &[("topk", Fused), ("reference", Reference)],
+            Self::MoeRouter | Self::BiasedMoeRouter => &[("topk", Fused), ("reference", Reference)],
             Self::DenseLinear
             | Self::BiasedDenseLinear
             | Self::DenseSwiglu
-            | Self::RoutedExpertSwiglu => &[
+            | Self::RoutedExpertSwiglu
+            | Self::BiasedRoutedExpertSwiglu => &[
                 ("dense", Dense),
                 ("gptq_marlin", Gptq),
                 ("gguf_mmq", Gguf),
@@ -665,7 +757,9 @@ impl Operation {
                 ("gguf_mmq", Gguf),
                 ("reference", Reference),
             ],
-            Self::CausalPagedAttention | Self::CausalPagedLatentAttention => &[
+            Self::CausalPagedAttention
+            | Self::CausalPagedLatentAttention
+            | Self::CausalPagedSinkAttention => &[
                 ("paged", Paged),
                 ("contiguous", Contiguous),
                 ("reference", Reference),

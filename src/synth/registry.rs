@@ -6,7 +6,7 @@
 //! say (Qwen2's attention biases, Phi-3's fused checkpoint tensors, Gemma's GeGLU, sandwich
 //! norms, tied head and sliding-window layers) to the validated architecture.
 
-use super::architecture::{Architecture, GateActivation, MixerKind};
+use super::architecture::{Architecture, GateActivation, MixerKind, NormPlacement, QkNorm};
 use super::config::ModelConfig;
 use super::SynthError;
 
@@ -50,6 +50,27 @@ pub struct ArchitectureEntry {
     pub sandwich_norms: bool,
     /// `tie_word_embeddings` when the configuration does not say.
     pub tied_by_default: bool,
+    /// Where the norms sit.
+    pub norm_placement: NormPlacement,
+    /// The q/k norm built (`PerHead` only when `use_qk_norm` is true).
+    pub qk_norm: QkNorm,
+    /// Whether `o_proj` carries a bias.
+    pub output_bias: bool,
+    /// Whether attention has per-head sink logits.
+    pub attention_sinks: bool,
+    /// Whether the router and routed experts carry biases.
+    pub expert_biases: bool,
+    /// Router scoring when `scoring_func` is absent (`Some(true)`: sigmoid, as GLM-4.5's
+    /// code fixes it; `None`: the configuration's `scoring_func`, softmax by default).
+    pub sigmoid_router: Option<bool>,
+    /// Architecture-specific keys this entry reads or states as arithmetic only in its
+    /// description (kept off the unmodelled-keys warning).
+    pub reads: &'static [&'static str],
+    /// Llama 4's layout: MoE layers every `interleave_moe_layer_step` (or as `moe_layers`
+    /// lists), dense layers of `intermediate_size_mlp`, a shared expert of the expert
+    /// width in every MoE layer, and chunked local attention (`attention_chunk_size`) on
+    /// the RoPE layers while the NoPE layers (`no_rope_layers` 0) attend globally.
+    pub interleaved_moe: bool,
 }
 
 /// The configuration keys outside [`ModelConfig`]'s typed fields that the registry reads;
@@ -59,6 +80,7 @@ pub const REGISTRY_KEYS: &[&str] = &[
     "hidden_activation",
     "max_window_layers",
     "sliding_window_pattern",
+    "use_qk_norm",
     "use_sliding_window",
 ];
 
@@ -75,6 +97,14 @@ const fn entry(model_type: &'static str, classes: &'static [&'static str]) -> Ar
         gate: GateActivation::Silu,
         sandwich_norms: false,
         tied_by_default: false,
+        norm_placement: NormPlacement::Pre,
+        qk_norm: QkNorm::None,
+        output_bias: false,
+        attention_sinks: false,
+        expert_biases: false,
+        sigmoid_router: None,
+        reads: &[],
+        interleaved_moe: false,
     }
 }
 
@@ -96,6 +126,11 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
         mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers",
         ..entry("deepseek_v3", &["DeepseekV3ForCausalLM"])
     },
+    ArchitectureEntry {
+        attention: "MLA (latent cache kv_lora_rank + qk_rope_head_dim); q_lora_rank null: one full q_proj",
+        mlp: "routed experts (softmax, greedy top-k) + shared experts; first_k_dense_replace dense layers",
+        ..entry("deepseek_v2", &["DeepseekV2ForCausalLM"])
+    },
     GEMMA,
     ArchitectureEntry {
         model_type: "gemma3_text",
@@ -105,8 +140,48 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
         ..GEMMA
     },
     ArchitectureEntry {
+        attention: "GQA with q/k/v biases, partial rotary (partial_rotary_factor); per-head q/k RMSNorm when use_qk_norm",
+        mlp: "routed SwiGLU experts (sigmoid, top-k) + shared experts; first_k_dense_replace dense layers (the router's e_score_correction_bias, n_routed_experts per MoE layer, is not built)",
+        attention_bias: true,
+        qk_norm: QkNorm::PerHead,
+        sigmoid_router: Some(true),
+        ..entry("glm4_moe", &["Glm4MoeForCausalLM"])
+    },
+    ArchitectureEntry {
+        attention: "GQA with q/k/v/o biases and one learned sink logit per query head; sliding-window and full layers (layer_types)",
+        mlp: "routed experts (softmax top-k) with router and expert biases; the clamped SwiGLU (swiglu_limit, alpha 1.702) is kernel arithmetic",
+        sliding: SlidingLayers::AllWhenSet,
+        attention_bias: true,
+        output_bias: true,
+        attention_sinks: true,
+        expert_biases: true,
+        reads: &["swiglu_limit", "initial_context_length"],
+        ..entry("gpt_oss", &["GptOssForCausalLM"])
+    },
+    ArchitectureEntry {
         sliding: SlidingLayers::AllWhenSet,
         ..entry("llama", &["LlamaForCausalLM"])
+    },
+    ArchitectureEntry {
+        attention: "GQA, no biases; chunked local attention on the RoPE layers (each holds at most attention_chunk_size tokens, stated on the node as its window), global attention on the NoPE layers (no_rope_layers 0, every 4th by default); the weightless L2 q/k norm and the attention temperature tuning are arithmetic",
+        mlp: "routed SwiGLU experts (sigmoid top-k, not renormalised) + a shared expert of the expert width in every MoE layer (interleave_moe_layer_step, moe_layers); dense layers of intermediate_size_mlp",
+        sigmoid_router: Some(true),
+        interleaved_moe: true,
+        reads: &[
+            "attention_chunk_size",
+            "attn_scale",
+            "attn_temperature_tuning",
+            "floor_scale",
+            "interleave_moe_layer_step",
+            "intermediate_size_mlp",
+            "moe_layers",
+            "no_rope_layer_interval",
+            "no_rope_layers",
+        ],
+        ..entry(
+            "llama4_text",
+            &["Llama4ForConditionalGeneration", "Llama4ForCausalLM"],
+        )
     },
     ArchitectureEntry {
         sliding: SlidingLayers::AllWhenSet,
@@ -118,11 +193,28 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
         ..entry("mixtral", &["MixtralForCausalLM"])
     },
     ArchitectureEntry {
+        attention: "GQA, no biases; RMSNorm of the whole q and k projections",
+        norm: "RMSNorm after each sublayer (post_attention_layernorm, post_feedforward_layernorm), none before",
+        norm_placement: NormPlacement::Post,
+        qk_norm: QkNorm::Projection,
+        ..entry("olmo2", &["Olmo2ForCausalLM"])
+    },
+    ArchitectureEntry {
         attention: "GQA, fused qkv_proj checkpoint tensor split by rows, no biases",
         mlp: "SwiGLU, fused gate_up_proj checkpoint tensor",
         sliding: SlidingLayers::AllWhenSet,
         fused_projections: true,
         ..entry("phi3", &["Phi3ForCausalLM"])
+    },
+    ArchitectureEntry {
+        attention: "GQA with q/k/v/o biases",
+        mlp: "routed SwiGLU experts (softmax top-2, sparsemixer routing is router arithmetic)",
+        norm: "LayerNorm with weight and bias (input, post-attention, final); the lm_head bias (vocab_size values) is not built",
+        sliding: SlidingLayers::AllWhenSet,
+        attention_bias: true,
+        output_bias: true,
+        norm_placement: NormPlacement::PreLayerNorm,
+        ..entry("phimoe", &["PhiMoEForCausalLM"])
     },
     ArchitectureEntry {
         attention: "GQA, q/k/v biases",
@@ -207,7 +299,26 @@ impl ArchitectureEntry {
         arch.attention_bias = self.attention_bias;
         arch.fused_projections = self.fused_projections;
         arch.sandwich_norms = self.sandwich_norms;
+        arch.norm_placement = self.norm_placement;
+        arch.output_bias = self.output_bias;
+        arch.attention_sinks = self.attention_sinks;
+        arch.expert_biases = self.expert_biases;
+        arch.qk_norm = match self.qk_norm {
+            QkNorm::PerHead if !extra_bool(config, "use_qk_norm")?.unwrap_or(false) => QkNorm::None,
+            other => other,
+        };
+        if let (Some(sigmoid), Some(experts), None) = (
+            self.sigmoid_router,
+            arch.experts.as_mut(),
+            &config.scoring_func,
+        ) {
+            experts.sigmoid_scoring = sigmoid;
+            experts.normalize_top_k = config.norm_topk_prob.unwrap_or(!sigmoid);
+        }
         arch.tie_word_embeddings = config.tie_word_embeddings.unwrap_or(self.tied_by_default);
+        if self.interleaved_moe {
+            interleave_moe(config, &mut arch)?;
+        }
         let sliding = self.sliding_layers(config, arch.layers.len())?;
         match (arch.sliding_window, sliding) {
             (Some(window), Some(sliding)) => {
@@ -272,6 +383,90 @@ impl ArchitectureEntry {
             }
         })
     }
+}
+
+/// A list of non-negative integers under `key`, if present.
+fn extra_counts(config: &ModelConfig, key: &str) -> Result<Option<Vec<u64>>, SynthError> {
+    match config.extra.get(key) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_u64().ok_or_else(|| {
+                    SynthError::config(
+                        &format!("{key}[{i}]"),
+                        format!("{v} is not a non-negative integer"),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(other) => Err(SynthError::config(key, format!("{other} is not a list"))),
+    }
+}
+
+/// Llama 4's layer layout ([`ArchitectureEntry::interleaved_moe`]) applied to `arch`.
+fn interleave_moe(config: &ModelConfig, arch: &mut Architecture) -> Result<(), SynthError> {
+    use super::architecture::FeedForwardKind;
+    let step = extra_count(config, "interleave_moe_layer_step")?.unwrap_or(1);
+    if step == 0 {
+        return Err(SynthError::config(
+            "interleave_moe_layer_step",
+            "must be positive",
+        ));
+    }
+    let moe_layers = extra_counts(config, "moe_layers")?;
+    if let Some(width) = extra_count(config, "intermediate_size_mlp")? {
+        if width == 0 {
+            return Err(SynthError::config(
+                "intermediate_size_mlp",
+                "must be positive",
+            ));
+        }
+        arch.intermediate_size = width;
+    }
+    let has_experts = arch.experts.is_some();
+    if let Some(experts) = arch.experts.as_mut() {
+        experts.shared_intermediate_size = experts.expert_intermediate_size;
+    }
+    // `no_rope_layers[i]` is 1 for a RoPE (chunked local) layer and 0 for a NoPE (global)
+    // one; absent or empty, every `no_rope_layer_interval`-th layer (default 4) is NoPE.
+    let rope_flags = extra_counts(config, "no_rope_layers")?.filter(|l| !l.is_empty());
+    let interval = extra_count(config, "no_rope_layer_interval")?.unwrap_or(4);
+    if interval == 0 {
+        return Err(SynthError::config(
+            "no_rope_layer_interval",
+            "must be positive",
+        ));
+    }
+    let chunk = extra_count(config, "attention_chunk_size")?;
+    if chunk == Some(0) {
+        return Err(SynthError::config(
+            "attention_chunk_size",
+            "must be positive",
+        ));
+    }
+    for (i, layer) in arch.layers.iter_mut().enumerate() {
+        let index = i as u64;
+        let moe = match &moe_layers {
+            Some(list) => list.contains(&index),
+            None => (index + 1) % step == 0,
+        };
+        layer.feed_forward = if moe && has_experts {
+            FeedForwardKind::Routed
+        } else {
+            FeedForwardKind::Dense
+        };
+        let rope = match &rope_flags {
+            Some(flags) => flags.get(i).copied().unwrap_or(1) != 0,
+            None => (index + 1) % interval != 0,
+        };
+        if rope && layer.mixer == MixerKind::Attention {
+            layer.window = chunk;
+        }
+    }
+    Ok(())
 }
 
 /// The supported `model_type`s, comma-separated, for error messages.

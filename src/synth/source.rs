@@ -234,16 +234,17 @@ impl ModelSource {
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
         let request = synthesize(&config, &device, &policy, &options)
             .map_err(|e| e.in_device_file(&device_file))?;
-        let unmodelled: Vec<&str> = config
-            .extra
-            .keys()
-            .map(String::as_str)
-            .filter(|k| !super::registry::REGISTRY_KEYS.contains(k) && *k != "quantization_config")
-            .collect();
+        let decoder = config.text_decoder()?;
+        // `quantization_config` is read by the weight formats (`quantization`).
+        let unmodelled: Vec<String> =
+            super::config_keys::unmodelled_keys(super::registry::entry_of(&decoder)?, &decoder)
+                .into_iter()
+                .filter(|k| k != "quantization_config")
+                .collect();
         let mut warnings = notes;
         if !unmodelled.is_empty() {
             warnings.push(format!(
-                "config keys the architecture registry does not model (kept in the family's config, no effect on the plan): {}",
+                "config keys that could change memory or time and that the architecture registry does not model (kept in the family's config, not built into the plan): {}",
                 unmodelled.join(", ")
             ));
         }

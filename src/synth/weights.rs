@@ -221,9 +221,10 @@ fn component(
         role,
         external_names: external_names
             .iter()
-            // A bias tensor's checkpoint name is complete (`q_proj.bias`): no suffix.
+            // A bias or sink tensor's checkpoint name is complete (`q_proj.bias`,
+            // gpt-oss's `gate_up_proj_bias` and `self_attn.sinks`): no suffix.
             .map(|n| {
-                if n.ends_with(".bias") {
+                if n.ends_with(".bias") || n.ends_with("_bias") || n.ends_with(".sinks") {
                     n.clone()
                 } else {
                     format!("{n}{external_suffix}")

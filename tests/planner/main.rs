@@ -40,6 +40,7 @@ mod research_queries;
 mod stored_check;
 mod study;
 mod sweep_rows;
+mod synth_archs;
 mod synth_fidelity;
 mod synth_memory;
 mod synth_models;

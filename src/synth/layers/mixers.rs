@@ -3,6 +3,7 @@
 //! [`super`] give each one's nodes), and the optional sandwich norm after a sublayer.
 
 use crate::request::{ElementType, ProgramValueId, StateCapacityDemand, StateInitialization};
+use crate::synth::architecture::{NormPlacement, QkNorm};
 use crate::synth::operation::Operation;
 use crate::synth::program::Attr;
 use crate::synth::weights::WeightClass;
@@ -74,8 +75,23 @@ impl Graph<'_> {
                 "the q, k and v projections were not all built".to_owned(),
             ));
         };
-        if a.output_gate {
-            // Qwen3-Next: per-head RMSNorm of queries and keys, in place.
+        if arch.qk_norm == QkNorm::Projection {
+            // OLMo 2: one RMSNorm over the whole query and the whole key projection.
+            for (which, value, width) in
+                [("q", &mut q, q_proj_features), ("k", &mut k, kv_features)]
+            {
+                let w = self.norm_weight(
+                    &format!("{l}.{which}_norm"),
+                    &group,
+                    width,
+                    &format!("{hf}.{which}_norm"),
+                )?;
+                *value = self.rms_norm(&format!("{l}.{which}_norm"), value, w, width)?;
+            }
+        }
+        if a.output_gate || arch.qk_norm == QkNorm::PerHead {
+            // Qwen3-Next, GLM-4.5 (use_qk_norm): per-head RMSNorm of queries and keys,
+            // in place.
             for (which, value, heads) in [
                 ("q", &mut q, a.query_heads),
                 ("k", &mut k, a.key_value_heads),
@@ -146,28 +162,70 @@ impl Graph<'_> {
         if let Some(window) = window {
             attrs.push(("sliding_window", U(window)));
         }
+        let (op, inputs) = if arch.attention_sinks {
+            // gpt-oss: one learned sink logit per query head.
+            let sinks = self.norm_weight(
+                &format!("{l}.sinks"),
+                &group,
+                a.query_heads,
+                &format!("{hf}.sinks"),
+            )?;
+            (
+                Operation::CausalPagedSinkAttention,
+                vec![q, k, v, sinks, kv],
+            )
+        } else {
+            (Operation::CausalPagedAttention, vec![q, k, v, kv])
+        };
         self.b.note_kv_bytes_per_token(kv_bytes);
         self.b.node(
             &format!("{l}.attention"),
-            Operation::CausalPagedAttention,
-            vec![q, k, v, kv],
+            op,
+            inputs,
             vec![out.clone()],
             attrs,
         )?;
-        let o = self.projected(
-            &format!("{l}.o_proj"),
-            &group,
-            &format!("{hf}.o_proj"),
-            &out,
-            query_features,
-            hidden,
-        )?;
+        let o = if arch.output_bias {
+            let o_name = format!("{hf}.o_proj");
+            let weights = vec![
+                self.b.weight(
+                    &format!("{l}.o_proj"),
+                    &group,
+                    vec![hidden, query_features],
+                    WeightClass::Projection,
+                    std::slice::from_ref(&o_name),
+                )?,
+                self.b.weight(
+                    &format!("{l}.o_proj.bias"),
+                    &group,
+                    vec![hidden],
+                    WeightClass::Norm,
+                    &[format!("{o_name}.bias")],
+                )?,
+            ];
+            self.projection(
+                &format!("{l}.o_proj"),
+                &out,
+                weights,
+                query_features,
+                hidden,
+            )?
+        } else {
+            self.projected(
+                &format!("{l}.o_proj"),
+                &group,
+                &format!("{hf}.o_proj"),
+                &out,
+                query_features,
+                hidden,
+            )?
+        };
         let o = self.output_norm(i, "attention_output_norm", "post_attention_layernorm", o)?;
         self.residual(&format!("{l}.attention_residual"), x, o)
     }
 
-    /// Gemma's sandwich norm of a block output before its residual add (`value` unchanged
-    /// for architectures without one).
+    /// Gemma's sandwich norm, or OLMo 2's post-norm, of a block output before its residual
+    /// add (`value` unchanged for architectures without one).
     pub(super) fn output_norm(
         &mut self,
         i: usize,
@@ -175,7 +233,7 @@ impl Graph<'_> {
         hf_name: &str,
         value: ProgramValueId,
     ) -> Result<ProgramValueId, SynthError> {
-        if !self.arch().sandwich_norms {
+        if !self.arch().sandwich_norms && self.arch().norm_placement != NormPlacement::Post {
             return Ok(value);
         }
         let hidden = self.arch().hidden_size;
