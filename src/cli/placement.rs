@@ -33,7 +33,9 @@ pub struct PlacementFlags {
     /// Host memory offload may use, bytes (default: the set's host tier).
     #[arg(long, value_name = "BYTES")]
     pub host_memory: Option<u64>,
-    /// fewest-devices (default), most-kv-tokens or least-offloaded.
+    /// fewest-devices (default), most-kv-tokens, least-offloaded, or (with a serving
+    /// point: --concurrency, --input-tokens, --output-tokens) min-tpot, min-ttft or
+    /// max-throughput.
     #[arg(long, value_name = "OBJECTIVE")]
     pub placement_objective: Option<String>,
     /// Placements the certifying enumeration may evaluate.
@@ -82,14 +84,6 @@ fn set_of(flags: &PlacementFlags, device: Option<&Path>) -> Result<DeviceSet, Er
 /// `output` if given.
 pub fn run(args: &super::plan::Args) -> Result<(), Error> {
     let flags = &args.placement;
-    // A placement synthesizes the folder under its policy preset on each device; the
-    // policy fields of `plan` are not carried into it yet, so they are refused rather than
-    // ignored.
-    if let Some(flag) = args.policy.first_given() {
-        return Err(Error::Usage(format!(
-            "{flag} does not apply to a placement yet: give --policy FILE with the field set"
-        )));
-    }
     if !args.request.is_dir() {
         return Err(Error::Usage(format!(
             "--devices/--count place a model folder; {} is a request file",
@@ -100,12 +94,29 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         None => Objective::FewestDevices,
         Some(name) => Objective::from_name(name).ok_or_else(|| {
             Error::Usage(format!(
-                "--placement-objective {name}: expected fewest-devices, most-kv-tokens or least-offloaded"
+                "--placement-objective {name}: expected one of {}",
+                Objective::ALL.map(Objective::name).join(", ")
             ))
         })?,
     };
     let set = set_of(flags, args.synth.device.as_deref())?;
-    let settings = Settings {
+    if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
+        return Err(Error::Usage(
+            "--calibration and --performance-device do not apply to a placement: every device of the set is priced by its own file's figures".to_owned(),
+        ));
+    }
+    let serving = args
+        .serving
+        .requested(args.engine.engine.as_deref())?
+        .map(|r| placement::timing::Serving {
+            concurrency: r.concurrency,
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            engine: r.engine,
+        });
+    let mut settings = Settings {
+        policy: None,
+        serving,
         tensor_parallel: flags.tensor_parallel,
         pipeline_parallel: flags.pipeline_parallel,
         host_offload: flags.host_offload,
@@ -113,6 +124,12 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         objective,
     };
     let source = args.synth.source(Some(&args.request));
+    // --context, --sequences and --scheduled-tokens set the preset's fields, as for a
+    // single-device plan.
+    let fields = args.policy.fields();
+    if !fields.is_empty() {
+        settings.policy = Some(fields.preset(&source)?);
+    }
     let options = args.selection.build_options()?;
     let placed = placement::place(&source, &set, &settings, &options, flags.enumeration_budget)?;
     if let Some(output) = &args.output {
@@ -238,6 +255,9 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
         p.kv_tokens_that_fit
             .map_or("unbounded".to_owned(), |t| t.to_string())
     );
+    if let Some(perf) = &placed.performance {
+        out.push_str(&performance_text(perf));
+    }
     if !placed.rejected.is_empty() {
         let _ = writeln!(out, "\noptions the model cannot take:");
         for r in &placed.rejected {
@@ -249,6 +269,53 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
                 r.reason
             );
         }
+    }
+    out
+}
+
+fn ms(seconds: f64) -> String {
+    format!("{:.3} ms", seconds * 1e3)
+}
+
+/// The predicted times of a placement, part by part, with the rules they follow.
+fn performance_text(perf: &placement::timing::Prediction) -> String {
+    use std::fmt::Write;
+    let s = &perf.serving_point;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nperformance ({} engine profile; concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences):",
+        s.engine, s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
+    );
+    for (name, b) in [
+        ("TPOT (decode step)", &perf.tpot),
+        ("TTFT (one prompt)", &perf.ttft),
+    ] {
+        let _ = writeln!(
+            out,
+            "  {name:<19} {}: compute-bound {}, memory-bound {}, launches {}, all-reduce {}, sends {}, host transfers {}, engine {}; of which other requests' prompts {}, bubble (mean device wait) {}",
+            ms(b.seconds),
+            ms(b.compute_seconds),
+            ms(b.memory_seconds),
+            ms(b.launch_seconds),
+            ms(b.all_reduce_seconds),
+            ms(b.send_seconds),
+            ms(b.host_transfer_seconds),
+            ms(b.engine_seconds),
+            ms(b.prompts_seconds),
+            ms(b.bubble_seconds)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  output tokens/s     {:.1} total, {:.1} per device",
+        perf.output_tokens_per_second, perf.output_tokens_per_second_per_device
+    );
+    for link in &perf.links {
+        let _ = writeln!(out, "  link: {link}");
+    }
+    for rule in &perf.rules {
+        let _ = writeln!(out, "  rule: {rule}");
     }
     out
 }

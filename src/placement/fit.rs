@@ -67,6 +67,8 @@ pub fn smallest_counts(
         host_offload: false,
         host_memory: None,
         objective: Objective::FewestDevices,
+        serving: None,
+        policy: None,
     };
     let mut rows = Vec::with_capacity(files.len());
     for file in files {
