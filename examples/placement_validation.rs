@@ -100,6 +100,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             engine: engine.clone(),
         }),
         policy: Some(policy),
+        why_not: None,
     };
     let placed = placement::place(
         &source,

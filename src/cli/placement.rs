@@ -38,6 +38,10 @@ pub struct PlacementFlags {
     /// max-throughput.
     #[arg(long, value_name = "OBJECTIVE")]
     pub placement_objective: Option<String>,
+    /// What an alternative costs against the placement: `tp=N`, `pp=N` or
+    /// `offload=BYTES` (host offload within BYTES), solved under the same objective.
+    #[arg(long, value_name = "ALTERNATIVE")]
+    pub why_not: Option<String>,
     /// Placements the certifying enumeration may evaluate.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_ENUMERATION_BUDGET)]
     pub enumeration_budget: u64,
@@ -57,6 +61,7 @@ impl PlacementFlags {
             (self.host_offload, "--host-offload"),
             (self.host_memory.is_some(), "--host-memory"),
             (self.placement_objective.is_some(), "--placement-objective"),
+            (self.why_not.is_some(), "--why-not"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))
@@ -114,7 +119,13 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             output_tokens: r.output_tokens,
             engine: r.engine,
         });
+    let why_not = flags
+        .why_not
+        .as_deref()
+        .map(placement::alternative::Alternative::parse)
+        .transpose()?;
     let mut settings = Settings {
+        why_not,
         policy: None,
         serving,
         tensor_parallel: flags.tensor_parallel,
@@ -258,6 +269,9 @@ fn text(placed: &Placed, output: Option<&Path>) -> String {
     if let Some(perf) = &placed.performance {
         out.push_str(&performance_text(perf));
     }
+    if let Some(c) = &placed.why_not {
+        out.push_str(&why_not_text(c));
+    }
     if !placed.rejected.is_empty() {
         let _ = writeln!(out, "\noptions the model cannot take:");
         for r in &placed.rejected {
@@ -316,6 +330,54 @@ fn performance_text(perf: &placement::timing::Prediction) -> String {
     }
     for rule in &perf.rules {
         let _ = writeln!(out, "  rule: {rule}");
+    }
+    out
+}
+
+fn figures_text(f: &placement::alternative::Figures) -> String {
+    let time = |ns: Option<u64>| ns.map_or("-".to_owned(), |t| ms(t as f64 * 1e-9));
+    format!(
+        "tensor parallel {}, pipeline {}, {} device(s), {} offloaded, KV tokens {}, TPOT {}, TTFT {}",
+        f.tensor_parallel,
+        f.pipeline_parallel,
+        f.devices,
+        human_bytes(f.offloaded_bytes),
+        f.kv_tokens.map_or("unbounded".to_owned(), |t| t.to_string()),
+        time(f.tpot_ns),
+        time(f.ttft_ns)
+    )
+}
+
+/// The answer to `--why-not`: the alternative's best placement against the chosen one.
+fn why_not_text(c: &placement::alternative::Comparison) -> String {
+    let mut out = format!(
+        "\nwhy not {} (the same objective, solved exactly):\n  chosen       {}\n",
+        c.alternative,
+        figures_text(&c.chosen)
+    );
+    match (&c.alternative_best, &c.reason) {
+        (Some(best), _) => {
+            out.push_str(&format!("  alternative  {}\n", figures_text(best)));
+            let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:+.3} ms", (b as f64 - a as f64) * 1e-6),
+                _ => "-".to_owned(),
+            };
+            out.push_str(&format!(
+                "  it costs     {:+} device(s), {} offloaded bytes, {} KV tokens, TPOT {}, TTFT {}\n",
+                best.devices as i128 - c.chosen.devices as i128,
+                best.offloaded_bytes as i128 - c.chosen.offloaded_bytes as i128,
+                match (best.kv_tokens, c.chosen.kv_tokens) {
+                    (Some(b), Some(a)) => format!("{:+}", b as i128 - a as i128),
+                    _ => "-".to_owned(),
+                },
+                delta(c.chosen.tpot_ns, best.tpot_ns),
+                delta(c.chosen.ttft_ns, best.ttft_ns)
+            ));
+        }
+        (None, reason) => out.push_str(&format!(
+            "  alternative  infeasible: {}\n",
+            reason.as_deref().unwrap_or("no placement fits")
+        )),
     }
     out
 }

@@ -69,6 +69,7 @@ pub fn smallest_counts(
         objective: Objective::FewestDevices,
         serving: None,
         policy: None,
+        why_not: None,
     };
     let mut rows = Vec::with_capacity(files.len());
     for file in files {

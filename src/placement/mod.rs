@@ -15,6 +15,7 @@
 //! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
 //!    checker.
 
+pub mod alternative;
 pub mod check;
 pub mod device_set;
 pub mod enumerate;
@@ -122,6 +123,9 @@ pub struct Placed {
     pub violations: Vec<check::Violation>,
     /// Weight bytes of the single-device plan (for comparison).
     pub single_device_weight_bytes: u64,
+    /// What the alternative asked about (`--why-not`) costs against this placement.
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub why_not: Option<alternative::Comparison>,
     /// The predicted times at the serving point, by part (with a serving point).
     #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub performance: Option<timing::Prediction>,
@@ -221,7 +225,11 @@ pub fn place(
         Some(t) => Some(timing::predict(t, &solution)?),
         None => None,
     };
+    let why_not = settings
+        .why_not
+        .map(|a| alternative::compare(&formed.problem, &solution, a));
     Ok(Placed {
+        why_not,
         performance,
         plan,
         certificate,

@@ -42,6 +42,8 @@ pub struct Settings {
     /// A policy preset replacing the model's (`--context`, `--sequences`,
     /// `--scheduled-tokens` set on it).
     pub policy: Option<PolicyPreset>,
+    /// An alternative whose cost to report against the placement (`--why-not`).
+    pub why_not: Option<super::alternative::Alternative>,
 }
 
 /// One tensor's share on one rank of a group of `degree`.

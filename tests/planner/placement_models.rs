@@ -28,6 +28,7 @@ fn settings(objective: Objective) -> Settings {
         objective,
         serving: None,
         policy: None,
+        why_not: None,
     }
 }
 
