@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::problem::{Candidate, SelectionNode, SelectionProblem};
+use crate::selection::model::problem::{Candidate, SelectionNode, SelectionProblem};
 
 /// A small deterministic pseudo-random generator (SplitMix64).
 #[derive(Debug, Clone)]
@@ -278,7 +278,9 @@ pub fn benchmark_families() -> Vec<(&'static str, usize, SelectionProblem)> {
 /// `max-preferred`, `min-penalty` and `weighted` with
 /// `{"preferred": 3, "ranks": [0, 2, 4, 6]}` (four profiles).
 pub fn benchmark_objectives() -> Vec<std::sync::Arc<dyn super::Objective>> {
-    use super::objective::{MaxPreferred, MinPenalty, SeedLex, Weighted, Weights};
+    use crate::selection::model::objective::{
+        MaxPreferred, MinPenalty, SeedLex, Weighted, Weights,
+    };
     vec![
         std::sync::Arc::new(SeedLex),
         std::sync::Arc::new(MaxPreferred),

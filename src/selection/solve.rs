@@ -7,20 +7,24 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::backend::Backend;
-use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
-use super::components::{instance_components, Comp};
-use super::elimination::ELIMINATION_BUDGET;
-use super::error::SelectionError;
-use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{IlpLimits, IlpOutcome};
-use super::objective::{Level, Objective, SeedLex, Weights};
-use super::part_method::PartMethod;
-use super::presolve::{presolve, Part, PresolveStats, Presolved};
-use super::problem::{best_rank, Instance, SelectionProblem};
-use super::progress::{PartReporter, SolveObserver, SolveProgress};
-use super::solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
-use super::strategy::{PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES};
+use crate::selection::certify::certificate::{compare_with_dp, conflict_set, describe, recheck};
+use crate::selection::error::SelectionError;
+use crate::selection::exact::backend::Backend;
+use crate::selection::exact::elimination::ELIMINATION_BUDGET;
+use crate::selection::exact::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
+use crate::selection::exact::ilp::{IlpLimits, IlpOutcome};
+use crate::selection::exact::part_method::PartMethod;
+use crate::selection::exact::strategy::{
+    PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES,
+};
+use crate::selection::model::objective::{Level, Objective, SeedLex, Weights};
+use crate::selection::model::problem::{best_rank, Instance, SelectionProblem};
+use crate::selection::model::progress::{PartReporter, SolveObserver, SolveProgress};
+use crate::selection::model::solution::{
+    ComponentReport, PresolveReport, Solution, Status, Summary,
+};
+use crate::selection::reduce::components::{instance_components, Comp};
+use crate::selection::reduce::presolve::{presolve, Part, PresolveStats, Presolved};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
