@@ -32,9 +32,15 @@ pub struct PlacementFlags {
     /// Host memory offload may use, bytes (default: the set's host tier).
     #[arg(long, value_name = "BYTES")]
     pub host_memory: Option<u64>,
-    /// fewest-devices (default), most-kv-tokens or least-offloaded.
+    /// fewest-devices (default), most-kv-tokens, least-offloaded, or (with a serving
+    /// point: --concurrency, --input-tokens, --output-tokens) min-tpot, min-ttft or
+    /// max-throughput.
     #[arg(long, value_name = "OBJECTIVE")]
     pub placement_objective: Option<String>,
+    /// What an alternative costs against the placement: `tp=N`, `pp=N` or
+    /// `offload=BYTES` (host offload within BYTES), solved under the same objective.
+    #[arg(long, value_name = "ALTERNATIVE")]
+    pub why_not: Option<String>,
     /// Placements the certifying enumeration may evaluate.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_ENUMERATION_BUDGET)]
     pub enumeration_budget: u64,
@@ -54,6 +60,7 @@ impl PlacementFlags {
             (self.host_offload, "--host-offload"),
             (self.host_memory.is_some(), "--host-memory"),
             (self.placement_objective.is_some(), "--placement-objective"),
+            (self.why_not.is_some(), "--why-not"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))
@@ -81,14 +88,6 @@ fn set_of(flags: &PlacementFlags, device: Option<&Path>) -> Result<DeviceSet, Er
 /// `output` if given.
 pub fn run(args: &super::plan::Args) -> Result<(), Error> {
     let flags = &args.placement;
-    // A placement synthesizes the folder under its policy preset on each device; the
-    // policy fields of `plan` are not carried into it yet, so they are refused rather than
-    // ignored.
-    if let Some(flag) = args.policy.first_given() {
-        return Err(Error::Usage(format!(
-            "{flag} does not apply to a placement yet: give --policy FILE with the field set"
-        )));
-    }
     if !args.request.is_dir() {
         return Err(Error::Usage(format!(
             "--devices/--count place a model folder; {} is a request file",
@@ -99,12 +98,35 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         None => Objective::FewestDevices,
         Some(name) => Objective::from_name(name).ok_or_else(|| {
             Error::Usage(format!(
-                "--placement-objective {name}: expected fewest-devices, most-kv-tokens or least-offloaded"
+                "--placement-objective {name}: expected one of {}",
+                Objective::ALL.map(Objective::name).join(", ")
             ))
         })?,
     };
     let set = set_of(flags, args.synth.device.as_deref())?;
-    let settings = Settings {
+    if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
+        return Err(Error::Usage(
+            "--calibration and --performance-device do not apply to a placement: every device of the set is priced by its own file's figures".to_owned(),
+        ));
+    }
+    let serving = args
+        .serving
+        .requested(args.engine.engine.as_deref())?
+        .map(|r| placement::timing::Serving {
+            concurrency: r.concurrency,
+            input_tokens: r.input_tokens,
+            output_tokens: r.output_tokens,
+            engine: r.engine,
+        });
+    let why_not = flags
+        .why_not
+        .as_deref()
+        .map(placement::alternative::Alternative::parse)
+        .transpose()?;
+    let mut settings = Settings {
+        why_not,
+        policy: None,
+        serving,
         tensor_parallel: flags.tensor_parallel,
         pipeline_parallel: flags.pipeline_parallel,
         host_offload: flags.host_offload,
@@ -112,6 +134,12 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         objective,
     };
     let source = args.synth.source(Some(&args.request));
+    // --context, --sequences and --scheduled-tokens set the preset's fields, as for a
+    // single-device plan.
+    let fields = args.policy.fields();
+    if !fields.is_empty() {
+        settings.policy = Some(fields.preset(&source)?);
+    }
     let options = args.selection.build_options()?;
     let placed = placement::place(&source, &set, &settings, &options, flags.enumeration_budget)?;
     if let Some(output) = &args.output {

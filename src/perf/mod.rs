@@ -7,6 +7,7 @@
 //! their sources are in `docs/performance-model.md`.
 
 pub mod calibration;
+pub mod communication;
 pub mod efficiency;
 pub mod engine_profile;
 pub mod model;

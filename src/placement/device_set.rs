@@ -117,6 +117,10 @@ pub struct DeviceSet {
     pub domains: Vec<Domain>,
     /// The host tier's memory, bytes (`None`: the set has no host tier).
     pub host_memory_bytes: Option<u64>,
+    /// The link between domains, where there are several.
+    pub interconnect: Option<Link>,
+    /// The host tier's link to each device.
+    pub host_link: Option<Link>,
 }
 
 fn bad(file: &Path, json_path: &str, message: impl Into<String>) -> PlacementError {
@@ -174,6 +178,8 @@ impl DeviceSet {
             }],
             domains: Vec::new(),
             host_memory_bytes: host_memory,
+            interconnect: None,
+            host_link: None,
         })
     }
 
@@ -260,7 +266,9 @@ impl DeviceSet {
             file: file.map(Path::to_path_buf),
             kinds,
             domains: parsed.domains,
-            host_memory_bytes: parsed.host.map(|h| h.memory_bytes),
+            host_memory_bytes: parsed.host.as_ref().map(|h| h.memory_bytes),
+            interconnect: parsed.interconnect,
+            host_link: parsed.host.map(|h| h.link),
         })
     }
 
@@ -271,6 +279,28 @@ impl DeviceSet {
             .flat_map(|k| k.per_domain.iter())
             .map(|(_, n)| u64::from(*n))
             .sum()
+    }
+
+    /// The slowest link of the domains `kind`'s devices sit in (its tensor-parallel
+    /// groups' link); `None` when the set has no link figures (the shorthand).
+    pub fn group_link(&self, kind: usize) -> Option<&Link> {
+        self.kinds
+            .get(kind)?
+            .per_domain
+            .iter()
+            .filter_map(|(id, _)| self.domains.iter().find(|d| d.id == *id))
+            .map(|d| &d.link)
+            .min_by_key(|l| l.bandwidth_bytes_per_second)
+    }
+
+    /// The slowest link a stage boundary may cross: the interconnect, or the slowest
+    /// domain's link; `None` without link figures.
+    pub fn boundary_link(&self) -> Option<&Link> {
+        self.domains
+            .iter()
+            .map(|d| &d.link)
+            .chain(self.interconnect.as_ref())
+            .min_by_key(|l| l.bandwidth_bytes_per_second)
     }
 
     /// Tensor-parallel groups of `degree` devices of `kind`: each within one domain.

@@ -112,10 +112,19 @@ fn better(objective: Objective, a: &Solution, b: &Solution) -> bool {
     let devices = a.devices.cmp(&b.devices);
     let offloaded = a.offloaded_bytes.cmp(&b.offloaded_bytes);
     let tokens = b.kv_tokens.cmp(&a.kv_tokens);
+    let tpot = a.tpot_ns.unwrap_or(0).cmp(&b.tpot_ns.unwrap_or(0));
+    let ttft = a.ttft_ns.unwrap_or(0).cmp(&b.ttft_ns.unwrap_or(0));
+    // Tokens per second per device at the fixed batch: C / (TPOT x devices); the larger
+    // has the smaller product.
+    let per_device = (u128::from(a.tpot_ns.unwrap_or(0)) * u128::from(a.devices))
+        .cmp(&(u128::from(b.tpot_ns.unwrap_or(0)) * u128::from(b.devices)));
     let figures = match objective {
-        Objective::FewestDevices => [devices, offloaded, tokens],
-        Objective::MostKvTokens => [tokens, devices, offloaded],
-        Objective::LeastOffloaded => [offloaded, devices, tokens],
+        Objective::FewestDevices => vec![devices, offloaded, tokens],
+        Objective::MostKvTokens => vec![tokens, devices, offloaded],
+        Objective::LeastOffloaded => vec![offloaded, devices, tokens],
+        Objective::MinTpot => vec![tpot, devices, offloaded, tokens],
+        Objective::MinTtft => vec![ttft, devices, offloaded, tokens],
+        Objective::MaxThroughput => vec![per_device, devices, offloaded, tokens],
     };
     for order in figures {
         if order != Ordering::Equal {
@@ -177,6 +186,10 @@ fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Opt
     let mut stages = Vec::new();
     let mut host_total: u128 = 0;
     let mut tokens_min = u64::MAX;
+    // The times, from the definition: each stage's layers one by one on its kind, its
+    // extra nodes, its offloaded units' transfers; then the sends and the fixed time.
+    let mut decode_total: u128 = 0;
+    let mut prefill_total: u128 = 0;
     for s in 0..p {
         let usable = u128::from(problem.kinds[kinds[s] as usize].usable_bytes);
         let mut held: u128 = u128::from(option.device_bytes);
@@ -212,6 +225,27 @@ fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Opt
         }
         let freed = offloaded * u128::from(option.unit_bytes);
         host_total += freed * u128::from(option.degree);
+        if let Some(times) = &option.time {
+            let on = &times.kinds[kinds[s] as usize];
+            for l in bounds[s]..bounds[s + 1] {
+                decode_total += u128::from(on.layers[l as usize].decode);
+                prefill_total += u128::from(on.layers[l as usize].prefill);
+            }
+            decode_total += offloaded * u128::from(on.unit.decode);
+            prefill_total += offloaded * u128::from(on.unit.prefill);
+            if s == 0 {
+                decode_total += u128::from(on.first.decode);
+                prefill_total += u128::from(on.first.prefill);
+            }
+            if s + 1 == p {
+                decode_total += u128::from(on.last.decode);
+                prefill_total += u128::from(on.last.prefill);
+            }
+            if s > 0 {
+                decode_total += u128::from(times.boundary.decode);
+                prefill_total += u128::from(times.boundary.prefill);
+            }
+        }
         if per_token > 0 {
             let tokens = (usable + freed - held) / per_token;
             tokens_min = tokens_min.min(u64::try_from(tokens).unwrap_or(u64::MAX - 1));
@@ -227,11 +261,20 @@ fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Opt
             return None;
         }
     }
+    let (tpot_ns, ttft_ns) = match (&option.time, problem.fixed_time) {
+        (Some(_), Some(fixed)) => (
+            Some(u64::try_from(decode_total + u128::from(fixed.decode)).ok()?),
+            Some(u64::try_from(prefill_total + u128::from(fixed.prefill)).ok()?),
+        ),
+        _ => (None, None),
+    };
     Some(Solution {
         option: index as u32,
         stages,
         devices: u64::from(option.degree) * p as u64,
         offloaded_bytes: u64::try_from(host_total).ok()?,
         kv_tokens: tokens_min,
+        tpot_ns,
+        ttft_ns,
     })
 }

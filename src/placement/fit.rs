@@ -67,6 +67,9 @@ pub fn smallest_counts(
         host_offload: false,
         host_memory: None,
         objective: Objective::FewestDevices,
+        serving: None,
+        policy: None,
+        why_not: None,
     };
     let mut rows = Vec::with_capacity(files.len());
     for file in files {

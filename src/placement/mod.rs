@@ -15,6 +15,7 @@
 //! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
 //!    checker.
 
+pub mod alternative;
 pub mod check;
 pub mod device_set;
 pub mod enumerate;
@@ -25,6 +26,7 @@ pub mod options;
 pub mod problem;
 pub mod record;
 pub mod solve;
+pub mod timing;
 
 use serde::{Deserialize, Serialize};
 
@@ -121,6 +123,12 @@ pub struct Placed {
     pub violations: Vec<check::Violation>,
     /// Weight bytes of the single-device plan (for comparison).
     pub single_device_weight_bytes: u64,
+    /// What the alternative asked about (`--why-not`) costs against this placement.
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub why_not: Option<alternative::Comparison>,
+    /// The predicted times at the serving point, by part (with a serving point).
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub performance: Option<timing::Prediction>,
 }
 
 /// Default enumeration budget of the certificate.
@@ -168,10 +176,14 @@ pub fn place(
 ) -> Result<Placed, PlacementError> {
     compatible(set)?;
     let first = &set.kinds[0];
-    let facts = model::ModelFacts::gather(source, &first.description, &first.file, options)?;
-    let preset = source
-        .policy_preset()
-        .map_err(|e| PlacementError::Synth(Box::new(e)))?;
+    let preset = match &settings.policy {
+        Some(preset) => preset.clone(),
+        None => source
+            .policy_preset()
+            .map_err(|e| PlacementError::Synth(Box::new(e)))?,
+    };
+    let facts =
+        model::ModelFacts::gather(source, &first.description, &first.file, options, &preset)?;
     let formed = options::form(&facts, set, &preset, settings)?;
     let Some(solution) = solve::solve(&formed.problem) else {
         let levers: Vec<String> = levers::levers(&formed, &facts, set)
@@ -209,7 +221,16 @@ pub fn place(
     };
     let plan = record::record(&facts, set, &formed, &solution)?;
     let violations = check::check(&plan);
+    let performance = match &formed.timing {
+        Some(t) => Some(timing::predict(t, &solution)?),
+        None => None,
+    };
+    let why_not = settings
+        .why_not
+        .map(|a| alternative::compare(&formed.problem, &solution, a));
     Ok(Placed {
+        why_not,
+        performance,
         plan,
         certificate,
         rejected: formed.rejected,

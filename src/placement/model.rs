@@ -141,6 +141,10 @@ pub struct ModelFacts {
     pub policy: String,
     /// Bytes of one activation element.
     pub activation_element_bytes: u64,
+    /// The synthesized request (its program prices the time model).
+    pub request: PlanRequest,
+    /// The provider the single-device plan selected for each node.
+    pub providers: BTreeMap<crate::request::NodeId, crate::request::ProviderId>,
 }
 
 fn model_error(message: impl Into<String>) -> PlacementError {
@@ -246,16 +250,18 @@ fn layer_of_state(id: &str) -> Option<u32> {
 }
 
 impl ModelFacts {
-    /// Synthesizes `source` on a roomy copy of `device` (read from `file`), plans it, and
+    /// Synthesizes `source` under `policy` on a roomy copy of `device` (read from `file`),
+    /// plans it, and
     /// reads the model's tensors, states and step bytes.
     pub fn gather(
         source: &ModelSource,
         device: &DeviceDescription,
         file: &std::path::Path,
         options: &BuildOptions,
+        policy: &crate::synth::PolicyPreset,
     ) -> Result<ModelFacts, PlacementError> {
         let synthesized = source
-            .synthesize_on(&roomy(device), file)
+            .synthesize_on_with_policy(&roomy(device), file, policy)
             .map_err(|e| PlacementError::Synth(Box::new(e)))?;
         let request = synthesized.request;
         let outcome = ExecutionPlan::build_with_report(&request, options)
@@ -365,6 +371,13 @@ impl ModelFacts {
             policy: request.policy.policy_id.to_string(),
             activation_element_bytes: format.activation_type().byte_size(),
             architecture,
+            request: request.clone(),
+            providers: plan
+                .payload
+                .nodes
+                .iter()
+                .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
+                .collect(),
         })
     }
 

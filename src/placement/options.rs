@@ -37,6 +37,13 @@ pub struct Settings {
     pub host_memory: Option<u64>,
     /// The objective.
     pub objective: Objective,
+    /// The serving point to time the placement at (needed by the time objectives).
+    pub serving: Option<super::timing::Serving>,
+    /// A policy preset replacing the model's (`--context`, `--sequences`,
+    /// `--scheduled-tokens` set on it).
+    pub policy: Option<PolicyPreset>,
+    /// An alternative whose cost to report against the placement (`--why-not`).
+    pub why_not: Option<super::alternative::Alternative>,
 }
 
 /// One tensor's share on one rank of a group of `degree`.
@@ -85,6 +92,8 @@ pub struct Formed {
     pub usable: Vec<u64>,
     /// Notes on what the problem restricts (pinned depth of a tied head).
     pub notes: Vec<String>,
+    /// The times by part, with a serving point.
+    pub timing: Option<super::timing::Timing>,
 }
 
 type ShardCache = BTreeMap<String, Result<(u64, u64), String>>;
@@ -413,6 +422,7 @@ fn option_of(
             device_bytes,
             pipeline_bytes,
             unit_bytes,
+            time: None,
         },
         OptionDetail { shares, unit_of },
     ))
@@ -534,19 +544,32 @@ pub fn form(
     } else {
         None
     };
+    let mut problem = Problem {
+        layer_count: facts.layer_count,
+        options,
+        kinds,
+        sequences: facts.sequences,
+        host_bytes,
+        pipeline_stages,
+        objective: settings.objective,
+        fixed_time: None,
+    };
+    let timing = match &settings.serving {
+        Some(serving) => Some(super::timing::attach(&mut problem, facts, set, serving)?),
+        None if settings.objective.is_time() => {
+            return Err(PlacementError::Usage(format!(
+                "--placement-objective {}: a time objective needs a serving point: give --concurrency, --input-tokens and --output-tokens",
+                settings.objective.name()
+            )))
+        }
+        None => None,
+    };
     Ok(Formed {
-        problem: Problem {
-            layer_count: facts.layer_count,
-            options,
-            kinds,
-            sequences: facts.sequences,
-            host_bytes,
-            pipeline_stages,
-            objective: settings.objective,
-        },
+        problem,
         details,
         rejected,
         usable,
         notes,
+        timing,
     })
 }

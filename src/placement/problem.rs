@@ -76,6 +76,41 @@ pub struct ParallelOption {
     pub pipeline_bytes: u64,
     /// Bytes one offload unit frees on a device (0: nothing can be offloaded).
     pub unit_bytes: u64,
+    /// The option's times (`None`: no serving point, memory objectives only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<OptionTimes>,
+}
+
+/// Integer nanoseconds of one step of each phase: the steady decode step and one prompt's
+/// prefill (all its chunks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepNs {
+    /// The decode step.
+    pub decode: u64,
+    /// The prompt's prefill.
+    pub prefill: u64,
+}
+
+/// What one device kind takes under an option, per rank of a stage.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KindTimes {
+    /// Per layer: its nodes' times and its two tensor-parallel all-reduces.
+    pub layers: Vec<StepNs>,
+    /// The first stage's extra nodes (the embedding).
+    pub first: StepNs,
+    /// The last stage's extra nodes (final norm, head, sampling).
+    pub last: StepNs,
+    /// One offloaded unit's transfer from the host.
+    pub unit: StepNs,
+}
+
+/// An option's times: per kind (in `Problem::kinds` order), and one stage boundary's send.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OptionTimes {
+    /// Per device kind.
+    pub kinds: Vec<KindTimes>,
+    /// One stage boundary's send of the hidden state.
+    pub boundary: StepNs,
 }
 
 /// One kind of device: its usable bytes and its groups per degree.
@@ -97,7 +132,7 @@ impl KindCapacity {
     }
 }
 
-/// What the placement optimizes (memory only).
+/// What the placement optimizes: memory objectives, or (with a serving point) time ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Objective {
@@ -107,14 +142,24 @@ pub enum Objective {
     MostKvTokens,
     /// Least offloaded bytes; then fewest devices; then most KV tokens.
     LeastOffloaded,
+    /// Least time per output token; then fewest devices, least offloaded, most KV tokens.
+    MinTpot,
+    /// Least time to first token; then fewest devices, least offloaded, most KV tokens.
+    MinTtft,
+    /// Most output tokens per second per device (least TPOT x devices at the fixed batch);
+    /// then fewest devices, least offloaded, most KV tokens.
+    MaxThroughput,
 }
 
 impl Objective {
     /// Every objective.
-    pub const ALL: [Objective; 3] = [
+    pub const ALL: [Objective; 6] = [
         Objective::FewestDevices,
         Objective::MostKvTokens,
         Objective::LeastOffloaded,
+        Objective::MinTpot,
+        Objective::MinTtft,
+        Objective::MaxThroughput,
     ];
 
     /// The name on the command line.
@@ -123,6 +168,9 @@ impl Objective {
             Objective::FewestDevices => "fewest-devices",
             Objective::MostKvTokens => "most-kv-tokens",
             Objective::LeastOffloaded => "least-offloaded",
+            Objective::MinTpot => "min-tpot",
+            Objective::MinTtft => "min-ttft",
+            Objective::MaxThroughput => "max-throughput",
         }
     }
 
@@ -131,14 +179,29 @@ impl Objective {
         Self::ALL.into_iter().find(|o| o.name() == name)
     }
 
-    /// The objective's key of `(devices, offloaded bytes, KV tokens)`: smaller is better.
-    /// KV tokens are `u64::MAX` when unbounded.
-    pub fn key(self, devices: u64, offloaded: u64, tokens: u64) -> (u64, u64, u64) {
-        let tokens_key = u64::MAX - tokens;
+    /// Whether the objective needs times (a serving point).
+    pub fn is_time(self) -> bool {
+        matches!(
+            self,
+            Objective::MinTpot | Objective::MinTtft | Objective::MaxThroughput
+        )
+    }
+
+    /// The objective's key of a solution's figures: smaller is better. KV tokens are
+    /// `u64::MAX` when unbounded; absent times count as 0.
+    pub fn key(self, s: &Solution) -> [u128; 4] {
+        let devices = u128::from(s.devices);
+        let offloaded = u128::from(s.offloaded_bytes);
+        let tokens = u128::from(u64::MAX - s.kv_tokens);
+        let tpot = u128::from(s.tpot_ns.unwrap_or(0));
+        let ttft = u128::from(s.ttft_ns.unwrap_or(0));
         match self {
-            Objective::FewestDevices => (devices, offloaded, tokens_key),
-            Objective::MostKvTokens => (tokens_key, devices, offloaded),
-            Objective::LeastOffloaded => (offloaded, devices, tokens_key),
+            Objective::FewestDevices => [devices, offloaded, tokens, 0],
+            Objective::MostKvTokens => [tokens, devices, offloaded, 0],
+            Objective::LeastOffloaded => [offloaded, devices, tokens, 0],
+            Objective::MinTpot => [tpot, devices, offloaded, tokens],
+            Objective::MinTtft => [ttft, devices, offloaded, tokens],
+            Objective::MaxThroughput => [tpot * devices, devices, offloaded, tokens],
         }
     }
 }
@@ -160,6 +223,10 @@ pub struct Problem {
     pub pipeline_stages: Option<u32>,
     /// The objective.
     pub objective: Objective,
+    /// Every step's fixed time outside the stages (the engine's host time; the prefill's
+    /// also the request's overhead); `None`: no serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_time: Option<StepNs>,
 }
 
 /// One stage of a solution.
@@ -186,14 +253,20 @@ pub struct Solution {
     pub offloaded_bytes: u64,
     /// KV tokens that fit (`u64::MAX`: unbounded, no token-scaled state).
     pub kv_tokens: u64,
+    /// Time per output token, nanoseconds (with a serving point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_ns: Option<u64>,
+    /// Time to first token, nanoseconds (with a serving point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ns: Option<u64>,
 }
 
 impl Solution {
     /// The full order key: the objective's key, then the option index, then the stages
     /// as `(end layer, kind)` in order (the canonical tie-break).
-    pub fn order_key(&self, objective: Objective) -> ((u64, u64, u64), u32, Vec<(u32, u32)>) {
+    pub fn order_key(&self, objective: Objective) -> ([u128; 4], u32, Vec<(u32, u32)>) {
         (
-            objective.key(self.devices, self.offloaded_bytes, self.kv_tokens),
+            objective.key(self),
             self.option,
             self.stages.iter().map(|s| (s.end_layer, s.kind)).collect(),
         )

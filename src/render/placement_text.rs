@@ -109,6 +109,12 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
         p.kv_tokens_that_fit
             .map_or("unbounded".to_owned(), |t| t.to_string())
     );
+    if let Some(perf) = &placed.performance {
+        out.push_str(&placement_performance_text(perf));
+    }
+    if let Some(c) = &placed.why_not {
+        out.push_str(&why_not_text(c));
+    }
     if !placed.rejected.is_empty() {
         let _ = writeln!(out, "\noptions the model cannot take:");
         for r in &placed.rejected {
@@ -120,6 +126,101 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
                 r.reason
             );
         }
+    }
+    out
+}
+
+fn ms(seconds: f64) -> String {
+    format!("{:.3} ms", seconds * 1e3)
+}
+
+/// The predicted times of a placement, part by part, with the rules they follow.
+pub fn placement_performance_text(perf: &crate::placement::timing::Prediction) -> String {
+    use std::fmt::Write;
+    let s = &perf.serving_point;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nperformance ({} engine profile; concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences):",
+        s.engine, s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
+    );
+    for (name, b) in [
+        ("TPOT (decode step)", &perf.tpot),
+        ("TTFT (one prompt)", &perf.ttft),
+    ] {
+        let _ = writeln!(
+            out,
+            "  {name:<19} {}: compute-bound {}, memory-bound {}, launches {}, all-reduce {}, sends {}, host transfers {}, engine {}; of which other requests' prompts {}, bubble (mean device wait) {}",
+            ms(b.seconds),
+            ms(b.compute_seconds),
+            ms(b.memory_seconds),
+            ms(b.launch_seconds),
+            ms(b.all_reduce_seconds),
+            ms(b.send_seconds),
+            ms(b.host_transfer_seconds),
+            ms(b.engine_seconds),
+            ms(b.prompts_seconds),
+            ms(b.bubble_seconds)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  output tokens/s     {:.1} total, {:.1} per device",
+        perf.output_tokens_per_second, perf.output_tokens_per_second_per_device
+    );
+    for link in &perf.links {
+        let _ = writeln!(out, "  link: {link}");
+    }
+    for rule in &perf.rules {
+        let _ = writeln!(out, "  rule: {rule}");
+    }
+    out
+}
+
+fn figures_text(f: &crate::placement::alternative::Figures) -> String {
+    let time = |ns: Option<u64>| ns.map_or("-".to_owned(), |t| ms(t as f64 * 1e-9));
+    format!(
+        "tensor parallel {}, pipeline {}, {} device(s), {} offloaded, KV tokens {}, TPOT {}, TTFT {}",
+        f.tensor_parallel,
+        f.pipeline_parallel,
+        f.devices,
+        human_bytes(f.offloaded_bytes),
+        f.kv_tokens.map_or("unbounded".to_owned(), |t| t.to_string()),
+        time(f.tpot_ns),
+        time(f.ttft_ns)
+    )
+}
+
+/// The answer to `--why-not`: the alternative's best placement against the chosen one.
+pub fn why_not_text(c: &crate::placement::alternative::Comparison) -> String {
+    let mut out = format!(
+        "\nwhy not {} (the same objective, solved exactly):\n  chosen       {}\n",
+        c.alternative,
+        figures_text(&c.chosen)
+    );
+    match (&c.alternative_best, &c.reason) {
+        (Some(best), _) => {
+            out.push_str(&format!("  alternative  {}\n", figures_text(best)));
+            let delta = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:+.3} ms", (b as f64 - a as f64) * 1e-6),
+                _ => "-".to_owned(),
+            };
+            out.push_str(&format!(
+                "  it costs     {:+} device(s), {} offloaded bytes, {} KV tokens, TPOT {}, TTFT {}\n",
+                best.devices as i128 - c.chosen.devices as i128,
+                best.offloaded_bytes as i128 - c.chosen.offloaded_bytes as i128,
+                match (best.kv_tokens, c.chosen.kv_tokens) {
+                    (Some(b), Some(a)) => format!("{:+}", b as i128 - a as i128),
+                    _ => "-".to_owned(),
+                },
+                delta(c.chosen.tpot_ns, best.tpot_ns),
+                delta(c.chosen.ttft_ns, best.ttft_ns)
+            ));
+        }
+        (None, reason) => out.push_str(&format!(
+            "  alternative  infeasible: {}\n",
+            reason.as_deref().unwrap_or("no placement fits")
+        )),
     }
     out
 }

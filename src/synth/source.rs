@@ -135,6 +135,19 @@ impl ModelSource {
         source.synthesize_resolved(None, Some(device))
     }
 
+    /// [`ModelSource::synthesize_on`] under `policy` instead of the named preset (a
+    /// placement with `--context`, `--sequences` or `--scheduled-tokens`).
+    pub fn synthesize_on_with_policy(
+        &self,
+        device: &DeviceDescription,
+        file: &Path,
+        policy: &PolicyPreset,
+    ) -> Result<Synthesized, SynthError> {
+        let mut source = self.clone();
+        source.device = Some(file.to_path_buf());
+        source.synthesize_resolved(Some(policy), Some(device))
+    }
+
     fn synthesize_with(&self, preset: Option<&PolicyPreset>) -> Result<Synthesized, SynthError> {
         self.synthesize_resolved(preset, None)
     }

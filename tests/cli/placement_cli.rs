@@ -87,18 +87,68 @@ fn the_shorthand_places_on_identical_devices() {
 }
 
 #[test]
+fn policy_fields_serving_point_and_why_not_carry_into_a_placement() {
+    let result = jointplan(&[
+        "plan",
+        &path("models/llama-3.1-8b"),
+        "--layers",
+        "2",
+        "--devices",
+        &path("models/devices/sets/a100-80gb-x2.json"),
+        "--policy",
+        "server",
+        "--context",
+        "4096",
+        "--sequences",
+        "2",
+        "--placement-objective",
+        "min-tpot",
+        "--concurrency",
+        "2",
+        "--input-tokens",
+        "128",
+        "--output-tokens",
+        "16",
+        "--why-not",
+        "pp=2",
+    ]);
+    ok(&result);
+    let stdout = text(&result.stdout);
+    for expected in [
+        "2 sequences x 4096 tokens of context",
+        "objective min-tpot",
+        "TPOT (decode step)",
+        "TTFT (one prompt)",
+        "rule: tensor parallel: 2 all-reduces per layer",
+        "why not pp=2",
+        "alternative  tensor parallel 1, pipeline 2",
+    ] {
+        assert!(stdout.contains(expected), "{expected}: {stdout}");
+    }
+}
+
+#[test]
 fn bad_placement_flags_exit_2_naming_the_flag() {
     let model = path("models/llama-3.1-8b");
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--host-offload"], "--host-offload applies to a placement"),
         (
             &[
                 "--devices",
                 &path("models/devices/sets/a100-80gb-x2.json"),
-                "--context",
-                "8192",
+                "--placement-objective",
+                "min-tpot",
             ],
-            "--context does not apply to a placement yet",
+            "--placement-objective min-tpot: a time objective needs a serving point",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--why-not",
+                "tp=0",
+            ],
+            "--why-not tp=0",
         ),
         (&["--count", "2"], "--count N needs --device D"),
         (

@@ -24,6 +24,7 @@ mod memory_errors;
 mod memory_plan;
 mod memory_scale;
 mod memory_validate;
+mod multi_gpu_validation;
 mod perf_model;
 mod perf_validation;
 mod placement_models;

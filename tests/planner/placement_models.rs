@@ -26,6 +26,9 @@ fn settings(objective: Objective) -> Settings {
         host_offload: false,
         host_memory: None,
         objective,
+        serving: None,
+        policy: None,
+        why_not: None,
     }
 }
 
@@ -355,8 +358,9 @@ fn levers_are_exact_amounts() {
     let set = DeviceSet::uniform(device, 1, None).unwrap();
     let options = BuildOptions::default();
     let kind = &set.kinds[0];
-    let facts = ModelFacts::gather(&source, &kind.description, &kind.file, &options).unwrap();
     let preset = source.policy_preset().unwrap();
+    let facts =
+        ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset).unwrap();
     let formed = form(&facts, &set, &preset, &settings(Objective::FewestDevices)).unwrap();
     let found = levers(&formed, &facts, &set);
     let added = found

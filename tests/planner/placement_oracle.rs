@@ -1,13 +1,15 @@
 //! The placement solver (`placement::solve`, a dynamic program) against the exhaustive
 //! enumeration (`placement::enumerate`, which shares no code with it) on random small
 //! problems: up to 8 layers, up to 4 devices of up to 2 kinds, tensor-parallel degrees 1
-//! and 2 with both expert splits, with and without host offload and a pinned depth, under
-//! every objective. The answers must be identical: the same option, the same stages, the
+//! and 2 with both expert splits, with and without host offload and a pinned depth, with
+//! and without times (random per-layer, per-kind nanoseconds, offload transfers and stage
+//! sends), under every objective (the time objectives too). The answers must be identical: the same option, the same stages, the
 //! same offload and figures (the tie-break is part of the answer).
 
 use jointplan::placement::enumerate::{enumerate, Enumerated};
 use jointplan::placement::problem::{
-    ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem, Solution, StageChoice,
+    ExpertSplit, KindCapacity, KindTimes, LayerCost, Objective, OptionTimes, ParallelOption,
+    Problem, Solution, StageChoice, StepNs,
 };
 use jointplan::placement::solve::solve;
 use proptest::prelude::*;
@@ -21,6 +23,29 @@ fn layer() -> impl Strategy<Value = LayerCost> {
     })
 }
 
+fn step() -> impl Strategy<Value = StepNs> {
+    // Small ranges: ties between placements are frequent, so the tie-break is exercised.
+    (0u64..6, 0u64..6).prop_map(|(decode, prefill)| StepNs { decode, prefill })
+}
+
+/// Times of an option on two kinds (a one-kind problem drops the second).
+fn times(layers: usize) -> impl Strategy<Value = OptionTimes> {
+    let kind = (
+        prop::collection::vec(step(), layers),
+        step(),
+        step(),
+        step(),
+    )
+        .prop_map(|(layers, first, last, unit)| KindTimes {
+            layers,
+            first,
+            last,
+            unit,
+        });
+    (prop::collection::vec(kind, 2), step())
+        .prop_map(|(kinds, boundary)| OptionTimes { kinds, boundary })
+}
+
 fn option(layers: usize, degree: u32, split: ExpertSplit) -> impl Strategy<Value = ParallelOption> {
     (
         prop::collection::vec(layer(), layers),
@@ -29,9 +54,10 @@ fn option(layers: usize, degree: u32, split: ExpertSplit) -> impl Strategy<Value
         0u64..6,
         0u64..6,
         0u64..8,
+        times(layers),
     )
         .prop_map(
-            move |(layers, first, last, device, pipeline, unit)| ParallelOption {
+            move |(layers, first, last, device, pipeline, unit, time)| ParallelOption {
                 degree,
                 split,
                 layers,
@@ -40,6 +66,7 @@ fn option(layers: usize, degree: u32, split: ExpertSplit) -> impl Strategy<Value
                 device_bytes: device,
                 pipeline_bytes: pipeline,
                 unit_bytes: unit,
+                time: Some(time),
             },
         )
 }
@@ -56,9 +83,21 @@ fn problem() -> impl Strategy<Value = Problem> {
             prop::option::of(1u32..=3),
             prop::sample::select(Objective::ALL.to_vec()),
             0usize..3,
+            prop::option::of(step()),
         )
             .prop_map(
-                move |(one, two, two_experts, kinds, sequences, host, pin, objective, drop)| {
+                move |(
+                    one,
+                    two,
+                    two_experts,
+                    kinds,
+                    sequences,
+                    host,
+                    pin,
+                    objective,
+                    drop,
+                    fixed,
+                )| {
                     // At most 4 devices in all: the first kind keeps its count, the second
                     // what is left.
                     let mut left = 4u32;
@@ -78,6 +117,14 @@ fn problem() -> impl Strategy<Value = Problem> {
                     if drop > 0 {
                         options.remove(drop);
                     }
+                    for option in &mut options {
+                        match (&mut option.time, fixed) {
+                            // Without a serving point, no option has times.
+                            (time, None) => *time = None,
+                            (Some(t), Some(_)) => t.kinds.truncate(kinds.len()),
+                            (None, Some(_)) => {}
+                        }
+                    }
                     Problem {
                         layer_count: layers as u32,
                         options,
@@ -86,6 +133,7 @@ fn problem() -> impl Strategy<Value = Problem> {
                         host_bytes: host,
                         pipeline_stages: pin,
                         objective,
+                        fixed_time: fixed,
                     }
                 },
             )
@@ -130,6 +178,7 @@ fn four_layers(objective: Objective, host: Option<u64>) -> Problem {
             device_bytes: 0,
             pipeline_bytes: 0,
             unit_bytes: 4,
+            time: None,
         }],
         kinds: vec![KindCapacity {
             usable_bytes: 25,
@@ -139,6 +188,7 @@ fn four_layers(objective: Objective, host: Option<u64>) -> Problem {
         host_bytes: host,
         pipeline_stages: None,
         objective,
+        fixed_time: None,
     }
 }
 

@@ -1,0 +1,570 @@
+//! Time across devices: each parallel option's per-layer times on each device kind at a
+//! serving point (the performance model's node times split over the tensor-parallel ranks,
+//! plus the layer's all-reduces), the stage boundary's send, an offloaded unit's transfer,
+//! and the engine's fixed time per step; in integer nanoseconds for the solver and the
+//! enumeration, and in seconds by part for the printed breakdown (docs/placement.md,
+//! "Time across devices").
+
+use serde::Serialize;
+
+use crate::perf::communication::{self, LinkClass, LinkFigures};
+use crate::perf::engine_profile::EngineProfile;
+use crate::perf::model::{PhaseTime, TimeModel};
+use crate::perf::work::{Segment, StepShape};
+use crate::perf::{engine_names, engine_profile, serving, Calibration, ServingPoint};
+use crate::synth::architecture::MixerKind;
+
+use super::device_set::{DeviceSet, Link, LinkKind};
+use super::model::ModelFacts;
+use super::problem::{KindTimes, OptionTimes, ParallelOption, Problem, Solution, StepNs};
+use super::PlacementError;
+
+/// The serving point a placement is timed at.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Serving {
+    /// Requests in flight.
+    pub concurrency: u64,
+    /// Prompt tokens of each request.
+    pub input_tokens: u64,
+    /// Output tokens of each request.
+    pub output_tokens: u64,
+    /// The engine's time profile (`vllm`, ...).
+    pub engine: String,
+}
+
+/// A phase's time on one device by what bounds it, seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Parts {
+    /// Nodes bound by compute.
+    pub compute: f64,
+    /// Nodes bound by memory.
+    pub memory: f64,
+    /// Kernel launches.
+    pub overhead: f64,
+    /// Tensor-parallel all-reduces.
+    pub all_reduce: f64,
+}
+
+impl Parts {
+    fn total(&self) -> f64 {
+        self.compute + self.memory + self.overhead + self.all_reduce
+    }
+
+    fn add(&mut self, other: &Parts) {
+        self.compute += other.compute;
+        self.memory += other.memory;
+        self.overhead += other.overhead;
+        self.all_reduce += other.all_reduce;
+    }
+}
+
+/// A request's share of the other requests' prompts per output token: `(batch - 1) / O`
+/// (in a closed loop each of the other clients sends about one prompt while a request
+/// generates its `O` tokens, and the engine runs it between or within decode steps).
+fn prompt_share(point: &ServingPoint) -> f64 {
+    let batch = point.concurrency.min(point.maximum_sequences);
+    batch.saturating_sub(1) as f64 / point.output_tokens.max(1) as f64
+}
+
+/// One kind's times under one option, by part: `[decode, prefill]` each.
+#[derive(Clone, Debug)]
+struct KindDetail {
+    layers: Vec<[Parts; 2]>,
+    first: [Parts; 2],
+    last: [Parts; 2],
+    unit: [f64; 2],
+}
+
+/// Every option's times by part, and the serving point's fixed figures.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// The serving point.
+    pub point: ServingPoint,
+    share: f64,
+    chunk_overheads: f64,
+    fixed: [f64; 2],
+    options: Vec<(Vec<KindDetail>, [f64; 2])>,
+    /// The links the figures use, described.
+    pub links: Vec<String>,
+}
+
+fn ns(seconds: f64) -> u64 {
+    // Times are finite and non-negative; a rounded nanosecond keeps comparisons exact.
+    (seconds * 1e9).round().max(0.0) as u64
+}
+
+/// A slot's nanoseconds: TPOT's part is the decode step's plus `share` of the prompt's.
+fn step_ns(parts: &[Parts; 2], share: f64) -> StepNs {
+    StepNs {
+        decode: ns(parts[0].total() + share * parts[1].total()),
+        prefill: ns(parts[1].total()),
+    }
+}
+
+fn pair_ns(pair: [f64; 2], share: f64) -> StepNs {
+    StepNs {
+        decode: ns(pair[0] + share * pair[1]),
+        prefill: ns(pair[1]),
+    }
+}
+
+fn figures(link: &Link) -> LinkFigures {
+    LinkFigures {
+        class: match link.kind {
+            LinkKind::Nvlink => LinkClass::Nvlink,
+            LinkKind::Pcie => LinkClass::Pcie,
+            LinkKind::Network => LinkClass::Network,
+        },
+        bandwidth_bytes_per_second: link.bandwidth_bytes_per_second as f64,
+    }
+}
+
+fn no_links(what: &str) -> PlacementError {
+    PlacementError::Usage(format!(
+        "a time objective or serving point needs the {what} figures of the set: give --devices SET.json (models/devices/sets/) instead of --device D --count N"
+    ))
+}
+
+/// Where a node sits: the first stage, a layer, the last stage.
+fn slot_of(node: &str, layers: usize) -> Option<usize> {
+    let Some(tail) = node.strip_prefix("node.layer.") else {
+        return Some(if node == "node.embedding" {
+            layers
+        } else {
+            layers + 1
+        });
+    };
+    let layer: usize = tail.split('.').next()?.parse().ok()?;
+    (layer < layers).then_some(layer)
+}
+
+/// A node's time on one rank of `degree`: FLOPs over the degree, bytes over
+/// `memory_divisor`, launches unchanged.
+fn on_rank(t: PhaseTime, degree: f64, memory_divisor: f64) -> Parts {
+    let compute = t.compute_seconds / degree;
+    let memory = t.memory_seconds / memory_divisor;
+    if compute > memory {
+        Parts {
+            compute,
+            overhead: t.overhead_seconds,
+            ..Parts::default()
+        }
+    } else {
+        Parts {
+            memory,
+            overhead: t.overhead_seconds,
+            ..Parts::default()
+        }
+    }
+}
+
+/// The prompt's chunks of the budget, as the performance model runs them.
+fn prefill_chunks(point: &ServingPoint) -> Vec<StepShape> {
+    let mut chunks = Vec::new();
+    let mut done = 0u64;
+    while done < point.input_tokens {
+        let chunk = (point.input_tokens - done).min(point.scheduled_token_budget.max(1));
+        chunks.push(StepShape {
+            segments: vec![Segment {
+                sequences: 1,
+                new_tokens: chunk,
+                cached: done,
+            }],
+        });
+        done += chunk;
+    }
+    chunks
+}
+
+fn kind_detail(
+    facts: &ModelFacts,
+    model: &TimeModel,
+    option: &ParallelOption,
+    link: Option<&LinkFigures>,
+    host: Option<&LinkFigures>,
+    point: &ServingPoint,
+    engine: &EngineProfile,
+) -> Result<KindDetail, PlacementError> {
+    let n = facts.layer_count as usize;
+    let degree = f64::from(option.degree);
+    let kv_heads = facts.architecture.attention.key_value_heads.max(1) as f64;
+    let latent = facts
+        .architecture
+        .layers
+        .iter()
+        .any(|l| l.mixer == MixerKind::LatentAttention);
+    let decode = serving::decode_shape(point);
+    let chunks = prefill_chunks(point);
+    let mut slots = vec![[Parts::default(); 2]; n + 2];
+    for group in &model.groups {
+        // A latent cache is read whole on every rank; KV heads split up to their count.
+        let memory_divisor = match group.cost.attention {
+            Some(_) if latent => 1.0,
+            Some(_) => degree.min(kv_heads),
+            None => degree,
+        };
+        let d = on_rank(
+            model.node_time(group, &decode, engine.decode_launch_factor),
+            degree,
+            memory_divisor,
+        );
+        let mut p = Parts::default();
+        for chunk in &chunks {
+            p.add(&on_rank(
+                model.node_time(group, chunk, engine.prefill_launch_factor),
+                degree,
+                memory_divisor,
+            ));
+        }
+        for node in &group.nodes {
+            let slot = slot_of(node.as_str(), n).ok_or_else(|| {
+                PlacementError::Model(format!("node {node}: its layer is not a decoder layer"))
+            })?;
+            slots[slot][0].add(&d);
+            slots[slot][1].add(&p);
+        }
+    }
+    let hidden = facts.architecture.hidden_size;
+    let act = facts.activation_element_bytes;
+    let bytes = |tokens: u64| {
+        tokens
+            .checked_mul(hidden)
+            .and_then(|b| b.checked_mul(act))
+            .ok_or_else(|| PlacementError::Model("all-reduce bytes overflow".to_owned()))
+    };
+    if option.degree > 1 {
+        let link = link.ok_or_else(|| no_links("tensor-parallel link"))?;
+        let decode_bytes = bytes(decode.tokens())?;
+        let mut prefill_reduce = 0.0;
+        for chunk in &chunks {
+            prefill_reduce += 2.0
+                * communication::all_reduce(link, option.degree, bytes(chunk.tokens())?).seconds;
+        }
+        let decode_reduce =
+            2.0 * communication::all_reduce(link, option.degree, decode_bytes).seconds;
+        for slot in slots.iter_mut().take(n) {
+            slot[0].all_reduce += decode_reduce;
+            slot[1].all_reduce += prefill_reduce;
+        }
+    }
+    let unit = match host {
+        Some(h) if option.unit_bytes > 0 => {
+            let once = communication::host_to_device(h, option.unit_bytes);
+            [once, once * chunks.len() as f64]
+        }
+        _ => [0.0, 0.0],
+    };
+    let last = slots.pop().unwrap_or_default();
+    let first = slots.pop().unwrap_or_default();
+    Ok(KindDetail {
+        layers: slots,
+        first,
+        last,
+        unit,
+    })
+}
+
+/// Attaches times at `serving` to every option of `problem` (the set's kinds in order) and
+/// sets its fixed time; returns the figures by part for the breakdown.
+pub fn attach(
+    problem: &mut Problem,
+    facts: &ModelFacts,
+    set: &DeviceSet,
+    serving: &Serving,
+) -> Result<Timing, PlacementError> {
+    let engine = engine_profile(&serving.engine).ok_or_else(|| {
+        PlacementError::Usage(format!(
+            "--engine {}: not one of {}",
+            serving.engine,
+            engine_names()
+        ))
+    })?;
+    let point = ServingPoint {
+        concurrency: serving.concurrency,
+        input_tokens: serving.input_tokens,
+        output_tokens: serving.output_tokens,
+        engine: serving.engine.clone(),
+        scheduled_token_budget: facts.scheduled_tokens,
+        maximum_sequences: facts.sequences,
+        simulated_requests: serving.concurrency.saturating_mul(4),
+    };
+    point
+        .validate()
+        .map_err(|e| PlacementError::Usage(e.to_string()))?;
+    let mut models = Vec::with_capacity(set.kinds.len());
+    for kind in &set.kinds {
+        let figures = kind.description.performance.as_ref().ok_or_else(|| {
+            PlacementError::Usage(format!(
+                "{}: no `performance` figures (peak_gflops, memory_bandwidth_gb_per_second, launch_overhead_nanoseconds): a time objective or serving point prices every device of the set",
+                kind.file.display()
+            ))
+        })?;
+        let model = TimeModel::new(
+            &facts.request,
+            |id| facts.providers.get(id),
+            &kind.description.name,
+            figures,
+            Calibration::default(),
+        )
+        .map_err(|e| PlacementError::Model(e.to_string()))?;
+        models.push(model);
+    }
+    let chunks = prefill_chunks(&point).len() as f64;
+    let share = prompt_share(&point);
+    let host = set.host_link.as_ref().map(figures);
+    let boundary_link = set.boundary_link().map(figures);
+    let decode_tokens = serving::decode_shape(&point).tokens();
+    let hidden_bytes = |tokens: u64| {
+        tokens
+            .saturating_mul(facts.architecture.hidden_size)
+            .saturating_mul(facts.activation_element_bytes)
+    };
+    let boundary = match &boundary_link {
+        Some(link) => {
+            let decode = communication::point_to_point(link, hidden_bytes(decode_tokens));
+            let mut prefill = 0.0;
+            for chunk in prefill_chunks(&point) {
+                prefill += communication::point_to_point(link, hidden_bytes(chunk.tokens()));
+            }
+            [decode, prefill]
+        }
+        None => [0.0, 0.0],
+    };
+    let mut options = Vec::with_capacity(problem.options.len());
+    for option in &mut problem.options {
+        let mut kinds = Vec::with_capacity(models.len());
+        let mut times = Vec::with_capacity(models.len());
+        for (k, model) in models.iter().enumerate() {
+            let link = set.group_link(k).map(figures);
+            let detail = kind_detail(
+                facts,
+                model,
+                option,
+                link.as_ref(),
+                host.as_ref(),
+                &point,
+                &engine,
+            )?;
+            times.push(KindTimes {
+                layers: detail.layers.iter().map(|l| step_ns(l, share)).collect(),
+                first: step_ns(&detail.first, share),
+                last: step_ns(&detail.last, share),
+                unit: pair_ns(detail.unit, share),
+            });
+            kinds.push(detail);
+        }
+        option.time = Some(OptionTimes {
+            kinds: times,
+            boundary: pair_ns(boundary, share),
+        });
+        options.push((kinds, boundary));
+    }
+    if boundary_link.is_none() && problem.pipeline_stages != Some(1) {
+        // Without link figures a boundary cannot be priced: one stage only.
+        problem.pipeline_stages = Some(1);
+    }
+    // The other requests' prompts pay their host time per chunk, not their request
+    // overhead (that is spent before the engine schedules them).
+    let fixed = [
+        engine.step_overhead_seconds,
+        engine.request_overhead_seconds + chunks * engine.step_overhead_seconds,
+    ];
+    problem.fixed_time = Some(StepNs {
+        decode: ns(fixed[0] + share * chunks * engine.step_overhead_seconds),
+        prefill: ns(fixed[1]),
+    });
+    let mut links = Vec::new();
+    for (k, kind) in set.kinds.iter().enumerate() {
+        if let Some(l) = set.group_link(k) {
+            links.push(format!(
+                "{}: tensor-parallel groups over {:?} at {:.1} GB/s",
+                kind.description.name,
+                l.kind,
+                l.bandwidth_bytes_per_second as f64 / 1e9
+            ));
+        }
+    }
+    if let Some(l) = set.boundary_link() {
+        links.push(format!(
+            "stage boundaries over {:?} at {:.1} GB/s (the set's slowest link)",
+            l.kind,
+            l.bandwidth_bytes_per_second as f64 / 1e9
+        ));
+    }
+    if let Some(l) = &set.host_link {
+        links.push(format!(
+            "host transfers over {:?} at {:.1} GB/s",
+            l.kind,
+            l.bandwidth_bytes_per_second as f64 / 1e9
+        ));
+    }
+    Ok(Timing {
+        point,
+        share,
+        chunk_overheads: chunks * engine.step_overhead_seconds,
+        fixed,
+        options,
+        links,
+    })
+}
+
+/// One phase's predicted time, by part (seconds).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PhaseBreakdown {
+    /// The phase's time: the sum of the parts below (bubble excluded: it is inside them).
+    pub seconds: f64,
+    /// Nodes bound by compute, summed over the stages.
+    pub compute_seconds: f64,
+    /// Nodes bound by memory.
+    pub memory_seconds: f64,
+    /// Kernel launches.
+    pub launch_seconds: f64,
+    /// Tensor-parallel all-reduces.
+    pub all_reduce_seconds: f64,
+    /// Sends between stages.
+    pub send_seconds: f64,
+    /// Transfers of offloaded units from the host.
+    pub host_transfer_seconds: f64,
+    /// The engine's host time (and, for the prompt, the request's overhead).
+    pub engine_seconds: f64,
+    /// The mean time a device waits while the other stages run (part of the above).
+    pub bubble_seconds: f64,
+    /// TPOT only: the other requests' prompts' share, `(batch - 1) / O` of a prompt's
+    /// stage times, sends and host time per chunk (part of the above).
+    pub prompts_seconds: f64,
+}
+
+/// The predicted times of a placement.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Prediction {
+    /// The serving point.
+    pub serving_point: ServingPoint,
+    /// Time per output token (the decode step).
+    pub tpot: PhaseBreakdown,
+    /// Time to first token (one prompt alone, in chunks of the budget).
+    pub ttft: PhaseBreakdown,
+    /// Output tokens per second, all requests: batch / TPOT.
+    pub output_tokens_per_second: f64,
+    /// Per device.
+    pub output_tokens_per_second_per_device: f64,
+    /// The links the figures use.
+    pub links: Vec<String>,
+    /// The rules the figures follow.
+    pub rules: Vec<&'static str>,
+}
+
+/// The rules of a placement's times.
+pub const RULES: &[&str] = &[
+    "TPOT = the decode step of min(C, sequences) requests at context I + O/2, plus (min(C, sequences) - 1) / O of one prompt's time (each other client sends about one prompt while a request generates its O tokens)",
+    "node times: the performance model's roofline on each stage's device (docs/performance-model.md); on a rank of a tensor-parallel group of r, FLOPs / r and bytes / r (attention's KV read / min(r, KV heads); a latent cache is read whole on every rank), launches unchanged",
+    "TTFT: one prompt alone through every stage, in chunks of the budget, plus the engine's request overhead and host time per chunk",
+    "output tokens/s = min(concurrency, sequences) / TPOT; per device = that / devices",
+];
+
+/// The predicted times of `solution` (timed by `timing`).
+pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, PlacementError> {
+    let (kinds, boundary) = timing
+        .options
+        .get(solution.option as usize)
+        .ok_or_else(|| PlacementError::Internal("a solution of an untimed option".to_owned()))?;
+    let p = solution.stages.len();
+    let phase_of = |phase: usize| -> PhaseBreakdown {
+        let mut parts = Parts::default();
+        let mut host = 0.0;
+        let mut stages_total = 0.0;
+        let mut start = 0usize;
+        for (s, stage) in solution.stages.iter().enumerate() {
+            let kind = &kinds[stage.kind as usize];
+            let mut here = Parts::default();
+            for layer in &kind.layers[start..stage.end_layer as usize] {
+                here.add(&layer[phase]);
+            }
+            if s == 0 {
+                here.add(&kind.first[phase]);
+            }
+            if s + 1 == p {
+                here.add(&kind.last[phase]);
+            }
+            let transfer = stage.offloaded_units as f64 * kind.unit[phase];
+            host += transfer;
+            stages_total += here.total() + transfer;
+            parts.add(&here);
+            start = stage.end_layer as usize;
+        }
+        let sends = p.saturating_sub(1) as f64 * boundary[phase];
+        let engine = timing.fixed[phase];
+        PhaseBreakdown {
+            seconds: stages_total + sends + engine,
+            compute_seconds: parts.compute,
+            memory_seconds: parts.memory,
+            launch_seconds: parts.overhead,
+            all_reduce_seconds: parts.all_reduce,
+            send_seconds: sends,
+            host_transfer_seconds: host,
+            engine_seconds: engine,
+            bubble_seconds: stages_total * (p as f64 - 1.0) / p.max(1) as f64,
+            prompts_seconds: 0.0,
+        }
+    };
+    let decode = phase_of(0);
+    let ttft = phase_of(1);
+    // TPOT: the decode step plus the share of the other requests' prompts.
+    let w = timing.share;
+    let prompts = w * (ttft.seconds - ttft.engine_seconds + timing.chunk_overheads);
+    let tpot = PhaseBreakdown {
+        seconds: decode.seconds + prompts,
+        compute_seconds: decode.compute_seconds + w * ttft.compute_seconds,
+        memory_seconds: decode.memory_seconds + w * ttft.memory_seconds,
+        launch_seconds: decode.launch_seconds + w * ttft.launch_seconds,
+        all_reduce_seconds: decode.all_reduce_seconds + w * ttft.all_reduce_seconds,
+        send_seconds: decode.send_seconds + w * ttft.send_seconds,
+        host_transfer_seconds: decode.host_transfer_seconds + w * ttft.host_transfer_seconds,
+        engine_seconds: decode.engine_seconds + w * timing.chunk_overheads,
+        bubble_seconds: decode.bubble_seconds + w * ttft.bubble_seconds,
+        prompts_seconds: prompts,
+    };
+    let batch = timing.point.concurrency.min(timing.point.maximum_sequences) as f64;
+    let total = if tpot.seconds > 0.0 {
+        batch / tpot.seconds
+    } else {
+        0.0
+    };
+    let mut rules: Vec<&'static str> = RULES.to_vec();
+    rules.extend_from_slice(communication::RULES);
+    Ok(Prediction {
+        serving_point: timing.point.clone(),
+        tpot,
+        ttft,
+        output_tokens_per_second: total,
+        output_tokens_per_second_per_device: total / solution.devices.max(1) as f64,
+        links: timing.links.clone(),
+        rules,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodes_find_their_slot() {
+        assert_eq!(slot_of("node.layer.3.q_proj", 4), Some(3));
+        assert_eq!(slot_of("node.layer.4.q_proj", 4), None);
+        assert_eq!(slot_of("node.embedding", 4), Some(4));
+        assert_eq!(slot_of("node.lm_head", 4), Some(5));
+    }
+
+    #[test]
+    fn a_rank_takes_its_share() {
+        let t = PhaseTime {
+            compute_seconds: 4.0,
+            memory_seconds: 8.0,
+            overhead_seconds: 1.0,
+            seconds: 9.0,
+        };
+        let p = on_rank(t, 4.0, 2.0);
+        assert_eq!((p.compute, p.memory, p.overhead), (0.0, 4.0, 1.0));
+        let p = on_rank(t, 1.0, 4.0);
+        assert_eq!((p.compute, p.memory), (4.0, 0.0));
+    }
+}
