@@ -60,10 +60,14 @@ mod strategy;
 pub use backend::Backend;
 pub use error::SelectionError;
 pub use objective::{
-    objective_by_name, Level, MaxPreferred, MinPenalty, Objective, SeedLex, Weighted, Weights,
+    objective_by_name, Level, MaxPreferred, MinPenalty, MinTime, Objective, SeedLex, TimeMetric,
+    TimeWeights, Weighted, Weights, MAX_TIME_EXTENT,
 };
-pub use problem::{Candidate, SelectionNode, SelectionProblem, UnusableCandidate};
+pub use problem::{
+    Candidate, ProfileTimes, SelectionNode, SelectionProblem, TimeCosts, UnusableCandidate,
+    MAX_TIME_PS,
+};
 pub use progress::{SolveObserver, SolveProgress};
 pub use reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
-pub use solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
+pub use solution::{ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums};
 pub use solve::{solve, Method, SolveOptions, DEFAULT_DP_STATE_BUDGET};

@@ -43,3 +43,4 @@ mod synth_models;
 mod synth_registry;
 mod synth_shipped;
 mod tamper;
+mod time_objective;
