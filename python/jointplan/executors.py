@@ -59,8 +59,14 @@ class LocalExecutor:
 
 
 class DaskExecutor:
-    """Tasks as Dask futures on a ``distributed.Client`` (a new local cluster of
-    single-threaded worker processes when none is given)."""
+    """Tasks as Dask futures on a ``distributed.Client``; when none is given, a new local
+    cluster of one worker with ``workers`` threads in this process.
+
+    Threads, not processes: the extension releases the GIL while it plans, so threads plan in
+    parallel, and nothing is spawned. A spawned worker process re-imports the driver's
+    ``__main__``: a plain script without an ``if __name__ == "__main__"`` guard would start
+    its sweep again in every worker, and a script read from standard input cannot be
+    re-imported at all. Pass a ``Client`` of your own for worker processes or a real cluster."""
 
     name = "dask"
 
@@ -72,7 +78,7 @@ class DaskExecutor:
             except ImportError as error:
                 raise ImportError('executor="dask" needs dask.distributed: '
                                   'pip install "dask[distributed]"') from error
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+            cluster = LocalCluster(n_workers=1, threads_per_worker=workers, processes=False,
                                    dashboard_address=None)
             client = Client(cluster)
             self.owned = (client, cluster)

@@ -120,8 +120,9 @@ def sweep(grid: PathOrDict, out_dir: PathLike, *, executor: Any = "local",
     relative paths in it are read from the current directory, wherever the workers run)
     into ``out_dir``.
 
-    ``executor``: ``"local"`` (threads of this process), ``"dask"`` (a new local cluster of
-    ``workers`` single-threaded processes), ``"ray"`` (``ray.init(num_cpus=workers)``
+    ``executor``: ``"local"`` (threads of this process), ``"dask"`` (a new local cluster
+    of one in-process worker with ``workers`` threads: it works from a script without a
+    ``__main__`` guard, a notebook or standard input), ``"ray"`` (``ray.init(num_cpus=workers)``
     unless Ray is already initialised), a ``dask.distributed.Client`` or the initialised
     ``ray`` module. Points go out in tasks of ``batch`` points, each plan on ``threads``
     threads; rows are written in grid order as tasks finish. ``resume``: skip the keys

@@ -355,12 +355,24 @@ fn plan(
 ) -> PyResult<String> {
     py.detach(|| {
         let mut call = call_options(&options_json)?;
-        let request = request_from(request_json.as_deref(), source_json.as_deref())?;
+        // A model source keeps what it was synthesized from: why-infeasible tries the larger
+        // devices of its device's directory.
+        let (request, origin) = match (request_json.as_deref(), source_json.as_deref()) {
+            (None, Some(source)) => {
+                let source = model_source(source)?;
+                let synthesized = source
+                    .synthesize()
+                    .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
+                let device_file = synthesized.device_file;
+                (synthesized.request, Some((source, device_file)))
+            }
+            (request, source) => (request_from(request, source)?, None),
+        };
         call.expand(&request)?;
         let options = call.build();
         let outcome = match jointplan::ExecutionPlan::build_with_report(&request, &options) {
             Ok(outcome) => outcome,
-            Err(error) => return Err(explained(&request, &options, error)),
+            Err(error) => return Err(explained(&request, origin.as_ref(), &options, error)),
         };
         let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
@@ -381,13 +393,24 @@ fn plan(
 /// with the command line's explanation and the reason travels as JSON.
 fn explained(
     request: &PlanRequest,
+    origin: Option<&(ModelSource, std::path::PathBuf)>,
     options: &BuildOptions,
     error: jointplan::builder::error::PlanError,
 ) -> Failure {
     if error.kind() != ErrorKind::Infeasible {
         return Failure::from(jointplan::Error::from(error));
     }
-    let answer = jointplan::study::infeasible::explain_failure(request, options, &error);
+    let answer = match origin {
+        Some((source, device_file)) => jointplan::study::infeasible::explain_source_failure(
+            source,
+            &jointplan::study::sweep::PolicyFields::default(),
+            device_file,
+            request,
+            options,
+            &error,
+        ),
+        None => jointplan::study::infeasible::explain_failure(request, options, &error),
+    };
     let mut failure = Failure::from(jointplan::Error::from(error));
     match answer {
         Ok(Some(reason)) => {

@@ -87,6 +87,42 @@ def test_local_ray_gives_the_same_rows(reference, tmp_path):
     assert without_timing(result.rows) == without_timing(reference[1])
 
 
+# A sweep as a user types it: no `if __name__ == "__main__"` guard, so a worker process that
+# re-imported `__main__` would start the sweep again (or fail, reading standard input).
+UNGUARDED = """
+import json, sys
+import jointplan
+grid = json.loads(sys.argv[1])
+result = jointplan.sweep(grid, sys.argv[2], executor=EXECUTOR, workers=2, batch=5)
+print("rows", len(result.rows))
+"""
+
+
+@pytest.mark.parametrize("executor", ["dask", "ray"])
+@pytest.mark.parametrize("how", ["script", "stdin"])
+def test_a_sweep_runs_from_an_unguarded_script_and_from_standard_input(
+        reference, tmp_path, executor, how):
+    pytest.importorskip("distributed" if executor == "dask" else "ray")
+    import subprocess
+    import sys
+    source = UNGUARDED.replace("EXECUTOR", repr(executor))
+    out = tmp_path / "out"
+    args = [json.dumps(GRID), str(out)]
+    if how == "script":
+        script = tmp_path / "sweep_script.py"
+        script.write_text(source)
+        run = subprocess.run([sys.executable, str(script), *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    else:
+        run = subprocess.run([sys.executable, "-", *args], input=source, cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    # The sweep ran once: one "rows" line, and the files hold each point once.
+    assert run.stdout.splitlines().count(f"rows {POINTS}") == 1, run.stdout
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert without_timing(rows) == without_timing(reference[1])
+
+
 class Stop(Exception):
     pass
 

@@ -26,16 +26,17 @@ use std::sync::Arc;
 use super::destination::Destination;
 use super::engine_flags::EngineFlags;
 use super::output::{pretty_json, write_stdout};
-use super::performance::{performance_text, Requested, ServingFlags};
+use super::performance::{Requested, ServingFlags};
 use super::progress::Progress;
 use super::solve::BackendArg;
 use super::synth::{synthesize_request, PolicyFlags, SynthFlags};
 use jointplan::builder::error::PlanError;
 use jointplan::engine::EngineReport;
 use jointplan::render::infeasible_text::infeasibility_text;
+use jointplan::render::performance_text::performance_text;
 use jointplan::render::summary::{plan_summary, summary_text, ComponentSummary};
 use jointplan::render::summary_text::Detail;
-use jointplan::study::infeasible::explain_failure;
+use jointplan::study::infeasible::{explain_failure, explain_source_failure};
 use jointplan::synth::DeviceDescription;
 
 /// Arguments of `jointplan plan`.
@@ -275,6 +276,17 @@ struct Loaded {
     engine: Option<EngineReport>,
     device: Option<DeviceDescription>,
     raised: Option<u32>,
+    /// For a model folder: what the request was synthesized from (why-infeasible tries the
+    /// larger devices of the device's directory with it).
+    origin: Option<Origin>,
+}
+
+/// A model folder's request as synthesized: the source, the policy fields set, the device
+/// file.
+struct Origin {
+    source: jointplan::synth::ModelSource,
+    fields: jointplan::study::sweep::PolicyFields,
+    device_file: PathBuf,
 }
 
 /// The request to plan (the file as it is, or a model folder's synthesized request), the
@@ -288,6 +300,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         let mut synthesized = synthesize_request(Some(input), &args.synth, &args.policy)
             .map_err(|e| Error::from(e).in_file(input))?;
         let mut raised = None;
+        let mut fields = args.policy.fields();
         if let Some(point) = point {
             let ceiling = synthesized.policy.maximum_active_sequences;
             let wanted = u32::try_from(point.concurrency).unwrap_or(u32::MAX);
@@ -299,16 +312,23 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
                 };
                 synthesized = synthesize_request(Some(input), &args.synth, &policy)
                     .map_err(|e| Error::from(e).in_file(input))?;
+                fields = policy.fields();
                 raised = Some(ceiling);
             }
         }
         let engine = args.engine.report(&synthesized)?;
+        let origin = Origin {
+            source: args.synth.source(Some(input)),
+            fields,
+            device_file: synthesized.device_file.clone(),
+        };
         return Ok(Loaded {
             request: synthesized.request,
             inputs: synthesized.inputs,
             engine,
             device: Some(synthesized.device),
             raised,
+            origin: Some(origin),
         });
     }
     if args.engine.engine.is_some() {
@@ -330,6 +350,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
         engine: None,
         device: None,
         raised: None,
+        origin: None,
     })
 }
 
@@ -338,6 +359,7 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
 /// `--json` that answer printed as JSON on standard output.
 fn explain_infeasible(
     args: &Args,
+    origin: Option<&Origin>,
     request: &PlanRequest,
     options: &BuildOptions,
     error: PlanError,
@@ -350,7 +372,17 @@ fn explain_infeasible(
     quiet.selection.observer = None;
     let progress = Progress::start("plan");
     progress.step("finding why the request has no plan");
-    let answer = explain_failure(request, &quiet, &error);
+    let answer = match origin {
+        Some(o) => explain_source_failure(
+            &o.source,
+            &o.fields,
+            &o.device_file,
+            request,
+            &quiet,
+            &error,
+        ),
+        None => explain_failure(request, &quiet, &error),
+    };
     drop(progress);
     let plain = Error::from(error).in_file(&args.request);
     match answer {
@@ -397,6 +429,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         engine,
         device,
         raised,
+        origin,
     } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
     if options.selection.objective.time_weights().is_some() {
@@ -438,7 +471,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
         Ok(built) => built,
         Err(error) => {
             drop(progress);
-            return Err(explain_infeasible(args, &request, &options, error));
+            return Err(explain_infeasible(
+                args,
+                origin.as_ref(),
+                &request,
+                &options,
+                error,
+            ));
         }
     };
     let plan = &outcome.plan;

@@ -59,6 +59,17 @@ pub fn infeasibility_text(reason: &Infeasibility) -> String {
             reason.unsearched.join(", ")
         ));
     }
+    if let Some(next) = &reason.next_device {
+        out.push_str(&format!(
+            "the next device of its directory that fits: {} ({}): the model builds (plan {}) and its worst case fits{}\n",
+            next.device_file,
+            human_bytes(next.device_memory_bytes),
+            next.plan_id.as_deref().unwrap_or("-"),
+            next.sequences_that_fit
+                .map(|n| format!(", {} at the maximum context", sequences(n)))
+                .unwrap_or_default()
+        ));
+    }
     out
 }
 

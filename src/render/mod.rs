@@ -11,7 +11,9 @@
 //! - [`diff_text`]: the comparison of two plans;
 //! - [`fit_text`]: the largest value that fits, and which devices fit;
 //! - [`explain_text`]: why each provider of a node was chosen ([`crate::study::explain`]);
-//! - [`engine_text`]: a serving engine's accounting, the lines it would log and its flags.
+//! - [`engine_text`]: a serving engine's accounting, the lines it would log and its flags;
+//! - [`performance_text`]: a performance prediction at a serving point;
+//! - [`placement_text`]: a placement across devices, per device.
 //!
 //! Nothing here decides anything about a plan: every figure comes from `study` (or the
 //! plan itself), and every function returns text or serializable data.
@@ -23,6 +25,8 @@ pub mod fit_text;
 pub mod id_pattern;
 pub mod infeasible_text;
 pub mod layer_pattern;
+pub mod performance_text;
+pub mod placement_text;
 pub mod serving_text;
 pub mod summary;
 pub mod summary_text;

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use super::problem::{Candidate, SelectionNode, SelectionProblem};
+use crate::selection::model::problem::{Candidate, SelectionNode, SelectionProblem};
 
 /// A small deterministic pseudo-random generator (SplitMix64).
 #[derive(Debug, Clone)]
@@ -285,7 +285,9 @@ pub fn benchmark_families() -> Vec<(&'static str, usize, SelectionProblem)> {
 /// `max-preferred`, `min-penalty` and `weighted` with
 /// `{"preferred": 3, "ranks": [0, 2, 4, 6]}` (four profiles).
 pub fn benchmark_objectives() -> Vec<std::sync::Arc<dyn super::Objective>> {
-    use super::objective::{MaxPreferred, MinPenalty, SeedLex, Weighted, Weights};
+    use crate::selection::model::objective::{
+        MaxPreferred, MinPenalty, SeedLex, Weighted, Weights,
+    };
     vec![
         std::sync::Arc::new(SeedLex),
         std::sync::Arc::new(MaxPreferred),
@@ -308,7 +310,7 @@ pub fn benchmark_objectives() -> Vec<std::sync::Arc<dyn super::Objective>> {
 /// 128 output tokens). About a third of the shared resources get profile costs that grow
 /// by up to 2 microseconds per rank.
 pub fn with_time_costs(problem: &SelectionProblem, seed: u64, period: usize) -> SelectionProblem {
-    use super::problem::{ProfileTimes, TimeCosts};
+    use super::model::problem::{ProfileTimes, TimeCosts};
     let mut out = problem.clone();
     let period = period.max(1);
     for (i, node) in out.nodes.iter_mut().enumerate() {

@@ -29,45 +29,39 @@
 //! assert_eq!(solution.profiles["kv"], "paged-16");
 //! ```
 
-pub(crate) mod backend;
-pub(crate) mod certificate;
-pub(crate) mod components;
-mod count_levels;
-mod dual_bound;
-mod elimination;
-mod error;
-pub(crate) mod frontier;
-pub(crate) mod ilp;
-pub mod instances;
-mod objective;
-mod optimal_supports;
-mod part_method;
-mod preference;
-mod preference_groups;
-mod prefix_dominance;
-pub(crate) mod presolve;
-mod probing;
-mod problem;
-mod progress;
-mod propagation;
-mod provider_ids;
-mod reference;
-mod settled_levels;
-mod solution;
-mod solve;
-mod strategy;
+//! ## Module map, by phase
+//!
+//! | folder | phase | modules |
+//! |---|---|---|
+//! | `model/` | what is solved and returned | `problem`, `objective`, `solution`, `progress` |
+//! | `reduce/` | reductions before the exact solve | `components`, `presolve`, `settled_levels`, `count_levels`, `prefix_dominance`, `optimal_supports`, `dual_bound` |
+//! | `exact/` | exact solving of one part | `strategy`, `ilp`, `backend`, `frontier`, `elimination`, `preference`, `propagation`, `preference_groups`, `probing`, `provider_ids`, `part_method` |
+//! | `certify/` | certification and oracles | `certificate`, `reference` |
+//!
+//! `solve` (this folder) orchestrates the phases; `error` is the layer's error type;
+//! `instances` generates deterministic test and benchmark instances (cargo feature `testing`,
+//! which the command line turns on).
 
-pub use backend::Backend;
+pub(crate) mod certify;
+mod error;
+pub(crate) mod exact;
+#[cfg(feature = "testing")]
+pub mod instances;
+pub(crate) mod model;
+pub(crate) mod reduce;
+mod solve;
+
+pub use certify::reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
 pub use error::SelectionError;
-pub use objective::{
+pub use exact::backend::Backend;
+pub use model::objective::{
     objective_by_name, Level, MaxPreferred, MinPenalty, MinTime, Objective, SeedLex, TimeMetric,
     TimeWeights, Weighted, Weights, MAX_TIME_EXTENT,
 };
-pub use problem::{
+pub use model::problem::{
     Candidate, ProfileTimes, SelectionNode, SelectionProblem, TimeCosts, UnusableCandidate,
     MAX_TIME_PS,
 };
-pub use progress::{SolveObserver, SolveProgress};
-pub use reference::{brute_force, frontier_solve, FrontierKind, FrontierResult};
-pub use solution::{ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums};
+pub use model::progress::{SolveObserver, SolveProgress};
+pub use model::solution::{ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums};
 pub use solve::{solve, Method, SolveOptions, DEFAULT_DP_STATE_BUDGET};

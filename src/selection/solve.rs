@@ -7,20 +7,24 @@ use std::time::{Duration, Instant};
 
 use rayon::prelude::*;
 
-use super::backend::Backend;
-use super::certificate::{compare_with_dp, conflict_set, describe, recheck};
-use super::components::{instance_components, Comp};
-use super::elimination::ELIMINATION_BUDGET;
-use super::error::SelectionError;
-use super::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
-use super::ilp::{IlpLimits, IlpOutcome};
-use super::objective::{Level, Objective, SeedLex, Weights};
-use super::part_method::PartMethod;
-use super::presolve::{presolve, Part, PresolveStats, Presolved};
-use super::problem::{best_rank, Instance, SelectionProblem};
-use super::progress::{PartReporter, SolveObserver, SolveProgress};
-use super::solution::{ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums};
-use super::strategy::{PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES};
+use crate::selection::certify::certificate::{compare_with_dp, conflict_set, describe, recheck};
+use crate::selection::error::SelectionError;
+use crate::selection::exact::backend::Backend;
+use crate::selection::exact::elimination::ELIMINATION_BUDGET;
+use crate::selection::exact::frontier::{closure_state_bound, frontier, DpOutcome, Mode};
+use crate::selection::exact::ilp::{IlpLimits, IlpOutcome};
+use crate::selection::exact::part_method::PartMethod;
+use crate::selection::exact::strategy::{
+    PartResult, PartSolver, PROVIDER_SEARCH_STEPS, SUBPART_FRONTIER_STATES,
+};
+use crate::selection::model::objective::{Level, Objective, SeedLex, Weights};
+use crate::selection::model::problem::{best_rank, Instance, SelectionProblem};
+use crate::selection::model::progress::{PartReporter, SolveObserver, SolveProgress};
+use crate::selection::model::solution::{
+    ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums,
+};
+use crate::selection::reduce::components::{instance_components, Comp};
+use crate::selection::reduce::presolve::{presolve, Part, PresolveStats, Presolved};
 
 /// The default state budget of the frontier check.
 pub const DEFAULT_DP_STATE_BUDGET: u64 = 250_000;
@@ -166,7 +170,8 @@ pub fn solve(
     options: &SolveOptions,
 ) -> Result<Solution, SelectionError> {
     let deadline = options.time_limit.map(|d| Instant::now() + d);
-    let (inst, weights) = super::problem::prepare(problem, options.objective.as_ref())?;
+    let (inst, weights) =
+        crate::selection::model::problem::prepare(problem, options.objective.as_ref())?;
     let levels = options.objective.levels(inst.profiles.len());
     // A rank is free when no level charges it: not a rank-count level of
     // its own, and no weight in a weighted level (whose tie-breaks may still
@@ -364,7 +369,7 @@ pub fn solve(
             .iter()
             .any(|n| n.cands.iter().any(|c| c.time != Default::default()));
     let mut time = TimeSums::default();
-    let mut add = |t: &super::problem::TimeCosts| {
+    let mut add = |t: &crate::selection::model::problem::TimeCosts| {
         time.tpot += u128::from(t.tpot.unwrap_or(0));
         time.ttft += u128::from(t.ttft.unwrap_or(0));
         time.throughput += u128::from(t.throughput.unwrap_or(0));
@@ -387,7 +392,7 @@ pub fn solve(
         penalty_by_rank[k] += 1;
         let at = |l: &Option<Vec<u64>>| l.as_ref().and_then(|l| l.get(k).copied());
         let rt = &inst.res_times[r as usize];
-        add(&super::problem::TimeCosts {
+        add(&crate::selection::model::problem::TimeCosts {
             tpot: at(&rt.tpot),
             ttft: at(&rt.ttft),
             throughput: at(&rt.throughput),

@@ -417,6 +417,7 @@ pub fn capacity_infeasibility_within(
         unsearched,
         notes,
         holdings,
+        next_device: None,
         status: "infeasible",
         kind: "capacity",
         error: error.to_string(),

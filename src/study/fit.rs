@@ -391,36 +391,7 @@ pub fn fit_devices(
         let mut device_source = source.clone();
         device_source.device = Some(file.clone());
         let request = device_source.synthesize()?.request;
-        let device_memory = request.catalog.device.total_memory_bytes;
-        let mut row = DeviceFit {
-            device_file: file.display().to_string(),
-            device_memory_bytes: device_memory,
-            fits: false,
-            plan_id: None,
-            headroom_bytes: None,
-            sequences_that_fit: None,
-            reason: None,
-        };
-        match ExecutionPlan::build_with_report(&request, options) {
-            Ok(outcome) => {
-                let report = ServingReport::of(&request, &outcome.plan)?;
-                row.fits = report.worst_case_fits;
-                row.plan_id = Some(outcome.plan.payload.plan_id.clone());
-                row.headroom_bytes = Some(report.headroom_bytes);
-                row.sequences_that_fit = report.sequences_that_fit;
-                if !report.worst_case_fits {
-                    row.reason = Some(format!(
-                        "the worst case does not fit: {} at the maximum context",
-                        super::report::sequences_fit(report.sequences_that_fit.unwrap_or(0))
-                    ));
-                }
-            }
-            Err(error) if error.kind() == crate::error_kind::ErrorKind::Infeasible => {
-                row.reason = Some(error.to_string());
-            }
-            Err(error) => return Err(StudyError::Plan(Box::new(error))),
-        }
-        fits.push(row);
+        fits.push(device_fit(&request, &file, options)?);
     }
     fits.sort_by(|a, b| {
         (!a.fits, a.device_memory_bytes, &a.device_file).cmp(&(
@@ -430,4 +401,92 @@ pub fn fit_devices(
         ))
     });
     Ok(fits)
+}
+
+/// Whether `request` (synthesized for the device `file`) builds and its worst case fits.
+fn device_fit(
+    request: &PlanRequest,
+    file: &std::path::Path,
+    options: &BuildOptions,
+) -> Result<DeviceFit, StudyError> {
+    let mut row = DeviceFit {
+        device_file: file.display().to_string(),
+        device_memory_bytes: request.catalog.device.total_memory_bytes,
+        fits: false,
+        plan_id: None,
+        headroom_bytes: None,
+        sequences_that_fit: None,
+        reason: None,
+    };
+    match ExecutionPlan::build_with_report(request, options) {
+        Ok(outcome) => {
+            let report = ServingReport::of(request, &outcome.plan)?;
+            row.fits = report.worst_case_fits;
+            row.plan_id = Some(outcome.plan.payload.plan_id.clone());
+            row.headroom_bytes = Some(report.headroom_bytes);
+            row.sequences_that_fit = report.sequences_that_fit;
+            if !report.worst_case_fits {
+                row.reason = Some(format!(
+                    "the worst case does not fit: {} at the maximum context",
+                    super::report::sequences_fit(report.sequences_that_fit.unwrap_or(0))
+                ));
+            }
+        }
+        Err(error) if error.kind() == crate::error_kind::ErrorKind::Infeasible => {
+            row.reason = Some(error.to_string());
+        }
+        Err(error) => return Err(StudyError::Plan(Box::new(error))),
+    }
+    Ok(row)
+}
+
+/// The next device of a directory: the smallest device of `device_file`'s directory, larger
+/// than it, on which `source` (under its policy with `fields` set) builds and its worst case
+/// fits — the "next device" lever of why-infeasible.
+///
+/// Devices are tried smallest first (memory, then file name); a device with less memory than
+/// `needed_capacity_bytes` (the capacity the request needs, when a capacity search found it)
+/// cannot hold the plan and is not built. Files of the directory that are not device
+/// descriptions are skipped. `None`: no larger device of the directory fits.
+pub fn next_device(
+    source: &ModelSource,
+    fields: &super::sweep::PolicyFields,
+    device_file: &std::path::Path,
+    needed_capacity_bytes: Option<u64>,
+    options: &BuildOptions,
+) -> Result<Option<DeviceFit>, StudyError> {
+    let Some(dir) = device_file.parent() else {
+        return Ok(None);
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        std::path::Path::new(".")
+    } else {
+        dir
+    };
+    let own = crate::synth::DeviceDescription::read(device_file)?.total_memory_bytes;
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(None);
+    };
+    let mut larger: Vec<(u64, std::path::PathBuf)> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .filter_map(|p| {
+            let memory = crate::synth::DeviceDescription::read(&p)
+                .ok()?
+                .total_memory_bytes;
+            (memory > own && needed_capacity_bytes.is_none_or(|needed| memory >= needed))
+                .then_some((memory, p))
+        })
+        .collect();
+    larger.sort();
+    for (_, file) in larger {
+        let mut device_source = source.clone();
+        device_source.device = Some(file.clone());
+        let request = fields.synthesize(&device_source)?.request;
+        let row = device_fit(&request, &file, options)?;
+        if row.fits {
+            return Ok(Some(row));
+        }
+    }
+    Ok(None)
 }

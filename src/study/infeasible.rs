@@ -223,6 +223,11 @@ pub struct Infeasibility {
     /// hold at the policy's ceilings, for the levers that shrink each.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub holdings: Option<Holdings>,
+    /// For a capacity failure of a model folder's request: the smallest larger device of its
+    /// device's directory on which the model builds and its worst case fits
+    /// ([`explain_source_failure`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_device: Option<super::fit::DeviceFit>,
 }
 
 /// What a request's allocations hold at the policy's ceilings, read from the plan the
@@ -298,6 +303,39 @@ impl Holdings {
     }
 }
 
+/// [`explain_failure`] for the request of a model folder (`source` under its policy with
+/// `fields` set, synthesized for `device_file`): a capacity failure also gets the next device
+/// of the device's directory ([`super::fit::next_device`]), the smallest larger one on which
+/// the model builds and its worst case fits. That search cannot fail the answer: when it
+/// cannot run, a note says why.
+pub fn explain_source_failure(
+    source: &crate::synth::ModelSource,
+    fields: &super::sweep::PolicyFields,
+    device_file: &std::path::Path,
+    request: &PlanRequest,
+    options: &BuildOptions,
+    error: &PlanError,
+) -> Result<Option<Infeasibility>, ResearchError> {
+    let Some(mut answer) = explain_failure(request, options, error)? else {
+        return Ok(None);
+    };
+    if answer.kind == "capacity" {
+        let needed = answer
+            .relaxations
+            .iter()
+            .find(|r| r.field == "policy.memory_capacity_bytes")
+            .map(|r| r.to);
+        match super::fit::next_device(source, fields, device_file, needed, options) {
+            Ok(next) => answer.next_device = next,
+            Err(e) => answer.notes.push(format!(
+                "the larger devices of {} could not be tried: {e}",
+                device_file.parent().unwrap_or(device_file).display()
+            )),
+        }
+    }
+    Ok(Some(answer))
+}
+
 /// Builds `request` under `options`; if it has no plan, says why. `Ok(None)`: it builds.
 /// A failure that is not infeasibility (bad input, a rejected plan) is returned as an error.
 pub fn analyze(
@@ -343,6 +381,7 @@ pub fn explain_failure(
             unsearched: Vec::new(),
             notes: Vec::new(),
             holdings: None,
+            next_device: None,
             status: "infeasible",
             kind: "limit",
             error: error.to_string(),
@@ -582,6 +621,7 @@ fn selection_infeasibility(
         unsearched: Vec::new(),
         notes: Vec::new(),
         holdings: None,
+        next_device: None,
         status: "infeasible",
         kind: "selection",
         error: error.to_string(),

@@ -57,6 +57,8 @@ pub struct Synthesized {
     pub device: DeviceDescription,
     /// The policy preset it was synthesized under.
     pub policy: PolicyPreset,
+    /// The device file the request was synthesized for (given, or the folder's default).
+    pub device_file: PathBuf,
     /// Every file the synthesis read (config, the folder's defaults, device, policy preset),
     /// so that a command writing an output can refuse to overwrite one of them.
     pub inputs: Vec<PathBuf>,
@@ -209,6 +211,7 @@ impl ModelSource {
             weight_format,
             warnings,
             device,
+            device_file,
             policy,
             inputs,
         })

@@ -250,6 +250,15 @@ fn a_static_overflow_is_answered_without_searching_what_cannot_fix_it() {
     .unwrap();
     small["total_memory_bytes"] = Value::from(2u64 << 30);
     std::fs::write(&device, small.to_string()).unwrap();
+    // The devices beside it: one a little larger (still too small for the weights, so it is
+    // never built), one with room for everything: the next device of the directory.
+    let mut larger = small.clone();
+    larger["total_memory_bytes"] = Value::from(9u64 << 28);
+    std::fs::write(dir.path().join("larger.json"), larger.to_string()).unwrap();
+    let mut huge = small.clone();
+    huge["total_memory_bytes"] = Value::from(1u64 << 40);
+    std::fs::write(dir.path().join("huge.json"), huge.to_string()).unwrap();
+    std::fs::write(dir.path().join("notes.json"), "{\"not\": \"a device\"}").unwrap();
     let model = llama();
     let result = jointplan(&["plan", &model, "--device", &s(&device), "--json"]);
     assert_eq!(result.status.code(), Some(1), "{}", text(&result.stderr));
@@ -290,4 +299,21 @@ fn a_static_overflow_is_answered_without_searching_what_cannot_fix_it() {
     ] {
         assert!(stderr.contains(lever), "{stderr}");
     }
+    // The next device of the directory: the smallest larger one whose plan's worst case fits.
+    let next = &answer["next_device"];
+    assert_eq!(
+        next["device_file"],
+        s(&dir.path().join("huge.json")),
+        "{answer}"
+    );
+    assert_eq!(next["fits"], true);
+    assert!(next["plan_id"]
+        .as_str()
+        .unwrap()
+        .starts_with("plan/sha256/"));
+    assert!(
+        stderr.contains("the next device of its directory that fits: ")
+            && stderr.contains("huge.json"),
+        "{stderr}"
+    );
 }
