@@ -59,6 +59,10 @@ pub enum PlanError {
     /// The request has no node resolution.
     #[error("the request has no node resolutions")]
     NoNodeResolutions,
+    /// A time objective cannot price the candidates (no serving point, no usable device
+    /// figures, or the performance model refused the request).
+    #[error("time objective: {0}")]
+    TimeObjective(String),
     /// Two resolutions name the same node.
     #[error("{path}: node {node} has more than one resolution (keep one entry per node)")]
     DuplicateResolution {

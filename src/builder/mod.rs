@@ -15,6 +15,7 @@ pub mod error;
 pub mod internal;
 pub mod plan_file;
 pub mod retention;
+pub mod time_costs;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
@@ -138,6 +139,10 @@ pub struct BuildOptions {
     /// Replays a stored plan's choices instead of solving (what `verify` does for a plan
     /// accepted without a proof of optimality); `None` for every ordinary build.
     pub replay: Option<SelectionReplay>,
+    /// The serving point and device figures that price the candidates of a time objective
+    /// (`min-tpot`, `min-ttft`, `max-throughput`, or `weighted` with time weights); recorded
+    /// in the plan with such an objective, ignored with any other.
+    pub serving: Option<crate::plan::RecordedServing>,
 }
 
 /// The recorded choices of a plan whose selection was not proved optimal: a rebuild fixes
@@ -168,7 +173,9 @@ impl BuildOptions {
             weights: objective.weights().map(|w| RecordedWeights {
                 preferred: w.preferred,
                 ranks: w.ranks.clone(),
+                time: w.time.as_ref().map(time_costs::recorded_time_weights),
             }),
+            serving: objective.time_weights().and(self.serving.clone()),
             pins: self.pins.clone(),
             forbids: self.forbids.clone(),
             uncertified_components: Vec::new(),
@@ -186,15 +193,24 @@ impl BuildOptions {
         let weights = settings
             .weights
             .as_ref()
-            .map(|w| crate::selection::Weights {
-                preferred: w.preferred,
-                ranks: w.ranks.clone(),
-            });
+            .map(|w| -> Result<_, crate::selection::SelectionError> {
+                Ok(crate::selection::Weights {
+                    preferred: w.preferred,
+                    ranks: w.ranks.clone(),
+                    time: w
+                        .time
+                        .as_ref()
+                        .map(time_costs::time_weights_of)
+                        .transpose()?,
+                })
+            })
+            .transpose()?;
         let objective = crate::selection::objective_by_name(settings.objective_name(), weights)?;
         let mut options = self.clone();
         options.selection.objective = std::sync::Arc::from(objective);
         options.pins = settings.pins.clone();
         options.forbids = settings.forbids.clone();
+        options.serving = settings.serving.clone();
         options.replay = (!settings.uncertified_components.is_empty()).then(|| SelectionReplay {
             choices: choices(),
             uncertified_components: settings.uncertified_components.clone(),
@@ -333,6 +349,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
     // The selection stays on this thread (an in-place scope), so that its large transient
     // structures are freed where the later steps allocate, not into another thread's heap.
     let mut settings = options.selection_settings();
+    let times = time_costs::candidate_times(request, options, &candidates)?;
     let mut family = None;
     let joint = rayon::in_place_scope(|scope| {
         let family = &mut family;
@@ -344,6 +361,7 @@ pub fn build_core(request: &PlanRequest, options: &BuildOptions) -> Result<PlanC
             options.allow_uncertified,
             &settings,
             options.replay.as_ref().map(|r| &r.choices),
+            times.as_ref(),
         )
     });
     // The scope waited for its task, so `family` is set; computing it here otherwise keeps

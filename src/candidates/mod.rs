@@ -416,10 +416,12 @@ pub fn selection_problem(policy: &RuntimePolicy, nodes: &[NodeCandidates<'_>]) -
                                 (r.to_string(), set.iter().map(ToString::to_string).collect())
                             })
                             .collect(),
+                        time_ps: None,
                     })
                     .collect(),
             })
             .collect(),
+        profile_time_ps: Default::default(),
     }
 }
 
@@ -532,6 +534,10 @@ pub fn map_solution<'a>(
     Ok((chosen, selected))
 }
 
+/// Time costs of each node's candidate providers (node → provider → costs), for the
+/// selection's time objectives.
+pub type TimeTable = BTreeMap<NodeId, BTreeMap<ProviderId, crate::selection::TimeCosts>>;
+
 /// Runs joint selection over derived candidates: builds the problem, solves it, maps the
 /// solution back and derives the storage rejection evidence.
 ///
@@ -546,8 +552,28 @@ pub fn select_jointly<'a>(
     allow_uncertified: bool,
     settings: &crate::plan::SelectionSettings,
     replay: Option<&BTreeMap<NodeId, ProviderId>>,
+    times: Option<&TimeTable>,
 ) -> Result<JointSelection<'a>, CandidateError> {
     let mut problem = selection_problem(policy, nodes);
+    if let Some(times) = times {
+        let by_name: BTreeMap<&str, BTreeMap<&str, &crate::selection::TimeCosts>> = times
+            .iter()
+            .map(|(id, row)| {
+                (
+                    id.as_str(),
+                    row.iter().map(|(p, t)| (p.as_str(), t)).collect(),
+                )
+            })
+            .collect();
+        for node in &mut problem.nodes {
+            let row = by_name.get(node.id.as_str());
+            for cand in &mut node.candidates {
+                cand.time_ps = row
+                    .and_then(|row| row.get(cand.provider.as_str()))
+                    .map(|t| (*t).clone());
+            }
+        }
+    }
     apply_settings(&mut problem, nodes, settings, replay)?;
     let solution = selection::solve(&problem, options).map_err(|e| CandidateError::Selection {
         infeasible: matches!(e, selection::SelectionError::Infeasible { .. }),

@@ -99,6 +99,57 @@ impl ServingFlags {
     }
 }
 
+/// The device that prices a serving point: `--performance-device`, else the model
+/// folder's.
+fn pricing_device(
+    flags: &ServingFlags,
+    device: Option<&DeviceDescription>,
+) -> Result<DeviceDescription, Error> {
+    match (&flags.performance_device, device) {
+        (Some(file), _) => {
+            DeviceDescription::read(file).map_err(|e| Error::from(e.in_device_file(file)))
+        }
+        (None, Some(device)) => Ok(device.clone()),
+        (None, None) => Err(Error::Usage(
+            "a serving point on a request file needs --performance-device DEVICE.json (a device file with performance figures, e.g. models/devices/h100-sxm-80gb.json)".to_owned(),
+        )),
+    }
+}
+
+/// What a time objective records: the serving point and the pricing device's figures
+/// (`plan --objective min-tpot|min-ttft|max-throughput`).
+pub fn recorded_serving(
+    flags: &ServingFlags,
+    point: Option<&Requested>,
+    device: Option<&DeviceDescription>,
+    objective: &str,
+) -> Result<jointplan::plan::RecordedServing, Error> {
+    let Some(point) = point else {
+        return Err(Error::Usage(format!(
+            "--objective {objective} needs a serving point: give --concurrency, --input-tokens and --output-tokens"
+        )));
+    };
+    if flags.calibration.is_some() {
+        return Err(Error::Usage(format!(
+            "--calibration cannot be used with --objective {objective}: the candidates are priced by the roofline from the device figures recorded in the plan (so verify can price them again); drop --calibration"
+        )));
+    }
+    let device = pricing_device(flags, device)?;
+    let figures = device.performance.as_ref().ok_or_else(|| {
+        Error::from(jointplan::Error::from(perf::PerfError::NoFigures {
+            device: device.name.clone(),
+        }))
+    })?;
+    Ok(jointplan::builder::time_costs::recorded_serving(
+        point.concurrency,
+        point.input_tokens,
+        point.output_tokens,
+        &point.engine,
+        &device.name,
+        figures,
+    ))
+}
+
 /// The performance of `plan` at the serving point, on `device`.
 pub fn predict(
     flags: &ServingFlags,

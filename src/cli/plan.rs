@@ -120,11 +120,14 @@ pub struct SelectionFlags {
     /// summary with its first node, status and gap, and recorded in the plan.
     #[arg(long)]
     pub allow_uncertified: bool,
-    /// Objective of the selection: seed-lex (default), max-preferred, min-penalty or
-    /// weighted (recorded in the plan unless seed-lex).
+    /// Objective of the selection: seed-lex (default), max-preferred, min-penalty,
+    /// weighted, or a time objective min-tpot, min-ttft or max-throughput (needs a serving
+    /// point: --concurrency, --input-tokens, --output-tokens; recorded in the plan with it).
+    /// Recorded in the plan unless seed-lex.
     #[arg(long, default_value = DEFAULT_OBJECTIVE)]
     pub objective: String,
-    /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) of the `weighted` objective.
+    /// Weights file (JSON `{"preferred": N, "ranks": [...], "time": {"tpot": N}}`, `time`
+    /// optional) of the `weighted` objective.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
     /// Fix a node to one of its providers (repeatable; recorded in the plan). NODE may be an
@@ -457,6 +460,14 @@ pub fn run(args: &Args) -> Result<(), Error> {
         origin,
     } = load(args, &progress, point.as_ref())?;
     args.selection.apply_pins(&mut options, &request)?;
+    if options.selection.objective.time_weights().is_some() {
+        options.serving = Some(super::performance::recorded_serving(
+            &args.serving,
+            point.as_ref(),
+            device.as_ref(),
+            options.selection.objective.name(),
+        )?);
+    }
     // The output is checked (and its temporary file created) before the plan is built, so
     // a bad `-o` fails at once.
     let mut destination = match &args.output {

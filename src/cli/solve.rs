@@ -75,10 +75,13 @@ pub enum StepArg {
 pub struct SolveArgs {
     /// The problem file (JSON, see docs/selection-problem.md); `-` reads stdin.
     pub problem: PathBuf,
-    /// Objective: seed-lex, max-preferred, min-penalty or weighted.
+    /// Objective: seed-lex, max-preferred, min-penalty, weighted, or a time objective
+    /// min-tpot, min-ttft or max-throughput (the problem's `time_ps` costs; see
+    /// docs/selection-problem.md).
     #[arg(long, default_value = "seed-lex")]
     pub objective: String,
-    /// Weights file (JSON `{"preferred": N, "ranks": [...]}`) for `weighted`.
+    /// Weights file (JSON `{"preferred": N, "ranks": [...], "time": {"tpot": N}}`, `time`
+    /// optional) for `weighted`.
     #[arg(long, value_name = "FILE")]
     pub weights: Option<PathBuf>,
     /// Solver: ilp (default), dp or auto.

@@ -12,6 +12,7 @@ pub mod efficiency;
 pub mod engine_profile;
 pub mod model;
 pub mod profile;
+pub mod selection_time;
 pub mod serving;
 pub mod work;
 
@@ -26,6 +27,7 @@ use crate::synth::DeviceDescription;
 pub use calibration::{Calibration, CalibrationEntry};
 pub use engine_profile::{engine_names, engine_profile, EngineProfile, DEFAULT_ENGINE, ENGINES};
 pub use model::{PhaseTime, TimeModel};
+pub use selection_time::CandidateTimes;
 pub use serving::{ServingPoint, ServingPrediction};
 
 /// A failure of the performance model.

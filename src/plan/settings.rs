@@ -21,6 +21,34 @@ pub struct RecordedWeights {
     pub preferred: u32,
     /// Cost of one resource at each profile rank.
     pub ranks: Vec<u32>,
+    /// Weights of the time metrics (`tpot`, `ttft`, `throughput`) per picosecond, when the
+    /// score has a time term.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<BTreeMap<String, u32>>,
+}
+
+/// What a time objective's candidate times were computed from: the serving point and the
+/// device's performance figures (recorded so that `verify` prices the candidates again
+/// from the plan alone and rebuilds the same selection).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedServing {
+    /// Requests in flight.
+    pub concurrency: u64,
+    /// Prompt tokens of each request.
+    pub input_tokens: u64,
+    /// Output tokens of each request.
+    pub output_tokens: u64,
+    /// The engine whose time profile priced the steps.
+    pub engine: String,
+    /// The device's name.
+    pub device: String,
+    /// Peak dense throughput per data type (GFLOP/s), as in the device file.
+    pub peak_gflops: BTreeMap<String, u64>,
+    /// Memory bandwidth (GB/s).
+    pub memory_bandwidth_gb_per_second: u64,
+    /// Kernel launch overhead (nanoseconds).
+    pub launch_overhead_nanoseconds: u64,
 }
 
 /// The settings of a plan's selection that differ from the defaults. Every field is omitted
@@ -41,6 +69,10 @@ pub struct SelectionSettings {
     /// Providers a node may not use (`--forbid NODE=PROVIDER`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub forbids: BTreeMap<NodeId, BTreeSet<ProviderId>>,
+    /// The serving point and device figures that priced a time objective's candidates
+    /// (`--objective min-tpot|min-ttft|max-throughput`); absent for every other objective.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serving: Option<RecordedServing>,
     /// The first node of every selection component accepted without a proof of optimality
     /// (`--allow-uncertified` and a solver limit), sorted. Such a plan is verified by
     /// replaying its recorded choices, not by re-solving.

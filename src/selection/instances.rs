@@ -123,13 +123,18 @@ pub fn from_skeleton(
                 };
                 accepts.insert(r, list);
             }
-            candidates.push(Candidate { provider, accepts });
+            candidates.push(Candidate {
+                provider,
+                accepts,
+                time_ps: None,
+            });
         }
         if params.fallback {
             let accepts = shared.iter().map(|r| (r.clone(), names.clone())).collect();
             candidates.push(Candidate {
                 provider: "zz-fallback".into(),
                 accepts,
+                time_ps: None,
             });
         }
         let preferred = if rng.chance(params.preferred_prob) {
@@ -150,6 +155,7 @@ pub fn from_skeleton(
     SelectionProblem {
         profiles: names,
         nodes,
+        profile_time_ps: BTreeMap::new(),
     }
 }
 
@@ -231,6 +237,7 @@ pub fn repeated_layers(
     let mut out = SelectionProblem {
         profiles: profile_names(params.profiles.clamp(1, 64)),
         nodes: Vec::new(),
+        profile_time_ps: BTreeMap::new(),
     };
     for l in 0..layers {
         let skeleton: Vec<Vec<String>> = (0..layer_size)
@@ -288,6 +295,68 @@ pub fn benchmark_objectives() -> Vec<std::sync::Arc<dyn super::Objective>> {
         std::sync::Arc::new(Weighted(Weights {
             preferred: 3,
             ranks: vec![0, 2, 4, 6],
+            time: None,
         })),
     ]
+}
+
+/// `problem` with time costs (the optional keys of the `solve` format), for the time
+/// objectives' tests and benchmarks. Node `i`'s costs come from a generator seeded with
+/// `seed` and `i % period`, so nodes `period` apart (the layers of [`repeated_layers`] with
+/// `period` = the layer size) get the same costs, and a resource's costs follow the last
+/// `.`-separated part of its name (the same in every layer). Per candidate: a decode time (`tpot`) of
+/// 0.8 to 1.4 times a node base of 2 to 40 microseconds, a prefill time (`ttft`) 50 to 200
+/// times it, and `throughput` = 8 prefills plus 127 decode steps (a batch of 8 requests of
+/// 128 output tokens). About a third of the shared resources get profile costs that grow
+/// by up to 2 microseconds per rank.
+pub fn with_time_costs(problem: &SelectionProblem, seed: u64, period: usize) -> SelectionProblem {
+    use super::model::problem::{ProfileTimes, TimeCosts};
+    let mut out = problem.clone();
+    let period = period.max(1);
+    for (i, node) in out.nodes.iter_mut().enumerate() {
+        let mut rng = Rng::new(seed ^ ((i % period) as u64).wrapping_mul(0x9E37_79B9));
+        let base = 2_000_000 + rng.below(38_000_000);
+        for cand in &mut node.candidates {
+            let tpot = base * (80 + rng.below(60)) / 100;
+            let ttft = tpot * (50 + rng.below(150));
+            cand.time_ps = Some(TimeCosts {
+                tpot: Some(tpot),
+                ttft: Some(ttft),
+                throughput: Some(8 * ttft + 127 * tpot),
+            });
+        }
+    }
+    let mut shared: Vec<String> = out
+        .nodes
+        .iter()
+        .flat_map(|n| n.candidates.iter())
+        .filter(|c| c.accepts.values().all(|v| !v.is_empty()))
+        .flat_map(|c| c.accepts.keys())
+        .filter(|r| !r.contains(".ws."))
+        .cloned()
+        .collect();
+    shared.sort();
+    shared.dedup();
+    for r in shared {
+        // FNV-1a of the name's last part.
+        let last = r.rsplit('.').next().unwrap_or(&r);
+        let hash = last.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let mut rng = Rng::new(seed.rotate_left(17) ^ hash);
+        if !rng.chance(0.33) {
+            continue;
+        }
+        let step = rng.below(2_000_000);
+        let list: Vec<u64> = (0..out.profiles.len() as u64).map(|k| k * step).collect();
+        out.profile_time_ps.insert(
+            r,
+            ProfileTimes {
+                tpot: Some(list.clone()),
+                ttft: Some(list.iter().map(|t| t * 4).collect()),
+                throughput: None,
+            },
+        );
+    }
+    out
 }

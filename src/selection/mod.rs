@@ -55,9 +55,13 @@ pub use certify::reference::{brute_force, frontier_solve, FrontierKind, Frontier
 pub use error::SelectionError;
 pub use exact::backend::Backend;
 pub use model::objective::{
-    objective_by_name, Level, MaxPreferred, MinPenalty, Objective, SeedLex, Weighted, Weights,
+    objective_by_name, Level, MaxPreferred, MinPenalty, MinTime, Objective, SeedLex, TimeMetric,
+    TimeWeights, Weighted, Weights, MAX_TIME_EXTENT,
 };
-pub use model::problem::{Candidate, SelectionNode, SelectionProblem, UnusableCandidate};
+pub use model::problem::{
+    Candidate, ProfileTimes, SelectionNode, SelectionProblem, TimeCosts, UnusableCandidate,
+    MAX_TIME_PS,
+};
 pub use model::progress::{SolveObserver, SolveProgress};
-pub use model::solution::{ComponentReport, PresolveReport, Solution, Status, Summary};
+pub use model::solution::{ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums};
 pub use solve::{solve, Method, SolveOptions, DEFAULT_DP_STATE_BUDGET};

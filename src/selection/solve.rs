@@ -21,7 +21,7 @@ use crate::selection::model::objective::{Level, Objective, SeedLex, Weights};
 use crate::selection::model::problem::{best_rank, Instance, SelectionProblem};
 use crate::selection::model::progress::{PartReporter, SolveObserver, SolveProgress};
 use crate::selection::model::solution::{
-    ComponentReport, PresolveReport, Solution, Status, Summary,
+    ComponentReport, PresolveReport, Solution, Status, Summary, TimeSums,
 };
 use crate::selection::reduce::components::{instance_components, Comp};
 use crate::selection::reduce::presolve::{presolve, Part, PresolveStats, Presolved};
@@ -170,10 +170,8 @@ pub fn solve(
     options: &SolveOptions,
 ) -> Result<Solution, SelectionError> {
     let deadline = options.time_limit.map(|d| Instant::now() + d);
-    let inst = Instance::new(problem)?;
-    if let Some(w) = options.objective.weights() {
-        w.validate(inst.profiles.len())?;
-    }
+    let (inst, weights) =
+        crate::selection::model::problem::prepare(problem, options.objective.as_ref())?;
     let levels = options.objective.levels(inst.profiles.len());
     // A rank is free when no level charges it: not a rank-count level of
     // its own, and no weight in a weighted level (whose tie-breaks may still
@@ -182,7 +180,7 @@ pub fn solve(
         .map(|k| {
             levels.iter().all(|l| match *l {
                 Level::RankCount(j) => j != k,
-                Level::Weighted => options.objective.weights().is_none_or(|w| w.ranks[k] == 0),
+                Level::Weighted => weights.as_ref().is_none_or(|w| w.ranks[k] == 0),
                 _ => true,
             })
         })
@@ -190,7 +188,7 @@ pub fn solve(
     let ctx = Ctx {
         inst: &inst,
         levels,
-        weights: options.objective.weights(),
+        weights: weights.as_ref(),
         free_rank,
         opts: options,
         deadline,
@@ -365,6 +363,20 @@ pub fn solve(
     }
     let mut penalty_by_rank = vec![0usize; inst.profiles.len()];
     let mut profiles = BTreeMap::new();
+    let has_time = problem.profile_time_ps.values().next().is_some()
+        || inst
+            .nodes
+            .iter()
+            .any(|n| n.cands.iter().any(|c| c.time != Default::default()));
+    let mut time = TimeSums::default();
+    let mut add = |t: &crate::selection::model::problem::TimeCosts| {
+        time.tpot += u128::from(t.tpot.unwrap_or(0));
+        time.ttft += u128::from(t.ttft.unwrap_or(0));
+        time.throughput += u128::from(t.throughput.unwrap_or(0));
+    };
+    for (g, node) in inst.nodes.iter().enumerate() {
+        add(&node.cands[chosen[g]].time);
+    }
     for (r, m) in masks {
         if m == 0 {
             return Err(SelectionError::Disagreement {
@@ -378,6 +390,13 @@ pub fn solve(
         }
         let k = best_rank(m);
         penalty_by_rank[k] += 1;
+        let at = |l: &Option<Vec<u64>>| l.as_ref().and_then(|l| l.get(k).copied());
+        let rt = &inst.res_times[r as usize];
+        add(&crate::selection::model::problem::TimeCosts {
+            tpot: at(&rt.tpot),
+            ttft: at(&rt.ttft),
+            throughput: at(&rt.throughput),
+        });
         profiles.insert(inst.resources[r as usize].clone(), inst.profiles[k].clone());
     }
     let status = if reports.iter().all(|r| r.status == Status::Optimal) {
@@ -396,6 +415,7 @@ pub fn solve(
             preferred_met,
             penalty_by_rank,
             unusable_candidates: inst.unusable.clone(),
+            time_ps: has_time.then_some(time),
         },
         components: reports,
     })

@@ -73,6 +73,7 @@ pub fn facts_feasible(
     let sub = SelectionProblem {
         profiles: problem.profiles.clone(),
         nodes: nodes.into_iter().map(|(_, n)| n).collect(),
+        profile_time_ps: Default::default(),
     };
     if sub.nodes.is_empty() {
         return Ok(true);
@@ -457,7 +458,14 @@ fn request_problem(
         .iter()
         .map(ToString::to_string)
         .collect();
-    Ok((SelectionProblem { profiles, nodes }, dropped))
+    Ok((
+        SelectionProblem {
+            profiles,
+            nodes,
+            profile_time_ps: Default::default(),
+        },
+        dropped,
+    ))
 }
 
 /// The nodes connected to node `start` through resources their candidates share.

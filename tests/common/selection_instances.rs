@@ -97,7 +97,11 @@ pub fn weights(preferred: u32, steps: &[u32], profiles: usize) -> Weights {
             acc
         })
         .collect();
-    Weights { preferred, ranks }
+    Weights {
+        preferred,
+        ranks,
+        time: None,
+    }
 }
 
 /// The four objective variants for `profiles` profiles: `seed-lex`,
@@ -113,6 +117,7 @@ pub fn every_objective(profiles: usize) -> Vec<Arc<dyn Objective>> {
         Arc::new(Weighted(Weights {
             preferred: 3,
             ranks,
+            time: None,
         })),
     ]
 }

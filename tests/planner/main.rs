@@ -48,3 +48,4 @@ mod synth_models;
 mod synth_registry;
 mod synth_shipped;
 mod tamper;
+mod time_objective;

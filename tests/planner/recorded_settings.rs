@@ -49,6 +49,7 @@ fn weights() -> Weights {
     Weights {
         preferred: 1,
         ranks: vec![0, 5],
+        time: None,
     }
 }
 
@@ -179,7 +180,14 @@ fn a_tampered_recorded_setting_is_rejected() {
     let weighted = |preferred, ranks: Vec<u32>| {
         tree(&build_for(
             decoder(),
-            &options("weighted", Some(Weights { preferred, ranks })),
+            &options(
+                "weighted",
+                Some(Weights {
+                    preferred,
+                    ranks,
+                    time: None,
+                }),
+            ),
         ))
     };
     let counts_nothing = weighted(0, vec![0, 0]);

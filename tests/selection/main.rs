@@ -21,3 +21,4 @@ mod reduced_costs;
 mod selection_highs;
 mod selection_props;
 mod settled_levels;
+mod time_oracle;

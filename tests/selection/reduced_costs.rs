@@ -59,6 +59,7 @@ fn objectives() -> Vec<Arc<dyn Objective>> {
     all.push(Arc::new(Weighted(Weights {
         preferred: 5,
         ranks: vec![0, 1, 3, 9],
+        time: None,
     })));
     all
 }
@@ -116,6 +117,7 @@ fn steep_weights_are_decided_at_the_dual_bound() {
     let obj: Arc<dyn Objective> = Arc::new(Weighted(Weights {
         preferred: 5,
         ranks: vec![0, 1, 3, 9],
+        time: None,
     }));
     let a = run(&p, &obj, true, SolveOptions::default().elimination_budget);
     assert!(solved_at_the_bound(&a), "{:?}", a.components[0].certificate);

@@ -176,10 +176,12 @@ fn pool_problem() -> impl Strategy<Value = SelectionProblem> {
                                 (format!("r{r}"), l)
                             })
                             .collect::<BTreeMap<_, _>>(),
+                        time_ps: None,
                     })
                     .collect(),
             })
             .collect(),
+        profile_time_ps: BTreeMap::new(),
     })
 }
 

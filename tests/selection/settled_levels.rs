@@ -55,6 +55,7 @@ fn weighted(ranks: Vec<u32>) -> Arc<dyn Objective> {
     Arc::new(Weighted(Weights {
         preferred: 3,
         ranks,
+        time: None,
     }))
 }
 

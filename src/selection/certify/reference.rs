@@ -56,10 +56,7 @@ pub fn frontier_solve(
     kind: FrontierKind,
     budget: u64,
 ) -> Result<FrontierResult, SelectionError> {
-    let inst = Instance::new(problem)?;
-    if let Some(w) = objective.weights() {
-        w.validate(inst.profiles.len())?;
-    }
+    let (inst, weights) = crate::selection::model::problem::prepare(problem, objective)?;
     let comp = whole(&inst);
     let mode = match kind {
         FrontierKind::Reference => Mode::Reference,
@@ -67,7 +64,7 @@ pub fn frontier_solve(
     };
     let levels = objective.levels(inst.profiles.len());
     Ok(
-        match frontier(&comp, &levels, objective.weights(), mode, budget).0 {
+        match frontier(&comp, &levels, weights.as_ref(), mode, budget).0 {
             DpOutcome::Optimal(c) => FrontierResult::Optimal(choices_of(&inst, &comp, &c)),
             DpOutcome::Infeasible => FrontierResult::Infeasible,
             DpOutcome::Skipped(r) => FrontierResult::Skipped(r),
@@ -82,10 +79,7 @@ pub fn brute_force(
     objective: &dyn Objective,
     limit: u64,
 ) -> Result<FrontierResult, SelectionError> {
-    let inst = Instance::new(problem)?;
-    if let Some(w) = objective.weights() {
-        w.validate(inst.profiles.len())?;
-    }
+    let (inst, weights) = crate::selection::model::problem::prepare(problem, objective)?;
     let comp = whole(&inst);
     let total = comp
         .nodes
@@ -103,7 +97,7 @@ pub fn brute_force(
             let better = match &best {
                 None => true,
                 Some((_, b)) => {
-                    compare_scores(&levels, objective.weights(), &s, b) == std::cmp::Ordering::Less
+                    compare_scores(&levels, weights.as_ref(), &s, b) == std::cmp::Ordering::Less
                 }
             };
             if better {

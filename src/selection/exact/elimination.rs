@@ -181,7 +181,7 @@ impl CompactTerm {
         }];
         for k in 0..comp.profiles {
             let mut v = vec![0; w];
-            layout.rank_term(k, &mut v);
+            layout.rank_term(k, comp.res_cost(r32, k), &mut v);
             costs.push(v);
         }
         let mut palette: Vec<Vec<i64>> = Vec::new();
@@ -369,7 +369,12 @@ pub(crate) fn forward(
     for (i, node) in comp.nodes.iter().enumerate() {
         let mut table = vec![0i64; domain[i] * w];
         for (c, cand) in node.cands.iter().enumerate() {
-            layout.node_term(i, c, cand.preferred, &mut table[c * w..(c + 1) * w]);
+            layout.node_term(
+                i,
+                c,
+                (cand.preferred, cand.time),
+                &mut table[c * w..(c + 1) * w],
+            );
         }
         let term = Term {
             scope: vec![i],

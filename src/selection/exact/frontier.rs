@@ -130,6 +130,15 @@ pub(crate) fn frontier(
     let mut stats = DpStats::default();
     let wrank = |k: usize| -> i128 { weights.map_or(0, |w| w.ranks[k] as i128) };
     let wpref: i128 = weights.map_or(0, |w| w.preferred as i128);
+    // The weighted level's time term: each candidate's and each closed resource's cost.
+    let wtime = weights.is_some_and(Weights::has_time);
+    let rtime = |r: u32, k: usize| -> i128 {
+        if wtime {
+            i128::from(comp.res_cost(r, k))
+        } else {
+            0
+        }
+    };
     // First and last node (position) that can touch each resource.
     let mut first = vec![usize::MAX; nres];
     let mut last = vec![0usize; nres];
@@ -211,11 +220,14 @@ pub(crate) fn frontier(
                 }
                 let mut counts = e.counts.clone();
                 let mut w = e.w;
+                if wtime {
+                    w += i128::from(c.time);
+                }
                 for &j in &closing {
                     if st[j] != 0 {
                         let k = best_rank(st[j]);
                         counts[k] += 1;
-                        w += wrank(k);
+                        w += wrank(k) + rtime(during[j], k);
                     }
                 }
                 let met = e.met + u64::from(c.preferred);
@@ -280,11 +292,11 @@ pub(crate) fn frontier(
     if mode == Mode::Reference {
         // The penalty depends only on the final state.
         for e in &mut frontier {
-            for &m in &e.state {
+            for (&m, &r) in e.state.iter().zip(&slots) {
                 if m != 0 {
                     let k = best_rank(m);
                     e.counts[k] += 1;
-                    e.w += wrank(k);
+                    e.w += wrank(k) + rtime(r, k);
                 }
             }
         }

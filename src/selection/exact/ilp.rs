@@ -496,13 +496,38 @@ pub(crate) fn solve_ilp_proved(
                         }
                     }
                 }
+                if w.has_time() {
+                    // Exact only within the magnitude limit, which the solve checks.
+                    for (i, node) in comp.nodes.iter().enumerate() {
+                        for (c, cand) in node.cands.iter().enumerate() {
+                            if cand.time != 0 {
+                                obj.push((b.x(i, c), cand.time as f64));
+                            }
+                        }
+                    }
+                    for (r, ys) in b.yvars.iter().enumerate() {
+                        for &(k, v) in ys {
+                            let t = comp.res_cost(r as u32, k);
+                            if t != 0 {
+                                obj.push((v, t as f64));
+                            }
+                        }
+                    }
+                    // One coefficient per variable (a variable may carry a rank or
+                    // preference weight and a time cost).
+                    let mut merged: std::collections::BTreeMap<usize, f64> = Default::default();
+                    for (v, c) in obj.drain(..) {
+                        *merged.entry(v).or_insert(0.0) += c;
+                    }
+                    obj.extend(merged.into_iter().filter(|&(_, c)| c != 0.0));
+                }
                 if obj.is_empty() {
                     continue;
                 }
                 let step = do_solve(&b, &obj, &inc, &mut solves)?;
                 let new = take!(step, "the weighted level");
                 let met = new.score.pref.iter().filter(|&&p| p).count() as u64;
-                let opt = w.score(met, &new.score.counts) as f64;
+                let opt = w.score_with_time(met, &new.score.counts, new.score.time) as f64;
                 b.model.rows.push((obj.clone(), Sense::Le, opt + 0.5));
                 inc = Some(new);
             }

@@ -216,6 +216,7 @@ fn restrict(comp: &Comp, d: &Domains) -> Comp {
             .collect(),
         res_global: comp.res_global.clone(),
         profiles: comp.profiles,
+        res_time: comp.res_time.clone(),
     }
 }
 

@@ -86,6 +86,7 @@ pub(crate) fn preference_groups(
                 nodes: nodes.iter().map(|&i| comp.nodes[i].clone()).collect(),
                 res_global: comp.res_global.clone(),
                 profiles: comp.profiles,
+                res_time: comp.res_time.clone(),
             };
             // The optimum restricted to the group is a solution of the
             // group alone: a start, so a limit leaves an answer.

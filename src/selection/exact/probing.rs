@@ -147,6 +147,7 @@ fn region_part(
     let restrict = |c: &CCand| CCand {
         orig: c.orig,
         preferred: c.preferred,
+        time: c.time,
         res: c
             .res
             .iter()
@@ -166,6 +167,7 @@ fn region_part(
             .collect(),
         res_global: res.iter().map(|&r| comp.res_global[r as usize]).collect(),
         profiles: comp.profiles,
+        res_time: comp.res_time.clone(),
     };
     let at = nodes.iter().position(|&j| j == i).unwrap_or(0);
     (part, at)

@@ -405,6 +405,7 @@ mod tests {
             orig,
             preferred,
             res: res.to_vec(),
+            time: 0,
         }
     }
 
@@ -424,6 +425,7 @@ mod tests {
             ],
             res_global: vec![0],
             profiles: 2,
+            res_time: Default::default(),
         }
     }
 

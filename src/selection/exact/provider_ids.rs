@@ -66,7 +66,7 @@ pub(crate) struct Target<'a> {
 impl Target<'_> {
     /// Whether every completion of the state `d` is worse than the target
     /// (see the module's proof).
-    fn cut(&self, d: &Domains, pref_cand: &[Option<usize>]) -> bool {
+    fn cut(&self, comp: &Comp, d: &Domains, pref_cand: &[Option<usize>]) -> bool {
         let met_bound = || {
             pref_cand
                 .iter()
@@ -89,8 +89,22 @@ impl Target<'_> {
                 Level::Weighted => match self.weights {
                     Some(w) => {
                         let met = if w.preferred == 0 { 0 } else { met_bound() };
-                        w.score(met, d.penalty_lower_bound())
-                            .cmp(&w.score(opt_met, &self.opt.counts))
+                        // Time: each node's cheapest live candidate (resource time
+                        // costs are non-negative, so leaving them out stays a bound).
+                        let time: i128 = if w.has_time() {
+                            (0..comp.nodes.len())
+                                .map(|u| {
+                                    d.live(u)
+                                        .map(|c| i128::from(comp.nodes[u].cands[c].time))
+                                        .min()
+                                        .unwrap_or(0)
+                                })
+                                .sum()
+                        } else {
+                            0
+                        };
+                        w.score_with_time(met, d.penalty_lower_bound(), time)
+                            .cmp(&w.score_with_time(opt_met, &self.opt.counts, self.opt.time))
                     }
                     None => Ordering::Equal,
                 },
@@ -155,7 +169,7 @@ pub(crate) fn smallest_optimal(
             }
         }
     }
-    if target.cut(&d, &pref_cand) {
+    if target.cut(comp, &d, &pref_cand) {
         return Search::Exhausted;
     }
     let n = comp.nodes.len();
@@ -202,7 +216,7 @@ pub(crate) fn smallest_optimal(
             if steps % CLOCK_EVERY == 0 && deadline.is_some_and(|t| Instant::now() >= t) {
                 return Search::OutOfTime;
             }
-            if d.fix(u, c).is_ok() && !target.cut(&d, &pref_cand) {
+            if d.fix(u, c).is_ok() && !target.cut(comp, &d, &pref_cand) {
                 at = next_open(&d, u + 1);
                 break;
             }
@@ -220,6 +234,7 @@ mod tests {
             orig,
             preferred: false,
             res: res.to_vec(),
+            time: 0,
         }
     }
 
@@ -241,6 +256,7 @@ mod tests {
             ],
             res_global: vec![0],
             profiles: 2,
+            res_time: Default::default(),
         };
         let levels = [Level::RankCount(1)];
         let at = |counts: Vec<u64>| Score {
@@ -248,6 +264,7 @@ mod tests {
             counts,
             ids: Vec::new(),
             ranks: Vec::new(),
+            time: 0,
         };
         let search = |opt: &Score, steps| {
             let target = Target {

@@ -15,6 +15,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
 use crate::selection::error::SelectionError;
+use crate::selection::model::objective::TimeWeights;
 
 /// A joint provider/storage-profile selection problem (the input of
 /// `jointplan solve`).
@@ -25,7 +26,51 @@ pub struct SelectionProblem {
     pub profiles: Vec<String>,
     /// The nodes in program order.
     pub nodes: Vec<SelectionNode>,
+    /// Time costs of a resource at each profile (picoseconds), by resource: the time a
+    /// used resource adds at the profile it gets (a paged layout's block-table reads, for
+    /// example). Absent: no resource costs time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub profile_time_ps: BTreeMap<String, ProfileTimes>,
 }
+
+/// The time costs of one candidate, integer picoseconds per metric (absent: 0).
+///
+/// `tpot`: its share of one decode step at the serving point; `ttft`: of one prompt's
+/// prefill; `throughput`: of the device time to serve one batch (see
+/// docs/selection-problem.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeCosts {
+    /// Picoseconds of one decode step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<u64>,
+    /// Picoseconds of one prompt's prefill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<u64>,
+    /// Picoseconds of the device time per served batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<u64>,
+}
+
+/// The time costs of one resource at each profile, one entry per profile in rank order,
+/// non-decreasing (a worse-ranked profile never costs less), per metric (absent: 0).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileTimes {
+    /// Picoseconds of one decode step, by profile rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot: Option<Vec<u64>>,
+    /// Picoseconds of one prompt's prefill, by profile rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft: Option<Vec<u64>>,
+    /// Picoseconds of the device time per served batch, by profile rank.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput: Option<Vec<u64>>,
+}
+
+/// The largest time cost one candidate or one resource-profile entry may state:
+/// 10^15 picoseconds (1,000 seconds).
+pub const MAX_TIME_PS: u64 = 1_000_000_000_000_000;
 
 /// One node of the program and the provider candidates it may use.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,6 +93,9 @@ pub struct Candidate {
     /// Every resource the candidate touches, mapped to the profiles it accepts
     /// for that resource.
     pub accepts: BTreeMap<String, Vec<String>>,
+    /// Its time costs (absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ps: Option<TimeCosts>,
 }
 
 /// A candidate dropped before solving because it accepts no profile for one of
@@ -89,6 +137,8 @@ pub(crate) struct ICand {
     /// Touched resources with their accepted masks, sorted by resource index;
     /// every mask is non-empty.
     pub res: Vec<(u32, Mask)>,
+    /// Its raw time costs.
+    pub time: TimeCosts,
 }
 
 /// A validated node in index form.
@@ -111,6 +161,14 @@ pub(crate) struct Instance {
     pub nodes: Vec<INode>,
     /// Candidates dropped because of an empty accepted list.
     pub unusable: Vec<UnusableCandidate>,
+    /// Raw time costs of each resource (by index) at each profile rank.
+    pub res_times: Vec<ProfileTimes>,
+    /// The objective's combined time cost of each node's candidates (`[node][cand]`),
+    /// all zero unless [`Instance::apply_time`] set them.
+    pub cand_time: Vec<Vec<u64>>,
+    /// The objective's combined time cost of each resource at each rank (`[resource]`
+    /// empty: free at every rank).
+    pub res_time: std::sync::Arc<Vec<Vec<u64>>>,
 }
 
 impl SelectionProblem {
@@ -203,6 +261,9 @@ impl Instance {
                         node.id, cand.provider
                     ));
                 }
+                if let Some(t) = &cand.time_ps {
+                    check_time(&|| format!("nodes[{index}].candidates[{c}].time_ps"), t)?;
+                }
                 for (res, accepted) in &cand.accepts {
                     name(
                         &|| format!("nodes[{index}].candidates[{c}].accepts.{res}"),
@@ -281,6 +342,7 @@ impl Instance {
                     provider: cand.provider.clone(),
                     preferred: node.preferred.as_deref() == Some(cand.provider.as_str()),
                     res,
+                    time: cand.time_ps.clone().unwrap_or_default(),
                 });
             }
             if cands.is_empty() {
@@ -302,11 +364,143 @@ impl Instance {
             });
         }
         unusable.sort();
+        let mut res_times = vec![ProfileTimes::default(); resources.len()];
+        for (res, times) in &problem.profile_time_ps {
+            let path = format!("profile_time_ps.{res}");
+            let Some(&ri) = res_index.get(res.as_str()) else {
+                return bad(format!(
+                    "`{path}`: no usable candidate touches resource `{res}`; remove the entry or fix the name"
+                ));
+            };
+            for (metric, list) in [
+                ("tpot", &times.tpot),
+                ("ttft", &times.ttft),
+                ("throughput", &times.throughput),
+            ] {
+                let Some(list) = list else { continue };
+                if list.len() != problem.profiles.len() {
+                    return bad(format!(
+                        "`{path}.{metric}` has {} entries; it needs one per profile ({})",
+                        list.len(),
+                        problem.profiles.len()
+                    ));
+                }
+                if let Some(k) = list.iter().position(|&t| t > MAX_TIME_PS) {
+                    return bad(format!(
+                        "`{path}.{metric}[{k}]` = {} is above the largest time cost {MAX_TIME_PS} ps (1000 s)",
+                        list[k]
+                    ));
+                }
+                if let Some(k) = (1..list.len()).find(|&k| list[k] < list[k - 1]) {
+                    return bad(format!(
+                        "`{path}.{metric}[{k}]` = {} is smaller than `[{}]` = {}; a worse-ranked profile must not cost less time",
+                        list[k],
+                        k - 1,
+                        list[k - 1]
+                    ));
+                }
+            }
+            res_times[ri as usize] = times.clone();
+        }
+        let cand_time = nodes.iter().map(|n| vec![0; n.cands.len()]).collect();
         Ok(Instance {
             profiles: problem.profiles.clone(),
             resources,
             nodes,
             unusable,
+            res_times,
+            cand_time,
+            res_time: std::sync::Arc::new(Vec::new()),
         })
     }
+
+    /// Sets the combined time costs of `weights` (`Σ_m weight[m] · cost[m]` per candidate
+    /// and per resource and rank); errors name the node or resource whose combined cost
+    /// exceeds [`super::objective::MAX_TIME_EXTENT`], or whose sums could.
+    pub fn apply_time(&mut self, weights: &TimeWeights) -> Result<(), SelectionError> {
+        let too_large = |what: String| {
+            SelectionError::BadInput(format!(
+                "{what}: its time costs times the time weights exceed {} (the exact range of the time sums); use smaller weights or costs",
+                super::objective::MAX_TIME_EXTENT
+            ))
+        };
+        let mut extent = 0u64;
+        for (n, node) in self.nodes.iter().enumerate() {
+            for (c, cand) in node.cands.iter().enumerate() {
+                self.cand_time[n][c] = weights.combine(&cand.time).ok_or_else(|| {
+                    too_large(format!("node `{}`, candidate `{}`", node.id, cand.provider))
+                })?;
+            }
+            let dearest = self.cand_time[n].iter().copied().max().unwrap_or(0);
+            extent = extent
+                .checked_add(dearest)
+                .filter(|&e| e <= super::objective::MAX_TIME_EXTENT)
+                .ok_or_else(|| too_large(format!("the nodes up to `{}`", node.id)))?;
+        }
+        let mut res_time = Vec::with_capacity(self.res_times.len());
+        for (r, times) in self.res_times.iter().enumerate() {
+            let mut row = Vec::new();
+            if *times != ProfileTimes::default() {
+                for k in 0..self.profiles.len() {
+                    let at =
+                        |list: &Option<Vec<u64>>| list.as_ref().and_then(|l| l.get(k).copied());
+                    let costs = TimeCosts {
+                        tpot: at(&times.tpot),
+                        ttft: at(&times.ttft),
+                        throughput: at(&times.throughput),
+                    };
+                    row.push(
+                        weights.combine(&costs).ok_or_else(|| {
+                            too_large(format!("resource `{}`", self.resources[r]))
+                        })?,
+                    );
+                }
+                if row.iter().all(|&t| t == 0) {
+                    row.clear();
+                }
+                let dearest = row.iter().copied().max().unwrap_or(0);
+                extent = extent
+                    .checked_add(dearest)
+                    .filter(|&e| e <= super::objective::MAX_TIME_EXTENT)
+                    .ok_or_else(|| too_large(format!("resource `{}`", self.resources[r])))?;
+            }
+            res_time.push(row);
+        }
+        self.res_time = std::sync::Arc::new(res_time);
+        Ok(())
+    }
+}
+
+/// The indexed problem under `objective`, with the weights of its weighted level (sized to
+/// the problem) checked and its time costs combined into the instance.
+pub(crate) fn prepare(
+    problem: &SelectionProblem,
+    objective: &dyn super::objective::Objective,
+) -> Result<(Instance, Option<super::objective::Weights>), SelectionError> {
+    let mut inst = Instance::new(problem)?;
+    let weights = objective.weights_for(inst.profiles.len());
+    if let Some(w) = &weights {
+        w.validate(inst.profiles.len())?;
+        if let Some(t) = &w.time {
+            inst.apply_time(t)?;
+        }
+    }
+    Ok((inst, weights))
+}
+
+/// Checks one candidate's time costs.
+fn check_time(path: &dyn Fn() -> String, t: &TimeCosts) -> Result<(), SelectionError> {
+    for (metric, v) in [
+        ("tpot", t.tpot),
+        ("ttft", t.ttft),
+        ("throughput", t.throughput),
+    ] {
+        if let Some(v) = v.filter(|&v| v > MAX_TIME_PS) {
+            return Err(SelectionError::BadInput(format!(
+                "`{}.{metric}` = {v} is above the largest time cost {MAX_TIME_PS} ps (1000 s)",
+                path()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -75,6 +75,22 @@ pub struct Summary {
     pub penalty_by_rank: Vec<usize>,
     /// Candidates dropped before solving (an empty accepted list).
     pub unusable_candidates: Vec<UnusableCandidate>,
+    /// The solution's time per metric, integer picoseconds (the chosen candidates' costs
+    /// and the used resources' costs at their profiles); only when the problem has time
+    /// costs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_ps: Option<TimeSums>,
+}
+
+/// A solution's time per metric (picoseconds).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeSums {
+    /// One decode step.
+    pub tpot: u128,
+    /// One prompt's prefill.
+    pub ttft: u128,
+    /// The device time per served batch.
+    pub throughput: u128,
 }
 
 /// A solution in the output format of `jointplan solve`.

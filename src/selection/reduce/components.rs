@@ -19,6 +19,8 @@ pub(crate) struct CCand {
     pub preferred: bool,
     /// Touched local resources with accepted masks, sorted by local index.
     pub res: Vec<(u32, Mask)>,
+    /// The objective's combined time cost of choosing it (0 without a time term).
+    pub time: u64,
 }
 
 impl CCand {
@@ -57,6 +59,9 @@ pub(crate) struct Comp {
     pub res_global: Vec<u32>,
     /// Number of profiles.
     pub profiles: usize,
+    /// The objective's combined time cost of each instance resource at each rank, by
+    /// instance index (an empty row, or a missing one: free).
+    pub res_time: std::sync::Arc<Vec<Vec<u64>>>,
 }
 
 /// The exact evaluation of one complete choice on a component.
@@ -70,12 +75,36 @@ pub(crate) struct Score {
     pub ids: Vec<u16>,
     /// The profile rank of every used local resource (`None`: unused).
     pub ranks: Vec<Option<usize>>,
+    /// The combined time: the chosen candidates' and the used resources' time costs.
+    pub time: i128,
 }
 
 impl Comp {
     /// Number of local resources.
     pub fn nres(&self) -> usize {
         self.res_global.len()
+    }
+
+    /// The combined time cost of local resource `r` used at rank `k`.
+    pub fn res_cost(&self, r: u32, k: usize) -> u64 {
+        self.res_global
+            .get(r as usize)
+            .and_then(|&g| self.res_time.get(g as usize))
+            .and_then(|row| row.get(k))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// Whether any candidate or resource of the component costs time.
+    pub fn has_time(&self) -> bool {
+        self.nodes
+            .iter()
+            .any(|n| n.cands.iter().any(|c| c.time != 0))
+            || self.res_global.iter().any(|&g| {
+                self.res_time
+                    .get(g as usize)
+                    .is_some_and(|row| !row.is_empty())
+            })
     }
 
     /// The nodes that can touch each local resource (with any candidate),
@@ -168,8 +197,10 @@ impl Comp {
         let mut used = vec![false; self.nres()];
         let mut pref = Vec::with_capacity(self.nodes.len());
         let mut ids = Vec::with_capacity(self.nodes.len());
+        let mut time = 0i128;
         for (node, &c) in self.nodes.iter().zip(choice) {
             let cand = node.cands.get(c)?;
+            time += i128::from(cand.time);
             pref.push(cand.preferred);
             ids.push(cand.orig);
             for &(r, m) in &cand.res {
@@ -192,6 +223,7 @@ impl Comp {
                 let k = best_rank(masks[r]);
                 counts[k] += 1;
                 ranks[r] = Some(k);
+                time += i128::from(self.res_cost(r as u32, k));
             }
         }
         Some(Score {
@@ -199,6 +231,7 @@ impl Comp {
             counts,
             ids,
             ranks,
+            time,
         })
     }
 
@@ -229,6 +262,7 @@ impl Comp {
                         orig: i as u16,
                         preferred: c.preferred,
                         res: c.res.iter().map(|&(r, m)| (local[&r], m)).collect(),
+                        time: inst.cand_time[n as usize][i],
                     })
                     .collect(),
             })
@@ -237,6 +271,7 @@ impl Comp {
             nodes: cnodes,
             res_global,
             profiles: inst.profiles.len(),
+            res_time: inst.res_time.clone(),
         }
     }
 }

@@ -57,6 +57,7 @@ pub(crate) fn live_levels(comp: &Comp, levels: &[Level], weights: Option<&Weight
             Level::Weighted => weights.is_some_and(|w| {
                 (any_preferred && w.preferred != 0)
                     || w.ranks.iter().zip(&can).any(|(&wk, &c)| wk != 0 && c > 0)
+                    || (w.has_time() && comp.has_time())
             }),
             Level::ProviderLex => true,
         })
@@ -156,7 +157,14 @@ pub(crate) fn grouped_counts(comp: &Comp, prefix: &[Level]) -> Option<(Vec<Level
     } else {
         0
     };
-    Some((levels, Weights { preferred, ranks }))
+    Some((
+        levels,
+        Weights {
+            preferred,
+            ranks,
+            time: None,
+        },
+    ))
 }
 
 #[cfg(test)]
@@ -170,6 +178,7 @@ mod tests {
             orig,
             preferred,
             res: vec![(0, m)],
+            time: 0,
         };
         Comp {
             nodes: vec![
@@ -184,6 +193,7 @@ mod tests {
             ],
             res_global: vec![0],
             profiles: 3,
+            res_time: Default::default(),
         }
     }
 

@@ -96,8 +96,12 @@ impl LevelCosts<'_> {
     fn new(level: Level, weights: Option<&Weights>) -> Option<LevelCosts<'_>> {
         match level {
             Level::PreferredCount | Level::RankCount(_) => {}
+            // A time term is left to the exact methods: the bound's messages are
+            // floating point, exact only for small integers.
             Level::Weighted => {
-                weights?;
+                if weights?.has_time() {
+                    return None;
+                }
             }
             Level::PreferredLex | Level::ProviderLex => return None,
         }

@@ -552,6 +552,7 @@ mod tests {
                 Some(Weights {
                     preferred: 3,
                     ranks: vec![0, 2, 4, 6],
+                    time: None,
                 }),
             ),
         ]

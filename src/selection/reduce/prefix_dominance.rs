@@ -6,15 +6,17 @@
 //! provider id. For those *prefix levels* a candidate `d` of a node
 //! dominates another candidate `c` of the same node when
 //!
-//! * `d` is preferred or `c` is not, and
+//! * `d` is preferred or `c` is not,
+//! * `d` costs no more time than `c` (time objectives), and
 //! * `d` touches a subset of `c`'s resources and, for each of them, accepts
 //!   a superset of the profiles `c` accepts.
 //!
 //! This is presolve's dominance rule without its provider-id condition.
 //! Swapping `c` for `d` in a solution keeps it feasible (every touched
 //! resource keeps its profile, which `d` accepts), never loses a preference,
-//! and can only leave a resource untouched; a resource left untouched
-//! leaves every count, and its weight leaves the weighted sum, so no prefix
+//! adds no candidate time, and can only leave a resource untouched; a resource
+//! left untouched leaves every count, and its weight and time cost (both
+//! non-negative) leave the weighted sum, so no prefix
 //! level gets worse. Hence the prefix levels have the same optimal values on
 //! the part without its dominated candidates ([`drop_prefix_dominated`]).
 //!
@@ -45,6 +47,7 @@ pub(crate) struct PrefixReduced {
 /// Whether `d` dominates `c` on the prefix levels (see the module docs).
 fn dominates(d: &CCand, c: &CCand) -> bool {
     (d.preferred || !c.preferred)
+        && d.time <= c.time
         && d.res.iter().all(|&(r, md)| {
             c.res
                 .binary_search_by_key(&r, |&(rc, _)| rc)

@@ -14,15 +14,17 @@
 //! 2. **Dominated candidates.** `c'` dominates `c` (same node) when `c'`
 //!    touches a subset of `c`'s resources, accepts a superset for each, and
 //!    `c'` is preferred or (neither is preferred and `c'`'s provider id is
-//!    smaller). Swapping `c` for `c'` in any solution keeps it feasible, never
-//!    raises any resource's rank, may drop resources, never loses a
-//!    preference and strictly improves the preferred or provider-id key, so
-//!    `c` is in no optimum of any objective variant (weights are non-negative
-//!    and non-decreasing by rank).
+//!    smaller), and `c'` costs no more time. Swapping `c` for `c'` in any
+//!    solution keeps it feasible, never raises any resource's rank, may drop
+//!    resources, never loses a preference, never adds time (resource time
+//!    costs are non-negative and non-decreasing by rank) and strictly improves
+//!    the preferred or provider-id key, so `c` is in no optimum of any
+//!    objective variant (weights are non-negative and non-decreasing by rank).
 //! 3. **Settled resources.** If every live candidate touching `r` accepts
 //!    `p*`, the lowest rank any of them accepts, then `r`, if used, has
 //!    profile `p*` whatever is chosen. If `r` is surely used, or `p*` costs
-//!    nothing under the objective, `r` no longer influences feasibility or the
+//!    nothing under the objective (no level charges the rank and `r` has no
+//!    time cost at it), `r` no longer influences feasibility or the
 //!    objective's comparisons and is removed from the candidates.
 //! 4. **Forced nodes**: a node with one live candidate and no remaining
 //!    resources is fixed.
@@ -179,6 +181,7 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                     d != c
                         && live[u][d]
                         && (cands[d].preferred || (!cands[c].preferred && d < c))
+                        && cands[d].time <= cands[c].time
                         && res[u][d].iter().all(|&(r, md)| {
                             res[u][c].iter().any(|&(rc, mc)| rc == r && mc & !md == 0)
                         })
@@ -214,7 +217,8 @@ pub(crate) fn presolve(inst: &Instance, comp: &Comp, free_rank: &[bool]) -> Pres
                 continue;
             }
             let k = best_rank(union[r]);
-            if inter[r] >> k & 1 == 1 && (surely_used[r] || free_rank[k]) {
+            let free = free_rank[k] && comp.res_cost(r as u32, k) == 0;
+            if inter[r] >> k & 1 == 1 && (surely_used[r] || free) {
                 settled[r] = true;
                 stats.settled += 1;
                 changed = true;
@@ -440,6 +444,7 @@ fn build_part(
                 .collect();
             rl.sort_unstable();
             signature.push(u64::from(src.preferred) | (rl.len() as u64) << 1);
+            signature.push(src.time);
             for &(r, m) in &rl {
                 signature.push(r as u64);
                 signature.push(m);
@@ -448,6 +453,7 @@ fn build_part(
                 orig: src.orig,
                 preferred: src.preferred,
                 res: rl,
+                time: src.time,
             });
         }
         signature.push(u64::MAX);
@@ -456,11 +462,21 @@ fn build_part(
             cands,
         });
     }
+    // The resources' time costs by rank (their local ids are in the signature already).
+    for &g in &res_global {
+        let row = comp
+            .res_time
+            .get(g as usize)
+            .map_or(&[][..], |r| r.as_slice());
+        signature.push(row.len() as u64);
+        signature.extend_from_slice(row);
+    }
     Part {
         comp: Comp {
             nodes,
             res_global,
             profiles: comp.profiles,
+            res_time: comp.res_time.clone(),
         },
         positions: positions.to_vec(),
         signature,

@@ -97,7 +97,9 @@ fn only_preferred(comp: &Comp) -> Option<Comp> {
 /// costs something (the best value then depends on how many resources are
 /// used, which no restriction states).
 fn weighted_best(comp: &Comp, weights: &Weights) -> Option<Comp> {
-    if weights.ranks.first() != Some(&0) {
+    // With time costs the best value depends on which candidates are chosen, which no
+    // restriction states.
+    if weights.ranks.first() != Some(&0) || (weights.has_time() && comp.has_time()) {
         return None;
     }
     let free = weights.ranks.iter().take_while(|&&w| w == 0).count();

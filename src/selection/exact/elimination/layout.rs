@@ -53,8 +53,21 @@ impl Layout {
                     // weight, every node at the reward.
                     let w = weights?;
                     let largest = i128::from(w.ranks.iter().copied().max().unwrap_or(0));
-                    let extent = largest * comp.nres() as i128
+                    let mut extent = largest * comp.nres() as i128
                         + i128::from(w.preferred) * comp.nodes.len() as i128;
+                    if w.has_time() {
+                        // Every node at its dearest candidate, every resource at its
+                        // dearest profile.
+                        for n in &comp.nodes {
+                            extent += i128::from(n.cands.iter().map(|c| c.time).max().unwrap_or(0));
+                        }
+                        for r in 0..comp.nres() as u32 {
+                            extent += (0..comp.profiles)
+                                .map(|k| i128::from(comp.res_cost(r, k)))
+                                .max()
+                                .unwrap_or(0);
+                        }
+                    }
                     if extent >= i128::from(INF / 4) {
                         return None;
                     }
@@ -102,13 +115,23 @@ impl Layout {
     }
 
     /// Adds the node term of `node` choosing its candidate `cand` (local
-    /// index, provider order) with this preferred flag.
-    pub(super) fn node_term(&self, node: usize, cand: usize, preferred: bool, cost: &mut [i64]) {
+    /// index, provider order) with this preferred flag and time cost.
+    pub(super) fn node_term(
+        &self,
+        node: usize,
+        cand: usize,
+        (preferred, time): (bool, u64),
+        cost: &mut [i64],
+    ) {
         if let Some(w) = self.pref_count {
             cost[w] -= i64::from(preferred);
         }
         if let Some((w, weights)) = &self.weighted {
             cost[*w] -= i64::from(weights.preferred) * i64::from(preferred);
+            if weights.has_time() {
+                // Within `i64`: `Layout::new` bounded the extent.
+                cost[*w] += i64::try_from(time).unwrap_or(i64::MAX / 4);
+            }
         }
         if let (Some(w), Some(Some(bit)), false) =
             (self.pref_lex, self.lex_bit.get(node), preferred)
@@ -128,13 +151,17 @@ impl Layout {
         }
     }
 
-    /// Adds the resource term of a used resource at rank `k`.
-    pub(super) fn rank_term(&self, k: usize, cost: &mut [i64]) {
+    /// Adds the resource term of a used resource at rank `k` whose time cost there is
+    /// `time`.
+    pub(super) fn rank_term(&self, k: usize, time: u64, cost: &mut [i64]) {
         if let Some(Some(w)) = self.rank.get(k) {
             cost[*w] += 1;
         }
         if let Some((w, weights)) = &self.weighted {
             cost[*w] += i64::from(weights.ranks.get(k).copied().unwrap_or(0));
+            if weights.has_time() {
+                cost[*w] += i64::try_from(time).unwrap_or(i64::MAX / 4);
+            }
         }
     }
 }

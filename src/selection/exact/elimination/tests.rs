@@ -95,6 +95,7 @@ fn elimination_matches_enumeration_on_every_additive_objective() {
             Some(Weights {
                 preferred: 3,
                 ranks: vec![0, 2, 4, 6],
+                time: None,
             }),
         ),
     ];
@@ -154,6 +155,7 @@ fn with_the_provider_ids_the_answer_is_the_smallest_optimum() {
                 Some(Weights {
                     preferred: 2,
                     ranks: vec![0, 1, 3, 5][..comp.profiles.min(4)].to_vec(),
+                    time: None,
                 }),
             ),
         ] {
@@ -208,7 +210,7 @@ fn provider_id_fields_order_choices_as_their_sequences() {
         let mut sum = vec![0i64; layout.width];
         for (i, &c) in choice.iter().enumerate() {
             let pref = comp.nodes[i].cands[c].preferred;
-            layout.node_term(i, c, pref, &mut sum);
+            layout.node_term(i, c, (pref, 0), &mut sum);
         }
         sum
     };

@@ -16,6 +16,7 @@ fn every_optimum_keeps_its_candidates() {
     let weights = Weights {
         preferred: 3,
         ranks: vec![0, 2, 4, 6],
+        time: None,
     };
     let mut checked = 0;
     let mut dropped = 0;
@@ -68,10 +69,12 @@ fn a_guess_at_the_bound_that_holds_gives_the_optimum() {
         Weights {
             preferred: 3,
             ranks: vec![0, 2, 4, 6],
+            time: None,
         },
         Weights {
             preferred: 5,
             ranks: vec![0, 1, 3, 9],
+            time: None,
         },
     ] {
         for (comp, start, w) in parts_with_starts(&weights) {

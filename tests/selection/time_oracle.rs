@@ -1,0 +1,454 @@
+//! The time objectives (`min-tpot`, `min-ttft`, `max-throughput`, and `weighted` with time
+//! weights) against a brute-force oracle that shares no code with the solver.
+//!
+//! The oracle reads the problem's public JSON types only and follows
+//! `docs/selection-problem.md`: a choice's time of metric `m` is the sum of the chosen
+//! candidates' `time_ps.m` plus, for every used resource, its `profile_time_ps` entry of `m`
+//! at the profile it gets; a time objective compares that time first (smaller wins), then
+//! the `seed-lex` keys; `weighted` adds `Σ_m time[m] · T_m` to its score. Every choice of
+//! every small generated problem is enumerated, and the solver's answer must be the
+//! oracle's best choice. Time costs are drawn either tiny (many ties, so the tie-breaks
+//! decide) or up to 10^12 ps (sums far beyond `f64`'s exact small-integer range of the
+//! integer program), and the solver runs with its paths switched on and off.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::common::selection_instances::*;
+use jointplan::selection::{
+    objective_by_name, solve, SelectionError, SelectionProblem, SolveOptions, Weighted, Weights,
+};
+use proptest::prelude::*;
+
+/// A small deterministic generator of the test's own (splitmix64).
+struct Mix(u64);
+impl Mix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+const METRICS: [&str; 3] = ["tpot", "ttft", "throughput"];
+
+/// `problem` with random time costs on (most) candidates and on some resources, through
+/// its JSON form (the format a user writes). `large`: costs up to 10^12 ps, else 0..4.
+fn with_times(problem: &SelectionProblem, seed: u64, large: bool) -> SelectionProblem {
+    let mut rng = Mix(seed);
+    let cost = |rng: &mut Mix| {
+        if large {
+            rng.below(1_000_000_000_000)
+        } else {
+            rng.below(4)
+        }
+    };
+    let mut json = serde_json::to_value(problem).unwrap();
+    let mut resources = std::collections::BTreeSet::new();
+    for node in json["nodes"].as_array_mut().unwrap() {
+        for cand in node["candidates"].as_array_mut().unwrap() {
+            for r in cand["accepts"].as_object().unwrap().keys() {
+                resources.insert(r.clone());
+            }
+            if rng.below(5) == 0 {
+                continue; // no time costs: all metrics 0
+            }
+            let mut t = serde_json::Map::new();
+            for m in METRICS {
+                if rng.below(4) != 0 {
+                    t.insert(m.into(), cost(&mut rng).into());
+                }
+            }
+            cand["time_ps"] = t.into();
+        }
+    }
+    // Resources a usable candidate touches may carry profile times (non-decreasing).
+    let usable: std::collections::BTreeSet<String> = problem
+        .nodes
+        .iter()
+        .flat_map(|n| n.candidates.iter())
+        .filter(|c| c.accepts.values().all(|v| !v.is_empty()))
+        .flat_map(|c| c.accepts.keys().cloned())
+        .collect();
+    let mut table = serde_json::Map::new();
+    for r in resources.iter().filter(|r| usable.contains(*r)) {
+        if rng.below(2) == 0 {
+            continue;
+        }
+        let mut per = serde_json::Map::new();
+        for m in METRICS {
+            if rng.below(2) == 0 {
+                continue;
+            }
+            let mut acc = 0u64;
+            let list: Vec<u64> = (0..problem.profiles.len())
+                .map(|_| {
+                    acc += cost(&mut rng);
+                    acc
+                })
+                .collect();
+            per.insert(m.into(), list.into());
+        }
+        table.insert(r.clone(), per.into());
+    }
+    json["profile_time_ps"] = table.into();
+    serde_json::from_value(json).unwrap()
+}
+
+/// One feasible choice and what the objectives look at.
+#[derive(Clone, Debug)]
+struct Scored {
+    providers: Vec<String>,
+    profiles: BTreeMap<String, String>,
+    met: Vec<bool>,
+    counts: Vec<u64>,
+    /// Time per metric (`METRICS` order).
+    time: [u128; 3],
+}
+
+/// The objective under test.
+#[derive(Clone, Debug)]
+enum Goal {
+    /// One metric's time (index into `METRICS`), then `seed-lex`.
+    Min(usize),
+    /// Weighted with time weights per metric.
+    Weighted {
+        preferred: u32,
+        ranks: Vec<u32>,
+        time: [u32; 3],
+    },
+}
+
+fn seed_lex(a: &Scored, b: &Scored) -> Ordering {
+    for (x, y) in a.met.iter().zip(&b.met) {
+        if x != y {
+            return if *x {
+                Ordering::Less
+            } else {
+                Ordering::Greater
+            };
+        }
+    }
+    for k in (1..a.counts.len()).rev() {
+        if a.counts[k] != b.counts[k] {
+            return a.counts[k].cmp(&b.counts[k]);
+        }
+    }
+    a.providers.cmp(&b.providers)
+}
+
+fn key(s: &Scored, goal: &Goal) -> i128 {
+    match goal {
+        Goal::Min(m) => s.time[*m] as i128,
+        Goal::Weighted {
+            preferred,
+            ranks,
+            time,
+        } => {
+            let r: i128 = s
+                .counts
+                .iter()
+                .zip(ranks)
+                .map(|(c, w)| *c as i128 * *w as i128)
+                .sum();
+            let met = s.met.iter().filter(|m| **m).count() as i128;
+            let t: i128 = (0..3).map(|m| time[m] as i128 * s.time[m] as i128).sum();
+            r - *preferred as i128 * met + t
+        }
+    }
+}
+
+fn score(problem: &SelectionProblem, choice: &[usize]) -> Option<Scored> {
+    let mut accepted: BTreeMap<&str, Vec<bool>> = BTreeMap::new();
+    let mut time = [0u128; 3];
+    for (node, &c) in problem.nodes.iter().zip(choice) {
+        let cand = &node.candidates[c];
+        if let Some(t) = &cand.time_ps {
+            for (m, v) in [t.tpot, t.ttft, t.throughput].into_iter().enumerate() {
+                time[m] += u128::from(v.unwrap_or(0));
+            }
+        }
+        for (resource, profiles) in &cand.accepts {
+            let entry = accepted
+                .entry(resource)
+                .or_insert_with(|| vec![true; problem.profiles.len()]);
+            for (rank, name) in problem.profiles.iter().enumerate() {
+                if !profiles.contains(name) {
+                    entry[rank] = false;
+                }
+            }
+        }
+    }
+    let mut counts = vec![0u64; problem.profiles.len()];
+    let mut profiles = BTreeMap::new();
+    for (resource, ok) in accepted {
+        let rank = ok.iter().position(|x| *x)?;
+        counts[rank] += 1;
+        profiles.insert(resource.to_owned(), problem.profiles[rank].clone());
+        if let Some(pt) = problem.profile_time_ps.get(resource) {
+            for (m, list) in [&pt.tpot, &pt.ttft, &pt.throughput].into_iter().enumerate() {
+                if let Some(list) = list {
+                    time[m] += u128::from(list[rank]);
+                }
+            }
+        }
+    }
+    let providers: Vec<String> = problem
+        .nodes
+        .iter()
+        .zip(choice)
+        .map(|(n, &c)| n.candidates[c].provider.clone())
+        .collect();
+    let met = problem
+        .nodes
+        .iter()
+        .zip(&providers)
+        .map(|(n, p)| n.preferred.as_deref() == Some(p.as_str()))
+        .collect();
+    Some(Scored {
+        providers,
+        profiles,
+        met,
+        counts,
+        time,
+    })
+}
+
+fn oracle(problem: &SelectionProblem, goal: &Goal) -> Option<Scored> {
+    let usable: Vec<Vec<usize>> = problem
+        .nodes
+        .iter()
+        .map(|n| {
+            (0..n.candidates.len())
+                .filter(|&c| n.candidates[c].accepts.values().all(|v| !v.is_empty()))
+                .collect()
+        })
+        .collect();
+    if usable.iter().any(Vec::is_empty) {
+        return None;
+    }
+    let mut best: Option<Scored> = None;
+    let mut digits = vec![0usize; usable.len()];
+    loop {
+        let choice: Vec<usize> = digits.iter().zip(&usable).map(|(d, u)| u[*d]).collect();
+        if let Some(s) = score(problem, &choice) {
+            let better = best.as_ref().is_none_or(|b| {
+                key(&s, goal)
+                    .cmp(&key(b, goal))
+                    .then_with(|| seed_lex(&s, b))
+                    == Ordering::Less
+            });
+            if better {
+                best = Some(s);
+            }
+        }
+        let mut i = 0;
+        loop {
+            if i == digits.len() {
+                return best;
+            }
+            digits[i] += 1;
+            if digits[i] < usable[i].len() {
+                break;
+            }
+            digits[i] = 0;
+            i += 1;
+        }
+    }
+}
+
+/// The solver's option sets: the defaults, and with its shortcuts off (every sub-part to
+/// the integer program or elimination, no settled levels, no prefix dominance, no provider
+/// search) where the times are small enough for the integer program's exact range.
+fn option_sets(large: bool) -> Vec<SolveOptions> {
+    let base = SolveOptions {
+        timings: false,
+        ..SolveOptions::default()
+    };
+    let mut out = vec![base.clone()];
+    out.push(SolveOptions {
+        subpart_dp_states: 0,
+        ..base.clone()
+    });
+    out.push(SolveOptions {
+        settle_counts: false,
+        prefix_dominance: false,
+        optimal_supports: false,
+        ..base.clone()
+    });
+    if !large {
+        out.push(SolveOptions {
+            subpart_dp_states: 0,
+            elimination_budget: 0,
+            provider_search_steps: 0,
+            presolve: false,
+            ..base.clone()
+        });
+        out.push(SolveOptions {
+            subpart_dp_states: 0,
+            elimination_budget: 0,
+            prefix_dominance: false,
+            ..base
+        });
+    }
+    out
+}
+
+fn check(problem: &SelectionProblem, goal: &Goal, large: bool) -> Result<(), TestCaseError> {
+    let objective: Arc<dyn jointplan::selection::Objective> = match goal {
+        Goal::Min(m) => Arc::from(
+            objective_by_name(["min-tpot", "min-ttft", "max-throughput"][*m], None).unwrap(),
+        ),
+        Goal::Weighted {
+            preferred,
+            ranks,
+            time,
+        } => Arc::new(Weighted(Weights {
+            preferred: *preferred,
+            ranks: ranks.clone(),
+            time: Some(jointplan::selection::TimeWeights {
+                tpot: time[0],
+                ttft: time[1],
+                throughput: time[2],
+            }),
+        })),
+    };
+    let expected = if valid(problem) {
+        oracle(problem, goal)
+    } else {
+        None
+    };
+    for options in option_sets(large) {
+        let options = SolveOptions {
+            objective: objective.clone(),
+            ..options
+        };
+        let result = solve(problem, &options);
+        if !valid(problem) {
+            prop_assert!(matches!(result, Err(SelectionError::BadInput(_))));
+            continue;
+        }
+        match (result, &expected) {
+            (Ok(solution), Some(best)) => {
+                let chosen: Vec<&str> = problem
+                    .nodes
+                    .iter()
+                    .map(|n| solution.choices[&n.id].as_str())
+                    .collect();
+                let want: Vec<&str> = best.providers.iter().map(String::as_str).collect();
+                prop_assert_eq!(chosen, want, "{:?} with {:?}", goal, options);
+                prop_assert_eq!(&solution.profiles, &best.profiles);
+                let sums = solution.summary.time_ps.clone().unwrap_or_default();
+                prop_assert_eq!([sums.tpot, sums.ttft, sums.throughput], best.time);
+            }
+            (Err(SelectionError::Infeasible { .. }), None) => {}
+            (other, best) => {
+                return Err(TestCaseError::fail(format!(
+                    "{goal:?}: solver {other:?}; oracle {best:?}"
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(200)))]
+
+    /// Every time objective, on every generated shape, against the independent oracle.
+    #[test]
+    fn time_objectives_match_the_independent_oracle(
+        shape in shape(),
+        n in 1usize..7,
+        params in params(),
+        seed in any::<u64>(),
+        large in any::<bool>(),
+        wp in 0u32..4,
+        steps in proptest::collection::vec(0u32..3, 4),
+        tw in proptest::collection::vec(0u32..3, 3),
+    ) {
+        let problem = with_times(&build(&shape, n, &params, seed), seed ^ 0x5eed, large);
+        let ranks = weights(wp, &steps, params.profiles).ranks;
+        let goals = [
+            Goal::Min(0),
+            Goal::Min(1),
+            Goal::Min(2),
+            Goal::Weighted { preferred: wp, ranks, time: [tw[0], tw[1], tw[2]] },
+        ];
+        for goal in &goals {
+            check(&problem, goal, large)?;
+        }
+    }
+}
+
+/// Hand-checked: `fast` costs less decode time but needs the worse profile, whose time cost
+/// for `kv` makes it dearer in total, so `min-tpot` picks `slow`; no candidate has a prefill
+/// cost, so under `min-ttft` the `seed-lex` keys decide and take the preferred `fast`.
+#[test]
+fn a_hand_checked_time_problem() {
+    let problem: SelectionProblem = serde_json::from_str(
+        r#"{"profiles": ["contiguous", "paged-16"],
+            "profile_time_ps": {"kv": {"tpot": [0, 500]}},
+            "nodes": [
+          {"id": "a", "preferred": "fast", "candidates": [
+            {"provider": "fast", "accepts": {"kv": ["paged-16"]}, "time_ps": {"tpot": 1000}},
+            {"provider": "slow", "accepts": {"kv": ["contiguous"]}, "time_ps": {"tpot": 1400}}]}]}"#,
+    )
+    .unwrap();
+    let run = |name: &str| {
+        let options = SolveOptions {
+            objective: Arc::from(objective_by_name(name, None).unwrap()),
+            timings: false,
+            ..SolveOptions::default()
+        };
+        solve(&problem, &options).unwrap().choices["a"].clone()
+    };
+    // fast: 1000 + 500 (kv at paged-16) = 1500 > slow: 1400 + 0.
+    assert_eq!(run("min-tpot"), "slow");
+    assert_eq!(run("min-ttft"), "fast");
+    assert_eq!(run("seed-lex"), "fast");
+}
+
+/// Bad time costs are refused with the JSON path.
+#[test]
+fn bad_time_costs_name_their_path() {
+    let bad = |text: &str| match SelectionProblem::from_json_str(text)
+        .and_then(|p| solve(&p, &SolveOptions::default()))
+    {
+        Err(SelectionError::BadInput(m)) => m,
+        other => panic!("expected bad input, got {other:?}"),
+    };
+    let decreasing = bad(
+        r#"{"profiles": ["a", "b"], "profile_time_ps": {"kv": {"tpot": [5, 1]}},
+            "nodes": [{"id": "n", "candidates": [{"provider": "p", "accepts": {"kv": ["a"]}}]}]}"#,
+    );
+    assert!(
+        decreasing.contains("profile_time_ps.kv.tpot[1]"),
+        "{decreasing}"
+    );
+    let short = bad(
+        r#"{"profiles": ["a", "b"], "profile_time_ps": {"kv": {"ttft": [5]}},
+            "nodes": [{"id": "n", "candidates": [{"provider": "p", "accepts": {"kv": ["a"]}}]}]}"#,
+    );
+    assert!(short.contains("profile_time_ps.kv.ttft"), "{short}");
+    let unknown = bad(
+        r#"{"profiles": ["a"], "profile_time_ps": {"nope": {"ttft": [5]}},
+            "nodes": [{"id": "n", "candidates": [{"provider": "p", "accepts": {"kv": ["a"]}}]}]}"#,
+    );
+    assert!(unknown.contains("nope"), "{unknown}");
+    let huge = bad(r#"{"profiles": ["a"], "nodes": [{"id": "n", "candidates": [
+            {"provider": "p", "accepts": {}, "time_ps": {"tpot": 2000000000000000}}]}]}"#);
+    assert!(
+        huge.contains("nodes[0].candidates[0].time_ps.tpot"),
+        "{huge}"
+    );
+    let typo = bad(r#"{"profiles": ["a"], "nodes": [{"id": "n", "candidates": [
+            {"provider": "p", "accepts": {}, "time_ps": {"tpott": 1}}]}]}"#);
+    assert!(typo.contains("tpott"), "{typo}");
+}
