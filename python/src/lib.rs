@@ -313,6 +313,7 @@ pub(crate) fn model_source(text: &str) -> Result<ModelSource, Failure> {
         experts: number("experts")?,
         expert_group_size: number("expert_group_size")?,
         weight_format: text_field("weight_format"),
+        kv_cache_dtype: text_field("kv_cache_dtype"),
     })
 }
 

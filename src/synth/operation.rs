@@ -784,6 +784,7 @@ impl Operation {
                 | Self::BiasedDenseLinear
                 | Self::DenseSwiglu
                 | Self::RoutedExpertSwiglu
+                | Self::BiasedRoutedExpertSwiglu
                 | Self::LastTokenDenseLinear
         );
         match format_kernel(format) {

@@ -526,7 +526,7 @@ mod tests {
         let bert = config(serde_json::json!({"model_type": "bert"}));
         let err = entry_of(&bert).unwrap_err().to_string();
         assert!(
-            err.contains("model_type") && err.contains("llama, mistral"),
+            err.contains("model_type") && err.contains("llama, llama4_text, mistral"),
             "{err}"
         );
         let err = entry_of(&config(serde_json::json!({})))
