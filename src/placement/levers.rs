@@ -7,8 +7,12 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::builder::BuildOptions;
+use crate::synth::{ModelSource, PolicyPreset};
+
 use super::device_set::DeviceSet;
 use super::model::ModelFacts;
+use super::options::Settings;
 use super::options::{layer_state, Formed};
 use super::problem::{Objective, Problem};
 use super::solve::solve;
@@ -237,8 +241,10 @@ pub fn levers(formed: &Formed, facts: &ModelFacts, set: &DeviceSet) -> Vec<Lever
     if let Some(solution) = solve(&problem) {
         found.push(offload_lever(&problem, &solution));
     }
-    // The most sequences: feasibility only grows as they drop (the KV cache is sequences x
-    // bytes per sequence; activations and workspaces stay the policy's, an upper bound).
+    // The most sequences with the policy's activations and workspaces: feasibility only
+    // grows as they drop (the KV cache is sequences x bytes per sequence). A lower bound of
+    // the most that fit (activations may shrink with the sequences); `place` refines it by
+    // synthesizing the model at each probe.
     let fits_sequences = |sequences: u64| {
         let mut p = formed.problem.clone();
         p.sequences = sequences;
@@ -276,4 +282,51 @@ pub fn levers(formed: &Formed, facts: &ModelFacts, set: &DeviceSet) -> Vec<Lever
         });
     }
     found
+}
+
+/// Whether the model places on `set` under the fewest-devices objective with `preset`.
+pub fn places_with(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    preset: &PolicyPreset,
+) -> bool {
+    let first = &set.kinds[0];
+    let fewest = Settings {
+        objective: Objective::FewestDevices,
+        serving: None,
+        why_not: None,
+        ..settings.clone()
+    };
+    ModelFacts::gather(source, &first.description, &first.file, options, preset)
+        .ok()
+        .and_then(|facts| super::options::form(&facts, set, preset, &fewest).ok())
+        .is_some_and(|formed| solve(&formed.problem).is_some())
+}
+
+/// The most sequences that place, from `fits` (which the problem with the policy's
+/// activations and workspaces places, so the model synthesized at it places too: they only
+/// shrink with fewer sequences) up to the policy's (which does not): a bisection in which
+/// every probe synthesizes and plans the model at that many sequences, so the amount is
+/// exact.
+pub fn most_sequences(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    preset: &PolicyPreset,
+    fits: u64,
+) -> u64 {
+    let (mut low, mut high) = (fits, u64::from(preset.maximum_active_sequences));
+    while high > low + 1 {
+        let middle = low + (high - low) / 2;
+        let at = u32::try_from(middle).map(|m| preset.with_sequence_ceiling(m));
+        if at.is_ok_and(|at| places_with(source, set, settings, options, &at)) {
+            low = middle;
+        } else {
+            high = middle;
+        }
+    }
+    low
 }

@@ -413,14 +413,20 @@ fn levers_are_exact_amounts() {
         let result = place(&source, &with_host, &offload, &options, 0);
         assert_eq!(result.is_ok(), fits, "host {memory}: {result:?}");
     }
-    // The most sequences: with them it places, with one more it does not.
-    let sequences = found
+    // The most sequences: the problem's bound (the policy's activations) refined by
+    // synthesizing the model at each probe; with them it places, with one more it does not.
+    let bound = found
         .iter()
         .find_map(|l| match l {
             Lever::FewerSequences { sequences } => Some(*sequences),
             _ => None,
         })
         .unwrap();
+    let fewest = settings(Objective::FewestDevices);
+    let sequences = jointplan::placement::levers::most_sequences(
+        &source, &set, &fewest, &options, &preset, bound,
+    );
+    assert!(sequences >= bound);
     for (count, fits) in [(sequences, true), (sequences + 1, false)] {
         let mut at = settings(Objective::FewestDevices);
         at.policy = Some(preset.with_sequence_ceiling(u32::try_from(count).unwrap()));
