@@ -79,10 +79,10 @@ pub fn run(args: &Args) -> Result<(), Error> {
     print(args, &answer)
 }
 
-/// Whether the file is a placement plan (`placement_id` leads it, as `plan -o` writes it).
+/// Whether the file is a placement plan (it has a `placement_id` key; an execution plan has
+/// none).
 fn is_placement(text: &str) -> bool {
-    let head: String = text.chars().take(256).collect();
-    head.contains("\"placement_id\"")
+    text.contains("\"placement_id\"")
 }
 
 /// `explain PLACEMENT.json --why-not tp=N|pp=N|offload=BYTES`: what the alternative costs

@@ -121,7 +121,7 @@ impl Lever {
                 )
             }
             Lever::FewerSequences { sequences } => {
-                format!("at most {sequences} sequences at once")
+                format!("at most {sequences} sequence(s) at once")
             }
             Lever::SmallerFormat {
                 weight_format,
