@@ -355,6 +355,10 @@ pub fn attach(
     let chunks = prefill_chunks(&point).len() as f64;
     let share = prompt_share(&point);
     let host = set.host_link.as_ref().map(figures);
+    if problem.host_bytes.is_some() && host.is_none() {
+        // Offloaded bytes cross the host link every step: unpriced, they would look free.
+        return Err(no_links("host link"));
+    }
     let boundary_link = set.boundary_link().map(figures);
     let decode_tokens = serving::decode_shape(&point).tokens();
     let hidden_bytes = |tokens: u64| {

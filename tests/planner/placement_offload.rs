@@ -244,3 +244,27 @@ fn fit_by_price_ranks_priced_files_and_lists_the_others_unranked() {
     .unwrap();
     assert!(by_count[0].device_file.ends_with("a100-40gb.json"));
 }
+
+#[test]
+fn host_offload_with_a_serving_point_needs_the_host_link() {
+    // The shorthand has no host link: offloaded bytes could not be priced.
+    let mut source = ModelSource::folder("models/llama-3.1-8b");
+    source.layers = Some(2);
+    let mut timed = settings(Objective::MinTpot, true);
+    timed.serving = Some(jointplan::placement::timing::Serving {
+        concurrency: 1,
+        input_tokens: 16,
+        output_tokens: 16,
+        engine: "vllm".to_owned(),
+    });
+    let error = place(
+        &source,
+        &rtx_4090(Some(1 << 40)),
+        &timed,
+        &BuildOptions::default(),
+        1_000_000,
+    )
+    .unwrap_err();
+    assert!(error.is_bad_input(), "{error}");
+    assert!(error.to_string().contains("host link"), "{error}");
+}
