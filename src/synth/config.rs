@@ -420,6 +420,8 @@ impl ModelConfig {
             output_bias: false,
             attention_sinks: false,
             expert_biases: false,
+            block_sparse_moe: false,
+            mtp_layers: Vec::new(),
         })
     }
 

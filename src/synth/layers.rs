@@ -331,9 +331,16 @@ impl Graph<'_> {
         let e = arch
             .experts
             .ok_or_else(|| SynthError::Internal("routed layer without experts".to_owned()))?;
+        // PhiMoE's checkpoint calls the mixture `block_sparse_moe` and the experts'
+        // gate, up and down matrices `w1`, `w3` and `w2`.
+        let (mixture, gate_name, up_name, down_name) = if arch.block_sparse_moe {
+            ("block_sparse_moe", "w1", "w3", "w2")
+        } else {
+            ("mlp", "gate_proj", "up_proj", "down_proj")
+        };
         let (group, hf, l) = (
             format!("layer.{i}"),
-            format!("model.layers.{i}.mlp"),
+            format!("model.layers.{i}.{mixture}"),
             format!("layer.{i}"),
         );
         let hidden = arch.hidden_size;
@@ -424,8 +431,8 @@ impl Graph<'_> {
                     .iter()
                     .flat_map(|x| {
                         [
-                            format!("{hf}.experts.{x}.gate_proj"),
-                            format!("{hf}.experts.{x}.up_proj"),
+                            format!("{hf}.experts.{x}.{gate_name}"),
+                            format!("{hf}.experts.{x}.{up_name}"),
                         ]
                     })
                     .collect::<Vec<_>>(),
@@ -437,7 +444,7 @@ impl Graph<'_> {
                 WeightClass::Projection,
                 &experts
                     .iter()
-                    .map(|x| format!("{hf}.experts.{x}.down_proj"))
+                    .map(|x| format!("{hf}.experts.{x}.{down_name}"))
                     .collect::<Vec<_>>(),
             )?;
             let name = if g + 1 == groups {

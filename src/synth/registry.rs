@@ -71,6 +71,9 @@ pub struct ArchitectureEntry {
     /// width in every MoE layer, and chunked local attention (`attention_chunk_size`) on
     /// the RoPE layers while the NoPE layers (`no_rope_layers` 0) attend globally.
     pub interleaved_moe: bool,
+    /// Whether the checkpoint names its mixture `block_sparse_moe` with experts' `w1`,
+    /// `w3`, `w2` (PhiMoE).
+    pub block_sparse_moe: bool,
 }
 
 /// The configuration keys outside [`ModelConfig`]'s typed fields that the registry reads;
@@ -105,6 +108,7 @@ const fn entry(model_type: &'static str, classes: &'static [&'static str]) -> Ar
         sigmoid_router: None,
         reads: &[],
         interleaved_moe: false,
+        block_sparse_moe: false,
     }
 }
 
@@ -208,12 +212,16 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
     },
     ArchitectureEntry {
         attention: "GQA with q/k/v/o biases",
-        mlp: "routed SwiGLU experts (softmax top-2, sparsemixer routing is router arithmetic)",
+        mlp: "routed SwiGLU experts (softmax top-2, sparsemixer routing is router arithmetic), checkpoint names block_sparse_moe.gate and experts' w1/w3/w2",
         norm: "LayerNorm with weight and bias (input, post-attention, final); the lm_head bias (vocab_size values) is not built",
         sliding: SlidingLayers::AllWhenSet,
         attention_bias: true,
         output_bias: true,
         norm_placement: NormPlacement::PreLayerNorm,
+        block_sparse_moe: true,
+        // longrope's original length, read with the rope scaling (`max_position_embeddings
+        // / original_max_position_embeddings` is its stretch).
+        reads: &["original_max_position_embeddings"],
         ..entry("phimoe", &["PhiMoEForCausalLM"])
     },
     ArchitectureEntry {
@@ -303,6 +311,7 @@ impl ArchitectureEntry {
         arch.output_bias = self.output_bias;
         arch.attention_sinks = self.attention_sinks;
         arch.expert_biases = self.expert_biases;
+        arch.block_sparse_moe = self.block_sparse_moe;
         arch.qk_norm = match self.qk_norm {
             QkNorm::PerHead if !extra_bool(config, "use_qk_norm")?.unwrap_or(false) => QkNorm::None,
             other => other,

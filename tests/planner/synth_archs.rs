@@ -222,6 +222,66 @@ fn llama_4_scout_text_decoder_by_hand() {
     assert_eq!(sequence, 12 * 4096 * 32_768 + 36 * 4096 * 8192);
 }
 
+#[test]
+fn phi_3_5_moe_by_hand() {
+    let request = synthesized("phi-3.5-moe");
+    // Untied head, vocabulary 32,064 x 4096. Attention: 32 query heads and 8 KV heads of
+    // 128 (q and o 4096 x 4096, k and v 1024 x 4096), biases on q, k, v and o. Two
+    // LayerNorms per layer (weight and bias). MoE: router 16 x 4096 (no bias), 16 experts
+    // of 3 x 4096 x 6400, no shared expert. The final LayerNorm (weight and bias).
+    let (h, v, kv) = (4096u64, 32_064u64, 1024u64);
+    let attention = 2 * h * h + 2 * kv * h + (h + 2 * kv + h);
+    assert_eq!(attention, 41_953_280);
+    let moe = 16 * h + 16 * 3 * h * 6400;
+    assert_eq!(moe, 1_258_356_736);
+    let per_layer = attention + 2 * (2 * h) + moe;
+    assert_eq!(per_layer, 1_300_326_400);
+    let total = 2 * v * h + 32 * per_layer + 2 * h;
+    // The model card's 41.9B; the head's bias (lm_head_bias: 32,064 values) is not built.
+    assert_eq!(total, 41_873_121_280);
+    assert_eq!(parameters(&request), total);
+    // bf16: 2 bytes per parameter.
+    assert_eq!(weight_bytes(&request), 83_746_242_560);
+    assert_eq!(operations(&request, "layer_norm"), 2 * 32 + 1);
+    assert_eq!(operations(&request, "rms_norm"), 0);
+    assert_eq!(operations(&request, "routed_expert_swiglu"), 32 * 16);
+    assert_eq!(operations(&request, "biased_dense_linear"), 4 * 32);
+    // The checkpoint's names: block_sparse_moe with w1 (gate), w3 (up), w2 (down).
+    let names: Vec<String> = request
+        .family
+        .weight_schema
+        .components
+        .iter()
+        .flat_map(|c| c.external_names.iter().cloned())
+        .collect();
+    for name in [
+        "model.layers.0.block_sparse_moe.gate.weight",
+        "model.layers.0.block_sparse_moe.experts.15.w1.weight",
+        "model.layers.0.block_sparse_moe.experts.15.w3.weight",
+        "model.layers.31.block_sparse_moe.experts.0.w2.weight",
+        "model.layers.0.input_layernorm.bias",
+        "model.layers.0.self_attn.o_proj.bias",
+        "model.norm.bias",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in the schema");
+    }
+    // KV: 2 x 8 heads x 128 x 2 bytes = 4096 per token per layer. Every layer slides
+    // (sliding_window 131,072), which bounds nothing at the server preset's 32,768 tokens.
+    let demands = kv_demands(&request);
+    assert_eq!(demands.len(), 32);
+    for (layer, &(bytes, tokens)) in demands.iter().enumerate() {
+        assert_eq!((bytes, tokens), (4096, 32_768), "layer {layer}");
+    }
+    assert_eq!(kv_total(&request), 131_072);
+    // LongRoPE: 64 short and 64 long factors (head_dim 128 / 2, checked by the config
+    // reader), its stretch 131,072 / 4,096 the attention's scaling factor.
+    assert_eq!(
+        attribute(&request, "node.layer.0.attention", "rope_scaling"),
+        Some(SemanticValue::Text("longrope".to_owned()))
+    );
+    assert!(attribute(&request, "node.layer.0.attention", "rope_scaling_factor").is_some());
+}
+
 /// The keys of a warning line (`...: key, key, key`).
 fn warned_keys(warning: &str) -> Vec<String> {
     warning
