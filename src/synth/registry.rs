@@ -127,7 +127,8 @@ const GEMMA: ArchitectureEntry = ArchitectureEntry {
 pub const REGISTRY: &[ArchitectureEntry] = &[
     ArchitectureEntry {
         attention: "MLA (latent cache kv_lora_rank + qk_rope_head_dim)",
-        mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers",
+        mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers; the multi-token-prediction layers (num_nextn_predict_layers) with --speculative mtp",
+        reads: &["num_nextn_predict_layers"],
         ..entry("deepseek_v3", &["DeepseekV3ForCausalLM"])
     },
     ArchitectureEntry {
@@ -145,10 +146,11 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
     },
     ArchitectureEntry {
         attention: "GQA with q/k/v biases, partial rotary (partial_rotary_factor); per-head q/k RMSNorm when use_qk_norm",
-        mlp: "routed SwiGLU experts (sigmoid, top-k) + shared experts; first_k_dense_replace dense layers (the router's e_score_correction_bias, n_routed_experts per MoE layer, is not built)",
+        mlp: "routed SwiGLU experts (sigmoid, top-k) + shared experts; first_k_dense_replace dense layers (the router's e_score_correction_bias, n_routed_experts per MoE layer, is not built); the multi-token-prediction layers (num_nextn_predict_layers) with --speculative mtp",
         attention_bias: true,
         qk_norm: QkNorm::PerHead,
         sigmoid_router: Some(true),
+        reads: &["num_nextn_predict_layers"],
         ..entry("glm4_moe", &["Glm4MoeForCausalLM"])
     },
     ArchitectureEntry {

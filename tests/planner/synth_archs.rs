@@ -282,6 +282,71 @@ fn phi_3_5_moe_by_hand() {
     assert!(attribute(&request, "node.layer.0.attention", "rope_scaling_factor").is_some());
 }
 
+#[test]
+fn deepseek_v3_mtp_layer_by_hand() {
+    // The first four layers (three dense, one MoE) with every routed expert, in bf16, with
+    // and without the multi-token-prediction layer.
+    let source = |speculative: Option<&str>| ModelSource {
+        layers: Some(4),
+        weight_format: Some("dense-bf16".to_owned()),
+        speculative: speculative.map(str::to_owned),
+        ..ModelSource::folder("models/deepseek-v3")
+    };
+    let plain = source(None).synthesize().unwrap().request;
+    let mtp = source(Some("mtp")).synthesize().unwrap().request;
+    assert_eq!(source(Some("none")).synthesize().unwrap().request, plain);
+    // What the MTP module owns (vLLM's deepseek_mtp.py): enorm and hnorm (7168 each),
+    // eh_proj 7168 x 14,336, one decoder layer and the shared_head norm; the embedding and
+    // the head are the main model's. The decoder layer: MLA (q_a 1536 x 7168, its norm
+    // 1536, q_b 128 x 192 x 1536, kv_a (512 + 64) x 7168, its norm 512, kv_b 128 x 256 x
+    // 512, o 7168 x 128 x 128), two norms, router 256 x 7168, 256 experts of 3 x 7168 x
+    // 2048 and one shared expert of 2048 (the router's correction bias is not built).
+    let h = 7168u64;
+    let attention =
+        1536 * h + 1536 + 128 * 192 * 1536 + 576 * h + 512 + 128 * 256 * 512 + h * 128 * 128;
+    assert_eq!(attention, 187_107_328);
+    let moe = 256 * h + 256 * 3 * h * 2048 + 3 * h * 2048;
+    assert_eq!(moe, 11_320_164_352);
+    let own = 2 * h + h * 2 * h + (attention + 2 * h + moe) + h;
+    assert_eq!(own, 11_610_067_968); // parameters; 23,220,135,936 bytes in bf16
+    assert_eq!(parameters(&mtp) - parameters(&plain), own);
+    assert_eq!(weight_bytes(&mtp) - weight_bytes(&plain), 23_220_135_936);
+    // One more latent cache: (512 + 64) x 2 bytes per token, in layer 4 (the checkpoint's
+    // layer num_hidden_layers).
+    let latent = |request: &PlanRequest| -> Vec<String> {
+        request
+            .family
+            .program
+            .states
+            .iter()
+            .map(|s| s.id.as_str().to_owned())
+            .filter(|id| id.ends_with(".latent_kv"))
+            .collect()
+    };
+    assert_eq!(latent(&plain).len(), 4);
+    assert_eq!(latent(&mtp).len(), 5);
+    assert!(latent(&mtp).contains(&"state.layer.4.latent_kv".to_owned()));
+    assert_eq!(operations(&mtp, "last_token_dense_linear"), 2);
+    assert_eq!(operations(&mtp, "token_embedding"), 2);
+    // The engines count its cache too.
+    let facts = |r: &PlanRequest| jointplan::study::engine_facts::model_facts(r).unwrap();
+    assert_eq!(facts(&mtp).layers.len(), facts(&plain).layers.len() + 1);
+    assert_eq!(
+        facts(&mtp).weights_bytes - facts(&plain).weights_bytes,
+        23_220_135_936
+    );
+    // Refused where the checkpoint has no MTP layer.
+    let err = ModelSource {
+        layers: Some(1),
+        speculative: Some("mtp".to_owned()),
+        ..ModelSource::folder("models/llama-3.2-1b")
+    }
+    .synthesize()
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--speculative"), "{err}");
+}
+
 /// The keys of a warning line (`...: key, key, key`).
 fn warned_keys(warning: &str) -> Vec<String> {
     warning
