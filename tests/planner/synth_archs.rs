@@ -335,6 +335,26 @@ fn deepseek_v3_mtp_layer_by_hand() {
         facts(&mtp).weights_bytes - facts(&plain).weights_bytes,
         23_220_135_936
     );
+    // GLM-4.5-Air's MTP module (vLLM's glm4_moe_mtp.py repeats DeepSeek's): a GQA layer
+    // with q/k/v biases (109,066,240, as in glm_4_5_air_by_hand) and a MoE of 128 experts
+    // of 1408 with one shared expert, two norms, enorm, hnorm, the shared_head norm and
+    // eh_proj 4096 x 8192.
+    let glm = |speculative: Option<&str>| {
+        ModelSource {
+            layers: Some(2),
+            weight_format: Some("dense-bf16".to_owned()),
+            speculative: speculative.map(str::to_owned),
+            ..ModelSource::folder("models/glm-4.5-air")
+        }
+        .synthesize()
+        .unwrap()
+        .request
+    };
+    let h = 4096u64;
+    let moe = 128 * h + 128 * 3 * h * 1408 + 3 * h * 1408;
+    let own = 109_066_240 + 2 * h + moe + 3 * h + h * 2 * h;
+    assert_eq!(own, 2_375_059_456);
+    assert_eq!(parameters(&glm(Some("mtp"))) - parameters(&glm(None)), own);
     // Refused where the checkpoint has no MTP layer.
     let err = ModelSource {
         layers: Some(1),
