@@ -157,7 +157,7 @@ mod tests {
             "{err}"
         );
         record(&mut llama, Speculative::None).unwrap();
-        assert!(llama.extra.get(CONFIG_KEY).is_none());
+        assert!(!llama.extra.contains_key(CONFIG_KEY));
         assert!("eagle".parse::<Speculative>().is_err());
         let bad = config(serde_json::json!({"model_type": "deepseek_v3", "speculative": 3}));
         let err = mtp_layers(&bad, &[], true).unwrap_err().to_string();
