@@ -218,11 +218,9 @@ fn stage_variants(
             let host = u128::from(option.degree) * freed;
             let per_token = prefix.kv_token[end] - prefix.kv_token[start + x];
             let room = usable + e * unit - need_w[l] - kv_staging[x];
-            let mut tokens = if per_token == 0 {
-                u64::MAX
-            } else {
-                u64::try_from(room / per_token).unwrap_or(u64::MAX - 1)
-            };
+            let mut tokens = room
+                .checked_div(per_token)
+                .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
             if x > 0 {
                 tokens = tokens.min(problem.kv_worst_case_tokens);
             }
