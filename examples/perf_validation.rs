@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo run --release --example perf_validation               # print the table
 //! cargo run --release --example perf_validation -- --write    # rewrite it in the docs
-//! cargo run --release --example perf_validation -- --breakdown # per-row decode step parts
+//! cargo run --release --example perf_validation -- --residuals # one line of errors per row
 //! ```
 //!
 //! `tests/planner/perf_validation.rs` recomputes the table and fails when the one committed
@@ -54,6 +54,7 @@ fn model_source(model: &str) -> Option<ModelSource> {
         (&["mistral-7b-instruct-v0.3"], config, "mistral-7b-v0.3"),
         (&["gemma-3-4b"], config, "gemma-3-4b"),
         (&["qwen2.5-7b"], folder, "qwen2.5-7b"),
+        (&["llama-3.1-70b", "llama-3.3-70b"], folder, "llama-3.1-70b"),
         (&["llama-3.1-8b"], folder, "llama-3.1-8b"),
         (&["qwen3-30b-a3b"], folder, "qwen3-30b-a3b"),
         (&["mixtral-8x7b"], folder, "mixtral-8x7b"),
@@ -159,6 +160,9 @@ fn case(record: &Value) -> Result<Case, String> {
         }
         p if p.is_empty() || p.starts_with("bf16") || p.starts_with("bfloat16") => "dense-bf16",
         p if p.starts_with("q4_k") => "gguf-q4k",
+        // An fp8 checkpoint (W8A8, per-tensor scales) or vLLM's online fp8: `--weight-format
+        // fp8`.
+        p if p.starts_with("fp8") => "fp8",
         other => return Err(format!("precision {other} (no such weight format)")),
     };
     let source = model_source(&text(record, "model")).ok_or("model not synthesizable")?;
@@ -286,28 +290,53 @@ struct Row {
     id: String,
     /// The model, GPU and engine: the rows the summary groups.
     group: String,
+    /// The device file's `name`: the key of its memory factor.
+    device: String,
+    /// Whether the row is in the fit half ([`fit_half`]).
+    fit: bool,
     text: String,
     ttft_error: Option<f64>,
     tpot_error: Option<f64>,
     /// Measured TTFT minus the predicted TTFT without the engine's request overhead
     /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
     ttft_residual: Option<f64>,
-    /// The decode step's parts, for `--breakdown`.
-    breakdown: String,
+    /// The device memory factor `m` that makes the predicted TPOT the measured one (fit
+    /// half only): TPOT is `A + B / m` in the memory-bound decode, `A` and `B` from the
+    /// predictions at `m = 1` and `m = 1/2`.
+    implied_memory: Option<f64>,
+    /// One line of residuals, for `--residuals`.
+    residual: String,
 }
 
-/// The datasheet bound of a step: its FLOPs at the bf16 peak or its bytes at the full
-/// bandwidth, whichever is longer (no efficiency, no overhead). No run of the step on the
-/// device at the stated precision can be faster.
+/// FNV-1a (64 bits) of `text`.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The split, stated before any test-half error was looked at: a point is in the fit half
+/// when the FNV-1a 64-bit hash of its record id is even, in the test half otherwise (a
+/// point keeps its half whatever other points are added).
+pub fn fit_half(id: &str) -> bool {
+    fnv1a(id) % 2 == 0
+}
+
+/// The datasheet bound of a step: its FLOPs at each type's dense peak or its bytes at the
+/// full bandwidth, whichever is longer (no efficiency, no overhead). No run of the step on
+/// the device at the stated precision can be faster.
 fn datasheet_bound(model: &TimeModel, shape: &StepShape) -> f64 {
-    let (mut flops, mut bytes) = (0.0, 0.0);
+    let (mut compute, mut bytes) = (0.0, 0.0);
     for g in &model.groups {
         let w = work(&g.cost, shape);
-        flops += w.total_flops() * g.nodes.len() as f64;
-        bytes += w.bytes * g.nodes.len() as f64;
+        let n = g.nodes.len() as f64;
+        for t in ComputeType::ALL {
+            compute += w.flops[t.index()] * n / model.peak(t);
+        }
+        bytes += w.bytes * n;
     }
     let bandwidth = model.device.memory_bandwidth_gb_per_second as f64 * 1e9;
-    (flops / model.peak(ComputeType::Bf16)).max(bytes / bandwidth)
+    compute.max(bytes / bandwidth)
 }
 
 /// The steady decode step of the case as measured: `C` sequences at context `I + O/2`
@@ -319,37 +348,17 @@ fn decode_shape(case: &Case) -> StepShape {
     }
 }
 
-/// The steady decode step of the case split by what it reads, as one JSON line.
-fn breakdown(case: &Case, model: &TimeModel, ttft: f64, tpot: f64) -> String {
-    let shape = decode_shape(case);
-    let mut parts: std::collections::BTreeMap<String, [f64; 4]> = Default::default();
-    for g in &model.groups {
-        let n = g.nodes.len() as f64;
-        let w = work(&g.cost, &shape);
-        let kv = if g.cost.attention.is_some() {
-            w.bytes
-        } else {
-            0.0
-        };
-        let key = format!("{}:{}", g.class.name, g.cost.kind);
-        let entry = parts.entry(key).or_default();
-        entry[0] += (w.bytes - kv) * n;
-        entry[1] += kv * n;
-        entry[2] += w.total_flops() * n;
-        entry[3] += w.kernels * n;
-    }
-    let parts: Vec<Value> = parts
-        .into_iter()
-        .map(|(k, v)| serde_json::json!({"part": k, "bytes": v[0], "kv_bytes": v[1], "flops": v[2], "kernels": v[3]}))
-        .collect();
-    serde_json::json!({
-        "id": case.id, "engine": case.engine, "gpu": case.gpu, "model": case.model,
-        "c": case.concurrency, "i": case.input, "o": case.output,
-        "bandwidth": model.device.memory_bandwidth_gb_per_second,
-        "measured_ttft": case.ttft, "measured_tpot": case.tpot,
-        "predicted_ttft": ttft, "predicted_tpot": tpot, "parts": parts,
-    })
-    .to_string()
+/// The memory factor that makes the case's predicted TPOT its measured one.
+fn implied_memory(case: &Case, model: &TimeModel, measured: f64) -> Result<Option<f64>, String> {
+    let at = |m: f64| {
+        let mut scaled = model.clone();
+        scaled.memory_factor = m;
+        predicted(case, &scaled).map(|p| p.1)
+    };
+    let (t1, t2) = (at(1.0)?, at(0.5)?);
+    let b = t2 - t1;
+    let a = t1 - b;
+    Ok((b > 0.0 && measured > a).then(|| b / (measured - a)))
 }
 
 /// Predicts one case on its planned model.
@@ -366,6 +375,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let ttft_error = error(case.ttft, ttft).filter(|_| !impossible);
     let tpot_error = error(case.tpot, tpot).filter(|_| !tpot_impossible);
     let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
+    let fit = fit_half(&case.id);
     let ttft_residual = case
         .ttft
         .filter(|_| {
@@ -374,6 +384,10 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
                 && profile.request_overhead_seconds > 0.0
         })
         .map(|t| t - (ttft - profile.request_overhead_seconds));
+    let implied_memory = match case.tpot {
+        Some(measured) if fit && !tpot_impossible => implied_memory(case, model, measured)?,
+        _ => None,
+    };
     let cell = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2}", s * 1e3));
     let pct = |v: Option<f64>| v.map_or("-".to_owned(), |e| format!("{:+.0}%", e * 100.0));
     let method = match case.method {
@@ -381,8 +395,9 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         Method::StaticBatch => "static batch".to_owned(),
         Method::LlamaBench => "llama-bench".to_owned(),
     };
+    let half = if fit { "fit" } else { "test" };
     let text = format!(
-        "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {half} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         case.id,
         case.engine,
         case.version.split_whitespace().next().unwrap_or("?"),
@@ -408,14 +423,30 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
             pct(tpot_error)
         },
     );
+    let residual = format!(
+        "{:<62} {half:<4} {:<10} {:<28} {:<9} C={:<4} {:>5}/{:<5} ttft {:>6} tpot {:>6} m {}",
+        case.id,
+        case.engine,
+        model.device_name,
+        case.format,
+        case.concurrency,
+        case.input,
+        case.output,
+        pct(ttft_error),
+        pct(tpot_error),
+        implied_memory.map_or("-".to_owned(), |m| format!("{m:.2}")),
+    );
     Ok(Row {
         id: case.id.clone(),
         group: format!("{} | {} | {}", case.model, case.gpu, case.engine),
+        device: model.device_name.clone(),
+        fit,
         text,
         ttft_error,
         tpot_error,
         ttft_residual,
-        breakdown: breakdown(case, model, ttft, tpot),
+        implied_memory,
+        residual,
     })
 }
 
@@ -481,68 +512,93 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     (rows, skipped, records.len())
 }
 
-/// The fit part of a set of rows sorted by id: the 1st, 3rd, 5th, ...; the rest is held
-/// out.
-fn fit_part<T>(rows: &[T]) -> (Vec<&T>, Vec<&T>) {
-    let fit = rows.iter().step_by(2).collect();
-    let held = rows.iter().skip(1).step_by(2).collect();
-    (fit, held)
+/// The constants fitted on the fit half.
+pub struct Fit {
+    /// The HTTP engines' request overhead (seconds): the median TTFT residual of the fit
+    /// half's served rows, rounded to 0.1 ms; and the rows it is the median of.
+    pub request_overhead: (f64, usize),
+    /// Per device (its `name`): the median of its fit rows' implied memory factors, rounded
+    /// to 0.01; and the rows it is the median of.
+    pub devices: Vec<(String, f64, usize)>,
 }
 
-/// The request overhead fitted on the fit part of the served rows, and the TTFT abs
-/// errors of the held-out part.
-fn request_overhead_fit(rows: &[Row]) -> ((f64, usize), Vec<f64>) {
-    let served: Vec<&Row> = rows.iter().filter(|r| r.ttft_residual.is_some()).collect();
-    let (fit, held) = fit_part(&served);
-    let residuals: Vec<f64> = fit.iter().filter_map(|r| r.ttft_residual).collect();
-    let held: Vec<f64> = held
+/// The fit of the fit half's rows.
+fn fit(rows: &[Row]) -> Fit {
+    let residuals: Vec<f64> = rows
         .iter()
-        .filter_map(|r| r.ttft_error.map(f64::abs))
+        .filter(|r| r.fit)
+        .filter_map(|r| r.ttft_residual)
         .collect();
-    ((median(residuals.clone()), residuals.len()), held)
+    let mut by_device: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for r in rows.iter().filter(|r| r.fit) {
+        if let Some(m) = r.implied_memory {
+            by_device.entry(r.device.as_str()).or_default().push(m);
+        }
+    }
+    Fit {
+        request_overhead: (
+            (median(residuals.clone()) * 1e4).round() / 1e4,
+            residuals.len(),
+        ),
+        devices: by_device
+            .into_iter()
+            .map(|(d, v)| (d.to_owned(), (median(v.clone()) * 100.0).round() / 100.0, v.len()))
+            .collect(),
+    }
 }
 
-/// The committed table: predicted points, the error summary, the points not predicted.
-/// The table, and the request overhead the fit part gives (seconds).
-pub fn table() -> (String, f64) {
+/// The committed table: predicted points, the error summary, the points not predicted;
+/// and the constants the fit half gives.
+pub fn table() -> (String, Fit) {
     let (rows, skipped, records) = rows();
     table_of(&rows, &skipped, records)
 }
 
-fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, f64) {
+/// `| median | worst (id) |` of the absolute errors `pick` gives over `rows`.
+fn summary(rows: &[&Row], pick: fn(&Row) -> Option<f64>) -> String {
+    let errors: Vec<(f64, &str)> = rows
+        .iter()
+        .filter_map(|r| pick(r).map(|e| (e.abs(), r.id.as_str())))
+        .collect();
+    match errors.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
+        None => "0 | - | - |".to_owned(),
+        Some((worst, id)) => format!(
+            "{} | {:.0}% | {:.0}% ({id}) |",
+            errors.len(),
+            median(errors.iter().map(|e| e.0).collect()) * 100.0,
+            worst * 100.0
+        ),
+    }
+}
+
+fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, Fit) {
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency where it reports no TPOT. How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
-    out.push_str("| id | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
-    out.push_str("|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency where it reports no TPOT. `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
+    out.push_str("| id | half | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
+    out.push_str("|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for row in rows {
         out.push_str(&row.text);
         out.push('\n');
     }
-    let ttft: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| r.ttft_error.map(f64::abs))
-        .collect();
-    let tpot: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| r.tpot_error.map(f64::abs))
-        .collect();
-    let worst = |errors: &[f64], pick: fn(&Row) -> Option<f64>| {
-        rows.iter()
-            .filter_map(|r| pick(r).map(|e| (e.abs(), r.id.as_str())))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map_or("-".to_owned(), |(e, id)| {
-                format!("{:.0}% ({id})", e * 100.0)
-            })
-            + &format!(" over {} points", errors.len())
-    };
     let _ = writeln!(
         out,
-        "\n| | median abs error | worst abs error |\n|---|---:|---|\n| TTFT | {:.0}% | {} |\n| TPOT | {:.0}% | {} |",
-        median(ttft.clone()) * 100.0,
-        worst(&ttft, |r| r.ttft_error),
-        median(tpot.clone()) * 100.0,
-        worst(&tpot, |r| r.tpot_error),
+        "\n| phase | half | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
     );
+    let phases: [(&str, fn(&Row) -> Option<f64>); 2] =
+        [("TTFT", |r| r.ttft_error), ("TPOT", |r| r.tpot_error)];
+    for (phase, pick) in phases {
+        for half in ["fit", "test", "all"] {
+            let members: Vec<&Row> = rows
+                .iter()
+                .filter(|r| match half {
+                    "fit" => r.fit,
+                    "test" => !r.fit,
+                    _ => true,
+                })
+                .collect();
+            let _ = writeln!(out, "| {phase} | {half} | {}", summary(&members, pick));
+        }
+    }
     let _ = writeln!(
         out,
         "\nBy model, GPU and engine (signed median errors: + predicted slower than measured):\n\n| model | GPU | engine | points | TTFT median error | TPOT median error |\n|---|---|---|---:|---:|---:|"
@@ -568,16 +624,19 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
             signed(|r| r.tpot_error)
         );
     }
-    let (fit, held_out) = request_overhead_fit(rows);
+    let fit = fit(rows);
     let _ = writeln!(
         out,
-        "\nThe HTTP engines' request overhead ({:.1} ms in `src/perf/engine_profile.rs`) is the median TTFT residual (measured minus predicted without it) of the fit part of the served points (rows sorted by id, the 1st, 3rd, 5th, ...): {:.1} ms over {} rows. On the {} other rows (held out) the TTFT median abs error is {:.0}%.",
-        perf::engine_profile::VLLM_REQUEST_OVERHEAD_SECONDS * 1e3,
-        fit.0 * 1e3,
-        fit.1,
-        held_out.len(),
-        median(held_out.clone()) * 100.0,
+        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |",
+        fit.request_overhead.0 * 1e3,
+        fit.request_overhead.1,
     );
+    for (device, factor, n) in &fit.devices {
+        let _ = writeln!(
+            out,
+            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors (the factor that makes the predicted TPOT the measured one) | {n} |"
+        );
+    }
     let _ = writeln!(
         out,
         "\nNot predicted: {} of {} records, by reason:\n",
@@ -591,7 +650,7 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
     for (reason, ids) in &reasons {
         let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
-    (out, fit.0)
+    (out, fit)
 }
 
 /// The docs with the table between the markers replaced by `table`.
@@ -606,15 +665,21 @@ pub fn with_table(docs: &str, table: &str) -> Option<String> {
 
 fn main() {
     let (rows, skipped, records) = rows();
-    if std::env::args().any(|a| a == "--breakdown") {
+    if std::env::args().any(|a| a == "--residuals") {
         for row in &rows {
-            println!("{}", row.breakdown);
+            println!("{}", row.residual);
         }
         return;
     }
     let (table, fit) = table_of(&rows, &skipped, records);
     print!("{table}");
-    println!("\nfitted request overhead: {:.2} ms", fit * 1e3);
+    println!(
+        "\nfitted request overhead: {:.1} ms",
+        fit.request_overhead.0 * 1e3
+    );
+    for (device, factor, n) in &fit.devices {
+        println!("fitted memory factor of {device}: {factor:.2} over {n} rows");
+    }
     if std::env::args().any(|a| a == "--write") {
         let docs = std::fs::read_to_string(DOCS).unwrap();
         let updated = with_table(&docs, &table).expect("the docs have the perf-validation markers");

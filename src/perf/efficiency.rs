@@ -114,6 +114,30 @@ pub const GENERIC: EfficiencyClass = EfficiencyClass {
     what: "any other provider",
 };
 
+/// A device's fitted memory factor: the achievable bandwidth of every class on the device is
+/// `factor x eff_m x` its datasheet bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceFactor {
+    /// The device file's `name`.
+    pub device: &'static str,
+    /// The factor.
+    pub memory: f64,
+}
+
+/// The devices' memory factors, fitted on the fit half of the validation points
+/// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
+/// checks these constants against it; `docs/performance-model.md#validation`). A device
+/// without an entry has factor 1 (the classes' priors alone).
+pub const DEVICE_FACTORS: &[DeviceFactor] = &[];
+
+/// The memory factor of the device named `device` (1 without a fitted entry).
+pub fn device_memory_factor(device: &str) -> f64 {
+    DEVICE_FACTORS
+        .iter()
+        .find(|f| f.device == device)
+        .map_or(1.0, |f| f.memory)
+}
+
 /// The efficiency class of `provider`.
 pub fn class_of(provider: &ProviderId) -> EfficiencyClass {
     let text = provider.as_str();
