@@ -14,9 +14,10 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use jointplan::perf::efficiency::MAX_CLASS_MEMORY;
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
-use jointplan::perf::{self, Calibration, ServingPoint, TimeModel};
+use jointplan::perf::{self, Calibration, EngineProfile, ServingPoint, TimeModel};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
@@ -137,7 +138,47 @@ struct Case {
     method: Method,
     ttft: Option<f64>,
     tpot: Option<f64>,
+    /// `TPOT` or `ITL`: which per-token figure `tpot` is.
+    per_token: &'static str,
     source: ModelSource,
+    /// The record's source: its URL and title.
+    cited: (String, String),
+}
+
+/// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
+fn sharegpt(record: &Value) -> bool {
+    text(record, "notes").contains("ShareGPT")
+}
+
+/// The measured time per output token (seconds): the mean TPOT, or the mean inter-token
+/// latency where no TPOT is reported. On ShareGPT runs ([`itl_first`]) the mean ITL: request
+/// lengths vary widely there and the per-request mean TPOT weighs a short request's stalls
+/// as much as a long request's tokens, while the mean ITL (over every inter-token gap) is
+/// the token-weighted figure a simulation at the mean lengths predicts.
+fn itl_or_tpot(record: &Value, measured: &Value) -> Option<f64> {
+    let (tpot, itl) = (
+        number(measured, "tpot_ms_mean"),
+        number(measured, "itl_ms_mean"),
+    );
+    if itl_first(record, measured) {
+        itl
+    } else {
+        tpot.or(itl)
+    }
+    .map(|ms| ms / 1e3)
+}
+
+/// Whether the mean ITL stands for the time per output token: a ShareGPT run whose mean
+/// ITL is below its mean TPOT (an ITL above the TPOT means tokens were streamed in chunks,
+/// multi-step scheduling, and one gap spans several tokens).
+fn itl_first(record: &Value, measured: &Value) -> bool {
+    match (
+        number(measured, "itl_ms_mean"),
+        number(measured, "tpot_ms_mean"),
+    ) {
+        (Some(itl), Some(tpot)) => sharegpt(record) && itl < tpot,
+        _ => false,
+    }
 }
 
 /// Reads a record, or says why it is not predicted.
@@ -191,11 +232,14 @@ fn case(record: &Value) -> Result<Case, String> {
                 }
             },
             number(measured, "ttft_ms_mean").map(|ms| ms / 1e3),
-            number(measured, "tpot_ms_mean")
-                .or_else(|| number(measured, "itl_ms_mean"))
-                .map(|ms| ms / 1e3),
+            itl_or_tpot(record, measured),
             number(record, "output_tokens").ok_or("no output length")?,
         ),
+    };
+    let per_token = if itl_first(record, measured) {
+        "ITL"
+    } else {
+        "TPOT"
     };
     let input = number(record, "input_tokens")
         .ok_or("no input length")?
@@ -222,7 +266,9 @@ fn case(record: &Value) -> Result<Case, String> {
         method,
         ttft,
         tpot,
+        per_token,
         source,
+        cited: (text(record, "source"), text(record, "source_title")),
     })
 }
 
@@ -264,9 +310,13 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
     }
 }
 
-/// Predicted TTFT and TPOT of the case (seconds) the way it was measured.
-fn predicted(case: &Case, model: &TimeModel) -> Result<(f64, f64), String> {
-    let run = |p: ServingPoint| perf::predict(model, &p).map_err(|e| e.to_string());
+/// Predicted TTFT and TPOT of the case (seconds) the way it was measured, with `engine`'s
+/// time profile.
+fn predicted(case: &Case, model: &TimeModel, engine: &EngineProfile) -> Result<(f64, f64), String> {
+    let run = |p: ServingPoint| {
+        p.validate().map_err(|e| e.to_string())?;
+        perf::serving::simulate(model, engine, &p).map_err(|e| e.to_string())
+    };
     Ok(match case.method {
         Method::LlamaBench => (
             run(point(case, 1, case.input, 1, 1))?.ttft_seconds,
@@ -300,12 +350,18 @@ struct Row {
     /// Measured TTFT minus the predicted TTFT without the engine's request overhead
     /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
     ttft_residual: Option<f64>,
-    /// The device memory factor `m` that makes the predicted TPOT the measured one (fit
-    /// half only): TPOT is `A + B / m` in the memory-bound decode, `A` and `B` from the
-    /// predictions at `m = 1` and `m = 1/2`.
-    implied_memory: Option<f64>,
+    /// The engine (its profile's spelling).
+    engine: &'static str,
+    /// The measured time per output token (seconds), when it counts (not under the
+    /// datasheet bound).
+    tpot_measured: Option<f64>,
+    /// The predicted TPOT as `A + s x h + B / m` (`[A, s, B]`) in the engine's host time
+    /// per step `h` and the device's memory factor `m` (fit half only; [`decomposition`]).
+    tpot_parts: Option<[f64; 3]>,
     /// One line of residuals, for `--residuals`.
     residual: String,
+    /// The record's source: its URL and title.
+    cited: (String, String),
 }
 
 /// FNV-1a (64 bits) of `text`.
@@ -348,22 +404,35 @@ fn decode_shape(case: &Case) -> StepShape {
     }
 }
 
-/// The memory factor that makes the case's predicted TPOT its measured one.
-fn implied_memory(case: &Case, model: &TimeModel, measured: f64) -> Result<Option<f64>, String> {
-    let at = |m: f64| {
+/// The case's predicted TPOT as `A + s x h + B / m` in the engine's host time per step `h`
+/// and the device's memory factor `m`: `A` at `h = 0, m = 1`, `B` from `m = 1/2`, `s`
+/// (steps per output token) from `h = 1 ms`. Decode steps are memory-bound and the
+/// simulation's step count does not depend on `h` or `m` at a fixed concurrency, so the
+/// form is exact up to the nodes that change side of the roofline.
+fn decomposition(
+    case: &Case,
+    model: &TimeModel,
+    engine: &EngineProfile,
+) -> Result<[f64; 3], String> {
+    let at = |m: f64, h: f64| {
         let mut scaled = model.clone();
         scaled.memory_factor = m;
-        predicted(case, &scaled).map(|p| p.1)
+        let engine = EngineProfile {
+            step_overhead_seconds: h,
+            ..*engine
+        };
+        predicted(case, &scaled, &engine).map(|p| p.1)
     };
-    let (t1, t2) = (at(1.0)?, at(0.5)?);
-    let b = t2 - t1;
-    let a = t1 - b;
-    Ok((b > 0.0 && measured > a).then(|| b / (measured - a)))
+    let one = at(1.0, 0.0)?;
+    let b = at(0.5, 0.0)? - one;
+    let s = (at(1.0, 1e-3)? - one) / 1e-3;
+    Ok([one - b, s, b])
 }
 
 /// Predicts one case on its planned model.
 fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
-    let (ttft, tpot) = predicted(case, model)?;
+    let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
+    let (ttft, tpot) = predicted(case, model, &profile)?;
     // A measurement under the datasheet bound of its step did not do the work the record
     // states (a prefix cache, a shorter prompt, other weights than its precision says): it
     // is shown but left out of the errors.
@@ -374,7 +443,6 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let error = |measured: Option<f64>, predicted: f64| measured.map(|m| (predicted - m) / m);
     let ttft_error = error(case.ttft, ttft).filter(|_| !impossible);
     let tpot_error = error(case.tpot, tpot).filter(|_| !tpot_impossible);
-    let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
     let fit = fit_half(&case.id);
     let ttft_residual = case
         .ttft
@@ -384,13 +452,17 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
                 && profile.request_overhead_seconds > 0.0
         })
         .map(|t| t - (ttft - profile.request_overhead_seconds));
-    let implied_memory = match case.tpot {
-        Some(measured) if fit && !tpot_impossible => implied_memory(case, model, measured)?,
+    let tpot_measured = case.tpot.filter(|_| !tpot_impossible);
+    let tpot_parts = match tpot_measured {
+        Some(_) if fit => Some(decomposition(case, model, &profile)?),
         _ => None,
     };
     let cell = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2}", s * 1e3));
     let pct = |v: Option<f64>| v.map_or("-".to_owned(), |e| format!("{:+.0}%", e * 100.0));
     let method = match case.method {
+        Method::Served { requests } if case.per_token == "ITL" => {
+            format!("served, {requests} requests, ITL")
+        }
         Method::Served { requests } => format!("served, {requests} requests"),
         Method::StaticBatch => "static batch".to_owned(),
         Method::LlamaBench => "llama-bench".to_owned(),
@@ -424,7 +496,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         },
     );
     let residual = format!(
-        "{:<62} {half:<4} {:<10} {:<28} {:<9} C={:<4} {:>5}/{:<5} ttft {:>6} tpot {:>6} m {}",
+        "{:<62} {half:<4} {:<10} {:<28} {:<9} C={:<4} {:>5}/{:<5} ttft {:>6} tpot {:>6} implied m at the fitted h {}",
         case.id,
         case.engine,
         model.device_name,
@@ -434,7 +506,17 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         case.output,
         pct(ttft_error),
         pct(tpot_error),
-        implied_memory.map_or("-".to_owned(), |m| format!("{m:.2}")),
+        match (tpot_parts, tpot_measured) {
+            (Some([a, s, b]), Some(t)) => format!(
+                "{:.2}",
+                b / (t - a - s * if case.engine == "vllm" {
+                    perf::engine_profile::VLLM_STEP_OVERHEAD_SECONDS
+                } else {
+                    profile.step_overhead_seconds
+                })
+            ),
+            _ => "-".to_owned(),
+        },
     );
     Ok(Row {
         id: case.id.clone(),
@@ -445,8 +527,11 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         ttft_error,
         tpot_error,
         ttft_residual,
-        implied_memory,
+        engine: case.engine,
+        tpot_measured,
+        tpot_parts,
         residual,
+        cited: case.cited.clone(),
     })
 }
 
@@ -517,32 +602,87 @@ pub struct Fit {
     /// The HTTP engines' request overhead (seconds): the median TTFT residual of the fit
     /// half's served rows, rounded to 0.1 ms; and the rows it is the median of.
     pub request_overhead: (f64, usize),
-    /// Per device (its `name`): the median of its fit rows' implied memory factors, rounded
-    /// to 0.01; and the rows it is the median of.
+    /// vLLM's host time per step (seconds), to 0.1 ms, and the TPOT rows of the fit.
+    pub vllm_step: (f64, usize),
+    /// Per device (its `name`): the median of its fit rows' implied memory factors at the
+    /// fitted host time, rounded to 0.01 and capped at `1 / MAX_CLASS_MEMORY` (no class
+    /// above the datasheet bandwidth); and the rows it is the median of.
     pub devices: Vec<(String, f64, usize)>,
 }
 
-/// The fit of the fit half's rows.
+/// A fit TPOT row: its decomposition, measured TPOT, device, and the host time per step
+/// of its engine other than the fitted one (`None` for vLLM).
+type FitRow<'a> = ([f64; 3], f64, &'a str, Option<f64>);
+
+/// The devices' memory factors at vLLM host time `h`: per device, the median over its
+/// rows of the factor that makes the row exact (`B / (T - A - s h)`), rounded and capped.
+fn device_factors<'a>(
+    rows: &[FitRow<'a>],
+    h: f64,
+) -> std::collections::BTreeMap<&'a str, (f64, usize)> {
+    let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
+    for ([a, s, b], t, device, step) in rows {
+        let rest = t - a - s * step.unwrap_or(h);
+        if *b > 0.0 && rest > 0.0 {
+            by.entry(device).or_default().push(b / rest);
+        }
+    }
+    by.into_iter()
+        .map(|(d, v)| {
+            let factor = ((median(v.clone()) * 100.0).round() / 100.0).min(1.0 / MAX_CLASS_MEMORY);
+            (d, (factor, v.len()))
+        })
+        .collect()
+}
+
+/// The fit of the fit half's rows: vLLM's host time per step `h` (0 to 3 ms in 0.1 ms
+/// steps) minimizing the median absolute TPOT error of the fit rows with each device's
+/// factor at that `h` (the smallest `h` on a tie); then the request overhead.
 fn fit(rows: &[Row]) -> Fit {
+    let fit_rows: Vec<FitRow> = rows
+        .iter()
+        .filter(|r| r.fit)
+        .filter_map(|r| {
+            let step = (r.engine != "vllm")
+                .then(|| perf::engine_profile(r.engine).map(|e| e.step_overhead_seconds))
+                .flatten();
+            Some((r.tpot_parts?, r.tpot_measured?, r.device.as_str(), step))
+        })
+        .collect();
+    let mean_error = |h: f64| {
+        let factors = device_factors(&fit_rows, h);
+        let errors: Vec<f64> = fit_rows
+            .iter()
+            .filter_map(|([a, s, b], t, device, step)| {
+                let m = factors.get(device)?.0;
+                Some(((a + s * step.unwrap_or(h) + b / m - t) / t).abs())
+            })
+            .collect();
+        median(errors)
+    };
+    let mut best = (f64::INFINITY, 0.0);
+    for tenths in 0..=30u32 {
+        let h = f64::from(tenths) * 1e-4;
+        let e = mean_error(h);
+        if e < best.0 - 1e-12 {
+            best = (e, h);
+        }
+    }
+    let h = best.1;
     let residuals: Vec<f64> = rows
         .iter()
         .filter(|r| r.fit)
         .filter_map(|r| r.ttft_residual)
         .collect();
-    let mut by_device: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
-    for r in rows.iter().filter(|r| r.fit) {
-        if let Some(m) = r.implied_memory {
-            by_device.entry(r.device.as_str()).or_default().push(m);
-        }
-    }
     Fit {
         request_overhead: (
             (median(residuals.clone()) * 1e4).round() / 1e4,
             residuals.len(),
         ),
-        devices: by_device
+        vllm_step: (h, fit_rows.len()),
+        devices: device_factors(&fit_rows, h)
             .into_iter()
-            .map(|(d, v)| (d.to_owned(), (median(v.clone()) * 100.0).round() / 100.0, v.len()))
+            .map(|(d, (m, n))| (d.to_owned(), m, n))
             .collect(),
     }
 }
@@ -627,16 +767,19 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
     let fit = fit(rows);
     let _ = writeln!(
         out,
-        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |",
+        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |\n| vllm host time per step | {:.1} ms | the value in 0-3 ms (0.1 ms steps) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |",
         fit.request_overhead.0 * 1e3,
         fit.request_overhead.1,
+        fit.vllm_step.0 * 1e3,
+        fit.vllm_step.1,
     );
     for (device, factor, n) in &fit.devices {
         let _ = writeln!(
             out,
-            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors (the factor that makes the predicted TPOT the measured one) | {n} |"
+            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors at the fitted host time (the factor that makes the predicted TPOT the measured one), at most 1 / 0.80 | {n} |"
         );
     }
+    out.push_str(&sources(rows.iter().map(|r| (&r.cited, r.id.as_str()))));
     let _ = writeln!(
         out,
         "\nNot predicted: {} of {} records, by reason:\n",
@@ -651,6 +794,19 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
         let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
     (out, fit)
+}
+
+/// The sources of the predicted points: `- URL: title (ids)`, one line per source.
+pub fn sources<'a>(rows: impl Iterator<Item = (&'a (String, String), &'a str)>) -> String {
+    let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
+    for (cited, id) in rows {
+        by.entry(cited).or_default().push(id);
+    }
+    let mut out = "\nSources of the predicted points:\n\n".to_owned();
+    for ((url, title), ids) in by {
+        let _ = writeln!(out, "- {url}: {title} ({})", ids.join(", "));
+    }
+    out
 }
 
 /// The docs with the table between the markers replaced by `table`.
@@ -674,8 +830,9 @@ fn main() {
     let (table, fit) = table_of(&rows, &skipped, records);
     print!("{table}");
     println!(
-        "\nfitted request overhead: {:.1} ms",
-        fit.request_overhead.0 * 1e3
+        "\nfitted request overhead: {:.1} ms, vllm host time per step {:.1} ms",
+        fit.request_overhead.0 * 1e3,
+        fit.vllm_step.0 * 1e3
     );
     for (device, factor, n) in &fit.devices {
         println!("fitted memory factor of {device}: {factor:.2} over {n} rows");

@@ -22,6 +22,12 @@ fn perf_validation_table_is_current() {
         "VLLM_REQUEST_OVERHEAD_SECONDS is {constant}, the fit half gives {}",
         fit.request_overhead.0
     );
+    let step = jointplan::perf::engine_profile::VLLM_STEP_OVERHEAD_SECONDS;
+    assert!(
+        (step - fit.vllm_step.0).abs() < 1e-9,
+        "VLLM_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
+        fit.vllm_step.0
+    );
     // Every fitted device factor is in the table of the model, and nothing else is.
     for (device, factor, _) in &fit.devices {
         assert!(
