@@ -102,9 +102,12 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let degree = number(point, "tensor_parallel").ok_or("no tensor_parallel")? as u32;
     // A model folder, or a `config.json` of docs/data/models.
     let model = PathBuf::from(text(point, "model")?);
+    // A bare config has no default policy: the `server` preset, as the single-device
+    // table plans its points.
     let mut source = if model.extension().is_some_and(|e| e == "json") {
         ModelSource {
             config: Some(model),
+            policy: Some("server".to_owned()),
             ..ModelSource::default()
         }
     } else {
