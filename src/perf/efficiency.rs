@@ -114,8 +114,8 @@ pub const GENERIC: EfficiencyClass = EfficiencyClass {
     what: "any other provider",
 };
 
-/// A device's fitted memory factor: the achievable bandwidth of every class on the device is
-/// `factor x eff_m x` its datasheet bandwidth.
+/// A device's fitted memory factor: in decode steps the achievable bandwidth of every class
+/// on the device is `factor x eff_m x` its datasheet bandwidth.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DeviceFactor {
     /// The device file's `name`.
@@ -147,7 +147,7 @@ pub const DEVICE_FACTORS: &[DeviceFactor] = &[
     },
     DeviceFactor {
         device: "NVIDIA H100 80GB HBM3",
-        memory: 0.72,
+        memory: 0.71,
     },
 ];
 

@@ -28,7 +28,7 @@ pub struct EngineProfile {
 /// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the fit part
 /// of the validation table (`examples/perf_validation.rs` prints the fit, and
 /// `tests/planner/perf_validation.rs` checks this constant against it).
-pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0108;
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0114;
 
 /// vLLM's host time per scheduler step not overlapped with the device: fitted on the fit
 /// half of the validation table jointly with the devices' memory factors

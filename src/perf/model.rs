@@ -63,8 +63,9 @@ pub struct TimeModel {
     pub device_name: String,
     /// Measured kernel times, if any.
     pub calibration: Calibration,
-    /// The device's memory factor: every class's achievable bandwidth is `memory_factor x
-    /// eff_m x` the datasheet bandwidth ([`super::efficiency::device_memory_factor`]).
+    /// The device's memory factor: in decode steps (every sequence adds one token) every
+    /// class's achievable bandwidth is `memory_factor x eff_m x` the datasheet bandwidth
+    /// ([`super::efficiency::device_memory_factor`]).
     pub memory_factor: f64,
 }
 
@@ -133,7 +134,14 @@ impl TimeModel {
             }
         }
         let bandwidth = self.device.memory_bandwidth_gb_per_second as f64 * 1e9;
-        let memory = w.bytes / (group.class.memory * self.memory_factor * bandwidth);
+        // The device's memory factor is fitted on decode steps and prices them; a step with
+        // a prompt chunk streams its weights through GEMM tiles at the class's fraction.
+        let factor = if shape.segments.iter().all(|s| s.new_tokens <= 1) {
+            self.memory_factor
+        } else {
+            1.0
+        };
+        let memory = w.bytes / (group.class.memory * factor * bandwidth);
         let overhead =
             w.kernels * self.device.launch_overhead_nanoseconds as f64 * 1e-9 * launch_factor;
         let rows = match p.rows {
