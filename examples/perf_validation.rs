@@ -45,7 +45,12 @@ fn model_source(model: &str) -> Option<ModelSource> {
     }
     // LLaMA 7B (the first version) has Llama-2-7B's shapes; llama-bench's "llama 3B"
     // label on a Llama 3.2 run is Llama-3.2-3B.
-    let table: &[(&[&str], fn(&str) -> ModelSource, &str)] = &[
+    type Entry = (
+        &'static [&'static str],
+        fn(&str) -> ModelSource,
+        &'static str,
+    );
+    let table: &[Entry] = &[
         (&["llama-2-7b", "llama 7b"], config, "llama-2-7b"),
         (&["codellama-7b"], config, "codellama-7b"),
         (&["llama-3.2-3b", "llama 3b"], config, "llama-3.2-3b"),
@@ -694,8 +699,11 @@ pub fn table() -> (String, Fit) {
     table_of(&rows, &skipped, records)
 }
 
+/// Which error of a row a summary is over.
+type Pick = fn(&Row) -> Option<f64>;
+
 /// `| median | worst (id) |` of the absolute errors `pick` gives over `rows`.
-fn summary(rows: &[&Row], pick: fn(&Row) -> Option<f64>) -> String {
+fn summary(rows: &[&Row], pick: Pick) -> String {
     let errors: Vec<(f64, &str)> = rows
         .iter()
         .filter_map(|r| pick(r).map(|e| (e.abs(), r.id.as_str())))
@@ -724,8 +732,7 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
         out,
         "\n| phase | half | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
     );
-    let phases: [(&str, fn(&Row) -> Option<f64>); 2] =
-        [("TTFT", |r| r.ttft_error), ("TPOT", |r| r.tpot_error)];
+    let phases: [(&str, Pick); 2] = [("TTFT", |r| r.ttft_error), ("TPOT", |r| r.tpot_error)];
     for (phase, pick) in phases {
         for half in ["fit", "test", "all"] {
             let members: Vec<&Row> = rows
