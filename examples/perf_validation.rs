@@ -14,13 +14,20 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use jointplan::perf::efficiency::MAX_CLASS_MEMORY;
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
 use jointplan::perf::{self, Calibration, EngineProfile, ServingPoint, TimeModel};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
+
+/// The constants fitted on the fit half, and the decomposition of a TPOT they are fitted
+/// from.
+#[path = "support/perf_fit.rs"]
+mod fit;
+
+pub use fit::Fit;
+use fit::{decomposition, fit};
 
 const DATA: &str = "docs/data/serving-measurements.json";
 pub const DOCS: &str = "docs/performance-model.md";
@@ -409,31 +416,6 @@ fn decode_shape(case: &Case) -> StepShape {
     }
 }
 
-/// The case's predicted TPOT as `A + s x h + B / m` in the engine's host time per step `h`
-/// and the device's memory factor `m`: `A` at `h = 0, m = 1`, `B` from `m = 1/2`, `s`
-/// (steps per output token) from `h = 1 ms`. Decode steps are memory-bound and the
-/// simulation's step count does not depend on `h` or `m` at a fixed concurrency, so the
-/// form is exact up to the nodes that change side of the roofline.
-fn decomposition(
-    case: &Case,
-    model: &TimeModel,
-    engine: &EngineProfile,
-) -> Result<[f64; 3], String> {
-    let at = |m: f64, h: f64| {
-        let mut scaled = model.clone();
-        scaled.memory_factor = m;
-        let engine = EngineProfile {
-            step_overhead_seconds: h,
-            ..*engine
-        };
-        predicted(case, &scaled, &engine).map(|p| p.1)
-    };
-    let one = at(1.0, 0.0)?;
-    let b = at(0.5, 0.0)? - one;
-    let s = (at(1.0, 1e-3)? - one) / 1e-3;
-    Ok([one - b, s, b])
-}
-
 /// Predicts one case on its planned model.
 fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
@@ -600,96 +582,6 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     }
     rows.sort_by(|a, b| a.id.cmp(&b.id));
     (rows, skipped, records.len())
-}
-
-/// The constants fitted on the fit half.
-pub struct Fit {
-    /// The HTTP engines' request overhead (seconds): the median TTFT residual of the fit
-    /// half's served rows, rounded to 0.1 ms; and the rows it is the median of.
-    pub request_overhead: (f64, usize),
-    /// vLLM's host time per step (seconds), to 0.1 ms, and the TPOT rows of the fit.
-    pub vllm_step: (f64, usize),
-    /// Per device (its `name`): the median of its fit rows' implied memory factors at the
-    /// fitted host time, rounded to 0.01 and capped at `1 / MAX_CLASS_MEMORY` (no class
-    /// above the datasheet bandwidth); and the rows it is the median of.
-    pub devices: Vec<(String, f64, usize)>,
-}
-
-/// A fit TPOT row: its decomposition, measured TPOT, device, and the host time per step
-/// of its engine other than the fitted one (`None` for vLLM).
-type FitRow<'a> = ([f64; 3], f64, &'a str, Option<f64>);
-
-/// The devices' memory factors at vLLM host time `h`: per device, the median over its
-/// rows of the factor that makes the row exact (`B / (T - A - s h)`), rounded and capped.
-fn device_factors<'a>(
-    rows: &[FitRow<'a>],
-    h: f64,
-) -> std::collections::BTreeMap<&'a str, (f64, usize)> {
-    let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
-    for ([a, s, b], t, device, step) in rows {
-        let rest = t - a - s * step.unwrap_or(h);
-        if *b > 0.0 && rest > 0.0 {
-            by.entry(device).or_default().push(b / rest);
-        }
-    }
-    by.into_iter()
-        .map(|(d, v)| {
-            let factor = ((median(v.clone()) * 100.0).round() / 100.0).min(1.0 / MAX_CLASS_MEMORY);
-            (d, (factor, v.len()))
-        })
-        .collect()
-}
-
-/// The fit of the fit half's rows: vLLM's host time per step `h` (0 to 3 ms in 0.1 ms
-/// steps) minimizing the median absolute TPOT error of the fit rows with each device's
-/// factor at that `h` (the smallest `h` on a tie); then the request overhead.
-fn fit(rows: &[Row]) -> Fit {
-    let fit_rows: Vec<FitRow> = rows
-        .iter()
-        .filter(|r| r.fit)
-        .filter_map(|r| {
-            let step = (r.engine != "vllm")
-                .then(|| perf::engine_profile(r.engine).map(|e| e.step_overhead_seconds))
-                .flatten();
-            Some((r.tpot_parts?, r.tpot_measured?, r.device.as_str(), step))
-        })
-        .collect();
-    let mean_error = |h: f64| {
-        let factors = device_factors(&fit_rows, h);
-        let errors: Vec<f64> = fit_rows
-            .iter()
-            .filter_map(|([a, s, b], t, device, step)| {
-                let m = factors.get(device)?.0;
-                Some(((a + s * step.unwrap_or(h) + b / m - t) / t).abs())
-            })
-            .collect();
-        median(errors)
-    };
-    let mut best = (f64::INFINITY, 0.0);
-    for tenths in 0..=30u32 {
-        let h = f64::from(tenths) * 1e-4;
-        let e = mean_error(h);
-        if e < best.0 - 1e-12 {
-            best = (e, h);
-        }
-    }
-    let h = best.1;
-    let residuals: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.fit)
-        .filter_map(|r| r.ttft_residual)
-        .collect();
-    Fit {
-        request_overhead: (
-            (median(residuals.clone()) * 1e4).round() / 1e4,
-            residuals.len(),
-        ),
-        vllm_step: (h, fit_rows.len()),
-        devices: device_factors(&fit_rows, h)
-            .into_iter()
-            .map(|(d, (m, n))| (d.to_owned(), m, n))
-            .collect(),
-    }
 }
 
 /// The committed table: predicted points, the error summary, the points not predicted;
