@@ -47,6 +47,7 @@ fn request(dir: &Path) -> String {
     let model = s(&root().join("models/llama-3.2-1b"));
     ok(&jointplan(&[
         "synth",
+        "--model",
         &model,
         "--layers",
         "2",
@@ -209,7 +210,10 @@ fn why_not_time_is_the_difference_of_two_independently_priced_plans() {
         .iter()
         .find_map(|n| {
             let alternative = n["alternatives"].as_array()?.iter().find(|a| {
-                a["dropped"].is_null() && a["provider"].as_str()?.contains("reference")
+                a["dropped"].is_null()
+                    && a["provider"]
+                        .as_str()
+                        .is_some_and(|p| p.contains("reference"))
             })?;
             Some((
                 n["node"].as_str()?.to_owned(),
