@@ -158,6 +158,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(FLASH),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     let WhyNot::Feasible {
@@ -189,6 +190,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(F16),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     assert!(matches!(chosen, WhyNot::AlreadyChosen));
@@ -202,6 +204,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(F16),
         &options("seed-lex"),
+        None,
     )
     .unwrap_err();
     assert!(
@@ -225,6 +228,7 @@ fn why_not_an_impossible_pin_gives_the_minimal_reason() {
         &id("node.layer.0.attention"),
         &provider(FLASH),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     let WhyNot::Infeasible { reason } = answer else {
