@@ -31,7 +31,7 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan, detail: 
             "  {} -> {}: {}\n",
             pattern.a, pattern.b, pattern.count
         ));
-        out.push_str(&change_time_line(pattern, "    "));
+        out.push_str(&change_time_line(pattern, "    ", ["A", "B"]));
         out.push_str(&node_lines(&pattern.nodes, detail));
     }
     out.push_str(&format!(
@@ -64,12 +64,14 @@ fn signed_ms(seconds: f64) -> String {
     format!("{:+.3} ms", seconds * 1e3)
 }
 
-/// The time one provider change adds, when priced (`time: prefill +1.2 ms, decode step
-/// +0.3 ms (dense -> reference)`).
-pub fn change_time_line(pattern: &ChangePattern, indent: &str) -> String {
+/// The time one provider change adds, when priced (`time (B - A, these nodes only):
+/// prefill +1.2 ms, decode step +0.3 ms (efficiency class dense -> reference)`; `labels`
+/// name the two sides).
+pub fn change_time_line(pattern: &ChangePattern, indent: &str, labels: [&str; 2]) -> String {
+    let [x, y] = labels;
     match &pattern.time {
         Some(t) => format!(
-            "{indent}time (B - A, these nodes only): prefill {}, decode step {} (efficiency class {} -> {})\n",
+            "{indent}time ({y} - {x}, these nodes only): prefill {}, decode step {} (efficiency class {} -> {})\n",
             signed_ms(t.prefill_seconds),
             signed_ms(t.decode_step_seconds),
             t.class_a,

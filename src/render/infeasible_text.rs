@@ -284,7 +284,7 @@ pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
                         "  {} -> {}: {}\n",
                         pattern.a, pattern.b, pattern.count
                     ));
-                    out.push_str(&change_time_line(pattern, "    "));
+                    out.push_str(&change_time_line(pattern, "    ", ["chosen", "pinned"]));
                 }
                 out.push_str(&time_lines(time, ["chosen", "pinned"]));
             }

@@ -100,9 +100,15 @@ impl Pricer {
         Ok(pricer)
     }
 
-    /// The serving point and device figures a plan of a time objective recorded.
-    pub fn recorded(serving: &RecordedServing) -> Result<Pricer, crate::builder::error::PlanError> {
-        let figures = crate::builder::time_costs::figures_of(serving)?;
+    /// The serving point and device figures a plan of a time objective recorded; unusable
+    /// ones are an error naming the plan's field.
+    pub fn recorded(serving: &RecordedServing) -> Result<Pricer, PerfError> {
+        let field = |message: String| PerfError::ServingPoint {
+            flag: "payload.selection_settings.serving".to_owned(),
+            message,
+        };
+        let figures =
+            crate::builder::time_costs::figures_of(serving).map_err(|e| field(e.to_string()))?;
         Pricer::new(
             Load {
                 concurrency: serving.concurrency,
@@ -114,7 +120,7 @@ impl Pricer {
             figures,
             Calibration::default(),
         )
-        .map_err(|e| crate::builder::error::PlanError::TimeObjective(e.to_string()))
+        .map_err(|e| field(e.to_string()))
     }
 
     /// The same pricer at another concurrency.
