@@ -451,3 +451,56 @@ fn bad_latency_targets_name_the_flag() {
         "{err}"
     );
 }
+
+#[test]
+fn plans_priced_at_different_points_say_why_the_changes_need_not_add_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let request = request(dir.path());
+    let h100 = device("h100-sxm-80gb.json");
+    let mut sides = Vec::new();
+    for (name, concurrency) in [("a.json", "4"), ("b.json", "32")] {
+        let out = s(&dir.path().join(name));
+        let plan = json(&jointplan(&[
+            "plan",
+            &request,
+            "--objective",
+            "max-throughput",
+            "--concurrency",
+            concurrency,
+            "--input-tokens",
+            "128",
+            "--output-tokens",
+            "16",
+            "--performance-device",
+            &h100,
+            "--json",
+            "-o",
+            &out,
+        ]));
+        sides.push((out, plan));
+    }
+    let diff = json(&jointplan(&[
+        "diff",
+        &sides[0].0,
+        &sides[1].0,
+        "--request",
+        &request,
+        "--json",
+    ]));
+    let time = &diff["time"];
+    assert_eq!(time["source"], "each plan's recorded serving point");
+    assert_eq!(time["point_a"]["concurrency"], 4);
+    assert_eq!(time["point_b"]["concurrency"], 32);
+    assert!(
+        time["not_additive"]
+            .as_str()
+            .is_some_and(|w| w.contains("serving points differ")),
+        "{time}"
+    );
+    for (side, (_, plan)) in ["a", "b"].into_iter().zip(&sides) {
+        assert_eq!(
+            time["tpot_seconds"][side],
+            plan["performance"]["tpot_seconds"]
+        );
+    }
+}
