@@ -503,3 +503,32 @@ pub(crate) fn latency_reason(target: &LatencyTarget, figures: &LatencyFigures) -
         missed.join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_must_be_positive_finite_milliseconds_and_errors_name_the_flag() {
+        for (tpot, ttft, flag) in [
+            (Some(0.0), None, "--max-tpot-ms"),
+            (Some(-1.0), None, "--max-tpot-ms"),
+            (Some(f64::NAN), None, "--max-tpot-ms"),
+            (None, Some(f64::INFINITY), "--max-ttft-ms"),
+            (None, None, "--max-tpot-ms"),
+        ] {
+            let error = LatencyTarget::from_milliseconds(tpot, ttft).unwrap_err();
+            assert!(error.to_string().starts_with(flag), "{error}");
+        }
+        let target = LatencyTarget::from_milliseconds(Some(20.0), Some(500.0)).unwrap();
+        assert_eq!(target.max_tpot_seconds, Some(0.02));
+        assert_eq!(target.max_ttft_seconds, Some(0.5));
+    }
+
+    #[test]
+    fn milliseconds_read_as_given() {
+        assert_eq!(milliseconds_text(2.6 / 1e3), "2.6");
+        assert_eq!(milliseconds_text(0.02), "20");
+        assert_eq!(milliseconds_text(0.0001234), "0.1234");
+    }
+}
