@@ -123,13 +123,6 @@ impl Pricer {
         .map_err(|e| field(e.to_string()))
     }
 
-    /// The same pricer at another concurrency.
-    pub fn at_concurrency(&self, concurrency: u64) -> Pricer {
-        let mut pricer = self.clone();
-        pricer.load.concurrency = concurrency;
-        pricer
-    }
-
     /// The rule its figures follow.
     pub fn rule(&self) -> PricingRule {
         PricingRule {
