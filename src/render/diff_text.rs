@@ -5,7 +5,7 @@ use crate::plan::ExecutionPlan;
 use crate::request::NodeId;
 use crate::study::diff::{ChangePattern, PlanDiff, ProfileChange};
 use crate::study::objective_keys::ObjectiveKeys;
-use crate::study::timing::{PricingRule, TimeDiff};
+use crate::study::timing::{NodeTime, PricingRule, TimeDiff};
 
 use super::id_pattern::{group_by_pattern, short};
 use super::summary_text::{group_line, Detail};
@@ -32,7 +32,7 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan, detail: 
             pattern.a, pattern.b, pattern.count
         ));
         out.push_str(&change_time_line(pattern, "    ", ["A", "B"]));
-        out.push_str(&node_lines(&pattern.nodes, detail));
+        out.push_str(&node_lines(&pattern.nodes, &pattern.node_times, detail));
     }
     out.push_str(&format!(
         "\nstorage profiles: {} resources changed\n",
@@ -158,23 +158,47 @@ pub fn time_lines(t: &TimeDiff, labels: [&str; 2]) -> String {
     out
 }
 
-/// The nodes of one provider change: grouped by id pattern, or one line each.
-fn node_lines(nodes: &[NodeId], detail: Detail) -> String {
+/// The nodes of one provider change: grouped by id pattern, or one line each; with each
+/// node's time (`times`, in node order, when priced), the group's sum after it.
+fn node_lines(nodes: &[NodeId], times: &[NodeTime], detail: Detail) -> String {
+    let priced = times.len() == nodes.len();
+    let rows: Vec<(&NodeId, Option<&NodeTime>)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, times.get(i).filter(|_| priced)))
+        .collect();
+    let time = |members: &[&(&NodeId, Option<&NodeTime>)]| {
+        if !priced {
+            return String::new();
+        }
+        let (prefill, decode) = members
+            .iter()
+            .filter_map(|(_, t)| *t)
+            .fold((0.0, 0.0), |(p, d), t| {
+                (p + t.prefill_seconds, d + t.decode_step_seconds)
+            });
+        format!(
+            "  prefill {}, decode step {}",
+            signed_ms(prefill),
+            signed_ms(decode)
+        )
+    };
     let mut out = String::new();
     match detail {
         Detail::Full => {
-            for node in nodes {
-                out.push_str(&format!("    {node}\n"));
+            for row in &rows {
+                out.push_str(&format!("    {}{}\n", row.0, time(&[row])));
             }
         }
         Detail::Grouped => {
-            for group in group_by_pattern(nodes, NodeId::as_str) {
+            for group in group_by_pattern(&rows, |row| row.0.as_str()) {
                 for (shown, members) in group.parts(|_| ()) {
                     let count = members.len();
+                    let times = time(&members);
                     if count > 1 {
-                        out.push_str(&format!("    {shown}  x{count}\n"));
+                        out.push_str(&format!("    {shown}  x{count}{times}\n"));
                     } else {
-                        out.push_str(&format!("    {shown}\n"));
+                        out.push_str(&format!("    {shown}{times}\n"));
                     }
                 }
             }

@@ -16,7 +16,9 @@ use serde::Serialize;
 
 use super::objective_keys::{objective_keys, resource_profiles, ObjectiveKeys};
 use super::report::ServingReport;
-use super::timing::{change_time, time_diff, ChangeTime, Load, Pricer, TimeDiff};
+use super::timing::{
+    change_time, node_times, time_diff, ChangeTime, Load, NodeTime, Pricer, TimeDiff,
+};
 use super::ResearchError;
 use crate::plan::ExecutionPlan;
 use crate::request::fingerprints::program_fingerprint;
@@ -48,6 +50,10 @@ pub struct ChangePattern {
     /// The time the change adds (B - A), when the plans are priced.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub time: Option<ChangeTime>,
+    /// Each node's share of it, in the order of `nodes` (printed per id pattern in the text
+    /// form; empty when not priced, or priced with a calibration).
+    #[serde(skip)]
+    pub node_times: Vec<NodeTime>,
 }
 
 /// One resource whose storage profile differs (absent on a side that lacks the resource).
@@ -231,6 +237,7 @@ pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, Rese
             count: nodes.len(),
             nodes,
             time: None,
+            node_times: Vec::new(),
         })
         .collect();
     patterns.sort_by(|x, y| {
@@ -393,6 +400,14 @@ pub fn add_time(
         prefill += t.prefill_seconds;
         decode += t.decode_step_seconds;
         pattern.time = Some(t);
+        pattern.node_times = node_times(
+            &pricers.a,
+            request_a,
+            &pattern.nodes,
+            &pattern.a,
+            &pattern.b,
+        )?
+        .unwrap_or_default();
     }
     diff.time = Some(time_diff(
         (&pa, &pricers.a, request_a),

@@ -247,6 +247,53 @@ pub fn change_time(
     })
 }
 
+/// One node's share of a change's time (B - A, seconds): its candidates' roofline times,
+/// the costs the time objectives use ([`crate::perf::CandidateTimes`], whole picoseconds).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct NodeTime {
+    /// Prefill of one prompt.
+    pub prefill_seconds: f64,
+    /// The steady decode step.
+    pub decode_step_seconds: f64,
+}
+
+/// Each of `nodes`' time when it moves from `from` to `to`, priced on `request` at
+/// `pricer`'s point; `None` with a calibration (measured times are not split by node here).
+pub fn node_times(
+    pricer: &Pricer,
+    request: &PlanRequest,
+    nodes: &[NodeId],
+    from: &ProviderId,
+    to: &ProviderId,
+) -> Result<Option<Vec<NodeTime>>, PerfError> {
+    if !pricer.calibration.is_empty() {
+        return Ok(None);
+    }
+    let candidates = perf::CandidateTimes::new(
+        request,
+        &pricer.device,
+        &pricer.figures,
+        &pricer.serving_point(request),
+    )?;
+    let seconds = |ps: Option<u64>| ps.unwrap_or(0) as f64 * 1e-12;
+    nodes
+        .iter()
+        .map(|node| {
+            let missing = || PerfError::Request {
+                node: node.to_string(),
+                message: "is not a node of the request's program".to_owned(),
+            };
+            let a = candidates.costs(node, from).ok_or_else(missing)?;
+            let b = candidates.costs(node, to).ok_or_else(missing)?;
+            Ok(NodeTime {
+                prefill_seconds: seconds(b.ttft) - seconds(a.ttft),
+                decode_step_seconds: seconds(b.tpot) - seconds(a.tpot),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// A time figure on both sides and `b - a`.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TimeFigure {
