@@ -41,6 +41,15 @@ pub struct Args {
     /// Print the answer (the explanation, or the why-not answer) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// With --why-not: the engine whose time profile prices the serving point the flags
+    /// below give (default vllm).
+    #[arg(long, value_name = "ENGINE", requires = "why_not")]
+    pub engine: Option<String>,
+    /// With --why-not: a serving point that prices both plans (TTFT, TPOT, tokens/s, and
+    /// the time of each provider change); without it, the point the plan recorded (a time
+    /// objective records one), if any.
+    #[command(flatten, next_help_heading = "Serving point (performance model)")]
+    pub serving: super::performance::ServingFlags,
 }
 
 /// Runs `jointplan explain`.
@@ -50,6 +59,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
         return placement(args, &text);
     }
     let research = |e: jointplan::study::ResearchError| Error::Library(e.into());
+    if args.why_not.is_none() && args.serving.requested(None)?.is_some() {
+        return Err(Error::Usage(
+            "--concurrency prices the answer of --why-not NODE=PROVIDER: give --why-not".to_owned(),
+        ));
+    }
     if let (Some(id), None, None) = (&args.node, &args.request, &args.why_not) {
         if !IdPattern::is_pattern(id) {
             // One node by its id: read that node, the node ids and the rows' profiles, not the
@@ -141,8 +155,10 @@ fn why_not(
         observer: Some(progress.observer()),
         ..Default::default()
     };
-    let answer = jointplan::study::why_not::why_not(request, plan, &node, &provider, &options)
-        .map_err(|e| Error::Library(jointplan::Error::from(e).in_file(&args.plan)))?;
+    let pricing = super::diff::given_pricing(&args.serving, args.engine.as_deref())?;
+    let answer =
+        jointplan::study::why_not::why_not(request, plan, &node, &provider, &options, pricing)
+            .map_err(|e| Error::Library(jointplan::Error::from(e).in_file(&args.plan)))?;
     drop(progress);
     if args.json {
         let text = super::output::pretty_json(&answer)
