@@ -55,6 +55,9 @@ pub struct Args {
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
+    if is_placement(&text) {
+        return placement(args, &text);
+    }
     let research = |e: jointplan::study::ResearchError| Error::Library(e.into());
     if args.why_not.is_none() && args.serving.requested(None)?.is_some() {
         return Err(Error::Usage(
@@ -88,6 +91,42 @@ pub fn run(args: &Args) -> Result<(), Error> {
     }
     let answer = explain(&plan, request.as_ref(), args.node.as_deref()).map_err(research)?;
     print(args, &answer)
+}
+
+/// Whether the file is a placement plan (it has a `placement_id` key; an execution plan has
+/// none).
+fn is_placement(text: &str) -> bool {
+    text.contains("\"placement_id\"")
+}
+
+/// `explain PLACEMENT.json --why-not tp=N|pp=N|offload=BYTES`: what the alternative costs
+/// against a stored placement (docs/placement.md), the library's
+/// [`jointplan::placement::alternative::compare_stored`].
+fn placement(args: &Args, text: &str) -> Result<(), Error> {
+    let shown = args.plan.display();
+    let Some(question) = &args.why_not else {
+        return Err(Error::Usage(format!(
+            "{shown} is a placement plan: ask what an alternative costs with --why-not tp=N, pp=N or offload=BYTES"
+        )));
+    };
+    if args.node.is_some() || args.request.is_some() {
+        return Err(Error::Usage(format!(
+            "{shown} is a placement plan: --node and --request apply to execution plans"
+        )));
+    }
+    let plan: jointplan::placement::PlacementPlan = serde_json::from_str(text)
+        .map_err(|e| Error::Usage(format!("{shown}: not a placement plan: {e}")))?;
+    let alternative = jointplan::placement::alternative::Alternative::parse(question)?;
+    let answer = jointplan::placement::alternative::compare_stored(&plan, alternative)
+        .map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+    if args.json {
+        let text = super::output::pretty_json(&answer)
+            .map_err(|e| Error::Usage(format!("cannot serialize the answer: {e}")))?;
+        super::output::write_stdout(&text)?;
+    } else {
+        super::output::write_stdout(&jointplan::render::placement_text::why_not_text(&answer))?;
+    }
+    Ok(())
 }
 
 /// Prints an explanation as text, or as JSON with `--json`.

@@ -61,6 +61,11 @@ pub struct Args {
     /// and answer the fewest that serve the policy (docs/placement.md).
     #[arg(long, value_name = "N", requires = "devices")]
     pub max_count: Option<u32>,
+    /// With `--max-count N`: rank by `count` (least total memory, the default) or by
+    /// `price` (count x the device file's `price_per_hour`; files without one are listed
+    /// after, unranked).
+    #[arg(long, value_name = "count|price", requires = "max_count")]
+    pub by: Option<String>,
     /// Print the answer as JSON.
     #[arg(long)]
     pub json: bool,
@@ -188,17 +193,24 @@ pub fn run(args: &Args) -> Result<(), Error> {
         }
         let source = args.synth.source(Some(&args.input));
         if let Some(max_count) = args.max_count {
-            let rows = jointplan::placement::fit::smallest_counts(
+            use jointplan::placement::fit::RankBy;
+            let by = match args.by.as_deref() {
+                None => RankBy::Count,
+                Some(name) => RankBy::from_name(name)
+                    .ok_or_else(|| Error::Usage(format!("--by {name}: expected count or price")))?,
+            };
+            let rows = jointplan::placement::fit::smallest_counts_by(
                 &source,
                 dir,
                 max_count,
                 &options,
                 jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
+                by,
             )?;
             return if args.json {
                 print(&rows)
             } else {
-                Ok(write_stdout(&counts_text(&rows, max_count))?)
+                Ok(write_stdout(&counts_text(&rows, max_count, by))?)
             };
         }
         let rows = fit_devices(&source, dir, &options)

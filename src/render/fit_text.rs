@@ -155,15 +155,35 @@ mod tests {
     }
 }
 
-/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`).
-pub fn counts_text(rows: &[crate::placement::fit::CountFit], max_count: u32) -> String {
+/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`,
+/// ranked `by` total memory or price per hour).
+pub fn counts_text(
+    rows: &[crate::placement::fit::CountFit],
+    max_count: u32,
+    by: crate::placement::fit::RankBy,
+) -> String {
+    let order = match by {
+        crate::placement::fit::RankBy::Count => "least total memory first",
+        crate::placement::fit::RankBy::Price => {
+            "least price per hour (count x the device file's price_per_hour) first; files without a price after, unranked"
+        }
+    };
     let mut out = format!(
-        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; {order}; rules: docs/placement.md):\n"
     );
     for row in rows {
+        let price = match (row.price_per_hour, row.total_price_per_hour) {
+            (Some(each), Some(total)) => {
+                format!("  ${:.3}/h (${:.3}/h each)", total.usd(), each.usd())
+            }
+            _ if by == crate::placement::fit::RankBy::Price => {
+                "  no price_per_hour in the device file: not ranked".to_owned()
+            }
+            _ => String::new(),
+        };
         match (row.count, row.total_memory_bytes) {
             (Some(count), Some(total)) => out.push_str(&format!(
-                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
+                "  {}  {count} x {}  = {}{price}  tensor parallel {}, pipeline {}  {} ({})\n",
                 row.device_file,
                 human_bytes(row.device_memory_bytes),
                 human_bytes(total),
