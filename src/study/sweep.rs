@@ -1,5 +1,7 @@
 //! Cartesian sweeps over the knobs a placement researcher varies: model folder, device
-//! file, policy preset and its fields, storage-view order, weight format, layers, experts.
+//! file, policy preset and its fields, storage-view order, weight format, layers, experts,
+//! and, for time, device sets with their parallel degrees and the serving point
+//! (concurrency, input and output tokens; [`super::sweep_time`]).
 //!
 //! A grid ([`Grid`], JSON) lists values per knob; every combination is a [`SweepPoint`].
 //! Each point is synthesized, planned and reported as one [`SweepRow`] keyed by
@@ -34,6 +36,10 @@ use crate::synth::policy::ViewKind;
 use crate::synth::{ModelSource, SynthError, Synthesized};
 
 use super::report::ServingReport;
+use super::sweep_time::{
+    single_device_time, PlacementJob, PlacementOutcome, Placer, ServingTerms, SweepPlacement,
+    SweepTime,
+};
 use super::StudyError;
 
 /// A grid: values per knob (an absent or empty knob keeps the model folder's default).
@@ -72,6 +78,26 @@ pub struct Grid {
     /// Selection objectives (`seed-lex`, `max-preferred`, `min-penalty`).
     #[serde(default)]
     pub objective: Vec<String>,
+    /// Device set files (`models/devices/sets/*.json`): each point is placed across the
+    /// set (`plan --devices`); exclusive with `device`.
+    #[serde(default)]
+    pub devices: Vec<PathBuf>,
+    /// Pinned tensor-parallel degrees of a device-set point (`plan --tensor-parallel`).
+    #[serde(default)]
+    pub tensor_parallel: Vec<u32>,
+    /// Pinned pipeline depths of a device-set point (`plan --pipeline-parallel`).
+    #[serde(default)]
+    pub pipeline_parallel: Vec<u32>,
+    /// Requests in flight at the serving point (`plan --concurrency`); with
+    /// `input_tokens` and `output_tokens`, every row gains the time columns.
+    #[serde(default)]
+    pub concurrency: Vec<u64>,
+    /// Prompt tokens of each request at the serving point.
+    #[serde(default)]
+    pub input_tokens: Vec<u64>,
+    /// Output tokens of each request at the serving point.
+    #[serde(default)]
+    pub output_tokens: Vec<u64>,
     /// The axes of the plan-region map, x then y (default: the first two varying knobs);
     /// one map is drawn per combination of the other varying knobs.
     #[serde(default)]
@@ -104,10 +130,29 @@ pub struct SweepPoint {
     /// Selection objective.
     #[serde(default)]
     pub objective: Option<String>,
+    /// Device set file (the point is placed across it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<String>,
+    /// Pinned tensor-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_parallel: Option<u32>,
+    /// Pinned pipeline depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_parallel: Option<u32>,
+    /// Requests in flight at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+    /// Prompt tokens at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
-/// The knobs of a point, by name, in column order.
-pub const KNOBS: [&str; 11] = [
+/// The knobs of a point, by name, in column order (the device-set and serving-point knobs
+/// last, so that a grid without them keeps its columns' order).
+pub const KNOBS: [&str; 17] = [
     "model",
     "device",
     "policy",
@@ -119,6 +164,12 @@ pub const KNOBS: [&str; 11] = [
     "layers",
     "experts",
     "objective",
+    "devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "concurrency",
+    "input_tokens",
+    "output_tokens",
 ];
 
 impl SweepPoint {
@@ -138,8 +189,23 @@ impl SweepPoint {
             "layers" => number(self.layers),
             "experts" => number(self.experts),
             "objective" => text(&self.objective),
+            "devices" => text(&self.devices),
+            "tensor_parallel" => number(self.tensor_parallel.map(u64::from)),
+            "pipeline_parallel" => number(self.pipeline_parallel.map(u64::from)),
+            "concurrency" => number(self.concurrency),
+            "input_tokens" => number(self.input_tokens),
+            "output_tokens" => number(self.output_tokens),
             _ => String::new(),
         }
+    }
+
+    /// The point's serving point, when the grid gives one.
+    pub fn serving(&self) -> Option<ServingTerms> {
+        Some(ServingTerms {
+            concurrency: self.concurrency?,
+            input_tokens: self.input_tokens?,
+            output_tokens: self.output_tokens?,
+        })
     }
 }
 
@@ -148,7 +214,7 @@ impl SweepPoint {
 /// `a100-80gb`), other values as they are.
 pub fn short_value(knob: &str, value: &str) -> String {
     match knob {
-        "model" | "device" | "policy" => {
+        "model" | "device" | "policy" | "devices" => {
             let last = value
                 .trim_end_matches('/')
                 .rsplit('/')
@@ -222,6 +288,7 @@ impl Grid {
                 message: e.to_string(),
             })?;
         }
+        self.check_placement_and_serving()?;
         let mut points = vec![SweepPoint::default()];
         let mut expand = |set: &dyn Fn(&mut SweepPoint, usize), count: usize| {
             points = points
@@ -266,7 +333,80 @@ impl Grid {
             &|p, i| p.objective = objectives[i].clone(),
             objectives.len(),
         );
+        let sets = axis(&self.devices);
+        expand(
+            &|p, i| p.devices = sets[i].as_ref().map(|d| d.display().to_string()),
+            sets.len(),
+        );
+        let tp = axis(&self.tensor_parallel);
+        expand(&|p, i| p.tensor_parallel = tp[i], tp.len());
+        let pp = axis(&self.pipeline_parallel);
+        expand(&|p, i| p.pipeline_parallel = pp[i], pp.len());
+        let concurrency = axis(&self.concurrency);
+        expand(&|p, i| p.concurrency = concurrency[i], concurrency.len());
+        let input = axis(&self.input_tokens);
+        expand(&|p, i| p.input_tokens = input[i], input.len());
+        let output = axis(&self.output_tokens);
+        expand(&|p, i| p.output_tokens = output[i], output.len());
         Ok(points)
+    }
+
+    /// The device-set and serving-point knobs' rules: `device` and `devices` exclude each
+    /// other, parallel degrees need `devices`, a serving point needs all three of
+    /// `concurrency`, `input_tokens` and `output_tokens`, every value at least 1.
+    fn check_placement_and_serving(&self) -> Result<(), StudyError> {
+        let bad = |path: &str, message: String| {
+            Err(StudyError::Settings {
+                path: format!("grid.{path}"),
+                message,
+            })
+        };
+        if !self.devices.is_empty() && !self.device.is_empty() {
+            return bad(
+                "devices",
+                "give `device` (one device per point) or `devices` (device sets), not both".into(),
+            );
+        }
+        for (name, given) in [
+            ("tensor_parallel", !self.tensor_parallel.is_empty()),
+            ("pipeline_parallel", !self.pipeline_parallel.is_empty()),
+        ] {
+            if given && self.devices.is_empty() {
+                return bad(
+                    name,
+                    "a parallel degree applies to a device set: list the set files in                      `devices` (models/devices/sets/*.json)"
+                        .into(),
+                );
+            }
+        }
+        let serving = [
+            ("concurrency", self.concurrency.is_empty()),
+            ("input_tokens", self.input_tokens.is_empty()),
+            ("output_tokens", self.output_tokens.is_empty()),
+        ];
+        if serving.iter().any(|(_, empty)| !empty) {
+            if let Some((name, _)) = serving.iter().find(|(_, empty)| *empty) {
+                return bad(
+                    name,
+                    "a serving point needs concurrency, input_tokens and output_tokens:                      list at least one value of each"
+                        .into(),
+                );
+            }
+        }
+        let zero = |values: &[u64]| values.iter().position(|v| *v == 0);
+        let zero32 = |values: &[u32]| values.iter().position(|v| *v == 0);
+        for (name, at) in [
+            ("concurrency", zero(&self.concurrency)),
+            ("input_tokens", zero(&self.input_tokens)),
+            ("output_tokens", zero(&self.output_tokens)),
+            ("tensor_parallel", zero32(&self.tensor_parallel)),
+            ("pipeline_parallel", zero32(&self.pipeline_parallel)),
+        ] {
+            if let Some(index) = at {
+                return bad(&format!("{name}[{index}]"), "must be at least 1".into());
+            }
+        }
+        Ok(())
     }
 
     /// The varying knobs with the region-map axes first (the order the plots take).
@@ -311,6 +451,12 @@ impl Grid {
             self.layers.len(),
             self.experts.len(),
             self.objective.len(),
+            self.devices.len(),
+            self.tensor_parallel.len(),
+            self.pipeline_parallel.len(),
+            self.concurrency.len(),
+            self.input_tokens.len(),
+            self.output_tokens.len(),
         ];
         KNOBS
             .iter()
@@ -357,6 +503,16 @@ pub struct SweepRow {
     pub report: Option<ServingReport>,
     /// Wall seconds of synthesis and planning.
     pub plan_seconds: f64,
+    /// What a device-set point's placement chose (knob `devices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<SweepPlacement>,
+    /// The predicted times at the grid's serving point, with the rule that priced them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<SweepTime>,
+    /// Why a planned row with a serving point has no times (a device without performance
+    /// figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<String>,
 }
 
 impl SweepRow {
@@ -379,6 +535,8 @@ struct KeyedSettings<'a> {
 struct PlanKeyed<'a> {
     request: &'a str,
     settings: &'a KeyedSettings<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    serving: Option<ServingTerms>,
 }
 
 /// What a row is: its point, and what its plan depends on (or the error it met).
@@ -479,22 +637,38 @@ impl PolicyFields {
     }
 }
 
+/// A point's synthesis: its request, the context it has, the device it was synthesized
+/// for, and what a device-set point is placed from.
+struct PointInputs {
+    request: crate::request::PlanRequest,
+    context_used: Option<u64>,
+    device: crate::synth::DeviceDescription,
+    source: ModelSource,
+    preset: PolicyPreset,
+}
+
 /// The request of a point (its source's policy preset with the point's policy fields set)
 /// and the context it has: the preset's, capped by the model's trained context
 /// (`Architecture::trained_context`; a sliding window may keep fewer tokens per layer).
-fn synthesize_point(
-    point: &SweepPoint,
-    base: Option<&Path>,
-) -> Result<(crate::request::PlanRequest, Option<u64>), StudyError> {
-    let fields = PolicyFields {
+/// With a serving point and no `sequences` knob, the preset's sequence ceiling is raised to
+/// the concurrency when lower, as `plan --concurrency` raises it.
+fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInputs, StudyError> {
+    let mut fields = PolicyFields {
         context: point.context,
         sequences: point.sequences,
         scheduled_tokens: point.scheduled_tokens,
         storage_views: point.storage_views.as_deref().map(parse_views),
     };
     let source = source_of(point, base);
-    let preset = fields.preset(&source)?;
-    let request = source.synthesize_with_policy(&preset)?.request;
+    let mut preset = fields.preset(&source)?;
+    if let (Some(terms), None) = (point.serving(), point.sequences) {
+        let wanted = u32::try_from(terms.concurrency).unwrap_or(u32::MAX);
+        if preset.maximum_active_sequences < wanted {
+            fields.sequences = Some(wanted);
+            preset = fields.preset(&source)?;
+        }
+    }
+    let synthesized = source.synthesize_with_policy(&preset)?;
     let trained = match &source.folder {
         Some(folder) => {
             let config = crate::synth::ModelFolder::read(folder)?.config;
@@ -503,13 +677,35 @@ fn synthesize_point(
         }
         None => None,
     };
-    Ok((request, trained.map(|m| preset.context_tokens(m))))
+    Ok(PointInputs {
+        request: synthesized.request,
+        context_used: trained.map(|m| preset.context_tokens(m)),
+        device: synthesized.device,
+        source,
+        preset,
+    })
+}
+
+/// What planning a prepared point needs: one device's request, or a device set to place
+/// the model across.
+enum Work {
+    /// A request planned on one device.
+    Plan {
+        request: Box<crate::request::PlanRequest>,
+        device: Box<crate::synth::DeviceDescription>,
+    },
+    /// A device-set point.
+    Place {
+        source: Box<ModelSource>,
+        set: PathBuf,
+        preset: Box<PolicyPreset>,
+    },
 }
 
 /// A point synthesized and keyed, not yet planned (a point that cannot be synthesized is
 /// prepared too: its row is the error row).
 pub struct PreparedPoint {
-    request: Option<crate::request::PlanRequest>,
+    work: Option<Work>,
     options: BuildOptions,
     plan_key: String,
     row: SweepRow,
@@ -522,8 +718,8 @@ impl PreparedPoint {
         &self.row.key
     }
 
-    /// The key of the plan: equal for points whose requests and settings are equal (a
-    /// capped context), which are planned once.
+    /// The key of the plan: equal for points whose requests, settings and serving points
+    /// are equal (a capped context), which are planned once.
     pub fn plan_key(&self) -> &str {
         &self.plan_key
     }
@@ -573,8 +769,8 @@ pub fn prepare_point_in(
     };
     let synthesized = synthesize_point(point, base);
     let request_hash = match &synthesized {
-        Ok((request, _)) => Some(
-            canonical_fingerprint("request", request)
+        Ok(inputs) => Some(
+            canonical_fingerprint("request", &inputs.request)
                 .map_err(|_| overflow("request hash"))?
                 .to_string(),
         ),
@@ -590,20 +786,38 @@ pub fn prepare_point_in(
     let key = canonical_fingerprint("sweep key", &keyed)
         .map_err(|_| overflow("sweep key"))?
         .to_string();
-    let plan_key = match &request_hash {
-        Some(request) => canonical_fingerprint(
+    let plan_key = match (&request_hash, &point.devices) {
+        // A device-set point is placed on its own (its key covers the set and degrees).
+        (Some(request), None) => canonical_fingerprint(
             "sweep plan key",
             &PlanKeyed {
                 request,
                 settings: &settings,
+                serving: point.serving(),
             },
         )
         .map_err(|_| overflow("sweep plan key"))?
         .to_string(),
-        None => key.clone(),
+        _ => key.clone(),
     };
-    let (request, context_used) = match synthesized {
-        Ok((request, used)) => (Some(request), used),
+    let (work, context_used) = match synthesized {
+        Ok(inputs) => {
+            let work = match &point.devices {
+                Some(set) => Work::Place {
+                    source: Box::new(inputs.source),
+                    set: match base {
+                        Some(base) => base.join(set),
+                        None => PathBuf::from(set),
+                    },
+                    preset: Box::new(inputs.preset),
+                },
+                None => Work::Plan {
+                    request: Box::new(inputs.request),
+                    device: Box::new(inputs.device),
+                },
+            };
+            (Some(work), inputs.context_used)
+        }
         Err(_) => (None, None),
     };
     let row = SweepRow {
@@ -621,9 +835,12 @@ pub fn prepare_point_in(
         certified: None,
         report: None,
         plan_seconds: 0.0,
+        placement: None,
+        time: None,
+        time_error: None,
     };
     Ok(PreparedPoint {
-        request,
+        work,
         options,
         plan_key,
         row,
@@ -631,24 +848,68 @@ pub fn prepare_point_in(
     })
 }
 
-/// Plans one prepared point (with the build options of its point); an error row is
-/// returned as it is.
-pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
+/// Plans one prepared point (with the build options of its point; a device-set point by
+/// `placer`); an error row is returned as it is.
+pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepRow, StudyError> {
     let PreparedPoint {
-        request,
+        work,
         options,
         mut row,
         started,
         ..
     } = prepared;
-    let Some(request) = request else {
-        row.plan_seconds = started.elapsed().as_secs_f64();
-        return Ok(row);
-    };
-    match ExecutionPlan::build_with_report(&request, &options) {
+    match work {
+        None => {}
+        Some(Work::Plan { request, device }) => {
+            plan_on_device(&mut row, &request, &device, &options)?
+        }
+        Some(Work::Place {
+            source,
+            set,
+            preset,
+        }) => {
+            let job = PlacementJob {
+                source: &source,
+                set,
+                preset: *preset,
+                tensor_parallel: row.point.tensor_parallel,
+                pipeline_parallel: row.point.pipeline_parallel,
+                serving: row.point.serving(),
+                options: &options,
+            };
+            match placer.place(&job) {
+                PlacementOutcome::Placed { placement, time } => {
+                    row.status = "fits".to_owned();
+                    row.certified = Some(true);
+                    row.placement = Some(placement);
+                    match time {
+                        Some(Ok(time)) => row.time = Some(time),
+                        Some(Err(e)) => row.time_error = Some(e),
+                        None => {}
+                    }
+                }
+                PlacementOutcome::Failed { status, reason } => {
+                    row.status = status.to_owned();
+                    row.reason = Some(reason);
+                }
+            }
+        }
+    }
+    row.plan_seconds = started.elapsed().as_secs_f64();
+    Ok(row)
+}
+
+/// Plans `request` on one device into `row`, priced at the point's serving point.
+fn plan_on_device(
+    row: &mut SweepRow,
+    request: &crate::request::PlanRequest,
+    device: &crate::synth::DeviceDescription,
+    options: &BuildOptions,
+) -> Result<(), StudyError> {
+    match ExecutionPlan::build_with_report(request, options) {
         Ok(outcome) => {
             let plan = &outcome.plan;
-            let report = ServingReport::of(&request, plan)?;
+            let report = ServingReport::of(request, plan)?;
             row.status = if report.worst_case_fits {
                 "fits"
             } else {
@@ -656,35 +917,7 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
             }
             .to_owned();
             row.plan_id = Some(plan.payload.plan_id.clone());
-            // Resources named by a content hash (scratch, bindings) change id with their
-            // sizes: they count by usage and profile; named resources by id and profile.
-            let mut choice: BTreeMap<String, String> = plan
-                .payload
-                .nodes
-                .iter()
-                .map(|n| {
-                    (
-                        n.id.to_string(),
-                        n.provider_resources.provider_id.to_string(),
-                    )
-                })
-                .collect();
-            let mut hashed: BTreeMap<String, usize> = BTreeMap::new();
-            for d in &plan.payload.memory.dynamic_descriptors {
-                let id = d.base_resource_id.to_string();
-                if id.contains("/sha256/") {
-                    *hashed
-                        .entry(format!("{:?} {}", d.usage, d.storage.profile))
-                        .or_default() += 1;
-                } else {
-                    choice.insert(id, d.storage.profile.to_string());
-                }
-            }
-            for (class, count) in hashed {
-                choice.insert(class, count.to_string());
-            }
-            let choice_text = serde_json::to_string(&choice).map_err(|_| overflow("choice id"))?;
-            row.choice_id = Some(format!("sha256:{}", sha256_hex(choice_text.as_bytes())));
+            row.choice_id = Some(choice_id(plan)?);
             let providers: BTreeSet<String> = plan
                 .payload
                 .nodes
@@ -699,6 +932,12 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
                     .all(|c| c.status == Status::Optimal),
             );
             row.report = Some(report);
+            if let Some(terms) = row.point.serving() {
+                match single_device_time(request, plan, device, terms) {
+                    Ok(time) => row.time = Some(time),
+                    Err(e) => row.time_error = Some(e),
+                }
+            }
         }
         Err(error) => {
             row.status = if error.kind() == crate::error_kind::ErrorKind::Infeasible {
@@ -710,8 +949,40 @@ pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
             row.reason = Some(error.to_string());
         }
     }
-    row.plan_seconds = started.elapsed().as_secs_f64();
-    Ok(row)
+    Ok(())
+}
+
+/// sha256 of the provider per node and the profile per named resource. Resources named by
+/// a content hash (scratch, bindings) change id with their sizes: they count by usage and
+/// profile; named resources by id and profile.
+fn choice_id(plan: &ExecutionPlan) -> Result<String, StudyError> {
+    let mut choice: BTreeMap<String, String> = plan
+        .payload
+        .nodes
+        .iter()
+        .map(|n| {
+            (
+                n.id.to_string(),
+                n.provider_resources.provider_id.to_string(),
+            )
+        })
+        .collect();
+    let mut hashed: BTreeMap<String, usize> = BTreeMap::new();
+    for d in &plan.payload.memory.dynamic_descriptors {
+        let id = d.base_resource_id.to_string();
+        if id.contains("/sha256/") {
+            *hashed
+                .entry(format!("{:?} {}", d.usage, d.storage.profile))
+                .or_default() += 1;
+        } else {
+            choice.insert(id, d.storage.profile.to_string());
+        }
+    }
+    for (class, count) in hashed {
+        choice.insert(class, count.to_string());
+    }
+    let choice_text = serde_json::to_string(&choice).map_err(|_| overflow("choice id"))?;
+    Ok(format!("sha256:{}", sha256_hex(choice_text.as_bytes())))
 }
 
 /// Runs `points` not in `done` (by key; a point whose key is computed again is skipped too),
@@ -724,6 +995,7 @@ pub fn run_points(
     done: &mut BTreeSet<String>,
     jobs: NonZeroUsize,
     options: &BuildOptions,
+    placer: &dyn Placer,
     mut on_batch: impl FnMut(&[SweepRow], usize) -> Result<(), StudyError>,
 ) -> Result<usize, StudyError> {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -750,7 +1022,12 @@ pub fn run_points(
             }
         }
         let rows = plan_once(todo, &mut plans, |leaders| {
-            pool.install(|| leaders.into_par_iter().map(plan_point).collect())
+            pool.install(|| {
+                leaders
+                    .into_par_iter()
+                    .map(|p| plan_point(p, placer))
+                    .collect()
+            })
         })?;
         ran += rows.len();
         on_batch(&rows, handled)?;
@@ -821,6 +1098,7 @@ pub fn plan_batch(
     base: Option<&Path>,
     done: &BTreeSet<String>,
     options: &BuildOptions,
+    placer: &dyn Placer,
 ) -> Result<Vec<SweepRow>, StudyError> {
     let mut seen = BTreeSet::new();
     let mut todo = Vec::new();
@@ -832,7 +1110,7 @@ pub fn plan_batch(
         todo.push(prepared);
     }
     plan_once(todo, &mut BTreeMap::new(), |leaders| {
-        leaders.into_iter().map(plan_point).collect()
+        leaders.into_iter().map(|p| plan_point(p, placer)).collect()
     })
 }
 

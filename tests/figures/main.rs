@@ -14,6 +14,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use jointplan::placement::sweep::SweepPlacer;
 use jointplan::study::plot::{figures, Figure, Rect};
 use jointplan::study::sweep::{plan_batch, Grid};
 use jointplan::BuildOptions;
@@ -66,6 +67,7 @@ fn all_figures() -> &'static Vec<(&'static Study, Vec<Figure>)> {
                     Some(&root()),
                     &BTreeSet::new(),
                     &options,
+                    &SweepPlacer,
                 )
                 .unwrap();
                 let axes = grid.plot_axes().unwrap();

@@ -56,7 +56,12 @@ pub struct Layout {
     pub annotations: Vec<Rect>,
     /// Every text with its estimated box.
     pub texts: Vec<(String, Rect)>,
+    /// The boxes of data markers (the Pareto plot's points): no annotation may cover one.
+    pub marks: Vec<Rect>,
 }
+
+/// The blank border of every figure, pixels.
+pub const MARGIN: f64 = 12.0;
 
 /// Text sizes in SVG pixels.
 pub const TITLE: f64 = 15.0;
@@ -133,6 +138,26 @@ impl<'a> Canvas<'a> {
                 ..Layout::default()
             },
         })
+    }
+
+    /// A white canvas with `title` in bold at its top left.
+    pub fn titled(
+        text: &'a mut String,
+        width: u32,
+        height: u32,
+        title: &str,
+    ) -> Result<Canvas<'a>, StudyError> {
+        let mut c = Canvas::new(text, width, height)?;
+        c.text(
+            title,
+            MARGIN,
+            MARGIN + TITLE * 0.7,
+            TITLE,
+            Align::Left,
+            true,
+            false,
+        )?;
+        Ok(c)
     }
 
     /// Writes the SVG out.

@@ -12,7 +12,10 @@ use serde::Serialize;
 
 use super::super::sweep::{short_value, SweepRow};
 use super::super::StudyError;
-use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::axes::x_axis_name;
+use super::canvas::{
+    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+};
 use super::scale::count_label;
 use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
 
@@ -225,7 +228,6 @@ impl RegionMap {
 
     /// The map as SVG text and its layout.
     pub fn figure(&self, title: &str) -> Result<(String, Layout), StudyError> {
-        const MARGIN: f64 = 12.0;
         const ROW: f64 = 20.0;
         let label = |knob: &str, value: &String| match value.parse::<f64>() {
             Ok(number) if super::NUMERIC_KNOBS.contains(&knob) => count_label(number),
@@ -291,16 +293,7 @@ impl RegionMap {
         let height = (legend.y1 + MARGIN).ceil();
         let mut text = String::new();
         let layout = {
-            let mut c = Canvas::new(&mut text, width as u32, height as u32)?;
-            c.text(
-                title,
-                MARGIN,
-                MARGIN + TITLE * 0.7,
-                TITLE,
-                Align::Left,
-                true,
-                false,
-            )?;
+            let mut c = Canvas::titled(&mut text, width as u32, height as u32, title)?;
             c.layout.plot_areas.push(area);
             for (y, row) in self.cells.iter().enumerate() {
                 for (x, cell) in row.iter().enumerate() {
@@ -384,15 +377,7 @@ impl RegionMap {
                     false,
                 )?;
             }
-            c.text(
-                &self.x_knob,
-                (area.x0 + area.x1) / 2.0,
-                area.y1 + 30.0,
-                HEADING,
-                Align::Centre,
-                false,
-                false,
-            )?;
+            x_axis_name(&mut c, area, &self.x_knob)?;
             for (y, label) in y_labels.iter().enumerate() {
                 let mid = area.y0 + (y as f64 + 0.5) * cell_h;
                 c.text(label, area.x0 - 6.0, mid, SMALL, Align::Right, false, false)?;
