@@ -246,8 +246,16 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         (Some(reason), "error") => format!(": {reason}"),
         _ => String::new(),
     };
+    let time = match &row.time {
+        Some(t) => format!(
+            ", TPOT {:.2} ms, {:.1} tokens/s per device",
+            t.tpot_seconds * 1e3,
+            t.output_tokens_per_second_per_device
+        ),
+        None => String::new(),
+    };
     format!(
-        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{reason}, {:.2} s",
+        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{time}{reason}, {:.2} s",
         knobs.join(" "),
         row.status,
         row.plan_seconds

@@ -10,8 +10,7 @@
 //! --devices SET.json --tensor-parallel N ...` places and prices it (docs/placement.md).
 //!
 //! Placement sits above this layer, so a sweep reaches it through a [`Placer`] its caller
-//! hands in (the library's is `placement::sweep::SweepPlacer`); [`NoPlacer`] refuses
-//! device-set points with an error row.
+//! hands in (the library's is `placement::sweep::SweepPlacer`).
 
 use std::path::PathBuf;
 
@@ -125,23 +124,6 @@ pub enum PlacementOutcome {
 pub trait Placer: Sync {
     /// Places one point.
     fn place(&self, job: &PlacementJob) -> PlacementOutcome;
-}
-
-/// A placer for callers without the placement layer: every device-set point is an error
-/// row.
-pub struct NoPlacer;
-
-impl Placer for NoPlacer {
-    fn place(&self, job: &PlacementJob) -> PlacementOutcome {
-        PlacementOutcome::Failed {
-            status: "error",
-            reason: format!(
-                "{}: this sweep runs without the placement layer; run device sets through \
-                 `jointplan sweep` or jointplan.sweep",
-                job.set.display()
-            ),
-        }
-    }
 }
 
 /// The serving point `plan` prices for `request` at `terms`: the policy's token budget and

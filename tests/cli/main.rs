@@ -30,3 +30,4 @@ mod study_cli;
 mod summary_grouping;
 mod sweep_loop;
 mod sweep_shard;
+mod sweep_time;

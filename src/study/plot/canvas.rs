@@ -228,6 +228,11 @@ impl<'a> Canvas<'a> {
         Ok(rect)
     }
 
+    /// A small text (a legend entry, a tick) left-aligned at `(x, y)`; bold for a heading.
+    pub fn small(&mut self, text: &str, x: f64, y: f64, bold: bool) -> Result<Rect, StudyError> {
+        self.text(text, x, y, SMALL, Align::Left, bold, false)
+    }
+
     /// A polyline in `colour`, `width` pixels wide, solid or dashed.
     pub fn line(
         &mut self,

@@ -320,7 +320,7 @@ impl LineFigure {
         let x = legend.x0 + 8.0;
         for (heading, key, label) in entries {
             if let Some(h) = heading {
-                c.text(h, x, y, SMALL, Align::Left, true, false)?;
+                c.small(h, x, y, true)?;
                 y += ROW;
                 continue;
             }
@@ -347,7 +347,7 @@ impl LineFigure {
                     draw_marker(c, Marker::Circle, key_mid, NEUTRAL, true)?;
                 }
             }
-            c.text(label, x + 36.0, y, SMALL, Align::Left, false, false)?;
+            c.small(label, x + 36.0, y, false)?;
             y += ROW;
         }
         Ok(())

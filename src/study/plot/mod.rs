@@ -307,10 +307,23 @@ pub fn label_part(knob: &str, value: &str) -> String {
     format!("{prefix}{value}")
 }
 
-/// The Pareto plot of the rows with times (`None` when no row has one): a point per
-/// priced row, labelled by its varying knobs, coloured by the varying knobs other than
-/// concurrency.
+/// The Pareto plot of the rows with times (`None` when no row has one), drawn.
 pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figure>, StudyError> {
+    let Some(figure) = pareto_data(rows, varying) else {
+        return Ok(None);
+    };
+    let (svg, layout) = figure.svg()?;
+    Ok(Some(Figure {
+        name: "pareto.svg".to_owned(),
+        svg,
+        layout,
+    }))
+}
+
+/// The Pareto plot's data (`None` when no row has times): a point per priced row,
+/// labelled by its varying knobs (and a parallel degree its placement chose beyond them),
+/// coloured by the varying knobs other than concurrency.
+pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> {
     let priced: Vec<&SweepRow> = rows
         .iter()
         .filter(|r| {
@@ -321,7 +334,7 @@ pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figur
         })
         .collect();
     if priced.is_empty() {
-        return Ok(None);
+        return None;
     }
     let series_knobs: Vec<&str> = varying
         .iter()
@@ -344,10 +357,24 @@ pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figur
             let series = series_labels
                 .iter()
                 .position(|l| *l == label_of(r, &series_knobs))?;
+            // A degree the placement chose (not a knob of the grid) changed too.
+            let mut label = label_of(r, varying);
+            if let Some(p) = &r.placement {
+                for (knob, degree) in [
+                    ("tensor_parallel", p.tensor_parallel),
+                    ("pipeline_parallel", p.pipeline_parallel),
+                ] {
+                    if degree > 1 && !varying.contains(&knob) {
+                        label.push(' ');
+                        label.push_str(&label_part(knob, &degree.to_string()));
+                    }
+                }
+            }
+            let label = label.trim().to_owned();
             Some(ParetoPoint {
                 per_user: t.output_tokens_per_second_per_user,
                 per_device: t.output_tokens_per_second_per_device,
-                label: label_of(r, varying),
+                label,
                 series,
                 order: r.point.concurrency.map_or(0.0, |c| c as f64),
             })
@@ -381,7 +408,7 @@ pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figur
             fixed.join(" ")
         )
     };
-    let figure = ParetoFigure {
+    Some(ParetoFigure {
         title,
         points,
         series: (
@@ -393,13 +420,7 @@ pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figur
             series_labels,
         ),
         notes,
-    };
-    let (svg, layout) = figure.svg()?;
-    Ok(Some(Figure {
-        name: "pareto.svg".to_owned(),
-        svg,
-        layout,
-    }))
+    })
 }
 
 /// Every figure of `rows` (`varying`: the knobs with more than one value, the region map's
@@ -409,14 +430,17 @@ pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figur
 /// `pareto.svg` when rows have times.
 pub fn figures(rows: &[SweepRow], varying: &[&str]) -> Result<Vec<Figure>, StudyError> {
     let mut out = Vec::new();
+    // The line plots and region maps draw single-device plans' memory reports and plan
+    // choices: a sweep of device sets has the Pareto plot alone.
+    let sets_only = !rows.is_empty() && rows.iter().all(|r| r.point.devices.is_some());
+    if sets_only {
+        out.extend(pareto_figure(rows, varying)?);
+        return Ok(out);
+    }
     for knob in varying.iter().filter(|k| NUMERIC_KNOBS.contains(k)) {
         out.extend(line_figures(rows, varying, knob)?);
     }
     out.extend(pareto_figure(rows, varying)?);
-    // Region maps colour plan choices: a sweep of device sets alone has none to draw.
-    if !rows.is_empty() && rows.iter().all(|r| r.point.devices.is_some()) {
-        return Ok(out);
-    }
     let Some(x) = varying.first() else {
         return Ok(out);
     };

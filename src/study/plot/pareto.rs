@@ -339,15 +339,7 @@ impl ParetoFigure {
                         c.line(&[(x, y), (cx, cy)], NEUTRAL, 1, None)?;
                     }
                 }
-                let t = c.text(
-                    label,
-                    rect.x0,
-                    (rect.y0 + rect.y1) / 2.0,
-                    SMALL,
-                    Align::Left,
-                    false,
-                    false,
-                )?;
+                let t = c.small(label, rect.x0, (rect.y0 + rect.y1) / 2.0, false)?;
                 c.layout.annotations.push(t);
             }
             // The legend.
@@ -356,7 +348,7 @@ impl ParetoFigure {
             let x = legend.x0 + 8.0;
             for (index, (series, label, heading)) in entries.iter().enumerate() {
                 if *heading {
-                    c.text(label, x, y, SMALL, Align::Left, true, false)?;
+                    c.small(label, x, y, true)?;
                     y += ROW;
                     continue;
                 }
@@ -373,7 +365,7 @@ impl ParetoFigure {
                     }
                     None => {}
                 }
-                c.text(label, x + 36.0, y, SMALL, Align::Left, false, false)?;
+                c.small(label, x + 36.0, y, false)?;
                 y += ROW;
             }
             c.finish()?

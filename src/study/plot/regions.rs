@@ -330,15 +330,7 @@ impl RegionMap {
                         c.circle((r.x1 - 8.0, r.y0 + 8.0), 4, None, Some((INK, 1)))?;
                     }
                     if capped {
-                        if let Some(points) =
-                            marker_polygon(Marker::Diamond, (r.x0 + 8.0, r.y0 + 8.0), 4.0)
-                        {
-                            c.polygon(
-                                &points,
-                                plotters::style::RGBAColor(255, 255, 255, 1.0),
-                                Some((INK, 1)),
-                            )?;
-                        }
+                        capped_mark(&mut c, (r.x0 + 8.0, r.y0 + 8.0))?;
                     }
                 }
             }
@@ -396,15 +388,7 @@ impl RegionMap {
             c.layout.legends.push(legend);
             let mut y = legend.y0 + 4.0 + ROW / 2.0;
             let x = legend.x0 + 6.0;
-            c.text(
-                "plan choice: what sets it apart (choice id)",
-                x,
-                y,
-                SMALL,
-                Align::Left,
-                true,
-                false,
-            )?;
+            c.small("plan choice: what sets it apart (choice id)", x, y, true)?;
             y += ROW;
             for (index, line) in &lines {
                 let swatch = Rect::new(x, y - 7.0, x + 18.0, y + 7.0);
@@ -412,43 +396,33 @@ impl RegionMap {
                     Some(i) => c.rect(swatch, Some(fill_colour(*i)), Some((NEUTRAL, 1)))?,
                     None => hatch(&mut c, swatch)?,
                 }
-                c.text(line, x + 26.0, y, SMALL, Align::Left, false, false)?;
+                c.small(line, x + 26.0, y, false)?;
                 y += ROW;
             }
             if marks_used.0 {
                 c.circle((x + 9.0, y), 4, None, Some((INK, 1)))?;
-                c.text(
-                    "worst case does not fit",
-                    x + 26.0,
-                    y,
-                    SMALL,
-                    Align::Left,
-                    false,
-                    false,
-                )?;
+                c.small("worst case does not fit", x + 26.0, y, false)?;
                 y += ROW;
             }
             if marks_used.1 {
-                if let Some(points) = marker_polygon(Marker::Diamond, (x + 9.0, y), 4.0) {
-                    c.polygon(
-                        &points,
-                        plotters::style::RGBAColor(255, 255, 255, 1.0),
-                        Some((INK, 1)),
-                    )?;
-                }
-                c.text(
-                    "context capped by the model",
-                    x + 26.0,
-                    y,
-                    SMALL,
-                    Align::Left,
-                    false,
-                    false,
-                )?;
+                capped_mark(&mut c, (x + 9.0, y))?;
+                c.small("context capped by the model", x + 26.0, y, false)?;
             }
             c.finish()?
         };
         Ok((text, layout))
+    }
+}
+
+/// The mark of a capped context: a small white diamond outlined in black.
+fn capped_mark(c: &mut Canvas, at: (f64, f64)) -> Result<(), StudyError> {
+    match marker_polygon(Marker::Diamond, at, 4.0) {
+        Some(points) => c.polygon(
+            &points,
+            plotters::style::RGBAColor(255, 255, 255, 1.0),
+            Some((INK, 1)),
+        ),
+        None => Ok(()),
     }
 }
 
