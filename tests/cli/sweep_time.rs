@@ -124,11 +124,13 @@ fn device_set_rows_are_plans_placements_and_a_failing_degree_is_an_error_row() {
     assert_eq!(status[0], "fits");
     assert_ne!(status[1], "fits", "tp3 on two devices: {}", rows[1]);
     assert!(rows[1]["reason"].as_str().is_some_and(|r| !r.is_empty()));
-    assert_eq!(status[2], "fits", "the sweep goes on after the failed point");
+    assert_eq!(
+        status[2], "fits",
+        "the sweep goes on after the failed point"
+    );
     for row in [&rows[0], &rows[2]] {
         let tp = row["point"]["tensor_parallel"].to_string();
-        let placed =
-            plan_json(&[&[model.as_str(), "--tensor-parallel", &tp], &fixed[..]].concat());
+        let placed = plan_json(&[&[model.as_str(), "--tensor-parallel", &tp], &fixed[..]].concat());
         let p = &placed["performance"];
         let t = &row["time"];
         assert_eq!(f(&t["tpot_seconds"]), f(&p["tpot"]["seconds"]), "tp{tp}");
@@ -156,7 +158,10 @@ fn device_set_rows_are_plans_placements_and_a_failing_degree_is_an_error_row() {
     }
     let svg = std::fs::read_to_string(out.join("pareto.svg")).unwrap();
     assert!(svg.contains("Pareto"), "{svg}");
-    assert!(!out.join("regions.svg").exists(), "device sets draw no region map");
+    assert!(
+        !out.join("regions.svg").exists(),
+        "device sets draw no region map"
+    );
 }
 
 #[test]

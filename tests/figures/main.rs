@@ -347,7 +347,11 @@ fn the_pareto_plot_labels_exactly_the_brute_force_frontier() {
             .into_iter()
             .map(|i| data.points[i].label.clone())
             .collect();
-        assert!(expected.len() > 1, "{}: a frontier of one point", study.grid);
+        assert!(
+            expected.len() > 1,
+            "{}: a frontier of one point",
+            study.grid
+        );
         let drawn_labels: BTreeSet<String> = figure
             .layout
             .texts

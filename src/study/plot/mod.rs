@@ -392,20 +392,29 @@ pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> 
     rules.sort_unstable();
     rules.dedup();
     notes.push(format!("times: {}", rules.join(", ")));
-    let fixed: Vec<String> = ["input_tokens", "output_tokens", "concurrency"]
-        .iter()
-        .filter(|k| !varying.contains(k))
-        .filter_map(|k| {
-            let v = priced[0].point.value(k);
-            (!v.is_empty()).then(|| label_part(k, &v))
-        })
-        .collect();
+    let fixed: Vec<String> = [
+        ("concurrency", "concurrency "),
+        ("input_tokens", ""),
+        ("output_tokens", ""),
+    ]
+    .iter()
+    .filter(|(k, _)| !varying.contains(k))
+    .filter_map(|(k, prefix)| {
+        let v = priced[0].point.value(k);
+        let unit = match *k {
+            "input_tokens" => " input tokens",
+            "output_tokens" => " output tokens",
+            _ => "",
+        };
+        (!v.is_empty()).then(|| format!("{prefix}{v}{unit}"))
+    })
+    .collect();
     let title = if fixed.is_empty() {
         "Throughput per device against per user, Pareto frontier marked".to_owned()
     } else {
         format!(
             "Throughput per device against per user ({}), Pareto frontier marked",
-            fixed.join(" ")
+            fixed.join(", ")
         )
     };
     Some(ParetoFigure {

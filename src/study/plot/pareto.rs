@@ -98,14 +98,20 @@ const DOT: f64 = 4.5;
 const RING: f64 = 8.0;
 
 /// The scale of one axis: logarithmic (decades) when the values span a factor of four or
-/// more, else linear from zero.
-fn axis_scale(values: &[f64]) -> Scale {
+/// more, else linear from zero; beyond the largest value it leaves room for labels (up to
+/// `headroom` times it on a log axis, a quarter of that excess on a linear one).
+fn axis_scale(values: &[f64], headroom: f64) -> Scale {
     let low = values.iter().copied().fold(f64::INFINITY, f64::min);
     let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let mut room = values.to_vec();
     if low > 0.0 && high / low >= 4.0 {
-        Scale::log_decades(values, Unit::Count)
+        room.push(high * headroom);
+        Scale::log_decades(&room, Unit::Count)
     } else {
-        Scale::linear(values, true, Unit::Count)
+        if high.is_finite() {
+            room.push(high * (1.0 + (headroom - 1.0) / 4.0));
+        }
+        Scale::linear(&room, true, Unit::Count)
     }
 }
 
@@ -176,8 +182,9 @@ impl ParetoFigure {
     pub fn svg(&self) -> Result<(String, Layout), StudyError> {
         let xs: Vec<f64> = self.points.iter().map(|p| p.per_user).collect();
         let ys: Vec<f64> = self.points.iter().map(|p| p.per_device).collect();
-        let x_scale = axis_scale(&xs);
-        let y_scale = axis_scale(&ys);
+        // Room to the right and above the data for the frontier's labels.
+        let x_scale = axis_scale(&xs, 2.5);
+        let y_scale = axis_scale(&ys, 1.6);
         let front = frontier(
             &self
                 .points
