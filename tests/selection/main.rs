@@ -11,6 +11,7 @@ mod common;
 mod check_decision;
 mod conflict_core;
 mod elimination;
+mod enumeration;
 mod limits;
 mod no_preferences;
 mod objective_oracle;

@@ -2,20 +2,18 @@
 //! weights) against a brute-force oracle that shares no code with the solver.
 //!
 //! The oracle reads the problem's public JSON types only and follows
-//! `docs/selection-problem.md`: a choice's time of metric `m` is the sum of the chosen
-//! candidates' `time_ps.m` plus, for every used resource, its `profile_time_ps` entry of `m`
-//! at the profile it gets; a time objective compares that time first (smaller wins), then
+//! `docs/selection-problem.md` (the enumeration and scoring of `enumeration.rs`, which sums
+//! a choice's time per metric); a time objective compares that time first (smaller wins), then
 //! the `seed-lex` keys; `weighted` adds `Σ_m time[m] · T_m` to its score. Every choice of
 //! every small generated problem is enumerated, and the solver's answer must be the
 //! oracle's best choice. Time costs are drawn either tiny (many ties, so the tie-breaks
 //! decide) or up to 10^12 ps (sums far beyond `f64`'s exact small-integer range of the
 //! integer program), and the solver runs with its paths switched on and off.
 
-use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::common::selection_instances::*;
+use crate::enumeration::{agrees, best_choice, Scored, METRICS};
 use jointplan::selection::{
     objective_by_name, solve, SelectionError, SelectionProblem, SolveOptions, Weighted, Weights,
 };
@@ -35,8 +33,6 @@ impl Mix {
         self.next() % n.max(1)
     }
 }
-
-const METRICS: [&str; 3] = ["tpot", "ttft", "throughput"];
 
 /// `problem` with random time costs on (most) candidates and on some resources, through
 /// its JSON form (the format a user writes). `large`: costs up to 10^12 ps, else 0..4.
@@ -101,17 +97,6 @@ fn with_times(problem: &SelectionProblem, seed: u64, large: bool) -> SelectionPr
     serde_json::from_value(json).unwrap()
 }
 
-/// One feasible choice and what the objectives look at.
-#[derive(Clone, Debug)]
-struct Scored {
-    providers: Vec<String>,
-    profiles: BTreeMap<String, String>,
-    met: Vec<bool>,
-    counts: Vec<u64>,
-    /// Time per metric (`METRICS` order).
-    time: [u128; 3],
-}
-
 /// The objective under test.
 #[derive(Clone, Debug)]
 enum Goal {
@@ -123,24 +108,6 @@ enum Goal {
         ranks: Vec<u32>,
         time: [u32; 3],
     },
-}
-
-fn seed_lex(a: &Scored, b: &Scored) -> Ordering {
-    for (x, y) in a.met.iter().zip(&b.met) {
-        if x != y {
-            return if *x {
-                Ordering::Less
-            } else {
-                Ordering::Greater
-            };
-        }
-    }
-    for k in (1..a.counts.len()).rev() {
-        if a.counts[k] != b.counts[k] {
-            return a.counts[k].cmp(&b.counts[k]);
-        }
-    }
-    a.providers.cmp(&b.providers)
 }
 
 fn key(s: &Scored, goal: &Goal) -> i128 {
@@ -164,103 +131,13 @@ fn key(s: &Scored, goal: &Goal) -> i128 {
     }
 }
 
-fn score(problem: &SelectionProblem, choice: &[usize]) -> Option<Scored> {
-    let mut accepted: BTreeMap<&str, Vec<bool>> = BTreeMap::new();
-    let mut time = [0u128; 3];
-    for (node, &c) in problem.nodes.iter().zip(choice) {
-        let cand = &node.candidates[c];
-        if let Some(t) = &cand.time_ps {
-            for (m, v) in [t.tpot, t.ttft, t.throughput].into_iter().enumerate() {
-                time[m] += u128::from(v.unwrap_or(0));
-            }
-        }
-        for (resource, profiles) in &cand.accepts {
-            let entry = accepted
-                .entry(resource)
-                .or_insert_with(|| vec![true; problem.profiles.len()]);
-            for (rank, name) in problem.profiles.iter().enumerate() {
-                if !profiles.contains(name) {
-                    entry[rank] = false;
-                }
-            }
-        }
-    }
-    let mut counts = vec![0u64; problem.profiles.len()];
-    let mut profiles = BTreeMap::new();
-    for (resource, ok) in accepted {
-        let rank = ok.iter().position(|x| *x)?;
-        counts[rank] += 1;
-        profiles.insert(resource.to_owned(), problem.profiles[rank].clone());
-        if let Some(pt) = problem.profile_time_ps.get(resource) {
-            for (m, list) in [&pt.tpot, &pt.ttft, &pt.throughput].into_iter().enumerate() {
-                if let Some(list) = list {
-                    time[m] += u128::from(list[rank]);
-                }
-            }
-        }
-    }
-    let providers: Vec<String> = problem
-        .nodes
-        .iter()
-        .zip(choice)
-        .map(|(n, &c)| n.candidates[c].provider.clone())
-        .collect();
-    let met = problem
-        .nodes
-        .iter()
-        .zip(&providers)
-        .map(|(n, p)| n.preferred.as_deref() == Some(p.as_str()))
-        .collect();
-    Some(Scored {
-        providers,
-        profiles,
-        met,
-        counts,
-        time,
-    })
-}
-
+/// The best choice under `goal`: its key first, then the `seed-lex` keys.
 fn oracle(problem: &SelectionProblem, goal: &Goal) -> Option<Scored> {
-    let usable: Vec<Vec<usize>> = problem
-        .nodes
-        .iter()
-        .map(|n| {
-            (0..n.candidates.len())
-                .filter(|&c| n.candidates[c].accepts.values().all(|v| !v.is_empty()))
-                .collect()
-        })
-        .collect();
-    if usable.iter().any(Vec::is_empty) {
-        return None;
-    }
-    let mut best: Option<Scored> = None;
-    let mut digits = vec![0usize; usable.len()];
-    loop {
-        let choice: Vec<usize> = digits.iter().zip(&usable).map(|(d, u)| u[*d]).collect();
-        if let Some(s) = score(problem, &choice) {
-            let better = best.as_ref().is_none_or(|b| {
-                key(&s, goal)
-                    .cmp(&key(b, goal))
-                    .then_with(|| seed_lex(&s, b))
-                    == Ordering::Less
-            });
-            if better {
-                best = Some(s);
-            }
-        }
-        let mut i = 0;
-        loop {
-            if i == digits.len() {
-                return best;
-            }
-            digits[i] += 1;
-            if digits[i] < usable[i].len() {
-                break;
-            }
-            digits[i] = 0;
-            i += 1;
-        }
-    }
+    best_choice(problem, |a, b| {
+        key(a, goal)
+            .cmp(&key(b, goal))
+            .then_with(|| a.seed_lex(b))
+    })
 }
 
 /// The solver's option sets: the defaults, and with its shortcuts off (every sub-part to
@@ -334,25 +211,10 @@ fn check(problem: &SelectionProblem, goal: &Goal, large: bool) -> Result<(), Tes
             prop_assert!(matches!(result, Err(SelectionError::BadInput(_))));
             continue;
         }
-        match (result, &expected) {
-            (Ok(solution), Some(best)) => {
-                let chosen: Vec<&str> = problem
-                    .nodes
-                    .iter()
-                    .map(|n| solution.choices[&n.id].as_str())
-                    .collect();
-                let want: Vec<&str> = best.providers.iter().map(String::as_str).collect();
-                prop_assert_eq!(chosen, want, "{:?} with {:?}", goal, options);
-                prop_assert_eq!(&solution.profiles, &best.profiles);
-                let sums = solution.summary.time_ps.clone().unwrap_or_default();
-                prop_assert_eq!([sums.tpot, sums.ttft, sums.throughput], best.time);
-            }
-            (Err(SelectionError::Infeasible { .. }), None) => {}
-            (other, best) => {
-                return Err(TestCaseError::fail(format!(
-                    "{goal:?}: solver {other:?}; oracle {best:?}"
-                )))
-            }
+        if let Some(solution) = agrees(problem, result, &expected, &format!("{goal:?} with {options:?}"))? {
+            let best = expected.as_ref().expect("agrees returns a solution only with a best choice");
+            let sums = solution.summary.time_ps.clone().unwrap_or_default();
+            prop_assert_eq!([sums.tpot, sums.ttft, sums.throughput], best.time);
         }
     }
     Ok(())
