@@ -1063,7 +1063,7 @@ fn plan_once(
 ) -> Result<Vec<SweepRow>, StudyError> {
     enum Slot {
         Planned(String),
-        Shared(PreparedPoint),
+        Shared(Box<PreparedPoint>),
     }
     let mut leaders = Vec::new();
     let mut slots = Vec::new();
@@ -1071,7 +1071,7 @@ fn plan_once(
     for point in todo {
         let plan_key = point.plan_key().to_owned();
         if plans.contains_key(&plan_key) || leading.contains(&plan_key) {
-            slots.push(Slot::Shared(point));
+            slots.push(Slot::Shared(Box::new(point)));
         } else {
             leading.insert(plan_key.clone());
             slots.push(Slot::Planned(plan_key));
@@ -1083,12 +1083,12 @@ fn plan_once(
     for slot in slots {
         let row = match slot {
             Slot::Planned(plan_key) => {
-                let row = planned.next().ok_or_else(|| lost_row())??;
+                let row = planned.next().ok_or_else(lost_row)??;
                 plans.insert(plan_key, row.clone());
                 row
             }
             Slot::Shared(point) => {
-                let row = plans.get(point.plan_key()).ok_or_else(|| lost_row())?;
+                let row = plans.get(point.plan_key()).ok_or_else(lost_row)?;
                 point.with_plan_of(row)
             }
         };

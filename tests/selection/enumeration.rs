@@ -203,7 +203,12 @@ pub fn agrees(
                 .collect();
             let want: Vec<&str> = best.providers.iter().map(String::as_str).collect();
             prop_assert_eq!(chosen, want, "{}: providers differ", what);
-            prop_assert_eq!(&solution.profiles, &best.profiles, "{}: profiles differ", what);
+            prop_assert_eq!(
+                &solution.profiles,
+                &best.profiles,
+                "{}: profiles differ",
+                what
+            );
             Ok(Some(solution))
         }
         (Err(SelectionError::Infeasible { .. }), None) => Ok(None),

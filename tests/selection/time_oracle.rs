@@ -134,9 +134,7 @@ fn key(s: &Scored, goal: &Goal) -> i128 {
 /// The best choice under `goal`: its key first, then the `seed-lex` keys.
 fn oracle(problem: &SelectionProblem, goal: &Goal) -> Option<Scored> {
     best_choice(problem, |a, b| {
-        key(a, goal)
-            .cmp(&key(b, goal))
-            .then_with(|| a.seed_lex(b))
+        key(a, goal).cmp(&key(b, goal)).then_with(|| a.seed_lex(b))
     })
 }
 
@@ -211,8 +209,15 @@ fn check(problem: &SelectionProblem, goal: &Goal, large: bool) -> Result<(), Tes
             prop_assert!(matches!(result, Err(SelectionError::BadInput(_))));
             continue;
         }
-        if let Some(solution) = agrees(problem, result, &expected, &format!("{goal:?} with {options:?}"))? {
-            let best = expected.as_ref().expect("agrees returns a solution only with a best choice");
+        if let Some(solution) = agrees(
+            problem,
+            result,
+            &expected,
+            &format!("{goal:?} with {options:?}"),
+        )? {
+            let best = expected
+                .as_ref()
+                .expect("agrees returns a solution only with a best choice");
             let sums = solution.summary.time_ps.clone().unwrap_or_default();
             prop_assert_eq!([sums.tpot, sums.ttft, sums.throughput], best.time);
         }
