@@ -9,6 +9,7 @@
 //! - [`sweep`], [`results`], [`plot`]: Cartesian grids of request knobs keyed by request
 //!   hash, their results files (CSV, JSON lines, resumable) and SVG plots (the plan-region
 //!   map among them, and the Pareto plot of tokens/s per device against tokens/s per user);
+//! - [`sweep_run`]: a sweep's points synthesized, keyed, planned or placed, in batches;
 //! - [`sweep_time`]: a sweep's serving-point columns (TTFT, TPOT, tokens/s) and its
 //!   device-set points (placed through a [`sweep_time::Placer`] from the layer above);
 //!
@@ -54,6 +55,7 @@ pub mod report;
 pub mod research_error;
 pub mod results;
 pub mod sweep;
+pub mod sweep_run;
 pub mod sweep_time;
 pub mod why_not;
 
