@@ -314,6 +314,7 @@ pub(crate) fn model_source(text: &str) -> Result<ModelSource, Failure> {
         expert_group_size: number("expert_group_size")?,
         weight_format: text_field("weight_format"),
         kv_cache_dtype: text_field("kv_cache_dtype"),
+        speculative: text_field("speculative"),
     })
 }
 

@@ -33,7 +33,8 @@ pub struct EngineFlags {
 impl EngineFlags {
     /// The synthesis flags with what the engine arguments say about the model: `dtype` and
     /// `quantization` set the weight format, `kv_cache_dtype` the KV cache dtype (the
-    /// engine's own spelling), where the flags leave them open; a flag that disagrees with
+    /// engine's own spelling), `speculative_config` with an MTP method `--speculative mtp`,
+    /// where the flags leave them open; a flag that disagrees with
     /// an engine argument is refused.
     pub fn synth_flags(&self, flags: &SynthFlags) -> Result<SynthFlags, Error> {
         let mut flags = flags.clone();
@@ -79,6 +80,24 @@ impl EngineFlags {
                 }
                 (None, Some(kv)) => flags.kv_cache_dtype = Some(kv.to_owned()),
                 _ => {}
+            }
+        }
+        // vLLM's speculative_config with an MTP method loads the checkpoint's
+        // multi-token-prediction layers: the request is synthesized with them.
+        if matches!(
+            args.speculative_method().as_deref(),
+            Some("deepseek_mtp" | "mtp")
+        ) {
+            match flags.speculative.as_deref() {
+                Some("none") => {
+                    return Err(conflict(
+                        "speculative",
+                        "none",
+                        "speculative_config (an MTP method)",
+                    ))
+                }
+                Some(_) => {}
+                None => flags.speculative = Some("mtp".to_owned()),
             }
         }
         Ok(flags)

@@ -44,6 +44,11 @@ pub struct SynthFlags {
     /// (1 byte) (default: the policy preset's kv_cache_dtype, else auto).
     #[arg(long, value_name = "DTYPE")]
     pub kv_cache_dtype: Option<String>,
+    /// Build speculative-decoding layers beside the model: mtp (the checkpoint's
+    /// multi-token-prediction layers, num_nextn_predict_layers; DeepSeek-V3, GLM-4.5) or
+    /// none [default: none].
+    #[arg(long, value_name = "KIND")]
+    pub speculative: Option<String>,
 }
 
 impl SynthFlags {
@@ -59,6 +64,7 @@ impl SynthFlags {
             expert_group_size: self.expert_group_size,
             weight_format: self.weight_format.clone(),
             kv_cache_dtype: self.kv_cache_dtype.clone(),
+            speculative: self.speculative.clone(),
         }
     }
 
@@ -74,6 +80,7 @@ impl SynthFlags {
             (self.expert_group_size.is_some(), "--expert-group-size"),
             (self.weight_format.is_some(), "--weight-format"),
             (self.kv_cache_dtype.is_some(), "--kv-cache-dtype"),
+            (self.speculative.is_some(), "--speculative"),
         ]
         .into_iter()
         .find_map(|(given, name)| given.then_some(name))

@@ -20,6 +20,9 @@ pub enum ArgKind {
     Word(&'static [&'static str]),
     /// `true` or `false`.
     Flag,
+    /// vLLM's `speculative_config`: a JSON object whose `method` is one of the listed
+    /// words and whose `num_speculative_tokens`, if given, is a positive integer.
+    SpeculativeConfig(&'static [&'static str]),
 }
 
 /// One argument an engine has: its spelling, values, default and where the default comes
@@ -105,6 +108,13 @@ impl EngineArgs {
     pub fn word(&self, key: &str) -> Option<&str> {
         self.given.get(key).map(String::as_str)
     }
+
+    /// The `method` of a `speculative_config` JSON object, if one is given and names one.
+    pub fn speculative_method(&self) -> Option<String> {
+        let value: serde_json::Value =
+            serde_json::from_str(self.given.get("speculative_config")?).ok()?;
+        value.get("method")?.as_str().map(str::to_owned)
+    }
 }
 
 fn check_value(arg: &KnownArg, value: &str) -> Result<(), EngineError> {
@@ -137,6 +147,26 @@ fn check_value(arg: &KnownArg, value: &str) -> Result<(), EngineError> {
             "true" | "false" => Ok(()),
             _ => Err(bad("expected true or false".to_owned())),
         },
+        ArgKind::SpeculativeConfig(methods) => {
+            let expected = || {
+                bad(format!(
+                    "expected a JSON object such as {{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}} whose method is one of {} (the modelled methods: the checkpoint's own multi-token-prediction layers)",
+                    methods.join(", ")
+                ))
+            };
+            let Ok(serde_json::Value::Object(map)) = serde_json::from_str(value) else {
+                return Err(expected());
+            };
+            match map.get("method").and_then(|m| m.as_str()) {
+                Some(method) if methods.contains(&method) => {}
+                _ => return Err(expected()),
+            }
+            match map.get("num_speculative_tokens") {
+                None => Ok(()),
+                Some(n) if n.as_u64().is_some_and(|n| n > 0) => Ok(()),
+                Some(_) => Err(expected()),
+            }
+        }
     }
 }
 
@@ -185,6 +215,23 @@ mod tests {
             .check(Engine::Vllm)
             .unwrap_err();
         assert!(err.to_string().contains("fp8"), "{err}");
+        let mtp = EngineArgs::parse(&[
+            r#"speculative_config={"method":"deepseek_mtp","num_speculative_tokens":1}"#,
+        ])
+        .unwrap();
+        mtp.check(Engine::Vllm).unwrap();
+        assert_eq!(mtp.speculative_method().as_deref(), Some("deepseek_mtp"));
+        for bad in [
+            r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
+            r#"speculative_config={"method":"mtp","num_speculative_tokens":0}"#,
+            "speculative_config=mtp",
+        ] {
+            let err = EngineArgs::parse(&[bad])
+                .unwrap()
+                .check(Engine::Vllm)
+                .unwrap_err();
+            assert!(err.to_string().contains("deepseek_mtp"), "{err}");
+        }
         assert!(matches!(
             EngineArgs::parse(&["block_size"]),
             Err(EngineError::Malformed { .. })

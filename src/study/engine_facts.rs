@@ -56,9 +56,9 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         }
     }
     let a = arch.attention;
+    // The multi-token-prediction layers' caches too, when the request built them.
     let layers = arch
-        .layers
-        .iter()
+        .cache_layers()
         .map(|layer| match (layer.mixer, layer.window) {
             (MixerKind::Attention, None) => CacheLayer::Full {
                 elements_per_token: 2 * a.key_value_heads * a.head_dim,

@@ -184,10 +184,16 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
             free_at_start_bytes: m.free_at_start_gib.map(bytes_of_gib),
         };
         let report = engine::account(&choice, &facts, &device, &args)?;
+        // llama.cpp logs buffers: the model buffer is its weights column, the compute
+        // buffer its activation column, the KV buffer its KV column.
+        let (weights_term, activation_term, kv_term) = match choice.engine {
+            engine::Engine::LlamaCpp => ("model_buffer", "compute_buffer", "kv_buffer"),
+            _ => ("weights", "activation_peak", "kv_cache"),
+        };
         let weights = report
             .budget
             .iter()
-            .find(|t| t.name == "weights")
+            .find(|t| t.name == weights_term)
             .map(|t| t.bytes)
             .ok_or_else(|| bad(&record.id, "the engine's budget has no weights term"))?;
         let term = |name: &str| {
@@ -217,8 +223,8 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
                 .logged_weights_gib
                 .ok_or_else(|| field("logged_weights_gib"))?,
             weights_predicted_gib: weights as f64 / GIB as f64,
-            activation_gib: pair(m.logged_activation_gib, term("activation_peak")),
-            kv_gib: pair(m.logged_kv_gib, term("kv_cache")),
+            activation_gib: pair(m.logged_activation_gib, term(activation_term)),
+            kv_gib: pair(m.logged_kv_gib, term(kv_term)),
             kv_logged: m.logged_kv.ok_or_else(|| field("logged_kv"))?,
             kv_predicted: report.kv_cache_tokens,
             concurrency: m.logged_concurrency.map(|c| (c, report.max_concurrency)),

@@ -222,15 +222,31 @@ pub struct Architecture {
     pub attention_sinks: bool,
     /// Whether the router and the routed experts carry biases (gpt-oss).
     pub expert_biases: bool,
+    /// Whether the checkpoint names the mixture `block_sparse_moe` with experts' `w1`
+    /// (gate), `w3` (up) and `w2` (down) (PhiMoE); otherwise `mlp` with `gate_proj`,
+    /// `up_proj` and `down_proj`.
+    pub block_sparse_moe: bool,
+    /// The multi-token-prediction modules built after the main layers (DeepSeek-V3's MTP,
+    /// built only on request: `--speculative mtp`); empty otherwise. Each is one decoder
+    /// layer of this kind with its own input norms and projection ([`crate::synth`]'s
+    /// `speculative` option).
+    pub mtp_layers: Vec<LayerSpec>,
 }
 
 impl Architecture {
+    /// Every layer that holds per-sequence state, in order: the main layers, then the
+    /// multi-token-prediction layers (whose KV cache an engine allocates beside the main
+    /// model's when it loads them).
+    pub fn cache_layers(&self) -> impl Iterator<Item = &LayerSpec> {
+        self.layers.iter().chain(&self.mtp_layers)
+    }
+
     /// Bytes of KV cache per token over all layers at `element_bytes` per element: grouped
     /// attention layers hold K and V (`2 * kv_heads * head_dim`), latent layers the
     /// compressed latent plus the rotary key (`kv_lora_rank + qk_rope_head_dim`), recurrent
     /// layers nothing per token.
     pub fn kv_bytes_per_token(&self, element_bytes: u64) -> Option<u64> {
-        self.layers.iter().try_fold(0u64, |acc, layer| {
+        self.cache_layers().try_fold(0u64, |acc, layer| {
             let per_layer = match layer.mixer {
                 MixerKind::Attention => 2u64
                     .checked_mul(self.attention.key_value_heads)?

@@ -368,7 +368,7 @@ impl ModelConfig {
             (Some(_), k) => k.unwrap_or(0),
             (None, None) => layer_count,
         };
-        let layers = mixers
+        let layers: Vec<LayerSpec> = mixers
             .into_iter()
             .enumerate()
             .map(|(i, mixer)| LayerSpec {
@@ -384,6 +384,7 @@ impl ModelConfig {
                 window: None,
             })
             .collect();
+        let mtp_layers = super::speculative::mtp_layers(self, &layers, experts.is_some())?;
         Ok(Architecture {
             hidden_size,
             intermediate_size,
@@ -420,6 +421,8 @@ impl ModelConfig {
             output_bias: false,
             attention_sinks: false,
             expert_biases: false,
+            block_sparse_moe: false,
+            mtp_layers,
         })
     }
 

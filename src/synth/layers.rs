@@ -23,7 +23,7 @@
 use crate::request::{ElementType, ModelFamilyId, ProgramValueId, WeightLayoutId};
 
 use super::architecture::{
-    Architecture, FeedForwardKind, GateActivation, MixerKind, NormPlacement,
+    Architecture, FeedForwardKind, GateActivation, LayerSpec, MixerKind, NormPlacement,
 };
 use super::gguf::GgufModel;
 use super::kv_cache::KvCacheDtype;
@@ -35,6 +35,9 @@ use super::SynthError;
 use Attr::{B, R, S, U};
 
 mod mixers;
+mod mtp;
+
+use mtp::MtpInputs;
 
 /// What the graph is built from.
 pub struct GraphSpec<'a> {
@@ -331,9 +334,16 @@ impl Graph<'_> {
         let e = arch
             .experts
             .ok_or_else(|| SynthError::Internal("routed layer without experts".to_owned()))?;
+        // PhiMoE's checkpoint calls the mixture `block_sparse_moe` and the experts'
+        // gate, up and down matrices `w1`, `w3` and `w2`.
+        let (mixture, gate_name, up_name, down_name) = if arch.block_sparse_moe {
+            ("block_sparse_moe", "w1", "w3", "w2")
+        } else {
+            ("mlp", "gate_proj", "up_proj", "down_proj")
+        };
         let (group, hf, l) = (
             format!("layer.{i}"),
-            format!("model.layers.{i}.mlp"),
+            format!("model.layers.{i}.{mixture}"),
             format!("layer.{i}"),
         );
         let hidden = arch.hidden_size;
@@ -424,8 +434,8 @@ impl Graph<'_> {
                     .iter()
                     .flat_map(|x| {
                         [
-                            format!("{hf}.experts.{x}.gate_proj"),
-                            format!("{hf}.experts.{x}.up_proj"),
+                            format!("{hf}.experts.{x}.{gate_name}"),
+                            format!("{hf}.experts.{x}.{up_name}"),
                         ]
                     })
                     .collect::<Vec<_>>(),
@@ -437,7 +447,7 @@ impl Graph<'_> {
                 WeightClass::Projection,
                 &experts
                     .iter()
-                    .map(|x| format!("{hf}.experts.{x}.down_proj"))
+                    .map(|x| format!("{hf}.experts.{x}.{down_name}"))
                     .collect::<Vec<_>>(),
             )?;
             let name = if g + 1 == groups {
@@ -492,6 +502,62 @@ impl Graph<'_> {
         }
         Ok(acc)
     }
+
+    /// One decoder layer `i` of kind `layer` over the residual stream `x` (the main layers
+    /// and the multi-token-prediction block alike): its norms, token mixer and
+    /// feed-forward; returns the layer's output stream.
+    fn decoder_layer(
+        &mut self,
+        i: usize,
+        layer: &LayerSpec,
+        x: &ProgramValueId,
+    ) -> Result<ProgramValueId, SynthError> {
+        let group = format!("layer.{i}");
+        let hf = format!("model.layers.{i}");
+        let normed = self.pre_norm(
+            &format!("layer.{i}.input_norm"),
+            &group,
+            x,
+            &format!("{hf}.input_layernorm"),
+        )?;
+        let h = match layer.mixer {
+            MixerKind::Attention => self.attention(i, x, &normed)?,
+            MixerKind::LatentAttention => self.latent_attention(i, x, &normed)?,
+            MixerKind::GatedDelta => self.gated_delta(i, x, &normed)?,
+        };
+        // Gemma's pre-MLP norm is `pre_feedforward_layernorm` (its `post_attention_layernorm`
+        // normalises the attention output); everyone else's is `post_attention_layernorm`.
+        let pre_mlp = if self.arch().sandwich_norms {
+            "pre_feedforward_layernorm"
+        } else {
+            "post_attention_layernorm"
+        };
+        let normed = self.pre_norm(
+            &format!("layer.{i}.post_attention_norm"),
+            &group,
+            &h,
+            &format!("{hf}.{pre_mlp}"),
+        )?;
+        match layer.feed_forward {
+            FeedForwardKind::Dense => {
+                let m = self.swiglu(
+                    &format!("layer.{i}.feed_forward"),
+                    &group,
+                    &format!("{hf}.mlp"),
+                    &normed,
+                    self.arch().intermediate_size,
+                )?;
+                let m = self.output_norm(
+                    i,
+                    "feed_forward_output_norm",
+                    "post_feedforward_layernorm",
+                    m,
+                )?;
+                self.residual(&format!("layer.{i}.output"), &h, m)
+            }
+            FeedForwardKind::Routed => self.routed(i, &h, &normed),
+        }
+    }
 }
 
 /// Builds the program, weight schema and resource layout of `spec`.
@@ -537,7 +603,7 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
     g.b.node(
         "embedding",
         Operation::TokenEmbedding,
-        vec![tokens, table.clone()],
+        vec![tokens.clone(), table.clone()],
         vec![x.clone()],
         vec![
             ("vocab_size", U(arch.vocab_size)),
@@ -547,51 +613,7 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
 
     for (i, layer) in arch.layers.iter().enumerate() {
         g.b.block(&format!("block.layer.{i}"));
-        let group = format!("layer.{i}");
-        let hf = format!("model.layers.{i}");
-        let normed = g.pre_norm(
-            &format!("layer.{i}.input_norm"),
-            &group,
-            &x,
-            &format!("{hf}.input_layernorm"),
-        )?;
-        let h = match layer.mixer {
-            MixerKind::Attention => g.attention(i, &x, &normed)?,
-            MixerKind::LatentAttention => g.latent_attention(i, &x, &normed)?,
-            MixerKind::GatedDelta => g.gated_delta(i, &x, &normed)?,
-        };
-        // Gemma's pre-MLP norm is `pre_feedforward_layernorm` (its `post_attention_layernorm`
-        // normalises the attention output); everyone else's is `post_attention_layernorm`.
-        let pre_mlp = if arch.sandwich_norms {
-            "pre_feedforward_layernorm"
-        } else {
-            "post_attention_layernorm"
-        };
-        let normed = g.pre_norm(
-            &format!("layer.{i}.post_attention_norm"),
-            &group,
-            &h,
-            &format!("{hf}.{pre_mlp}"),
-        )?;
-        x = match layer.feed_forward {
-            FeedForwardKind::Dense => {
-                let m = g.swiglu(
-                    &format!("layer.{i}.feed_forward"),
-                    &group,
-                    &format!("{hf}.mlp"),
-                    &normed,
-                    arch.intermediate_size,
-                )?;
-                let m = g.output_norm(
-                    i,
-                    "feed_forward_output_norm",
-                    "post_feedforward_layernorm",
-                    m,
-                )?;
-                g.residual(&format!("layer.{i}.output"), &h, m)?
-            }
-            FeedForwardKind::Routed => g.routed(i, &h, &normed)?,
-        };
+        x = g.decoder_layer(i, layer, &x)?;
     }
 
     g.b.block("block.head");
@@ -608,7 +630,7 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
         g.rms_norm("output.final_hidden", &x, w, hidden)?
     };
     let head = if arch.tie_word_embeddings {
-        table
+        table.clone()
     } else {
         g.b.weight(
             "lm_head",
@@ -623,12 +645,25 @@ pub fn build_program(spec: &GraphSpec<'_>) -> Result<ProgramParts, SynthError> {
     g.b.node(
         "logits",
         Operation::LastTokenDenseLinear,
-        vec![final_hidden, head],
+        vec![final_hidden.clone(), head.clone()],
         vec![logits.clone()],
         vec![
             ("hidden_size", U(hidden)),
             ("vocab_size", U(arch.vocab_size)),
         ],
     )?;
-    g.b.finish(vec![logits], spec.layout_id.clone())
+    // The multi-token-prediction modules, built only on request (`--speculative mtp`).
+    let mut outputs = vec![logits];
+    for (j, layer) in arch.mtp_layers.iter().enumerate() {
+        let i = arch.layers.len() + j;
+        g.b.block(&format!("block.layer.{i}"));
+        let inputs = MtpInputs {
+            tokens: &tokens,
+            table: &table,
+            previous: &final_hidden,
+            head: &head,
+        };
+        outputs.push(g.mtp_module(i, layer, inputs)?);
+    }
+    g.b.finish(outputs, spec.layout_id.clone())
 }

@@ -28,6 +28,7 @@ pub mod quantization;
 pub mod registry;
 pub(crate) mod resolution;
 mod source;
+pub mod speculative;
 pub mod weights;
 
 use std::collections::BTreeSet;
@@ -204,6 +205,9 @@ pub struct SynthOptions {
     /// Wire limits written into the policy (absent: the reference limits). The largest
     /// models' plans exceed the reference 16 MiB of plan JSON, so their folders raise them.
     pub wire_limits: Option<WireLimits>,
+    /// Speculative-decoding layers built beside the model (`--speculative mtp`: the
+    /// checkpoint's multi-token-prediction layers; default none).
+    pub speculative: speculative::Speculative,
 }
 
 impl SynthOptions {
@@ -219,6 +223,7 @@ impl SynthOptions {
             group_key: None,
             kv_cache_dtype: kv_cache::KvCacheDtype::Auto,
             wire_limits: None,
+            speculative: speculative::Speculative::None,
         }
     }
 
@@ -312,6 +317,7 @@ pub fn effective_config(
             config.topk_group = Some(1);
         }
     }
+    speculative::record(&mut config, options.speculative)?;
     if options.expert_group_size == 0 {
         return Err(SynthError::Option {
             option: "expert-group-size".to_owned(),

@@ -71,6 +71,9 @@ pub struct ArchitectureEntry {
     /// width in every MoE layer, and chunked local attention (`attention_chunk_size`) on
     /// the RoPE layers while the NoPE layers (`no_rope_layers` 0) attend globally.
     pub interleaved_moe: bool,
+    /// Whether the checkpoint names its mixture `block_sparse_moe` with experts' `w1`,
+    /// `w3`, `w2` (PhiMoE).
+    pub block_sparse_moe: bool,
 }
 
 /// The configuration keys outside [`ModelConfig`]'s typed fields that the registry reads;
@@ -105,6 +108,7 @@ const fn entry(model_type: &'static str, classes: &'static [&'static str]) -> Ar
         sigmoid_router: None,
         reads: &[],
         interleaved_moe: false,
+        block_sparse_moe: false,
     }
 }
 
@@ -123,7 +127,8 @@ const GEMMA: ArchitectureEntry = ArchitectureEntry {
 pub const REGISTRY: &[ArchitectureEntry] = &[
     ArchitectureEntry {
         attention: "MLA (latent cache kv_lora_rank + qk_rope_head_dim)",
-        mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers",
+        mlp: "routed experts (sigmoid, grouped top-k) + shared experts; first_k_dense_replace dense layers; the multi-token-prediction layers (num_nextn_predict_layers) with --speculative mtp",
+        reads: &["num_nextn_predict_layers"],
         ..entry("deepseek_v3", &["DeepseekV3ForCausalLM"])
     },
     ArchitectureEntry {
@@ -141,10 +146,11 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
     },
     ArchitectureEntry {
         attention: "GQA with q/k/v biases, partial rotary (partial_rotary_factor); per-head q/k RMSNorm when use_qk_norm",
-        mlp: "routed SwiGLU experts (sigmoid, top-k) + shared experts; first_k_dense_replace dense layers (the router's e_score_correction_bias, n_routed_experts per MoE layer, is not built)",
+        mlp: "routed SwiGLU experts (sigmoid, top-k) + shared experts; first_k_dense_replace dense layers (the router's e_score_correction_bias, n_routed_experts per MoE layer, is not built); the multi-token-prediction layers (num_nextn_predict_layers) with --speculative mtp",
         attention_bias: true,
         qk_norm: QkNorm::PerHead,
         sigmoid_router: Some(true),
+        reads: &["num_nextn_predict_layers"],
         ..entry("glm4_moe", &["Glm4MoeForCausalLM"])
     },
     ArchitectureEntry {
@@ -208,12 +214,16 @@ pub const REGISTRY: &[ArchitectureEntry] = &[
     },
     ArchitectureEntry {
         attention: "GQA with q/k/v/o biases",
-        mlp: "routed SwiGLU experts (softmax top-2, sparsemixer routing is router arithmetic)",
+        mlp: "routed SwiGLU experts (softmax top-2, sparsemixer routing is router arithmetic), checkpoint names block_sparse_moe.gate and experts' w1/w3/w2",
         norm: "LayerNorm with weight and bias (input, post-attention, final); the lm_head bias (vocab_size values) is not built",
         sliding: SlidingLayers::AllWhenSet,
         attention_bias: true,
         output_bias: true,
         norm_placement: NormPlacement::PreLayerNorm,
+        block_sparse_moe: true,
+        // longrope's original length, read with the rope scaling (`max_position_embeddings
+        // / original_max_position_embeddings` is its stretch).
+        reads: &["original_max_position_embeddings"],
         ..entry("phimoe", &["PhiMoEForCausalLM"])
     },
     ArchitectureEntry {
@@ -303,6 +313,7 @@ impl ArchitectureEntry {
         arch.output_bias = self.output_bias;
         arch.attention_sinks = self.attention_sinks;
         arch.expert_biases = self.expert_biases;
+        arch.block_sparse_moe = self.block_sparse_moe;
         arch.qk_norm = match self.qk_norm {
             QkNorm::PerHead if !extra_bool(config, "use_qk_norm")?.unwrap_or(false) => QkNorm::None,
             other => other,

@@ -44,6 +44,9 @@ pub struct ModelSource {
     /// The KV cache dtype (`auto`, `f16`, `bf16`, `fp8`, `int8`); absent: the policy
     /// preset's `kv_cache_dtype`, else `auto`.
     pub kv_cache_dtype: Option<String>,
+    /// Speculative-decoding layers to build beside the model: `mtp` (the checkpoint's
+    /// multi-token-prediction layers) or `none`; absent: none.
+    pub speculative: Option<String>,
 }
 
 /// A synthesized request and the weight format it was synthesized in.
@@ -245,6 +248,9 @@ impl ModelSource {
             None => policy.kv_cache_dtype.unwrap_or_default(),
         };
         options.wire_limits = folder.as_ref().and_then(ModelFolder::default_wire_limits);
+        if let Some(text) = &self.speculative {
+            options.speculative = text.parse().map_err(|m: String| option("speculative", m))?;
+        }
         let request = synthesize(&config, &device, &policy, &options)
             .map_err(|e| e.in_device_file(&device_file))?;
         let decoder = config.text_decoder()?;

@@ -164,3 +164,103 @@ fn bad_engine_flags_are_refused_naming_the_culprit() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("--engine applies to a model folder"));
 }
+
+/// `plan models/deepseek-v3` at four layers and eight experts in bf16 on an H200, `--json`.
+fn deepseek(extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "plan",
+        "models/deepseek-v3",
+        "--layers",
+        "4",
+        "--experts",
+        "8",
+        "--weight-format",
+        "dense-bf16",
+        "--device",
+        "models/devices/h200-141gb.json",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    jointplan(&args)
+}
+
+#[test]
+fn vllm_speculative_config_builds_the_mtp_layer_and_echoes_the_flag() {
+    let config = r#"speculative_config={"method":"deepseek_mtp","num_speculative_tokens":1}"#;
+    let plain = deepseek(&["--engine", "vllm"]);
+    ok(&plain);
+    let with = deepseek(&["--engine", "vllm", "--engine-arg", config]);
+    ok(&with);
+    let flag = deepseek(&["--engine", "vllm", "--speculative", "mtp"]);
+    ok(&flag);
+    let plain: Value = serde_json::from_slice(&plain.stdout).unwrap();
+    let with: Value = serde_json::from_slice(&with.stdout).unwrap();
+    let flag: Value = serde_json::from_slice(&flag.stdout).unwrap();
+    // The engine argument synthesizes what --speculative mtp does: the same weights and KV.
+    let weights = |v: &Value| {
+        v["engine"]["budget"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "weights")
+            .unwrap()["bytes"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(weights(&with), weights(&flag));
+    // 8 experts: the MTP module's own parameters are 686,322,688 (docs/synth.md's count
+    // with 8 routed experts), 2 bytes each.
+    assert_eq!(weights(&with) - weights(&plain), 1_372_645_376);
+    let flags: Vec<&str> = with["engine"]["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f.as_str().unwrap())
+        .collect();
+    assert!(
+        flags.contains(
+            &r#"--speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":1}'"#
+        ),
+        "{flags:?}"
+    );
+    // Fewer KV tokens: one more latent layer of (512 + 64) x 2 bytes per token.
+    assert!(
+        with["engine"]["kv_cache_tokens"].as_u64().unwrap()
+            < plain["engine"]["kv_cache_tokens"].as_u64().unwrap()
+    );
+    // Refused: a contradiction, a model without MTP layers, another method.
+    let out = deepseek(&[
+        "--engine",
+        "vllm",
+        "--engine-arg",
+        config,
+        "--speculative",
+        "none",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("--speculative"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = jointplan(&["plan", MODEL, "--layers", "2", "--speculative", "mtp"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("num_nextn_predict_layers")
+            || text(&out.stderr).contains("deepseek_v3"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = deepseek(&[
+        "--engine",
+        "vllm",
+        "--engine-arg",
+        r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("deepseek_mtp"),
+        "{}",
+        text(&out.stderr)
+    );
+}

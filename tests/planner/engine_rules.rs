@@ -231,7 +231,48 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
                 row.weights_error()
             );
         }
+        // llama.cpp's buffers: the model and KV buffers follow from the GGUF type mix and
+        // the cell rule, to the logged two decimals of a MiB.
+        if row.engine.starts_with("llama.cpp") {
+            let mib = |gib: f64| gib * 1024.0;
+            assert!(
+                (mib(row.weights_predicted_gib) - mib(row.weights_logged_gib)).abs() < 0.01,
+                "{}: model buffer {:?}",
+                row.id,
+                (row.weights_logged_gib, row.weights_predicted_gib)
+            );
+            let (logged, predicted) = row.kv_gib.expect("a llama.cpp row logs its KV buffer");
+            assert!((mib(predicted) - mib(logged)).abs() < 0.01, "{}", row.id);
+        }
     }
+    // Every engine family is either in the table or has each of its records listed with why.
+    for engine in ["sglang", "llama.cpp"] {
+        assert!(
+            table.rows.iter().any(|r| r.engine.starts_with(engine)),
+            "no {engine} row"
+        );
+    }
+    assert!(table
+        .skipped
+        .iter()
+        .filter(|(id, _)| id.starts_with("trtllm"))
+        .all(|(_, why)| !why.is_empty()));
+}
+
+#[test]
+fn vllm_echoes_an_mtp_speculative_config_and_refuses_other_methods() {
+    let llama = facts("llama-3.1-8b");
+    let config = r#"speculative_config={"method":"deepseek_mtp","num_speculative_tokens":1}"#;
+    let report = account("vllm", &llama, &device(79.19), &[config]);
+    assert!(
+        report.flags.iter().any(|f| f
+            == r#"--speculative-config '{"method":"deepseek_mtp","num_speculative_tokens":1}'"#),
+        "{:?}",
+        report.flags
+    );
+    let eagle = EngineArgs::parse(&[r#"speculative_config={"method":"eagle"}"#]).unwrap();
+    let choice: EngineChoice = "vllm".parse().unwrap();
+    assert!(engine::account(&choice, &llama, &device(79.19), &eagle).is_err());
 }
 
 #[test]

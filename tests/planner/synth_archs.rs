@@ -222,6 +222,151 @@ fn llama_4_scout_text_decoder_by_hand() {
     assert_eq!(sequence, 12 * 4096 * 32_768 + 36 * 4096 * 8192);
 }
 
+#[test]
+fn phi_3_5_moe_by_hand() {
+    let request = synthesized("phi-3.5-moe");
+    // Untied head, vocabulary 32,064 x 4096. Attention: 32 query heads and 8 KV heads of
+    // 128 (q and o 4096 x 4096, k and v 1024 x 4096), biases on q, k, v and o. Two
+    // LayerNorms per layer (weight and bias). MoE: router 16 x 4096 (no bias), 16 experts
+    // of 3 x 4096 x 6400, no shared expert. The final LayerNorm (weight and bias).
+    let (h, v, kv) = (4096u64, 32_064u64, 1024u64);
+    let attention = 2 * h * h + 2 * kv * h + (h + 2 * kv + h);
+    assert_eq!(attention, 41_953_280);
+    let moe = 16 * h + 16 * 3 * h * 6400;
+    assert_eq!(moe, 1_258_356_736);
+    let per_layer = attention + 2 * (2 * h) + moe;
+    assert_eq!(per_layer, 1_300_326_400);
+    let total = 2 * v * h + 32 * per_layer + 2 * h;
+    // The model card's 41.9B; the head's bias (lm_head_bias: 32,064 values) is not built.
+    assert_eq!(total, 41_873_121_280);
+    assert_eq!(parameters(&request), total);
+    // bf16: 2 bytes per parameter.
+    assert_eq!(weight_bytes(&request), 83_746_242_560);
+    assert_eq!(operations(&request, "layer_norm"), 2 * 32 + 1);
+    assert_eq!(operations(&request, "rms_norm"), 0);
+    assert_eq!(operations(&request, "routed_expert_swiglu"), 32 * 16);
+    assert_eq!(operations(&request, "biased_dense_linear"), 4 * 32);
+    // The checkpoint's names: block_sparse_moe with w1 (gate), w3 (up), w2 (down).
+    let names: Vec<String> = request
+        .family
+        .weight_schema
+        .components
+        .iter()
+        .flat_map(|c| c.external_names.iter().cloned())
+        .collect();
+    for name in [
+        "model.layers.0.block_sparse_moe.gate.weight",
+        "model.layers.0.block_sparse_moe.experts.15.w1.weight",
+        "model.layers.0.block_sparse_moe.experts.15.w3.weight",
+        "model.layers.31.block_sparse_moe.experts.0.w2.weight",
+        "model.layers.0.input_layernorm.bias",
+        "model.layers.0.self_attn.o_proj.bias",
+        "model.norm.bias",
+    ] {
+        assert!(names.iter().any(|n| n == name), "{name} not in the schema");
+    }
+    // KV: 2 x 8 heads x 128 x 2 bytes = 4096 per token per layer. Every layer slides
+    // (sliding_window 131,072), which bounds nothing at the server preset's 32,768 tokens.
+    let demands = kv_demands(&request);
+    assert_eq!(demands.len(), 32);
+    for (layer, &(bytes, tokens)) in demands.iter().enumerate() {
+        assert_eq!((bytes, tokens), (4096, 32_768), "layer {layer}");
+    }
+    assert_eq!(kv_total(&request), 131_072);
+    // LongRoPE: 64 short and 64 long factors (head_dim 128 / 2, checked by the config
+    // reader), its stretch 131,072 / 4,096 the attention's scaling factor.
+    assert_eq!(
+        attribute(&request, "node.layer.0.attention", "rope_scaling"),
+        Some(SemanticValue::Text("longrope".to_owned()))
+    );
+    assert!(attribute(&request, "node.layer.0.attention", "rope_scaling_factor").is_some());
+}
+
+#[test]
+fn deepseek_v3_mtp_layer_by_hand() {
+    // The first four layers (three dense, one MoE) with every routed expert, in bf16, with
+    // and without the multi-token-prediction layer.
+    let source = |speculative: Option<&str>| ModelSource {
+        layers: Some(4),
+        weight_format: Some("dense-bf16".to_owned()),
+        speculative: speculative.map(str::to_owned),
+        ..ModelSource::folder("models/deepseek-v3")
+    };
+    let plain = source(None).synthesize().unwrap().request;
+    let mtp = source(Some("mtp")).synthesize().unwrap().request;
+    assert_eq!(source(Some("none")).synthesize().unwrap().request, plain);
+    // What the MTP module owns (vLLM's deepseek_mtp.py): enorm and hnorm (7168 each),
+    // eh_proj 7168 x 14,336, one decoder layer and the shared_head norm; the embedding and
+    // the head are the main model's. The decoder layer: MLA (q_a 1536 x 7168, its norm
+    // 1536, q_b 128 x 192 x 1536, kv_a (512 + 64) x 7168, its norm 512, kv_b 128 x 256 x
+    // 512, o 7168 x 128 x 128), two norms, router 256 x 7168, 256 experts of 3 x 7168 x
+    // 2048 and one shared expert of 2048 (the router's correction bias is not built).
+    let h = 7168u64;
+    let attention =
+        1536 * h + 1536 + 128 * 192 * 1536 + 576 * h + 512 + 128 * 256 * 512 + h * 128 * 128;
+    assert_eq!(attention, 187_107_328);
+    let moe = 256 * h + 256 * 3 * h * 2048 + 3 * h * 2048;
+    assert_eq!(moe, 11_320_164_352);
+    let own = 2 * h + h * 2 * h + (attention + 2 * h + moe) + h;
+    assert_eq!(own, 11_610_067_968); // parameters; 23,220,135,936 bytes in bf16
+    assert_eq!(parameters(&mtp) - parameters(&plain), own);
+    assert_eq!(weight_bytes(&mtp) - weight_bytes(&plain), 23_220_135_936);
+    // One more latent cache: (512 + 64) x 2 bytes per token, in layer 4 (the checkpoint's
+    // layer num_hidden_layers).
+    let latent = |request: &PlanRequest| -> Vec<String> {
+        request
+            .family
+            .program
+            .states
+            .iter()
+            .map(|s| s.id.as_str().to_owned())
+            .filter(|id| id.ends_with(".latent_kv"))
+            .collect()
+    };
+    assert_eq!(latent(&plain).len(), 4);
+    assert_eq!(latent(&mtp).len(), 5);
+    assert!(latent(&mtp).contains(&"state.layer.4.latent_kv".to_owned()));
+    assert_eq!(operations(&mtp, "last_token_dense_linear"), 2);
+    assert_eq!(operations(&mtp, "token_embedding"), 2);
+    // The engines count its cache too.
+    let facts = |r: &PlanRequest| jointplan::study::engine_facts::model_facts(r).unwrap();
+    assert_eq!(facts(&mtp).layers.len(), facts(&plain).layers.len() + 1);
+    assert_eq!(
+        facts(&mtp).weights_bytes - facts(&plain).weights_bytes,
+        23_220_135_936
+    );
+    // GLM-4.5-Air's MTP module (vLLM's glm4_moe_mtp.py repeats DeepSeek's): a GQA layer
+    // with q/k/v biases (109,066,240, as in glm_4_5_air_by_hand) and a MoE of 128 experts
+    // of 1408 with one shared expert, two norms, enorm, hnorm, the shared_head norm and
+    // eh_proj 4096 x 8192.
+    let glm = |speculative: Option<&str>| {
+        ModelSource {
+            layers: Some(2),
+            weight_format: Some("dense-bf16".to_owned()),
+            speculative: speculative.map(str::to_owned),
+            ..ModelSource::folder("models/glm-4.5-air")
+        }
+        .synthesize()
+        .unwrap()
+        .request
+    };
+    let h = 4096u64;
+    let moe = 128 * h + 128 * 3 * h * 1408 + 3 * h * 1408;
+    let own = 109_066_240 + 2 * h + moe + 3 * h + h * 2 * h;
+    assert_eq!(own, 2_375_059_456);
+    assert_eq!(parameters(&glm(Some("mtp"))) - parameters(&glm(None)), own);
+    // Refused where the checkpoint has no MTP layer.
+    let err = ModelSource {
+        layers: Some(1),
+        speculative: Some("mtp".to_owned()),
+        ..ModelSource::folder("models/llama-3.2-1b")
+    }
+    .synthesize()
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("--speculative"), "{err}");
+}
+
 /// The keys of a warning line (`...: key, key, key`).
 fn warned_keys(warning: &str) -> Vec<String> {
     warning

@@ -85,6 +85,11 @@ pub const ARGS: &[KnownArg] = &[
         kind: ArgKind::Flag,
         default: "0.19 and 0.10: true; 0.6: true only when max_model_len > 32768",
     },
+    KnownArg {
+        key: "speculative_config",
+        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp"]),
+        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp)",
+    },
 ];
 
 /// Whether vLLM takes the larger defaults on this device (`arg_utils.py`, v0.10.1 and
@@ -471,6 +476,12 @@ pub fn account(
     ];
     if tp > 1 {
         flags.push(format!("--tensor-parallel-size {tp}"));
+    }
+    // The multi-token-prediction layers' weights and KV cache are the request's own (it
+    // was synthesized with them); the flag that makes vLLM load them is echoed.
+    if let Some(config) = args.word("speculative_config") {
+        used.insert("speculative_config".to_owned(), config.to_owned());
+        flags.push(format!("--speculative-config '{config}'"));
     }
     Ok(EngineReport {
         name: Engine::Vllm.name().to_owned(),
