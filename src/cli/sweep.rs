@@ -36,8 +36,6 @@ pub struct Args {
     /// knob flags below.
     #[arg(value_name = "GRID.json|MODEL")]
     pub grid: PathBuf,
-    #[command(flatten, next_help_heading = "Knobs (each replaces the grid's list)")]
-    pub knobs: KnobFlags,
     /// The results directory (created if absent).
     #[arg(short, long, value_name = "DIR")]
     pub output: PathBuf,
@@ -58,6 +56,9 @@ pub struct Args {
     /// draw the plots.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub merge: Vec<PathBuf>,
+    /// Knob lists given as flags.
+    #[command(flatten, next_help_heading = "Knobs (each replaces the grid's list)")]
+    pub knobs: KnobFlags,
 }
 
 /// Knob lists given on the command line (comma-separated): each replaces the grid's.
