@@ -380,3 +380,65 @@ impl ParetoFigure {
         Ok((text, layout))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crowded(n: usize) -> ParetoFigure {
+        // Every point on the frontier (per-user up, per-device down), labels long.
+        ParetoFigure {
+            title: "crowded".to_owned(),
+            points: (0..n)
+                .map(|i| ParetoPoint {
+                    per_user: 10.0 + i as f64,
+                    per_device: 1000.0 - 9.0 * i as f64,
+                    label: format!("awq-int4 tp{} c{} #{i}", i % 8 + 1, 1 << (i % 9)),
+                    series: i % 3,
+                    order: i as f64,
+                })
+                .collect(),
+            series: (
+                "weight_format".to_owned(),
+                vec!["a".into(), "b".into(), "c".into()],
+            ),
+            notes: vec!["times: placement-timing".to_owned()],
+        }
+    }
+
+    #[test]
+    fn crowded_labels_never_cover_each_other_or_a_point_and_every_frontier_point_is_named() {
+        for n in [2, 6, 20, 60] {
+            let figure = crowded(n);
+            let (_, layout) = figure.svg().unwrap();
+            let notes = &layout.annotations;
+            for (i, a) in notes.iter().enumerate() {
+                assert!(notes[i + 1..].iter().all(|b| !a.overlaps(b)), "{n}: {a:?}");
+                assert!(layout.marks.iter().all(|m| !a.overlaps(m)), "{n}: {a:?}");
+            }
+            let canvas = Rect::new(0.0, 0.0, f64::from(layout.width), f64::from(layout.height));
+            assert!(layout.texts.iter().all(|(_, r)| canvas.contains(r)), "{n}");
+            // Each label is beside its point or, numbered, in the legend (a few points are
+            // labelled beside them; 60 crowded ones do not fit and go numbered).
+            let texts: Vec<&str> = layout.texts.iter().map(|(t, _)| t.as_str()).collect();
+            let numbered = texts.contains(&"frontier points, left to right");
+            assert!(
+                if n <= 6 {
+                    !numbered
+                } else {
+                    n < 60 || numbered
+                },
+                "{n}"
+            );
+            for p in &figure.points {
+                assert!(
+                    texts
+                        .iter()
+                        .any(|t| *t == p.label || t.ends_with(&format!(": {}", p.label))),
+                    "{n}: {} is not named",
+                    p.label
+                );
+            }
+        }
+    }
+}
