@@ -13,12 +13,9 @@ fn path(relative: &str) -> String {
     s(&Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
 }
 
+/// The rows of the sweep written to `out` (a tempdir's `out`, as `sweep` makes it).
 fn rows(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("results.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    crate::sweep_loop::rows(out.parent().unwrap())
 }
 
 fn sweep(args: &[&str]) -> (tempfile::TempDir, PathBuf) {
