@@ -5,7 +5,7 @@
 //! ```sh
 //! cargo run --release --example perf_validation               # print the table
 //! cargo run --release --example perf_validation -- --write    # rewrite it in the docs
-//! cargo run --release --example perf_validation -- --breakdown # per-row decode step parts
+//! cargo run --release --example perf_validation -- --residuals # one line of errors per row
 //! ```
 //!
 //! `tests/planner/perf_validation.rs` recomputes the table and fails when the one committed
@@ -16,10 +16,18 @@ use std::path::{Path, PathBuf};
 
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
-use jointplan::perf::{self, Calibration, ServingPoint, TimeModel};
+use jointplan::perf::{self, Calibration, EngineProfile, ServingPoint, TimeModel};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
+
+/// The constants fitted on the fit half, and the decomposition of a TPOT they are fitted
+/// from.
+#[path = "support/perf_fit.rs"]
+mod fit;
+
+pub use fit::Fit;
+use fit::{decomposition, fit};
 
 const DATA: &str = "docs/data/serving-measurements.json";
 pub const DOCS: &str = "docs/performance-model.md";
@@ -44,7 +52,12 @@ fn model_source(model: &str) -> Option<ModelSource> {
     }
     // LLaMA 7B (the first version) has Llama-2-7B's shapes; llama-bench's "llama 3B"
     // label on a Llama 3.2 run is Llama-3.2-3B.
-    let table: &[(&[&str], fn(&str) -> ModelSource, &str)] = &[
+    type Entry = (
+        &'static [&'static str],
+        fn(&str) -> ModelSource,
+        &'static str,
+    );
+    let table: &[Entry] = &[
         (&["llama-2-7b", "llama 7b"], config, "llama-2-7b"),
         (&["codellama-7b"], config, "codellama-7b"),
         (&["llama-3.2-3b", "llama 3b"], config, "llama-3.2-3b"),
@@ -54,6 +67,7 @@ fn model_source(model: &str) -> Option<ModelSource> {
         (&["mistral-7b-instruct-v0.3"], config, "mistral-7b-v0.3"),
         (&["gemma-3-4b"], config, "gemma-3-4b"),
         (&["qwen2.5-7b"], folder, "qwen2.5-7b"),
+        (&["llama-3.1-70b", "llama-3.3-70b"], folder, "llama-3.1-70b"),
         (&["llama-3.1-8b"], folder, "llama-3.1-8b"),
         (&["qwen3-30b-a3b"], folder, "qwen3-30b-a3b"),
         (&["mixtral-8x7b"], folder, "mixtral-8x7b"),
@@ -136,7 +150,47 @@ struct Case {
     method: Method,
     ttft: Option<f64>,
     tpot: Option<f64>,
+    /// `TPOT` or `ITL`: which per-token figure `tpot` is.
+    per_token: &'static str,
     source: ModelSource,
+    /// The record's source: its URL and title.
+    cited: (String, String),
+}
+
+/// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
+fn sharegpt(record: &Value) -> bool {
+    text(record, "notes").contains("ShareGPT")
+}
+
+/// The measured time per output token (seconds): the mean TPOT, or the mean inter-token
+/// latency where no TPOT is reported. On ShareGPT runs ([`itl_first`]) the mean ITL: request
+/// lengths vary widely there and the per-request mean TPOT weighs a short request's stalls
+/// as much as a long request's tokens, while the mean ITL (over every inter-token gap) is
+/// the token-weighted figure a simulation at the mean lengths predicts.
+fn itl_or_tpot(record: &Value, measured: &Value) -> Option<f64> {
+    let (tpot, itl) = (
+        number(measured, "tpot_ms_mean"),
+        number(measured, "itl_ms_mean"),
+    );
+    if itl_first(record, measured) {
+        itl
+    } else {
+        tpot.or(itl)
+    }
+    .map(|ms| ms / 1e3)
+}
+
+/// Whether the mean ITL stands for the time per output token: a ShareGPT run whose mean
+/// ITL is below its mean TPOT (an ITL above the TPOT means tokens were streamed in chunks,
+/// multi-step scheduling, and one gap spans several tokens).
+fn itl_first(record: &Value, measured: &Value) -> bool {
+    match (
+        number(measured, "itl_ms_mean"),
+        number(measured, "tpot_ms_mean"),
+    ) {
+        (Some(itl), Some(tpot)) => sharegpt(record) && itl < tpot,
+        _ => false,
+    }
 }
 
 /// Reads a record, or says why it is not predicted.
@@ -159,6 +213,9 @@ fn case(record: &Value) -> Result<Case, String> {
         }
         p if p.is_empty() || p.starts_with("bf16") || p.starts_with("bfloat16") => "dense-bf16",
         p if p.starts_with("q4_k") => "gguf-q4k",
+        // An fp8 checkpoint (W8A8, per-tensor scales) or vLLM's online fp8: `--weight-format
+        // fp8`.
+        p if p.starts_with("fp8") => "fp8",
         other => return Err(format!("precision {other} (no such weight format)")),
     };
     let source = model_source(&text(record, "model")).ok_or("model not synthesizable")?;
@@ -187,11 +244,14 @@ fn case(record: &Value) -> Result<Case, String> {
                 }
             },
             number(measured, "ttft_ms_mean").map(|ms| ms / 1e3),
-            number(measured, "tpot_ms_mean")
-                .or_else(|| number(measured, "itl_ms_mean"))
-                .map(|ms| ms / 1e3),
+            itl_or_tpot(record, measured),
             number(record, "output_tokens").ok_or("no output length")?,
         ),
+    };
+    let per_token = if itl_first(record, measured) {
+        "ITL"
+    } else {
+        "TPOT"
     };
     let input = number(record, "input_tokens")
         .ok_or("no input length")?
@@ -218,7 +278,9 @@ fn case(record: &Value) -> Result<Case, String> {
         method,
         ttft,
         tpot,
+        per_token,
         source,
+        cited: (text(record, "source"), text(record, "source_title")),
     })
 }
 
@@ -260,9 +322,13 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
     }
 }
 
-/// Predicted TTFT and TPOT of the case (seconds) the way it was measured.
-fn predicted(case: &Case, model: &TimeModel) -> Result<(f64, f64), String> {
-    let run = |p: ServingPoint| perf::predict(model, &p).map_err(|e| e.to_string());
+/// Predicted TTFT and TPOT of the case (seconds) the way it was measured, with `engine`'s
+/// time profile.
+fn predicted(case: &Case, model: &TimeModel, engine: &EngineProfile) -> Result<(f64, f64), String> {
+    let run = |p: ServingPoint| {
+        p.validate().map_err(|e| e.to_string())?;
+        perf::serving::simulate(model, engine, &p).map_err(|e| e.to_string())
+    };
     Ok(match case.method {
         Method::LlamaBench => (
             run(point(case, 1, case.input, 1, 1))?.ttft_seconds,
@@ -286,28 +352,59 @@ struct Row {
     id: String,
     /// The model, GPU and engine: the rows the summary groups.
     group: String,
+    /// The device file's `name`: the key of its memory factor.
+    device: String,
+    /// Whether the row is in the fit half ([`fit_half`]).
+    fit: bool,
     text: String,
     ttft_error: Option<f64>,
     tpot_error: Option<f64>,
     /// Measured TTFT minus the predicted TTFT without the engine's request overhead
     /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
     ttft_residual: Option<f64>,
-    /// The decode step's parts, for `--breakdown`.
-    breakdown: String,
+    /// The engine (its profile's spelling).
+    engine: &'static str,
+    /// The measured time per output token (seconds), when it counts (not under the
+    /// datasheet bound).
+    tpot_measured: Option<f64>,
+    /// The predicted TPOT as `A + s x h + B / m` (`[A, s, B]`) in the engine's host time
+    /// per step `h` and the device's memory factor `m` (fit half only; [`decomposition`]).
+    tpot_parts: Option<[f64; 3]>,
+    /// One line of residuals, for `--residuals`.
+    residual: String,
+    /// The record's source: its URL and title.
+    cited: (String, String),
 }
 
-/// The datasheet bound of a step: its FLOPs at the bf16 peak or its bytes at the full
-/// bandwidth, whichever is longer (no efficiency, no overhead). No run of the step on the
-/// device at the stated precision can be faster.
+/// FNV-1a (64 bits) of `text`.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The split, stated before any test-half error was looked at: a point is in the fit half
+/// when the FNV-1a 64-bit hash of its record id is even, in the test half otherwise (a
+/// point keeps its half whatever other points are added).
+pub fn fit_half(id: &str) -> bool {
+    fnv1a(id) % 2 == 0
+}
+
+/// The datasheet bound of a step: its FLOPs at each type's dense peak or its bytes at the
+/// full bandwidth, whichever is longer (no efficiency, no overhead). No run of the step on
+/// the device at the stated precision can be faster.
 fn datasheet_bound(model: &TimeModel, shape: &StepShape) -> f64 {
-    let (mut flops, mut bytes) = (0.0, 0.0);
+    let (mut compute, mut bytes) = (0.0, 0.0);
     for g in &model.groups {
         let w = work(&g.cost, shape);
-        flops += w.total_flops() * g.nodes.len() as f64;
-        bytes += w.bytes * g.nodes.len() as f64;
+        let n = g.nodes.len() as f64;
+        for t in ComputeType::ALL {
+            compute += w.flops[t.index()] * n / model.peak(t);
+        }
+        bytes += w.bytes * n;
     }
     let bandwidth = model.device.memory_bandwidth_gb_per_second as f64 * 1e9;
-    (flops / model.peak(ComputeType::Bf16)).max(bytes / bandwidth)
+    compute.max(bytes / bandwidth)
 }
 
 /// The steady decode step of the case as measured: `C` sequences at context `I + O/2`
@@ -319,42 +416,10 @@ fn decode_shape(case: &Case) -> StepShape {
     }
 }
 
-/// The steady decode step of the case split by what it reads, as one JSON line.
-fn breakdown(case: &Case, model: &TimeModel, ttft: f64, tpot: f64) -> String {
-    let shape = decode_shape(case);
-    let mut parts: std::collections::BTreeMap<String, [f64; 4]> = Default::default();
-    for g in &model.groups {
-        let n = g.nodes.len() as f64;
-        let w = work(&g.cost, &shape);
-        let kv = if g.cost.attention.is_some() {
-            w.bytes
-        } else {
-            0.0
-        };
-        let key = format!("{}:{}", g.class.name, g.cost.kind);
-        let entry = parts.entry(key).or_default();
-        entry[0] += (w.bytes - kv) * n;
-        entry[1] += kv * n;
-        entry[2] += w.total_flops() * n;
-        entry[3] += w.kernels * n;
-    }
-    let parts: Vec<Value> = parts
-        .into_iter()
-        .map(|(k, v)| serde_json::json!({"part": k, "bytes": v[0], "kv_bytes": v[1], "flops": v[2], "kernels": v[3]}))
-        .collect();
-    serde_json::json!({
-        "id": case.id, "engine": case.engine, "gpu": case.gpu, "model": case.model,
-        "c": case.concurrency, "i": case.input, "o": case.output,
-        "bandwidth": model.device.memory_bandwidth_gb_per_second,
-        "measured_ttft": case.ttft, "measured_tpot": case.tpot,
-        "predicted_ttft": ttft, "predicted_tpot": tpot, "parts": parts,
-    })
-    .to_string()
-}
-
 /// Predicts one case on its planned model.
 fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
-    let (ttft, tpot) = predicted(case, model)?;
+    let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
+    let (ttft, tpot) = predicted(case, model, &profile)?;
     // A measurement under the datasheet bound of its step did not do the work the record
     // states (a prefix cache, a shorter prompt, other weights than its precision says): it
     // is shown but left out of the errors.
@@ -365,7 +430,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let error = |measured: Option<f64>, predicted: f64| measured.map(|m| (predicted - m) / m);
     let ttft_error = error(case.ttft, ttft).filter(|_| !impossible);
     let tpot_error = error(case.tpot, tpot).filter(|_| !tpot_impossible);
-    let profile = perf::engine_profile(case.engine).ok_or("no engine profile")?;
+    let fit = fit_half(&case.id);
     let ttft_residual = case
         .ttft
         .filter(|_| {
@@ -374,15 +439,24 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
                 && profile.request_overhead_seconds > 0.0
         })
         .map(|t| t - (ttft - profile.request_overhead_seconds));
+    let tpot_measured = case.tpot.filter(|_| !tpot_impossible);
+    let tpot_parts = match tpot_measured {
+        Some(_) if fit => Some(decomposition(case, model, &profile)?),
+        _ => None,
+    };
     let cell = |v: Option<f64>| v.map_or("-".to_owned(), |s| format!("{:.2}", s * 1e3));
     let pct = |v: Option<f64>| v.map_or("-".to_owned(), |e| format!("{:+.0}%", e * 100.0));
     let method = match case.method {
+        Method::Served { requests } if case.per_token == "ITL" => {
+            format!("served, {requests} requests, ITL")
+        }
         Method::Served { requests } => format!("served, {requests} requests"),
         Method::StaticBatch => "static batch".to_owned(),
         Method::LlamaBench => "llama-bench".to_owned(),
     };
+    let half = if fit { "fit" } else { "test" };
     let text = format!(
-        "| {} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {half} | {} {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
         case.id,
         case.engine,
         case.version.split_whitespace().next().unwrap_or("?"),
@@ -408,14 +482,43 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
             pct(tpot_error)
         },
     );
+    let residual = format!(
+        "{:<62} {half:<4} {:<10} {:<28} {:<9} C={:<4} {:>5}/{:<5} ttft {:>6} tpot {:>6} implied m at the fitted h {}",
+        case.id,
+        case.engine,
+        model.device_name,
+        case.format,
+        case.concurrency,
+        case.input,
+        case.output,
+        pct(ttft_error),
+        pct(tpot_error),
+        match (tpot_parts, tpot_measured) {
+            (Some([a, s, b]), Some(t)) => format!(
+                "{:.2}",
+                b / (t - a - s * if case.engine == "vllm" {
+                    perf::engine_profile::VLLM_STEP_OVERHEAD_SECONDS
+                } else {
+                    profile.step_overhead_seconds
+                })
+            ),
+            _ => "-".to_owned(),
+        },
+    );
     Ok(Row {
         id: case.id.clone(),
         group: format!("{} | {} | {}", case.model, case.gpu, case.engine),
+        device: model.device_name.clone(),
+        fit,
         text,
         ttft_error,
         tpot_error,
         ttft_residual,
-        breakdown: breakdown(case, model, ttft, tpot),
+        engine: case.engine,
+        tpot_measured,
+        tpot_parts,
+        residual,
+        cited: case.cited.clone(),
     })
 }
 
@@ -481,68 +584,60 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     (rows, skipped, records.len())
 }
 
-/// The fit part of a set of rows sorted by id: the 1st, 3rd, 5th, ...; the rest is held
-/// out.
-fn fit_part<T>(rows: &[T]) -> (Vec<&T>, Vec<&T>) {
-    let fit = rows.iter().step_by(2).collect();
-    let held = rows.iter().skip(1).step_by(2).collect();
-    (fit, held)
-}
-
-/// The request overhead fitted on the fit part of the served rows, and the TTFT abs
-/// errors of the held-out part.
-fn request_overhead_fit(rows: &[Row]) -> ((f64, usize), Vec<f64>) {
-    let served: Vec<&Row> = rows.iter().filter(|r| r.ttft_residual.is_some()).collect();
-    let (fit, held) = fit_part(&served);
-    let residuals: Vec<f64> = fit.iter().filter_map(|r| r.ttft_residual).collect();
-    let held: Vec<f64> = held
-        .iter()
-        .filter_map(|r| r.ttft_error.map(f64::abs))
-        .collect();
-    ((median(residuals.clone()), residuals.len()), held)
-}
-
-/// The committed table: predicted points, the error summary, the points not predicted.
-/// The table, and the request overhead the fit part gives (seconds).
-pub fn table() -> (String, f64) {
+/// The committed table: predicted points, the error summary, the points not predicted;
+/// and the constants the fit half gives.
+pub fn table() -> (String, Fit) {
     let (rows, skipped, records) = rows();
     table_of(&rows, &skipped, records)
 }
 
-fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, f64) {
+/// Which error of a row a summary is over.
+type Pick = fn(&Row) -> Option<f64>;
+
+/// `| median | worst (id) |` of the absolute errors `pick` gives over `rows`.
+fn summary(rows: &[&Row], pick: Pick) -> String {
+    let errors: Vec<(f64, &str)> = rows
+        .iter()
+        .filter_map(|r| pick(r).map(|e| (e.abs(), r.id.as_str())))
+        .collect();
+    match errors.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
+        None => "0 | - | - |".to_owned(),
+        Some((worst, id)) => format!(
+            "{} | {:.0}% | {:.0}% ({id}) |",
+            errors.len(),
+            median(errors.iter().map(|e| e.0).collect()) * 100.0,
+            worst * 100.0
+        ),
+    }
+}
+
+fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, Fit) {
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency where it reports no TPOT. How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
-    out.push_str("| id | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
-    out.push_str("|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency (ITL) where it reports no TPOT; on ShareGPT runs (request lengths vary widely) the mean ITL when it is below the mean TPOT (`served, N requests, ITL`), the token-weighted figure a simulation at the mean lengths predicts. `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
+    out.push_str("| id | half | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
+    out.push_str("|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for row in rows {
         out.push_str(&row.text);
         out.push('\n');
     }
-    let ttft: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| r.ttft_error.map(f64::abs))
-        .collect();
-    let tpot: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| r.tpot_error.map(f64::abs))
-        .collect();
-    let worst = |errors: &[f64], pick: fn(&Row) -> Option<f64>| {
-        rows.iter()
-            .filter_map(|r| pick(r).map(|e| (e.abs(), r.id.as_str())))
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map_or("-".to_owned(), |(e, id)| {
-                format!("{:.0}% ({id})", e * 100.0)
-            })
-            + &format!(" over {} points", errors.len())
-    };
     let _ = writeln!(
         out,
-        "\n| | median abs error | worst abs error |\n|---|---:|---|\n| TTFT | {:.0}% | {} |\n| TPOT | {:.0}% | {} |",
-        median(ttft.clone()) * 100.0,
-        worst(&ttft, |r| r.ttft_error),
-        median(tpot.clone()) * 100.0,
-        worst(&tpot, |r| r.tpot_error),
+        "\n| phase | half | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
     );
+    let phases: [(&str, Pick); 2] = [("TTFT", |r| r.ttft_error), ("TPOT", |r| r.tpot_error)];
+    for (phase, pick) in phases {
+        for half in ["fit", "test", "all"] {
+            let members: Vec<&Row> = rows
+                .iter()
+                .filter(|r| match half {
+                    "fit" => r.fit,
+                    "test" => !r.fit,
+                    _ => true,
+                })
+                .collect();
+            let _ = writeln!(out, "| {phase} | {half} | {}", summary(&members, pick));
+        }
+    }
     let _ = writeln!(
         out,
         "\nBy model, GPU and engine (signed median errors: + predicted slower than measured):\n\n| model | GPU | engine | points | TTFT median error | TPOT median error |\n|---|---|---|---:|---:|---:|"
@@ -568,16 +663,22 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
             signed(|r| r.tpot_error)
         );
     }
-    let (fit, held_out) = request_overhead_fit(rows);
+    let fit = fit(rows);
     let _ = writeln!(
         out,
-        "\nThe HTTP engines' request overhead ({:.1} ms in `src/perf/engine_profile.rs`) is the median TTFT residual (measured minus predicted without it) of the fit part of the served points (rows sorted by id, the 1st, 3rd, 5th, ...): {:.1} ms over {} rows. On the {} other rows (held out) the TTFT median abs error is {:.0}%.",
-        perf::engine_profile::VLLM_REQUEST_OVERHEAD_SECONDS * 1e3,
-        fit.0 * 1e3,
-        fit.1,
-        held_out.len(),
-        median(held_out.clone()) * 100.0,
+        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |\n| vllm host time per step | {:.1} ms | the value in 0-3 ms (0.1 ms steps) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |",
+        fit.request_overhead.0 * 1e3,
+        fit.request_overhead.1,
+        fit.vllm_step.0 * 1e3,
+        fit.vllm_step.1,
     );
+    for (device, factor, n) in &fit.devices {
+        let _ = writeln!(
+            out,
+            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors at the fitted host time (the factor that makes the predicted TPOT the measured one), at most 1 / 0.80 | {n} |"
+        );
+    }
+    out.push_str(&sources(rows.iter().map(|r| (&r.cited, r.id.as_str()))));
     let _ = writeln!(
         out,
         "\nNot predicted: {} of {} records, by reason:\n",
@@ -591,7 +692,20 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
     for (reason, ids) in &reasons {
         let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
-    (out, fit.0)
+    (out, fit)
+}
+
+/// The sources of the predicted points: `- URL: title (ids)`, one line per source.
+pub fn sources<'a>(rows: impl Iterator<Item = (&'a (String, String), &'a str)>) -> String {
+    let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
+    for (cited, id) in rows {
+        by.entry(cited).or_default().push(id);
+    }
+    let mut out = "\nSources of the predicted points:\n\n".to_owned();
+    for ((url, title), ids) in by {
+        let _ = writeln!(out, "- {url}: {title} ({})", ids.join(", "));
+    }
+    out
 }
 
 /// The docs with the table between the markers replaced by `table`.
@@ -606,15 +720,22 @@ pub fn with_table(docs: &str, table: &str) -> Option<String> {
 
 fn main() {
     let (rows, skipped, records) = rows();
-    if std::env::args().any(|a| a == "--breakdown") {
+    if std::env::args().any(|a| a == "--residuals") {
         for row in &rows {
-            println!("{}", row.breakdown);
+            println!("{}", row.residual);
         }
         return;
     }
     let (table, fit) = table_of(&rows, &skipped, records);
     print!("{table}");
-    println!("\nfitted request overhead: {:.2} ms", fit * 1e3);
+    println!(
+        "\nfitted request overhead: {:.1} ms, vllm host time per step {:.1} ms",
+        fit.request_overhead.0 * 1e3,
+        fit.vllm_step.0 * 1e3
+    );
+    for (device, factor, n) in &fit.devices {
+        println!("fitted memory factor of {device}: {factor:.2} over {n} rows");
+    }
     if std::env::args().any(|a| a == "--write") {
         let docs = std::fs::read_to_string(DOCS).unwrap();
         let updated = with_table(&docs, &table).expect("the docs have the perf-validation markers");

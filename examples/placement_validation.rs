@@ -39,12 +39,30 @@ pub struct Row {
     engine: String,
     gpus: String,
     model: String,
+    weights: String,
     concurrency: u64,
     input: u64,
     output: u64,
     placement: String,
+    fit: bool,
+    /// The record's source: its URL and title.
+    cited: (String, String),
     ttft: (Option<f64>, f64),
-    tpot: (f64, f64),
+    tpot: (Option<f64>, f64),
+}
+
+/// FNV-1a (64 bits) of `text`.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// The split of `examples/perf_validation.rs`: a point is in the fit half when the FNV-1a
+/// 64-bit hash of its record id is even. Nothing here is fitted; the halves are reported so
+/// that the constants fitted on the single-device fit half are seen on held-out points.
+pub fn fit_half(id: &str) -> bool {
+    fnv1a(id) % 2 == 0
 }
 
 fn number(v: &Value, key: &str) -> Option<f64> {
@@ -60,24 +78,41 @@ fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
 fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let id = text(point, "id")?.to_owned();
     let measured = record.get("measured").ok_or("no `measured`")?;
-    let tpot_measured = number(measured, "tpot_ms_mean")
-        .or_else(|| number(measured, "itl_ms_mean"))
-        .ok_or("no mean TPOT or ITL")?;
+    let tpot_measured =
+        number(measured, "tpot_ms_mean").or_else(|| number(measured, "itl_ms_mean"));
     let ttft_measured = number(measured, "ttft_ms_mean");
+    if tpot_measured.is_none() && ttft_measured.is_none() {
+        return Err("no mean TTFT, TPOT or ITL".to_owned());
+    }
     let concurrency = number(record, "concurrency").ok_or("no concurrency")? as u64;
     let input = number(record, "input_tokens")
         .ok_or("no input tokens")?
         .round() as u64;
     let output = number(record, "output_tokens")
         .ok_or("no output tokens")?
-        .round() as u64;
+        .round()
+        .max(1.0) as u64;
+    // A TTFT-only point (one output token) has no TPOT to compare.
+    let tpot_measured = tpot_measured.filter(|_| output > 1);
     let engine = text(record, "engine")?
         .split_whitespace()
         .next()
         .unwrap_or("")
         .to_owned();
     let degree = number(point, "tensor_parallel").ok_or("no tensor_parallel")? as u32;
-    let mut source = ModelSource::folder(PathBuf::from(text(point, "model")?));
+    // A model folder, or a `config.json` of docs/data/models.
+    let model = PathBuf::from(text(point, "model")?);
+    // A bare config has no default policy: the `server` preset, as the single-device
+    // table plans its points.
+    let mut source = if model.extension().is_some_and(|e| e == "json") {
+        ModelSource {
+            config: Some(model),
+            policy: Some("server".to_owned()),
+            ..ModelSource::default()
+        }
+    } else {
+        ModelSource::folder(model)
+    };
     source.weight_format = Some(text(point, "weight_format")?.to_owned());
     let set =
         DeviceSet::read(&PathBuf::from(text(point, "devices")?)).map_err(|e| e.to_string())?;
@@ -117,10 +152,16 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         engine,
         gpus: format!("{} x {}", set.device_count(), set.kinds[0].description.name),
         model: text(record, "model")?.to_owned(),
+        weights: text(point, "weight_format")?.to_owned(),
         concurrency,
         input,
         output,
         placement: format!("tp {} pp {}", p.tensor_parallel, p.pipeline_parallel),
+        fit: fit_half(text(point, "id")?),
+        cited: (
+            text(record, "source")?.to_owned(),
+            text(record, "source_title")?.to_owned(),
+        ),
         ttft: (ttft_measured, perf.ttft.seconds * 1e3),
         tpot: (tpot_measured, perf.tpot.seconds * 1e3),
     })
@@ -155,60 +196,107 @@ fn error(measured: f64, predicted: f64) -> f64 {
     (predicted - measured) / measured
 }
 
-/// The table and its median absolute TPOT error.
+/// The measured, predicted and error cells of one phase of `row`, its error recorded.
+fn cells<'a>(
+    (measured, predicted): (Option<f64>, f64),
+    row: &'a Row,
+    into: &mut Vec<(f64, &'a str, bool)>,
+    digits: usize,
+) -> (String, String, String) {
+    match measured {
+        Some(m) => {
+            let e = error(m, predicted);
+            into.push((e.abs(), row.id.as_str(), row.fit));
+            (
+                format!("{m:.digits$}"),
+                format!("{predicted:.digits$}"),
+                format!("{:+.0}%", e * 100.0),
+            )
+        }
+        None => ("-".to_owned(), "-".to_owned(), "-".to_owned()),
+    }
+}
+
+/// `points | median | worst (id)` of `errors` (absolute values with their ids).
+fn summary(errors: &[(f64, &str)]) -> String {
+    match errors.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
+        None => "0 | - | - |".to_owned(),
+        Some((worst, id)) => format!(
+            "{} | {:.0}% | {:.0}% ({id}) |",
+            errors.len(),
+            median(errors.iter().map(|e| e.0).collect()) * 100.0,
+            worst * 100.0
+        ),
+    }
+}
+
+/// The table and its median absolute TPOT error over all points.
 pub fn table() -> (String, f64) {
     let rows = rows();
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's time model (docs/placement.md, \"Time across devices\"): TPOT is the decode step plus the other requests' prompts' share, TTFT one prompt alone. Nothing is fitted. Times in ms; error = (predicted - measured) / measured.\n\n");
-    out.push_str("| id | engine | GPUs | model | placement | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n|---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-    let mut tpot_errors = Vec::new();
-    let mut ttft_errors = Vec::new();
+    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's time model (docs/placement.md, \"Time across devices\"): TPOT is the decode step plus the other requests' prompts' share, TTFT one prompt alone (a static batch of one: the prompt alone, no request overhead). Nothing is fitted here; the device memory factors and the request overhead are the single-device fit's, and `half` is the point's half of the same split (FNV-1a 64-bit hash of the id even: fit). Times in ms; error = (predicted - measured) / measured.\n\n");
+    out.push_str("| id | half | engine | GPUs | model | weights | placement | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n|---|---|---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
+    // (|error|, id, fit) per phase.
+    let mut tpot_errors: Vec<(f64, &str, bool)> = Vec::new();
+    let mut ttft_errors: Vec<(f64, &str, bool)> = Vec::new();
     for row in &rows {
         match row {
             Ok(r) => {
-                let tpot_error = error(r.tpot.0, r.tpot.1);
-                tpot_errors.push(tpot_error.abs());
-                let (ttft_measured, ttft_error) = match r.ttft.0 {
-                    Some(m) => {
-                        let e = error(m, r.ttft.1);
-                        ttft_errors.push(e.abs());
-                        (format!("{m:.1}"), format!("{:+.0}%", e * 100.0))
-                    }
-                    None => ("-".to_owned(), "-".to_owned()),
-                };
+                let ttft = cells(r.ttft, r, &mut ttft_errors, 1);
+                let tpot = cells(r.tpot, r, &mut tpot_errors, 2);
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {:.1} | {} | {:.2} | {:.2} | {:+.0}% |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
                     r.id,
+                    if r.fit { "fit" } else { "test" },
                     r.engine,
                     r.gpus,
                     r.model,
+                    r.weights,
                     r.placement,
                     r.concurrency,
                     r.input,
                     r.output,
-                    ttft_measured,
-                    r.ttft.1,
-                    ttft_error,
-                    r.tpot.0,
-                    r.tpot.1,
-                    tpot_error * 100.0
+                    ttft.0,
+                    ttft.1,
+                    ttft.2,
+                    tpot.0,
+                    tpot.1,
+                    tpot.2,
                 );
             }
             Err((id, reason)) => {
-                let _ = writeln!(out, "| {id} | not predicted: {reason} |||||||||||| ");
+                let _ = writeln!(out, "| {id} | not predicted: {reason} ||||||||||||| ");
             }
         }
     }
-    let tpot_median = median(tpot_errors.clone());
     let _ = writeln!(
         out,
-        "\n{} points predicted; median absolute TPOT error {:.0}% (worst {:.0}%), median absolute TTFT error {:.0}%.",
-        tpot_errors.len(),
-        tpot_median * 100.0,
-        tpot_errors.iter().copied().fold(0.0, f64::max) * 100.0,
-        median(ttft_errors) * 100.0
+        "\n| phase | half | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
     );
+    for (phase, errors) in [("TTFT", &ttft_errors), ("TPOT", &tpot_errors)] {
+        for half in ["fit", "test", "all"] {
+            let chosen: Vec<(f64, &str)> = errors
+                .iter()
+                .filter(|e| match half {
+                    "fit" => e.2,
+                    "test" => !e.2,
+                    _ => true,
+                })
+                .map(|e| (e.0, e.1))
+                .collect();
+            let _ = writeln!(out, "| {phase} | {half} | {}", summary(&chosen));
+        }
+    }
+    let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
+    for r in rows.iter().flatten() {
+        by.entry(&r.cited).or_default().push(r.id.as_str());
+    }
+    out.push_str("\nSources of the predicted points:\n\n");
+    for ((url, title), ids) in by {
+        let _ = writeln!(out, "- {url}: {title} ({})", ids.join(", "));
+    }
+    let tpot_median = median(tpot_errors.iter().map(|e| e.0).collect());
     (out, tpot_median)
 }
 

@@ -46,15 +46,60 @@ def _forbids(forbids: Optional[Mapping[str, Union[str, Iterable[str]]]]) -> Opti
             for node, providers in forbids.items()}
 
 
+def serving(concurrency: Optional[int] = None, input_tokens: Optional[int] = None,
+            output_tokens: Optional[int] = None, engine: Optional[str] = None,
+            performance_device: Optional[PathLike] = None,
+            calibration: Optional[PathLike] = None, fit: bool = False) -> Optional[dict]:
+    """A serving point (the command line's ``--concurrency --input-tokens --output-tokens
+    --engine --performance-device --calibration``), or ``None`` when none is given. A
+    partial one names the missing keyword; a fit's has no concurrency (each value probed
+    is one)."""
+    counts = {"concurrency": concurrency, "input_tokens": input_tokens,
+              "output_tokens": output_tokens}
+    if fit:
+        counts.pop("concurrency")
+        if concurrency is not None:
+            raise bad_input("concurrency= does not apply to fit: each value of the knob is "
+                            "the concurrency")
+    extras = {"engine": engine, "performance_device": performance_device,
+              "calibration": calibration}
+    if all(v is None for v in counts.values()):
+        given = [name for name, v in extras.items() if v is not None]
+        if given and not fit:
+            raise bad_input(f"{given[0]}= applies to a serving point: give "
+                            "concurrency=, input_tokens= and output_tokens=")
+        if given and fit:
+            raise bad_input(f"{given[0]}= applies to a latency target: give "
+                            "input_tokens= and output_tokens=")
+        return None
+    for name, value in counts.items():
+        if value is None:
+            raise bad_input(f"{name}= is missing: a serving point needs "
+                            + ", ".join(f"{n}=" for n in counts))
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise bad_input(f"{name} must be a non-negative integer")
+    out = dict(counts)
+    out["engine"] = engine
+    out["performance_device"] = None if performance_device is None else os.fspath(
+        performance_device)
+    out["calibration"] = None if calibration is None else os.fspath(calibration)
+    out["fit"] = fit
+    return out
+
+
 def options(threads: Optional[int], objective: Optional[str] = None,
             weights: Optional[Mapping[str, Any]] = None, node_limit: Optional[int] = None,
             time_limit: Optional[float] = None, allow_uncertified: bool = False,
             timings: bool = True, pins: Optional[Mapping[str, str]] = None,
-            forbids=None) -> str:
+            forbids=None, serving: Optional[dict] = None,
+            extra: Optional[Mapping[str, Any]] = None) -> str:
     """The options of a call: thread count, objective, limits, pins and forbids (the
-    command line's ``--pin NODE=PROVIDER`` and ``--forbid NODE=PROVIDER``)."""
+    command line's ``--pin NODE=PROVIDER`` and ``--forbid NODE=PROVIDER``), the serving
+    point that prices plans, and a call's own keywords (``extra``)."""
     check_threads(threads)
     return json.dumps({
+        **dict(extra or {}),
+        "serving": serving,
         "threads": threads,
         "objective": objective,
         "weights": dict(weights) if weights is not None else None,

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _native
 from .errors import call
-from .inputs import PathOrDict, json_text, options, request_or_source, source
+from .inputs import PathOrDict, json_text, options, request_or_source, serving, source
 from .table import Table
 
 
@@ -42,13 +42,17 @@ class Plan:
 
     ``payload`` is the plan's payload as a dict; ``components`` the selection's report per
     connected component (method and check: evidence, not hashed); ``report`` the memory
-    report in serving terms."""
+    report in serving terms; ``performance`` the prediction at the serving point, when one
+    was given (what ``jointplan plan --concurrency C --input-tokens I --output-tokens O
+    --json`` prints under ``performance``: ``ttft_seconds``, ``tpot_seconds``,
+    ``output_tokens_per_second``, ``prefill``, ``decode_step``, ``by_kind``, ...)."""
 
     plan_id: str
     plan_hash: str
     payload: Dict[str, Any] = field(repr=False)
     components: List[Dict[str, Any]] = field(default_factory=list, repr=False)
     report: Optional[MemoryReport] = field(default=None, repr=False)
+    performance: Optional[Dict[str, Any]] = field(default=None, repr=False)
 
     @classmethod
     def _from_native(cls, text: str) -> "Plan":
@@ -56,7 +60,8 @@ class Plan:
         plan = data["plan"]
         return cls(plan_id=plan["payload"]["plan_id"], plan_hash=plan["plan_hash"],
                    payload=plan["payload"], components=data["components"],
-                   report=MemoryReport(data["report"], data["limits"]))
+                   report=MemoryReport(data["report"], data["limits"]),
+                   performance=data.get("performance"))
 
     def to_dict(self) -> Dict[str, Any]:
         """The plan file's content: ``{"payload": ..., "plan_hash": ...}``."""
@@ -124,13 +129,27 @@ def plan(request: Optional[PathOrDict] = None, *, model=None, config=None, devic
          weights: Optional[Mapping[str, Any]] = None,
          pins: Optional[Mapping[str, str]] = None, forbids=None,
          node_limit: Optional[int] = None, time_limit: Optional[float] = None,
-         allow_uncertified: bool = False, threads: Optional[int] = None) -> Plan:
+         allow_uncertified: bool = False, threads: Optional[int] = None,
+         concurrency: Optional[int] = None, input_tokens: Optional[int] = None,
+         output_tokens: Optional[int] = None, engine: Optional[str] = None,
+         performance_device=None, calibration=None) -> Plan:
     """Builds, checks and hashes the plan of a request (path or dict) or of a model
     folder (``model=``, with the synthesis choices as keywords). ``pins`` maps a node to
     the provider it must take and ``forbids`` a node to providers it must not (the
-    command line's ``--pin`` and ``--forbid``; both are recorded in the plan)."""
+    command line's ``--pin`` and ``--forbid``; both are recorded in the plan).
+
+    With a serving point (``concurrency``, ``input_tokens``, ``output_tokens``; ``engine``
+    names the time profile, default ``vllm``; ``performance_device`` the device file that
+    prices a request, a model folder's own otherwise) the plan carries ``performance``, as
+    ``jointplan plan --concurrency ... --json``: a model folder's sequence ceiling is
+    raised to the concurrency when lower, and ``objective="min-tpot"|"min-ttft"|
+    "max-throughput"`` records the point in the plan. ``engine`` (``"vllm"``,
+    ``"vllm@0.6"``, ...; a model folder only) also holds the plan to the engine's memory
+    budget, as the command line's ``--engine``."""
+    point = serving(concurrency, input_tokens, output_tokens, engine, performance_device,
+                    calibration)
     call_options = options(threads, objective, weights, node_limit, time_limit,
-                           allow_uncertified, pins=pins, forbids=forbids)
+                           allow_uncertified, pins=pins, forbids=forbids, serving=point)
     request_json, source_json = request_or_source(
         request, model, config=config, device=device, policy=policy, layers=layers,
         experts=experts, expert_group_size=expert_group_size, weight_format=weight_format)

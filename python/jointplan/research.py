@@ -5,13 +5,14 @@ fit (the largest value of a policy knob that fits, or which devices fit)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Union
 
 from . import _native
 from .errors import bad_input, call
-from .inputs import PathOrDict, json_text, options, request_or_source, source
+from .inputs import PathOrDict, json_text, options, request_or_source, serving, source
 from .planning import Plan, plan_text
 from .table import Table
 
@@ -88,13 +89,23 @@ class Explanation:
 def explain(stored_plan: StoredPlan, request: Optional[PathOrDict] = None, *, model=None,
             layers: Optional[int] = None, node: Optional[str] = None,
             why_not: Optional[Union[str, tuple]] = None,
-            threads: Optional[int] = None) -> Explanation:
+            threads: Optional[int] = None, concurrency: Optional[int] = None,
+            input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
+            engine: Optional[str] = None, performance_device=None,
+            calibration=None) -> Explanation:
     """Explains a plan's choices (``node``: an id, or an id pattern as summaries print it,
     ``node.layer.[0-31].attention``); with its request (or ``model=``), also the providers
     the plan passed over and the KV trade-off, and ``why_not=(NODE, PROVIDER)`` (or
     ``"NODE=PROVIDER"``) re-solves with the pin and says which objective key gets worse and
     what changes, or why there is no plan. The answer is the command line's: both call the
-    library's ``study::explain``."""
+    library's ``study::explain``. The why-not answer is priced (``diff.time``: TTFT, TPOT,
+    tokens/s of both plans, and each provider change's prefill and decode-step time) at the
+    serving point given (``concurrency``, ``input_tokens``, ``output_tokens``, ``engine``,
+    ``performance_device``), else at the one the plan recorded."""
+    point = serving(concurrency, input_tokens, output_tokens, engine, performance_device,
+                    calibration)
+    if point is not None and why_not is None:
+        raise bad_input("concurrency= prices the answer of why_not=: give why_not=")
     text = plan_text(stored_plan)
     have_request = request is not None or model is not None
     request_json = source_json = None
@@ -111,7 +122,7 @@ def explain(stored_plan: StoredPlan, request: Optional[PathOrDict] = None, *, mo
         else:
             node_id, provider = why_not
         answered = json.loads(call(_native.why_not, text, request_json, source_json, node_id,
-                                   provider, options(threads)))
+                                   provider, options(threads, serving=point)))
         why, shown = answered["answer"], answered["text"]
     return Explanation(plan_id=answer["plan_id"], nodes=answer["nodes"],
                        kv_tradeoff=answer["kv_tradeoff"], why_not=why, _text=shown)
@@ -166,14 +177,42 @@ class PlanDiff:
                       "b": [m["b"] for m in memory.values()],
                       "delta": [m["delta"] for m in memory.values()]})
 
+    @property
+    def time(self) -> Optional[Dict[str, Any]]:
+        """Both plans' time at the serving point (``None`` when not priced):
+        ``ttft_seconds``, ``tpot_seconds``, ``output_tokens_per_second``,
+        ``prefill_seconds``, ``decode_step_seconds`` (each ``{a, b, delta}``), the sums of the
+        provider changes' times and ``not_additive`` (why they need not add up, or ``None``)."""
+        return self.raw.get("time")
+
+    def changes_table(self) -> Table:
+        """One row per provider change (pattern): A's provider, B's, node count, and when
+        priced the prefill and decode-step seconds it adds (B - A; ``None`` otherwise)."""
+        rows = self.raw["patterns"]
+        time = [r.get("time") or {} for r in rows]
+        return Table({"a": [r["a"] for r in rows], "b": [r["b"] for r in rows],
+                      "count": [r["count"] for r in rows],
+                      "prefill_seconds": [t.get("prefill_seconds") for t in time],
+                      "decode_step_seconds": [t.get("decode_step_seconds") for t in time]})
+
 
 def diff(a: StoredPlan, b: StoredPlan, request: Optional[PathOrDict] = None,
-         request_b: Optional[PathOrDict] = None) -> PlanDiff:
+         request_b: Optional[PathOrDict] = None, *, concurrency: Optional[int] = None,
+         input_tokens: Optional[int] = None, output_tokens: Optional[int] = None,
+         engine: Optional[str] = None, performance_device=None,
+         calibration=None) -> PlanDiff:
     """Compares two plans of one program: providers changed (by pattern), storage profiles
     changed, objective keys, memory figures with deltas; with the request (one for both,
-    or A's and B's), the memory report's items too."""
+    or A's and B's), the memory report's items too, and the plans' time (``time``, and each
+    change's in ``changes_table()``) at the serving point given (``concurrency``,
+    ``input_tokens``, ``output_tokens``, ``engine``; ``performance_device``, else the device
+    figures a plan recorded), else at the one a plan recorded (a time objective records
+    one): ``jointplan diff --request ... --concurrency ...``."""
+    point = serving(concurrency, input_tokens, output_tokens, engine, performance_device,
+                    calibration)
     texts = [None if r is None else json_text(r, "request") for r in (request, request_b)]
-    raw = json.loads(call(_native.diff, plan_text(a), plan_text(b), *texts))
+    raw = json.loads(call(_native.diff, plan_text(a), plan_text(b), *texts,
+                          options(None, serving=point)))
     return PlanDiff(raw["answer"], raw["text"])
 
 
@@ -189,6 +228,19 @@ class FitResult:
     def to_dict(self) -> Dict[str, Any]:
         """The answer as ``jointplan fit --json`` prints it."""
         return self.raw
+
+    @property
+    def next(self) -> Optional[Dict[str, Any]]:
+        """Why the value after the largest does not fit: ``value``, ``reason``,
+        ``bytes_short``, and with a latency target ``binds`` (``memory``, ``latency``,
+        ``memory and latency``) and the predicted ``latency`` there."""
+        return self.raw.get("next")
+
+    @property
+    def latency(self) -> Optional[Dict[str, Any]]:
+        """With a latency target: the ``target`` (seconds), the load, the ``rule`` that
+        priced it and the predicted figures ``at_largest``; ``None`` otherwise."""
+        return self.raw.get("latency")
 
 
 @dataclass(frozen=True)
@@ -214,10 +266,21 @@ def fit(request: Optional[PathOrDict] = None, *, model=None, maximize: Optional[
         policy: Optional[str] = None, layers: Optional[int] = None,
         experts: Optional[int] = None, expert_group_size: Optional[int] = None,
         weight_format: Optional[str] = None,
-        threads: Optional[int] = None) -> Union[FitResult, DeviceFits]:
+        threads: Optional[int] = None, max_tpot_ms: Optional[float] = None,
+        max_ttft_ms: Optional[float] = None, input_tokens: Optional[int] = None,
+        output_tokens: Optional[int] = None, engine: Optional[str] = None,
+        performance_device=None, calibration=None,
+        context: Optional[int] = None) -> Union[FitResult, DeviceFits]:
     """``maximize="context"|"sequences"|"scheduled-tokens"``: the largest value whose plan
     builds and whose worst case fits, the planner as the oracle (a request or
-    ``model=``); ``devices=DIR``: which device files of DIR fit the model (``model=``)."""
+    ``model=``); ``devices=DIR``: which device files of DIR fit the model (``model=``).
+
+    ``max_tpot_ms`` / ``max_ttft_ms`` (with ``maximize="sequences"``, ``input_tokens`` and
+    ``output_tokens``) also hold each value N to the latency target, served at concurrency
+    N: ``jointplan fit --max-tpot-ms X --maximize sequences ...``. ``engine`` holds each
+    probe to the engine's memory budget and prices with its time profile, as the command
+    line's ``--engine``; ``context`` sets the policy's context ceiling while another knob
+    is maximized (``--context``)."""
     choices = dict(config=config, device=device, policy=policy, layers=layers,
                    experts=experts, expert_group_size=expert_group_size,
                    weight_format=weight_format)
@@ -230,5 +293,21 @@ def fit(request: Optional[PathOrDict] = None, *, model=None, maximize: Optional[
                                os.fspath(devices), options(threads)))
         return DeviceFits(rows)
     request_json, source_json = request_or_source(request, model, **choices)
-    raw = json.loads(call(_native.fit, request_json, source_json, maximize, options(threads)))
+    point = serving(None, input_tokens, output_tokens, None, performance_device, calibration,
+                    fit=True)
+    for name, value in (("max_tpot_ms", max_tpot_ms), ("max_ttft_ms", max_ttft_ms)):
+        # NaN and infinities have no JSON spelling: refused here, the rest by the library.
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise bad_input(f"{name}: {value} is not a positive number of milliseconds")
+    if point is not None:
+        point["engine"] = engine
+    if point is not None and max_tpot_ms is None and max_ttft_ms is None:
+        raise bad_input("input_tokens= and output_tokens= apply to a latency target: give "
+                        "max_tpot_ms= or max_ttft_ms=")
+    extra = {"engine": engine, "max_tpot_ms": max_tpot_ms, "max_ttft_ms": max_ttft_ms,
+             "context": context}
+    raw = json.loads(call(_native.fit, request_json, source_json, maximize,
+                          options(threads, serving=point, extra=extra)))
     return FitResult(knob=raw["knob"], largest=raw["largest"], plan_id=raw["plan_id"], raw=raw)

@@ -13,6 +13,7 @@
 
 mod research;
 mod sweep;
+mod timing;
 
 /// The allocator of the extension's Rust code (Python's objects keep Python's): planning
 /// allocates and frees many small values across threads, where mimalloc is faster than the
@@ -346,7 +347,10 @@ fn synth(py: Python<'_>, source_json: String) -> PyResult<String> {
 
 /// Builds a plan from a request (JSON) or a model source (JSON); returns
 /// `{"plan": PLAN, "components": [...], "report": REPORT, "limits": LIMITS}` (the memory
-/// report in serving terms, as `jointplan plan --json` gives it under `memory`).
+/// report in serving terms, as `jointplan plan --json` gives it under `memory`), and with a
+/// serving point (`serving` in the options) `"performance"`, what `plan --concurrency ...
+/// --json` gives: a model source's sequence ceiling is raised to the concurrency when
+/// lower, and a time objective records the point, as on the command line.
 #[pyfunction]
 #[pyo3(signature = (request_json, source_json, options_json))]
 fn plan(
@@ -357,27 +361,98 @@ fn plan(
 ) -> PyResult<String> {
     py.detach(|| {
         let mut call = call_options(&options_json)?;
+        let serving = timing::serving_options(&options_json)?;
+        let synth = |e: jointplan::synth::SynthError| Failure::from(jointplan::Error::from(e));
         // A model source keeps what it was synthesized from: why-infeasible tries the larger
         // devices of its device's directory.
-        let (request, origin) = match (request_json.as_deref(), source_json.as_deref()) {
+        let (request, origin, device) = match (request_json.as_deref(), source_json.as_deref()) {
             (None, Some(source)) => {
                 let source = model_source(source)?;
-                let synthesized = source
-                    .synthesize()
-                    .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
+                let mut synthesized = source.synthesize().map_err(synth)?;
+                if let Some(serving) = &serving {
+                    let wanted = u32::try_from(serving.load.concurrency).unwrap_or(u32::MAX);
+                    if synthesized.policy.maximum_active_sequences < wanted {
+                        let policy = synthesized.policy.with_sequence_ceiling(wanted);
+                        synthesized = source.synthesize_with_policy(&policy).map_err(synth)?;
+                    }
+                }
+                // A named engine holds the plan to its budget, as `plan --engine` does.
+                if let Some(engine) = serving.as_ref().and_then(|s| s.engine.as_deref()) {
+                    let study = |e: jointplan::study::StudyError| {
+                        Failure::from(jointplan::Error::from(e))
+                    };
+                    let choice: jointplan::engine::EngineChoice = engine
+                        .parse()
+                        .map_err(|e| study(jointplan::study::StudyError::from(e)))?;
+                    let report = jointplan::study::engine_facts::engine_report(
+                        &synthesized.request,
+                        &synthesized.device,
+                        &synthesized.policy,
+                        &choice,
+                        &jointplan::engine::EngineArgs::default(),
+                    )
+                    .map_err(study)?;
+                    synthesized.request = jointplan::study::engine_facts::with_engine_budget(
+                        &synthesized.request,
+                        &synthesized.device,
+                        &report,
+                    )
+                    .map_err(study)?
+                    .0;
+                }
                 let device_file = synthesized.device_file;
-                (synthesized.request, Some((source, device_file)))
+                (
+                    synthesized.request,
+                    Some((source, device_file)),
+                    Some(synthesized.device),
+                )
             }
-            (request, source) => (request_from(request, source)?, None),
+            (request, source) => {
+                if serving.as_ref().is_some_and(|s| s.engine.is_some()) {
+                    return Err(Failure::bad_input(
+                        "engine= applies to a model folder (model=; it needs the device file); a request is planned as it is",
+                    ));
+                }
+                (request_from(request, source)?, None, None)
+            }
         };
         call.expand(&request)?;
-        let options = call.build();
+        let mut options = call.build();
+        let pricer = match &serving {
+            Some(serving) => Some(serving.pricer(device.as_ref())?),
+            None => None,
+        };
+        let objective = options.selection.objective.clone();
+        if objective.time_weights().is_some() {
+            let Some(pricer) = &pricer else {
+                return Err(Failure::bad_input(format!(
+                    "objective {}: a time objective needs a serving point: give concurrency=, input_tokens= and output_tokens=",
+                    objective.name()
+                )));
+            };
+            options.serving = Some(jointplan::builder::time_costs::recorded_serving(
+                pricer.load.concurrency,
+                pricer.load.input_tokens,
+                pricer.load.output_tokens,
+                &pricer.load.engine,
+                &pricer.device,
+                &pricer.figures,
+            ));
+        }
         let outcome = match jointplan::ExecutionPlan::build_with_report(&request, &options) {
             Ok(outcome) => outcome,
             Err(error) => return Err(explained(&request, origin.as_ref(), &options, error)),
         };
         let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)
             .map_err(|e| Failure::from(jointplan::Error::from(e)))?;
+        let performance = match &pricer {
+            Some(pricer) => Some(
+                pricer
+                    .price(&request, &outcome.plan)
+                    .map_err(timing::perf_failure)?,
+            ),
+            None => None,
+        };
         // Serialized from the plan itself (no `Value` tree of a large plan), its fields in
         // the plan file's order.
         to_json(&PlanOutcome {
@@ -385,6 +460,7 @@ fn plan(
             components: &outcome.selection,
             report: &report,
             limits: &limits,
+            performance: performance.as_ref(),
         })
     })
     .map_err(Failure::into_py)
@@ -439,6 +515,9 @@ struct PlanOutcome<'a, P, C, R, L> {
     components: &'a C,
     report: &'a R,
     limits: &'a L,
+    /// The prediction at the serving point, when one was asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    performance: Option<&'a jointplan::perf::Performance>,
 }
 
 /// Verifies a stored plan (JSON text) against its request (JSON) or model source (JSON);

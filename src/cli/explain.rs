@@ -41,12 +41,29 @@ pub struct Args {
     /// Print the answer (the explanation, or the why-not answer) as JSON.
     #[arg(long)]
     pub json: bool,
+    /// With --why-not: the engine whose time profile prices the serving point the flags
+    /// below give (default vllm).
+    #[arg(long, value_name = "ENGINE", requires = "why_not")]
+    pub engine: Option<String>,
+    /// With --why-not: a serving point that prices both plans (TTFT, TPOT, tokens/s, and
+    /// the time of each provider change); without it, the point the plan recorded (a time
+    /// objective records one), if any.
+    #[command(flatten, next_help_heading = "Serving point (performance model)")]
+    pub serving: super::performance::ServingFlags,
 }
 
 /// Runs `jointplan explain`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let text = jointplan::request::read_json_text(&args.plan)?;
+    if is_placement(&text) {
+        return placement(args, &text);
+    }
     let research = |e: jointplan::study::ResearchError| Error::Library(e.into());
+    if args.why_not.is_none() && args.serving.requested(None)?.is_some() {
+        return Err(Error::Usage(
+            "--concurrency prices the answer of --why-not NODE=PROVIDER: give --why-not".to_owned(),
+        ));
+    }
     if let (Some(id), None, None) = (&args.node, &args.request, &args.why_not) {
         if !IdPattern::is_pattern(id) {
             // One node by its id: read that node, the node ids and the rows' profiles, not the
@@ -76,6 +93,42 @@ pub fn run(args: &Args) -> Result<(), Error> {
     print(args, &answer)
 }
 
+/// Whether the file is a placement plan (it has a `placement_id` key; an execution plan has
+/// none).
+fn is_placement(text: &str) -> bool {
+    text.contains("\"placement_id\"")
+}
+
+/// `explain PLACEMENT.json --why-not tp=N|pp=N|offload=BYTES`: what the alternative costs
+/// against a stored placement (docs/placement.md), the library's
+/// [`jointplan::placement::alternative::compare_stored`].
+fn placement(args: &Args, text: &str) -> Result<(), Error> {
+    let shown = args.plan.display();
+    let Some(question) = &args.why_not else {
+        return Err(Error::Usage(format!(
+            "{shown} is a placement plan: ask what an alternative costs with --why-not tp=N, pp=N or offload=BYTES"
+        )));
+    };
+    if args.node.is_some() || args.request.is_some() {
+        return Err(Error::Usage(format!(
+            "{shown} is a placement plan: --node and --request apply to execution plans"
+        )));
+    }
+    let plan: jointplan::placement::PlacementPlan = serde_json::from_str(text)
+        .map_err(|e| Error::Usage(format!("{shown}: not a placement plan: {e}")))?;
+    let alternative = jointplan::placement::alternative::Alternative::parse(question)?;
+    let answer = jointplan::placement::alternative::compare_stored(&plan, alternative)
+        .map_err(|e| Error::Usage(format!("{shown}: {e}")))?;
+    if args.json {
+        let text = super::output::pretty_json(&answer)
+            .map_err(|e| Error::Usage(format!("cannot serialize the answer: {e}")))?;
+        super::output::write_stdout(&text)?;
+    } else {
+        super::output::write_stdout(&jointplan::render::placement_text::why_not_text(&answer))?;
+    }
+    Ok(())
+}
+
 /// Prints an explanation as text, or as JSON with `--json`.
 fn print(args: &Args, answer: &Explanation) -> Result<(), Error> {
     if args.json {
@@ -102,8 +155,10 @@ fn why_not(
         observer: Some(progress.observer()),
         ..Default::default()
     };
-    let answer = jointplan::study::why_not::why_not(request, plan, &node, &provider, &options)
-        .map_err(|e| Error::Library(jointplan::Error::from(e).in_file(&args.plan)))?;
+    let pricing = super::diff::given_pricing(&args.serving, args.engine.as_deref())?;
+    let answer =
+        jointplan::study::why_not::why_not(request, plan, &node, &provider, &options, pricing)
+            .map_err(|e| Error::Library(jointplan::Error::from(e).in_file(&args.plan)))?;
     drop(progress);
     if args.json {
         let text = super::output::pretty_json(&answer)

@@ -1,7 +1,9 @@
 //! `jointplan fit MODEL_OR_REQUEST --maximize context|sequences|scheduled-tokens [--json]`:
 //! the largest value of one policy knob for which the plan builds and its worst case fits,
 //! found by search with the planner as the oracle; `--devices DIR` ranks the device files
-//! of a directory instead.
+//! of a directory instead. `--max-tpot-ms X` / `--max-ttft-ms Y` with `--maximize sequences`
+//! also hold each value N to a latency target, served at concurrency N
+//! ([`jointplan::study::fit::fit_serving`]).
 
 // `Error` carries `PlanError` unboxed: errors are the cold path.
 #![allow(clippy::result_large_err)]
@@ -10,8 +12,11 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use jointplan::builder::BuildOptions;
+use jointplan::perf::Calibration;
 use jointplan::render::fit_text::{counts_text, devices_text, fit_text};
-use jointplan::study::fit::{fit, fit_devices, FitSubject, Knob};
+use jointplan::study::fit::{fit_devices, fit_serving, FitServing, FitSubject, Knob};
+use jointplan::study::timing::{LatencyQuery, LatencyTarget, Load};
+use jointplan::synth::DeviceDescription;
 
 use super::output::{pretty_json, write_stdout};
 use super::plan::read_request;
@@ -56,12 +61,47 @@ pub struct Args {
     /// and answer the fewest that serve the policy (docs/placement.md).
     #[arg(long, value_name = "N", requires = "devices")]
     pub max_count: Option<u32>,
+    /// With `--max-count N`: rank by `count` (least total memory, the default) or by
+    /// `price` (count x the device file's `price_per_hour`; files without one are listed
+    /// after, unranked).
+    #[arg(long, value_name = "count|price", requires = "max_count")]
+    pub by: Option<String>,
     /// Print the answer as JSON.
     #[arg(long)]
     pub json: bool,
     /// Worker threads of each plan build (default: all cores).
     #[arg(long)]
     pub threads: Option<NonZeroUsize>,
+    /// Hold each value to a time per output token of at most X milliseconds (mean, as
+    /// `plan --concurrency N` predicts it): with --maximize sequences, each N served at
+    /// concurrency N (docs/research.md).
+    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    pub max_tpot_ms: Option<f64>,
+    /// Hold each value to a time to first token of at most Y milliseconds (mean).
+    #[arg(long, value_name = "Y", allow_negative_numbers = true)]
+    pub max_ttft_ms: Option<f64>,
+    /// Prompt tokens of each request (with a latency target).
+    #[arg(long, value_name = "I")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens of each request (with a latency target).
+    #[arg(long, value_name = "O")]
+    pub output_tokens: Option<u64>,
+    /// A serving engine, as `plan --engine` takes it: each probe's memory is held to the
+    /// engine's budget and the latency priced with its time profile (default time profile:
+    /// vllm). Model folders only.
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+    /// Device file whose performance figures price the latency (default: the device each
+    /// probe is synthesized for; needed for a request file).
+    #[arg(long, value_name = "DEVICE.json")]
+    pub performance_device: Option<PathBuf>,
+    /// The policy's context ceiling in tokens while another knob is maximized, as
+    /// `plan --context` (model folders only; e.g. input + output tokens of a latency fit).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context: Option<u64>,
+    /// Calibration file of measured kernel times that replace the roofline.
+    #[arg(long, value_name = "FILE")]
+    pub calibration: Option<PathBuf>,
     /// Synthesis flags (model folders only).
     #[command(
         flatten,
@@ -76,6 +116,62 @@ fn print<T: serde::Serialize>(value: &T) -> Result<(), Error> {
     Ok(write_stdout(&text)?)
 }
 
+/// The latency target of `--max-tpot-ms` / `--max-ttft-ms`, with its load; the serving
+/// flags without a target are refused, naming the flag.
+fn latency_query(args: &Args) -> Result<Option<LatencyQuery>, Error> {
+    let perf = |e: jointplan::perf::PerfError| Error::Library(jointplan::Error::from(e));
+    if args.max_tpot_ms.is_none() && args.max_ttft_ms.is_none() {
+        let given = [
+            ("--input-tokens", args.input_tokens.is_some()),
+            ("--output-tokens", args.output_tokens.is_some()),
+            ("--performance-device", args.performance_device.is_some()),
+            ("--calibration", args.calibration.is_some()),
+        ];
+        if let Some((flag, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(Error::Usage(format!(
+                "{flag} applies to a latency target: give --max-tpot-ms X or --max-ttft-ms Y"
+            )));
+        }
+        return Ok(None);
+    }
+    let target =
+        LatencyTarget::from_milliseconds(args.max_tpot_ms, args.max_ttft_ms).map_err(perf)?;
+    let (Some(input_tokens), Some(output_tokens)) = (args.input_tokens, args.output_tokens) else {
+        let flag = if args.input_tokens.is_none() {
+            "--input-tokens"
+        } else {
+            "--output-tokens"
+        };
+        return Err(Error::Usage(format!(
+            "{flag} is missing: a latency target needs --input-tokens and --output-tokens (each value of the knob is the concurrency)"
+        )));
+    };
+    let device = match &args.performance_device {
+        Some(file) => {
+            Some(DeviceDescription::read(file).map_err(|e| Error::from(e.in_device_file(file)))?)
+        }
+        None => None,
+    };
+    let calibration = match &args.calibration {
+        Some(file) => Calibration::read(file).map_err(perf)?,
+        None => Calibration::default(),
+    };
+    Ok(Some(LatencyQuery {
+        target,
+        load: Load {
+            concurrency: 1,
+            input_tokens,
+            output_tokens,
+            engine: args
+                .engine
+                .clone()
+                .unwrap_or_else(|| jointplan::perf::DEFAULT_ENGINE.to_owned()),
+        },
+        device,
+        calibration,
+    }))
+}
+
 /// Runs `jointplan fit`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let options = BuildOptions {
@@ -84,6 +180,11 @@ pub fn run(args: &Args) -> Result<(), Error> {
     };
     let folder = args.input.is_dir();
     if let Some(dir) = &args.devices {
+        if latency_query(args)?.is_some() || args.engine.is_some() || args.context.is_some() {
+            return Err(Error::Usage(
+                "--max-tpot-ms, --max-ttft-ms, --engine and --context apply to --maximize, not to --devices".to_owned(),
+            ));
+        }
         if !folder {
             return Err(Error::Usage(format!(
                 "--devices needs a model folder; {} is a request file with its own device",
@@ -92,17 +193,24 @@ pub fn run(args: &Args) -> Result<(), Error> {
         }
         let source = args.synth.source(Some(&args.input));
         if let Some(max_count) = args.max_count {
-            let rows = jointplan::placement::fit::smallest_counts(
+            use jointplan::placement::fit::RankBy;
+            let by = match args.by.as_deref() {
+                None => RankBy::Count,
+                Some(name) => RankBy::from_name(name)
+                    .ok_or_else(|| Error::Usage(format!("--by {name}: expected count or price")))?,
+            };
+            let rows = jointplan::placement::fit::smallest_counts_by(
                 &source,
                 dir,
                 max_count,
                 &options,
                 jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
+                by,
             )?;
             return if args.json {
                 print(&rows)
             } else {
-                Ok(write_stdout(&counts_text(&rows, max_count))?)
+                Ok(write_stdout(&counts_text(&rows, max_count, by))?)
             };
         }
         let rows = fit_devices(&source, dir, &options)
@@ -127,7 +235,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
         }
         FitSubject::Request(Box::new(read_request(&args.input)?))
     };
-    let answer = fit(&subject, knob, &options)
+    let serving = FitServing {
+        engine: args.engine.clone(),
+        latency: latency_query(args)?,
+        context: args.context,
+    };
+    let answer = fit_serving(&subject, knob, &options, &serving)
         .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?;
     if args.json {
         print(&answer)

@@ -26,7 +26,8 @@ pub struct PlacementFlags {
     /// Pin the pipeline depth (otherwise the solver chooses).
     #[arg(long, value_name = "N")]
     pub pipeline_parallel: Option<u32>,
-    /// Allow routed expert groups to live in host memory.
+    /// Allow host memory: routed expert groups, whole layers' weights (streamed) and layers'
+    /// KV cache, chosen by the solver.
     #[arg(long)]
     pub host_offload: bool,
     /// Host memory offload may use, bytes (default: the set's host tier).

@@ -52,13 +52,17 @@ struct CalibrationFile {
     entries: Vec<CalibrationEntry>,
 }
 
+/// What a group of calibration entries matches: operation, device, dtype and optional
+/// weight dimensions.
+type GroupKey = (String, String, String, Option<Vec<u64>>);
+
 /// Measured kernel times, grouped by what they match.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Calibration {
     /// The file they came from (for messages).
     pub file: Option<PathBuf>,
     /// (operation, device, dtype, weight dimensions) -> (tokens, seconds), sorted by tokens.
-    groups: BTreeMap<(String, String, String, Option<Vec<u64>>), Vec<(u64, f64)>>,
+    groups: BTreeMap<GroupKey, Vec<(u64, f64)>>,
 }
 
 const DTYPES: &[&str] = &["fp32", "bf16", "fp8", "int8", "fp4"];

@@ -114,6 +114,51 @@ pub const GENERIC: EfficiencyClass = EfficiencyClass {
     what: "any other provider",
 };
 
+/// A device's fitted memory factor: in decode steps the achievable bandwidth of every class
+/// on the device is `factor x eff_m x` its datasheet bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceFactor {
+    /// The device file's `name`.
+    pub device: &'static str,
+    /// The factor.
+    pub memory: f64,
+}
+
+/// The largest class memory fraction (the dense class's): a fitted device factor is capped
+/// at its inverse, so that no class is priced above the datasheet bandwidth.
+pub const MAX_CLASS_MEMORY: f64 = 0.80;
+
+/// The devices' memory factors, fitted on the fit half of the validation points
+/// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
+/// checks these constants against it; `docs/performance-model.md#validation`). A device
+/// without an entry has factor 1 (the classes' priors alone).
+pub const DEVICE_FACTORS: &[DeviceFactor] = &[
+    DeviceFactor {
+        device: "Apple M2 Ultra (128 GB unified memory)",
+        memory: 0.85,
+    },
+    DeviceFactor {
+        device: "NVIDIA A100-SXM4-80GB",
+        memory: 0.63,
+    },
+    DeviceFactor {
+        device: "NVIDIA GeForce RTX 4090",
+        memory: 1.13,
+    },
+    DeviceFactor {
+        device: "NVIDIA H100 80GB HBM3",
+        memory: 0.71,
+    },
+];
+
+/// The memory factor of the device named `device` (1 without a fitted entry).
+pub fn device_memory_factor(device: &str) -> f64 {
+    DEVICE_FACTORS
+        .iter()
+        .find(|f| f.device == device)
+        .map_or(1.0, |f| f.memory)
+}
+
 /// The efficiency class of `provider`.
 pub fn class_of(provider: &ProviderId) -> EfficiencyClass {
     let text = provider.as_str();
@@ -132,6 +177,20 @@ mod tests {
 
     fn id(text: &str) -> ProviderId {
         ProviderId::new(text).unwrap()
+    }
+
+    #[test]
+    fn a_device_without_a_fitted_factor_keeps_the_priors() {
+        assert_eq!(device_memory_factor("no such device"), 1.0);
+        for f in DEVICE_FACTORS {
+            assert_eq!(device_memory_factor(f.device), f.memory);
+            // No class reaches more than the datasheet bandwidth.
+            assert!(
+                f.memory > 0.0 && f.memory * MAX_CLASS_MEMORY <= 1.0 + 1e-9,
+                "{}",
+                f.device
+            );
+        }
     }
 
     #[test]

@@ -28,13 +28,19 @@ pub struct EngineProfile {
 /// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the fit part
 /// of the validation table (`examples/perf_validation.rs` prints the fit, and
 /// `tests/planner/perf_validation.rs` checks this constant against it).
-pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0103;
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0114;
+
+/// vLLM's host time per scheduler step not overlapped with the device: fitted on the fit
+/// half of the validation table jointly with the devices' memory factors
+/// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
+/// checks this constant against it).
+pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0012;
 
 /// The profiles, by name.
 pub const ENGINES: &[EngineProfile] = &[
     EngineProfile {
         name: "vllm",
-        step_overhead_seconds: 0.002,
+        step_overhead_seconds: VLLM_STEP_OVERHEAD_SECONDS,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
         request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,

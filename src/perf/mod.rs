@@ -147,7 +147,7 @@ pub struct Performance {
 
 /// The rules every [`Performance`] follows (printed with it).
 pub const RULES: &[&str] = &[
-    "node time = max(FLOPs / (eff_c x peak[dtype]), bytes / (eff_m x bandwidth)) + kernels x launch overhead, or the calibrated time",
+    "node time = max(FLOPs / (eff_c x peak[dtype]), bytes / (m_device x eff_m x bandwidth)) + kernels x launch overhead, or the calibrated time; m_device = the device's memory factor fitted on the validation fit half, in decode steps (1 without one, and in steps with a prompt chunk)",
     "bytes = stored weight bytes (expert groups: the expected touched share 1 - (1 - k/E)^rows) + activations + KV read at the context (capped by the sliding window) + KV written + recurrent state read and written",
     "FLOPs = 2 x rows x matrix elements + attention pairs x FLOPs per pair + recurrent updates",
     "serving = closed loop of C clients, continuous batching, decodes first then prompt chunks up to the scheduled-token budget, 4 x C requests; step = node times + engine host time",

@@ -1,5 +1,5 @@
 //! The roofline time of a step: per node, `max(FLOPs / (eff_c x peak[type]),
-//! bytes / (eff_m x bandwidth)) + kernels x launch`, unless a calibration entry gives the
+//! bytes / (m_device x eff_m x bandwidth)) + kernels x launch`, unless a calibration entry gives the
 //! node's measured time; a step is the sum over its nodes.
 
 use serde::Serialize;
@@ -8,7 +8,7 @@ use crate::request::{NodeId, PlanRequest, ProviderId};
 use crate::synth::DevicePerformance;
 
 use super::calibration::Calibration;
-use super::efficiency::{class_of, EfficiencyClass};
+use super::efficiency::{class_of, device_memory_factor, EfficiencyClass};
 use super::profile::{profiles, ComputeType, NodeCost};
 use super::work::{work, StepShape};
 use super::PerfError;
@@ -63,6 +63,10 @@ pub struct TimeModel {
     pub device_name: String,
     /// Measured kernel times, if any.
     pub calibration: Calibration,
+    /// The device's memory factor: in decode steps (every sequence adds one token) every
+    /// class's achievable bandwidth is `memory_factor x eff_m x` the datasheet bandwidth
+    /// ([`super::efficiency::device_memory_factor`]).
+    pub memory_factor: f64,
 }
 
 impl TimeModel {
@@ -99,6 +103,7 @@ impl TimeModel {
             device: device.clone(),
             device_name: device_name.to_owned(),
             calibration,
+            memory_factor: device_memory_factor(device_name),
         })
     }
 
@@ -129,7 +134,14 @@ impl TimeModel {
             }
         }
         let bandwidth = self.device.memory_bandwidth_gb_per_second as f64 * 1e9;
-        let memory = w.bytes / (group.class.memory * bandwidth);
+        // The device's memory factor is fitted on decode steps and prices them; a step with
+        // a prompt chunk streams its weights through GEMM tiles at the class's fraction.
+        let factor = if shape.segments.iter().all(|s| s.new_tokens <= 1) {
+            self.memory_factor
+        } else {
+            1.0
+        };
+        let memory = w.bytes / (group.class.memory * factor * bandwidth);
         let overhead =
             w.kernels * self.device.launch_overhead_nanoseconds as f64 * 1e-9 * launch_factor;
         let rows = match p.rows {

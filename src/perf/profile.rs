@@ -63,14 +63,28 @@ impl ComputeType {
         }
     }
 
-    /// The type a stored encoding computes in: 16-bit floats and quantized weights (which
-    /// kernels such as Marlin and GGUF dequantize into 16-bit math) in bf16, f32 in fp32,
-    /// int8 in int8.
+    /// The type a stored encoding computes in: 16-bit floats in bf16, f32 in fp32; fp8
+    /// weights (`quantization.fp8.*`) in fp8 and W8A8 int8 (`quantization.int8.*`) in int8
+    /// (the engines quantize the activations on the fly and run the 8-bit tensor-core GEMM:
+    /// vLLM's `cutlass_w8a8_scaled_mm`), NVFP4 (`quantization.nvidia.nvfp4`) in fp4; other
+    /// quantized weights in bf16 (Marlin- and GGUF-class kernels dequantize into 16-bit
+    /// math). A device without the type's peak falls back to the next wider type's.
     pub fn of_encoding(encoding: &WeightEncoding) -> ComputeType {
         match encoding {
             WeightEncoding::Dense { element_type }
             | WeightEncoding::DenseAffine { element_type, .. } => Self::of_element(*element_type),
-            WeightEncoding::Quantized(_) | WeightEncoding::BlockQuantized(_) => Self::Bf16,
+            WeightEncoding::Quantized(_) | WeightEncoding::BlockQuantized(_) => {
+                let format = encoding.quantization_format().map_or("", |f| f.as_str());
+                if format.starts_with("quantization.fp8.") {
+                    Self::Fp8
+                } else if format.starts_with("quantization.int8.") {
+                    Self::Int8
+                } else if format == "quantization.nvidia.nvfp4" {
+                    Self::Fp4
+                } else {
+                    Self::Bf16
+                }
+            }
         }
     }
 

@@ -77,6 +77,7 @@ impl CandidateTimes {
                 device: figures.clone(),
                 device_name: device_name.to_owned(),
                 calibration: Calibration::default(),
+                memory_factor: super::efficiency::device_memory_factor(device_name),
             },
             point: point.clone(),
             decode_launch: engine.decode_launch_factor,

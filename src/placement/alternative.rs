@@ -6,6 +6,7 @@
 use serde::Serialize;
 
 use super::problem::{Problem, Solution};
+use super::record::PlacementPlan;
 use super::solve::solve;
 use super::PlacementError;
 
@@ -73,7 +74,11 @@ impl Alternative {
                 }
                 p.pipeline_stages = Some(n);
             }
-            Alternative::Offload(bytes) => p.host_bytes = Some(bytes),
+            Alternative::Offload(bytes) => {
+                p.host_bytes = Some(bytes);
+                p.layer_offload = true;
+                p.kv_offload = true;
+            }
         }
         Ok(p)
     }
@@ -147,6 +152,61 @@ pub fn compare(problem: &Problem, chosen: &Solution, alternative: Alternative) -
         alternative_best: best,
         reason,
     }
+}
+
+/// What `alternative` costs against a stored placement plan: the plan must pass the
+/// checker and carry its problem, whose optimum must be the plan's placement; then the
+/// answer is [`compare`]'s, as at `plan` time.
+pub fn compare_stored(
+    plan: &PlacementPlan,
+    alternative: Alternative,
+) -> Result<Comparison, PlacementError> {
+    let violations = super::check::check(plan);
+    if let Some(v) = violations.first() {
+        return Err(PlacementError::Usage(format!(
+            "the placement fails its checker ({} violation(s), the first: {} at {}: {}): it cannot be asked about",
+            violations.len(),
+            v.rule,
+            v.path,
+            v.message
+        )));
+    }
+    let solved = plan.solved.as_ref().ok_or_else(|| {
+        PlacementError::Usage(
+            "the placement file has no `solved` section (the problem it solves): write it again with `jointplan plan MODEL --devices SET.json -o PLACEMENT.json`".to_owned(),
+        )
+    })?;
+    let problem = &solved.problem;
+    let s = &solved.solution;
+    let p = &plan.payload;
+    let option = problem.options.get(s.option as usize).ok_or_else(|| {
+        PlacementError::Usage(format!(
+            ".solved.solution.option: {} is not an option of .solved.problem",
+            s.option
+        ))
+    })?;
+    let same_stages = s.stages.len() == p.stages.len()
+        && s.stages.iter().zip(&p.stages).all(|(a, b)| {
+            a.end_layer == b.end_layer
+                && a.offloaded_units == b.offloaded_units
+                && a.offloaded_layers == b.offloaded_layers
+                && a.kv_offloaded_layers == b.kv_offloaded_layers
+        });
+    if option.degree != p.tensor_parallel
+        || option.split != p.expert_split
+        || !same_stages
+        || s.devices != p.devices_used
+    {
+        return Err(PlacementError::Usage(
+            ".solved.solution: it is not the placement of .payload (degree, expert split, stages or devices differ)".to_owned(),
+        ));
+    }
+    if solve(problem).as_ref() != Some(s) {
+        return Err(PlacementError::Usage(
+            ".solved: the stored solution is not the optimum of the stored problem (the file was edited, or written by another version): place the model again".to_owned(),
+        ));
+    }
+    Ok(compare(problem, s, alternative))
 }
 
 #[cfg(test)]

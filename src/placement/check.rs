@@ -8,15 +8,21 @@
 //!    stage, `tensor_parallel` devices per stage;
 //! 2. `devices`: every device is in exactly one stage, at the stage and rank it says;
 //! 3. `home`: a device holds only shards of its stage's layers (the embedding on the first
-//!    stage, the final norm and head on the last);
+//!    stage, the final norm and head on the last), none of a layer it streams; the layers
+//!    it streams and those whose KV it keeps on the host are its stage's first ones, as
+//!    many as the stage says;
 //! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
 //!    every holder of a part holds the same bytes, and the parts add up to the tensor;
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
-//!    its bytes per sequence, its total the sum of its items, its headroom usable - total;
+//!    its bytes per sequence, its staging the largest streamed layer's host bytes over the
+//!    group's ranks plus sequences x its largest host KV layer's bytes, its total the sum
+//!    of its items, its headroom usable - total;
 //! 6. `capacity`: every device within its usable bytes;
-//! 7. `host`: the host's bytes are the sum of its shards and within its memory (none
-//!    without a host tier);
-//! 8. `totals`: devices used and KV tokens that fit follow from the devices;
+//! 7. `host`: the host's bytes are the sum of its shards plus its KV bytes (sequences x
+//!    every device's host KV bytes per sequence), within its memory (none without a host
+//!    tier);
+//! 8. `totals`: devices used and KV tokens that fit follow from the devices (a device with
+//!    KV on the host serves at most sequences x context tokens);
 //! 9. `id`: the placement id is the canonical SHA-256 of the payload.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -204,6 +210,58 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
     for (j, shard) in p.host.shards.iter().enumerate() {
         note(&mut report, &format!(".payload.host.shards[{j}]"), shard);
     }
+    // Streamed layers and host KV: the stage's first layers, none of them held.
+    let layer_of = |tensor: &str| tensors.get(tensor).and_then(|(_, t)| t.layer);
+    for (i, device) in p.devices.iter().enumerate() {
+        let path = format!(".payload.devices[{i}]");
+        let Some(stage) = p.stages.get(device.stage as usize) else {
+            continue;
+        };
+        let streamed: Vec<u32> =
+            (stage.first_layer..stage.first_layer.saturating_add(stage.offloaded_layers)).collect();
+        if device.streamed_layers != streamed {
+            report.add(
+                "home",
+                format!("{path}.streamed_layers"),
+                format!(
+                    "{:?}, its stage streams its first {} layer(s) {streamed:?}",
+                    device.streamed_layers, stage.offloaded_layers
+                ),
+            );
+        }
+        let kv: Vec<u32> = device.host_kv.iter().map(|h| h.layer).collect();
+        let expected: Vec<u32> = (stage.first_layer
+            ..stage.first_layer.saturating_add(stage.kv_offloaded_layers))
+            .collect();
+        if kv != expected {
+            report.add(
+                "home",
+                format!("{path}.host_kv"),
+                format!(
+                    "layers {kv:?}, its stage keeps the KV of its first {} layer(s) {expected:?} on the host",
+                    stage.kv_offloaded_layers
+                ),
+            );
+        }
+        if streamed.last().is_some_and(|l| *l >= stage.end_layer)
+            || expected.last().is_some_and(|l| *l >= stage.end_layer)
+        {
+            report.add(
+                "stages",
+                format!(".payload.stages[{}]", device.stage),
+                "offloads more layers than it holds",
+            );
+        }
+        for (j, shard) in device.shards.iter().enumerate() {
+            if layer_of(&shard.tensor).is_some_and(|l| device.streamed_layers.contains(&l)) {
+                report.add(
+                    "home",
+                    format!("{path}.shards[{j}]"),
+                    format!("{}: its layer is streamed from the host", shard.tensor),
+                );
+            }
+        }
+    }
     for (id, (index, total)) in &tensors {
         let path = format!(".payload.tensors[{index}]");
         let Some((count, held)) = parts.get(id) else {
@@ -267,12 +325,48 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
+        // Staging: the largest streamed layer's share (its host shards over the group's
+        // ranks) plus the largest host KV layer's bytes for every sequence.
+        let ranks = u128::from(p.tensor_parallel.max(1));
+        let weights_staging = device
+            .streamed_layers
+            .iter()
+            .map(|layer| {
+                p.host
+                    .shards
+                    .iter()
+                    .filter(|s| {
+                        tensors.get(s.tensor.as_str()).and_then(|(_, t)| t.layer) == Some(*layer)
+                    })
+                    .map(|s| u128::from(s.arena_bytes))
+                    .sum::<u128>()
+                    / ranks
+            })
+            .max()
+            .unwrap_or(0);
+        let kv_staging = device
+            .host_kv
+            .iter()
+            .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+            .max()
+            .unwrap_or(0);
+        if weights_staging + kv_staging != u128::from(device.items.staging) {
+            report.add(
+                "items",
+                format!("{path}.items.staging"),
+                format!(
+                    "{} bytes, the largest streamed layer takes {weights_staging} and the largest host KV layer {kv_staging}",
+                    device.items.staging
+                ),
+            );
+        }
         let i = &device.items;
         let total = u128::from(i.weights)
             + u128::from(i.kv_cache)
             + u128::from(i.activations)
             + u128::from(i.workspaces)
-            + u128::from(i.communication);
+            + u128::from(i.communication)
+            + u128::from(i.staging);
         if total != u128::from(device.total_bytes) {
             report.add(
                 "items",
@@ -300,21 +394,41 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         }
     }
     // 7. host
+    let kv_host: u128 = p
+        .devices
+        .iter()
+        .flat_map(|d| d.host_kv.iter())
+        .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+        .sum();
+    if kv_host != u128::from(p.host.kv_bytes) {
+        report.add(
+            "host",
+            ".payload.host.kv_bytes",
+            format!(
+                "{} bytes, the devices' host KV takes {kv_host}",
+                p.host.kv_bytes
+            ),
+        );
+    }
     let host: u128 = p
         .host
         .shards
         .iter()
         .map(|s| u128::from(s.arena_bytes))
-        .sum();
+        .sum::<u128>()
+        + kv_host;
     if host != u128::from(p.host.offloaded_bytes) {
         report.add(
             "host",
             ".payload.host.offloaded_bytes",
-            format!("{} bytes, its shards take {host}", p.host.offloaded_bytes),
+            format!(
+                "{} bytes, its shards and KV take {host}",
+                p.host.offloaded_bytes
+            ),
         );
     }
     match p.host.memory_bytes {
-        None if !p.host.shards.is_empty() => report.add(
+        None if !p.host.shards.is_empty() || kv_host > 0 => report.add(
             "host",
             ".payload.host.shards",
             "shards on the host without a host tier",
@@ -339,13 +453,20 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         );
     }
     let mut tokens: Option<u128> = None;
+    let worst = u128::from(p.sequences) * u128::from(p.context_tokens);
     for device in &p.devices {
-        if device.kv_token_bytes == 0 {
+        if device.kv_token_bytes == 0 && device.host_kv.is_empty() {
             continue;
         }
         let room = i128::from(device.usable_bytes) - i128::from(device.total_bytes)
             + i128::from(device.items.kv_cache);
-        let fit = u128::try_from(room.max(0)).unwrap_or(0) / u128::from(device.kv_token_bytes);
+        let mut fit = u128::try_from(room.max(0))
+            .unwrap_or(0)
+            .checked_div(u128::from(device.kv_token_bytes))
+            .unwrap_or(u128::from(u64::MAX));
+        if !device.host_kv.is_empty() {
+            fit = fit.min(worst);
+        }
         tokens = Some(tokens.map_or(fit, |t| t.min(fit)));
     }
     if tokens != p.kv_tokens_that_fit.map(u128::from) {

@@ -52,10 +52,23 @@ pub fn count(problem: &Problem) -> u64 {
             }
             let kinds_sequences = (problem.kinds.len() as u64).saturating_pow(p as u32);
             let splits = choose(n - 1, p - 1);
-            total = total.saturating_add(kinds_sequences.saturating_mul(splits));
+            // Each stage's offload: at most (n + 1) choices of layers and of KV layers.
+            let ways = ways_bound(problem, n).saturating_pow(p as u32);
+            total =
+                total.saturating_add(kinds_sequences.saturating_mul(splits).saturating_mul(ways));
         }
     }
     total
+}
+
+/// An upper bound of a stage's ways to offload: `(n + 1)` per enabled kind of whole-layer
+/// or KV offload (with a host tier).
+fn ways_bound(problem: &Problem, n: u64) -> u64 {
+    if problem.host_bytes.is_none() {
+        return 1;
+    }
+    let kinds = u32::from(problem.layer_offload) + u32::from(problem.kv_offload);
+    (n + 1).saturating_pow(kinds)
 }
 
 /// Every placement of `problem` evaluated, when there are at most `budget` of them.
@@ -83,7 +96,7 @@ pub fn enumerate(problem: &Problem, budget: u64) -> Enumerated {
             loop {
                 let mut cuts = (1..p).collect::<Vec<u32>>();
                 loop {
-                    if let Some(s) = evaluate(problem, index, &kinds, &cuts) {
+                    for s in evaluate(problem, index, &kinds, &cuts) {
                         if best
                             .as_ref()
                             .is_none_or(|b| better(problem.objective, &s, b))
@@ -135,8 +148,22 @@ fn better(objective: Objective, a: &Solution, b: &Solution) -> bool {
         return a.option < b.option;
     }
     for (x, y) in a.stages.iter().zip(&b.stages) {
-        if (x.end_layer, x.kind) != (y.end_layer, y.kind) {
-            return (x.end_layer, x.kind) < (y.end_layer, y.kind);
+        let (x, y) = (
+            (
+                x.end_layer,
+                x.kind,
+                x.offloaded_layers,
+                x.kv_offloaded_layers,
+            ),
+            (
+                y.end_layer,
+                y.kind,
+                y.offloaded_layers,
+                y.kv_offloaded_layers,
+            ),
+        );
+        if x != y {
+            return x < y;
         }
     }
     a.stages.len() < b.stages.len()
@@ -170,90 +197,260 @@ fn next_kinds(sequence: &mut [u32], kinds: u32) -> bool {
     false
 }
 
-/// One placement, evaluated from the definition; `None` when it does not fit.
-fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Option<Solution> {
+/// One way a stage fits, evaluated from the definition.
+#[derive(Clone, Copy, Debug)]
+struct Way {
+    layers: u32,
+    kv_layers: u32,
+    units: u128,
+    host: u128,
+    tokens: Option<u128>,
+    decode: u128,
+    prefill: u128,
+}
+
+/// What a stage holds with its first `l` layers' weights and first `x` layers' KV on the
+/// host and `e` units offloaded: `(device bytes, units it may offload, device KV bytes per
+/// token, device KV bytes)`, summed layer by layer.
+fn held(
+    problem: &Problem,
+    index: usize,
+    range: (usize, usize),
+    extra: u128,
+    l: usize,
+    x: usize,
+) -> (u128, u128, u128, u128) {
+    let option = &problem.options[index];
+    let sequences = u128::from(problem.sequences);
+    let mut bytes = extra;
+    let mut units = 0u128;
+    let mut per_token = 0u128;
+    let mut kv = 0u128;
+    let mut weights_staging = 0u128;
+    let mut kv_staging = 0u128;
+    for (i, layer) in option.layers[range.0..range.1].iter().enumerate() {
+        if i < l {
+            weights_staging = weights_staging.max(u128::from(layer.weight_bytes));
+        } else {
+            bytes += u128::from(layer.weight_bytes);
+            units += u128::from(layer.units);
+        }
+        if i < x {
+            kv_staging = kv_staging.max(u128::from(layer.kv_sequence_bytes) * sequences);
+        } else {
+            kv += u128::from(layer.kv_sequence_bytes) * sequences;
+            per_token += u128::from(layer.kv_token_bytes);
+        }
+    }
+    (
+        bytes + weights_staging + kv_staging + kv,
+        units,
+        per_token,
+        kv,
+    )
+}
+
+/// Every minimal way the stage fits: `(l, x, e)` such that the stage fits and lowering any
+/// one of them by one does not (e is then the fewest for its `l` and `x`).
+fn stage_ways(
+    problem: &Problem,
+    index: usize,
+    kind: usize,
+    range: (usize, usize),
+    extra: u128,
+) -> Vec<Way> {
+    let option = &problem.options[index];
+    let usable = u128::from(problem.kinds[kind].usable_bytes);
+    let unit = u128::from(option.unit_bytes);
+    let host = problem.host_bytes.is_some();
+    let len = range.1 - range.0;
+    let max_l = if host && problem.layer_offload {
+        len
+    } else {
+        0
+    };
+    let max_x = if host && problem.kv_offload { len } else { 0 };
+    let fits = |l: usize, x: usize, e: u128| {
+        let (bytes, units, _, _) = held(problem, index, range, extra, l, x);
+        e <= units && bytes <= usable + e * unit
+    };
+    let mut ways = Vec::new();
+    for l in 0..=max_l {
+        for x in 0..=max_x {
+            let (bytes, units, per_token, kv) = held(problem, index, range, extra, l, x);
+            // The fewest units: none, or (with a host tier) by stepping from an estimate.
+            let mut e: u128 = 0;
+            let mut found = bytes <= usable;
+            if !found && host && unit > 0 {
+                e = ((bytes - usable) / unit).min(units);
+                while e <= units {
+                    if bytes <= usable + e * unit {
+                        found = true;
+                        break;
+                    }
+                    e += 1;
+                }
+                while found && e > 0 && bytes <= usable + (e - 1) * unit {
+                    e -= 1;
+                }
+            }
+            if !found {
+                continue;
+            }
+            if (l > 0 && fits(l - 1, x, e)) || (x > 0 && fits(l, x - 1, e)) {
+                continue;
+            }
+            let mut freed = e * unit;
+            for (i, layer) in option.layers[range.0..range.1].iter().enumerate() {
+                if i < l {
+                    freed += u128::from(layer.weight_bytes);
+                }
+                if i < x {
+                    freed += u128::from(layer.kv_sequence_bytes) * u128::from(problem.sequences);
+                }
+            }
+            let room = usable + e * unit - (bytes - kv);
+            let mut tokens = (per_token > 0).then(|| room / per_token);
+            if x > 0 {
+                let worst = u128::from(problem.kv_worst_case_tokens);
+                tokens = Some(tokens.map_or(worst, |t| t.min(worst)));
+            }
+            let (mut decode, mut prefill) = (0u128, 0u128);
+            if let Some(times) = &option.time {
+                let on = &times.kinds[kind];
+                for i in range.0..range.1 {
+                    decode += u128::from(on.layers[i].decode);
+                    prefill += u128::from(on.layers[i].prefill);
+                    if i - range.0 < l {
+                        if let Some(t) = on.layer_from_host.get(i) {
+                            decode += u128::from(t.decode);
+                            prefill += u128::from(t.prefill);
+                        }
+                    }
+                    if i - range.0 < x {
+                        if let Some(t) = on.kv_from_host.get(i) {
+                            decode += u128::from(t.decode);
+                            prefill += u128::from(t.prefill);
+                        }
+                    }
+                }
+                decode += e * u128::from(on.unit.decode);
+                prefill += e * u128::from(on.unit.prefill);
+            }
+            ways.push(Way {
+                layers: l as u32,
+                kv_layers: x as u32,
+                units: e,
+                host: freed * u128::from(option.degree),
+                tokens,
+                decode,
+                prefill,
+            });
+        }
+    }
+    ways
+}
+
+/// Every placement of one option, kind sequence and split, evaluated from the definition
+/// (each stage's every minimal way to offload); empty when none fits.
+fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Vec<Solution> {
     let option = &problem.options[index];
     let p = kinds.len();
     for (kind, capacity) in problem.kinds.iter().enumerate() {
         let used = kinds.iter().filter(|k| **k as usize == kind).count() as u64;
         if used > u64::from(capacity.groups_of(option.degree)) {
-            return None;
+            return Vec::new();
         }
     }
     let mut bounds = vec![0u32];
     bounds.extend_from_slice(cuts);
     bounds.push(problem.layer_count);
-    let mut stages = Vec::new();
-    let mut host_total: u128 = 0;
-    let mut tokens_min = u64::MAX;
-    // The times, from the definition: each stage's layers one by one on its kind, its
-    // extra nodes, its offloaded units' transfers; then the sends and the fixed time.
-    let mut decode_total: u128 = 0;
-    let mut prefill_total: u128 = 0;
+    let mut per_stage: Vec<Vec<Way>> = Vec::with_capacity(p);
     for s in 0..p {
-        let usable = u128::from(problem.kinds[kinds[s] as usize].usable_bytes);
-        let mut held: u128 = u128::from(option.device_bytes);
-        let mut per_token: u128 = 0;
-        let mut kv: u128 = 0;
-        let mut units: u128 = 0;
-        for layer in &option.layers[bounds[s] as usize..bounds[s + 1] as usize] {
-            held += u128::from(layer.weight_bytes);
-            kv += u128::from(layer.kv_sequence_bytes) * u128::from(problem.sequences);
-            per_token += u128::from(layer.kv_token_bytes);
-            units += u128::from(layer.units);
-        }
+        let mut extra = u128::from(option.device_bytes);
         if s == 0 {
-            held += u128::from(option.first_bytes);
+            extra += u128::from(option.first_bytes);
         }
         if s + 1 == p {
-            held += u128::from(option.last_bytes);
+            extra += u128::from(option.last_bytes);
         }
         if p > 1 {
-            held += u128::from(option.pipeline_bytes);
+            extra += u128::from(option.pipeline_bytes);
         }
-        // The fewest units whose removal lets the stage fit.
-        let mut offloaded: u128 = 0;
-        while held + kv > usable + offloaded * u128::from(option.unit_bytes) {
-            if problem.host_bytes.is_none() || option.unit_bytes == 0 || offloaded == units {
-                return None;
-            }
-            let short = held + kv - usable - offloaded * u128::from(option.unit_bytes);
-            // Jump close to the answer, then step: the loop checks the definition.
-            offloaded += (short / u128::from(option.unit_bytes))
-                .max(1)
-                .min(units - offloaded);
-        }
-        let freed = offloaded * u128::from(option.unit_bytes);
-        host_total += freed * u128::from(option.degree);
+        let range = (bounds[s] as usize, bounds[s + 1] as usize);
+        let mut ways = stage_ways(problem, index, kinds[s] as usize, range, extra);
         if let Some(times) = &option.time {
             let on = &times.kinds[kinds[s] as usize];
-            for l in bounds[s]..bounds[s + 1] {
-                decode_total += u128::from(on.layers[l as usize].decode);
-                prefill_total += u128::from(on.layers[l as usize].prefill);
-            }
-            decode_total += offloaded * u128::from(on.unit.decode);
-            prefill_total += offloaded * u128::from(on.unit.prefill);
-            if s == 0 {
-                decode_total += u128::from(on.first.decode);
-                prefill_total += u128::from(on.first.prefill);
-            }
-            if s + 1 == p {
-                decode_total += u128::from(on.last.decode);
-                prefill_total += u128::from(on.last.prefill);
-            }
-            if s > 0 {
-                decode_total += u128::from(times.boundary.decode);
-                prefill_total += u128::from(times.boundary.prefill);
+            for way in &mut ways {
+                if s == 0 {
+                    way.decode += u128::from(on.first.decode);
+                    way.prefill += u128::from(on.first.prefill);
+                }
+                if s + 1 == p {
+                    way.decode += u128::from(on.last.decode);
+                    way.prefill += u128::from(on.last.prefill);
+                }
+                if s > 0 {
+                    way.decode += u128::from(times.boundary.decode);
+                    way.prefill += u128::from(times.boundary.prefill);
+                }
             }
         }
-        if per_token > 0 {
-            let tokens = (usable + freed - held) / per_token;
-            tokens_min = tokens_min.min(u64::try_from(tokens).unwrap_or(u64::MAX - 1));
+        if ways.is_empty() {
+            return Vec::new();
         }
+        per_stage.push(ways);
+    }
+    // Every combination of the stages' ways.
+    let mut pick = vec![0usize; p];
+    let mut out = Vec::new();
+    loop {
+        if let Some(s) = combine(problem, index, kinds, &bounds, &per_stage, &pick) {
+            out.push(s);
+        }
+        let mut i = p;
+        loop {
+            if i == 0 {
+                return out;
+            }
+            i -= 1;
+            pick[i] += 1;
+            if pick[i] < per_stage[i].len() {
+                break;
+            }
+            pick[i] = 0;
+        }
+    }
+}
+
+/// One combination of the stages' ways as a solution; `None` when the host cannot hold it.
+fn combine(
+    problem: &Problem,
+    index: usize,
+    kinds: &[u32],
+    bounds: &[u32],
+    per_stage: &[Vec<Way>],
+    pick: &[usize],
+) -> Option<Solution> {
+    let option = &problem.options[index];
+    let mut host_total: u128 = 0;
+    let mut tokens_min: Option<u128> = None;
+    let (mut decode_total, mut prefill_total) = (0u128, 0u128);
+    let mut stages = Vec::with_capacity(pick.len());
+    for (s, &w) in pick.iter().enumerate() {
+        let way = per_stage[s][w];
+        host_total += way.host;
+        if let Some(t) = way.tokens {
+            tokens_min = Some(tokens_min.map_or(t, |m| m.min(t)));
+        }
+        decode_total += way.decode;
+        prefill_total += way.prefill;
         stages.push(StageChoice {
             end_layer: bounds[s + 1],
             kind: kinds[s],
-            offloaded_units: u64::try_from(offloaded).ok()?,
+            offloaded_units: u64::try_from(way.units).ok()?,
+            offloaded_layers: way.layers,
+            kv_offloaded_layers: way.kv_layers,
         });
     }
     if let Some(host) = problem.host_bytes {
@@ -271,9 +468,9 @@ fn evaluate(problem: &Problem, index: usize, kinds: &[u32], cuts: &[u32]) -> Opt
     Some(Solution {
         option: index as u32,
         stages,
-        devices: u64::from(option.degree) * p as u64,
+        devices: u64::from(option.degree) * pick.len() as u64,
         offloaded_bytes: u64::try_from(host_total).ok()?,
-        kv_tokens: tokens_min,
+        kv_tokens: tokens_min.map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1)),
         tpot_ns,
         ttft_ns,
     })

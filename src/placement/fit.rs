@@ -1,12 +1,15 @@
 //! The smallest number of identical devices that serves a model: for each device file of a
 //! directory, the placement with the fewest devices among up to `max_count` of them on one
-//! NVLink domain (`jointplan fit MODEL --devices DIR --max-count N`).
+//! NVLink domain (`jointplan fit MODEL --devices DIR --max-count N`), ranked by total memory
+//! or (`--by price`) by the price per hour of the set (count x the file's
+//! `price_per_hour`: the fewest devices of a file are also its cheapest set).
 
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::builder::BuildOptions;
+use crate::synth::device::PricePerHour;
 use crate::synth::ModelSource;
 
 use super::problem::Objective;
@@ -33,6 +36,34 @@ pub struct CountFit {
     pub certificate: Option<String>,
     /// Why no count up to `max_count` serves it.
     pub reason: Option<String>,
+    /// The device file's price per hour, US dollars (absent: the file gives none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<PricePerHour>,
+    /// `count x price_per_hour`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_price_per_hour: Option<PricePerHour>,
+}
+
+/// How `fit --devices DIR --max-count N` ranks the device files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RankBy {
+    /// Least total memory (count x device memory) first.
+    Count,
+    /// Least price per hour (count x `price_per_hour`) first; files without a price come
+    /// after every priced one, unranked (in file order).
+    Price,
+}
+
+impl RankBy {
+    /// The rank of a name (`count`, `price`).
+    pub fn from_name(name: &str) -> Option<RankBy> {
+        match name {
+            "count" => Some(RankBy::Count),
+            "price" => Some(RankBy::Price),
+            _ => None,
+        }
+    }
 }
 
 /// Every `*.json` device file of `dir`, each with the fewest devices (at most `max_count`)
@@ -43,6 +74,18 @@ pub fn smallest_counts(
     max_count: u32,
     options: &BuildOptions,
     budget: u64,
+) -> Result<Vec<CountFit>, PlacementError> {
+    smallest_counts_by(source, dir, max_count, options, budget, RankBy::Count)
+}
+
+/// [`smallest_counts`] ranked `by` total memory or by price per hour.
+pub fn smallest_counts_by(
+    source: &ModelSource,
+    dir: &Path,
+    max_count: u32,
+    options: &BuildOptions,
+    budget: u64,
+    by: RankBy,
 ) -> Result<Vec<CountFit>, PlacementError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         PlacementError::Usage(format!(
@@ -75,6 +118,7 @@ pub fn smallest_counts(
     for file in files {
         let set = DeviceSet::uniform(&file, max_count, None)?;
         let memory = set.kinds[0].description.total_memory_bytes;
+        let price = set.kinds[0].description.price_per_hour;
         let mut row = CountFit {
             device_file: file.display().to_string(),
             device_memory_bytes: memory,
@@ -85,6 +129,8 @@ pub fn smallest_counts(
             placement_id: None,
             certificate: None,
             reason: None,
+            price_per_hour: price,
+            total_price_per_hour: None,
         };
         match place(source, &set, &settings, options, budget) {
             Ok(placed) => {
@@ -95,18 +141,38 @@ pub fn smallest_counts(
                 row.pipeline_parallel = Some(p.pipeline_parallel);
                 row.placement_id = Some(placed.plan.placement_id.clone());
                 row.certificate = Some(placed.certificate.method.clone());
+                row.total_price_per_hour = price.and_then(|p| {
+                    p.micro_usd
+                        .checked_mul(placed.plan.payload.devices_used)
+                        .map(|micro_usd| PricePerHour { micro_usd })
+                });
             }
             Err(PlacementError::Infeasible(reason)) => row.reason = Some(reason),
             Err(other) => return Err(other),
         }
         rows.push(row);
     }
-    rows.sort_by(|a, b| {
-        (a.count.is_none(), a.total_memory_bytes, &a.device_file).cmp(&(
-            b.count.is_none(),
-            b.total_memory_bytes,
-            &b.device_file,
-        ))
-    });
+    match by {
+        RankBy::Count => rows.sort_by(|a, b| {
+            (a.count.is_none(), a.total_memory_bytes, &a.device_file).cmp(&(
+                b.count.is_none(),
+                b.total_memory_bytes,
+                &b.device_file,
+            ))
+        }),
+        // Serving and priced first by price; then serving without a price (unranked, file
+        // order); then the files that do not serve.
+        RankBy::Price => rows.sort_by(|a, b| {
+            let key = |r: &CountFit| {
+                (
+                    r.count.is_none(),
+                    r.total_price_per_hour.is_none(),
+                    r.total_price_per_hour,
+                    r.device_file.clone(),
+                )
+            };
+            key(a).cmp(&key(b))
+        }),
+    }
     Ok(rows)
 }

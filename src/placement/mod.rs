@@ -187,10 +187,11 @@ pub fn place(
         model::ModelFacts::gather(source, &first.description, &first.file, options, &preset)?;
     let formed = options::form(&facts, set, &preset, settings)?;
     let Some(solution) = solve::solve(&formed.problem) else {
-        let levers: Vec<String> = levers::levers(&formed, &facts, set)
-            .iter()
-            .map(levers::Lever::text)
-            .collect();
+        let mut found = levers::levers(&formed, &facts, set);
+        found.extend(smaller_format(
+            source, set, settings, options, &preset, &facts,
+        )?);
+        let levers: Vec<String> = found.iter().map(levers::Lever::text).collect();
         let levers = if levers.is_empty() {
             "no lever within reach (up to 64 more devices of a kind, unlimited host offload, any shorter context)".to_owned()
         } else {
@@ -239,6 +240,52 @@ pub fn place(
         violations,
         single_device_weight_bytes: facts.plan_weight_bytes,
     })
+}
+
+/// The smaller-format lever: the first of [`levers::SMALLER_FORMATS`] with fewer weight
+/// bytes than the model's format under which the model places on the set (fewest devices);
+/// formats the model or the device cannot take are skipped.
+fn smaller_format(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    preset: &crate::synth::PolicyPreset,
+    facts: &model::ModelFacts,
+) -> Result<Option<levers::Lever>, PlacementError> {
+    let first = &set.kinds[0];
+    for name in levers::SMALLER_FORMATS {
+        if name == facts.format.name() {
+            continue;
+        }
+        let mut other = source.clone();
+        other.weight_format = Some(name.to_owned());
+        let Ok(smaller) =
+            model::ModelFacts::gather(&other, &first.description, &first.file, options, preset)
+        else {
+            continue;
+        };
+        if smaller.plan_weight_bytes >= facts.plan_weight_bytes {
+            continue;
+        }
+        let fewest = Settings {
+            objective: Objective::FewestDevices,
+            serving: None,
+            why_not: None,
+            ..settings.clone()
+        };
+        let Ok(formed) = options::form(&smaller, set, preset, &fewest) else {
+            continue;
+        };
+        if let Some(solution) = solve::solve(&formed.problem) {
+            return Ok(Some(levers::Lever::SmallerFormat {
+                weight_format: name.to_owned(),
+                weight_bytes: smaller.plan_weight_bytes,
+                devices_used: solution.devices,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Why no placement fits: the options the model cannot take, and for each option it can,

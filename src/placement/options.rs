@@ -31,7 +31,8 @@ pub struct Settings {
     pub tensor_parallel: Option<u32>,
     /// A pinned pipeline depth.
     pub pipeline_parallel: Option<u32>,
-    /// Whether offload to host memory is allowed.
+    /// Whether offload to host memory is allowed: routed expert groups, whole layers'
+    /// weights and layers' KV cache, chosen by the solver.
     pub host_offload: bool,
     /// Host memory (overrides the set's host tier).
     pub host_memory: Option<u64>,
@@ -549,6 +550,9 @@ pub fn form(
         options,
         kinds,
         sequences: facts.sequences,
+        layer_offload: host_bytes.is_some(),
+        kv_offload: host_bytes.is_some(),
+        kv_worst_case_tokens: facts.sequences.saturating_mul(facts.context_tokens),
         host_bytes,
         pipeline_stages,
         objective: settings.objective,

@@ -10,10 +10,17 @@
 //!   stage) + pipeline_bytes (when there are several stages)`;
 //! * `kv = sequences x Σ kv_sequence_bytes`;
 //! * the stage fits without offload when `non_kv + kv <= usable`; otherwise, with a host
-//!   tier, `k = ceil((non_kv + kv - usable) / unit_bytes)` offload units leave every device
-//!   of the group (at most `Σ units`), and the host takes `t x k x unit_bytes`;
-//! * its KV tokens: `(usable - non_kv + k x unit_bytes) / Σ kv_token_bytes` (unbounded
-//!   without token-scaled state).
+//!   tier, it offloads a *minimal* combination `(l, x, e)` (docs/placement.md, "Host
+//!   offload"): the weights of its first `l` layers (when `Problem::layer_offload`),
+//!   streamed in every step through a staging buffer of the largest such layer; the KV
+//!   cache of its first `x` layers (when `Problem::kv_offload`), streamed through a
+//!   staging buffer of the largest such layer's `sequences x kv_sequence_bytes`; and
+//!   `e = ceil(excess / unit_bytes)` routed expert groups of its other layers. A
+//!   combination is minimal when the stage fits and lowering any one of `l`, `x`, `e` by
+//!   one (the others fixed) does not; the host takes `t x` the offloaded bytes;
+//! * its KV tokens: the device's room over its device-resident layers' bytes per token
+//!   (unbounded without token-scaled state); a stage with KV on the host serves exactly
+//!   the policy's worst case, `min(that, kv_worst_case_tokens)`.
 //!
 //! A placement fits when every stage fits and the host's bytes add up to at most its
 //! memory.
@@ -102,6 +109,14 @@ pub struct KindTimes {
     pub last: StepNs,
     /// One offloaded unit's transfer from the host.
     pub unit: StepNs,
+    /// Per layer: streaming its weights (one rank's) from the host in a step (empty: no
+    /// host link, 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_from_host: Vec<StepNs>,
+    /// Per layer: streaming its KV cache (one rank's, the step's tokens) from the host in a
+    /// step (empty: no host link, 0).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kv_from_host: Vec<StepNs>,
 }
 
 /// An option's times: per kind (in `Problem::kinds` order), and one stage boundary's send.
@@ -219,6 +234,16 @@ pub struct Problem {
     pub sequences: u64,
     /// Host memory offload may use (`None`: offload off).
     pub host_bytes: Option<u64>,
+    /// Whether a stage may offload whole layers' weights (with a host tier).
+    #[serde(default)]
+    pub layer_offload: bool,
+    /// Whether a stage may offload layers' KV cache (with a host tier).
+    #[serde(default)]
+    pub kv_offload: bool,
+    /// The policy's worst case in tokens (sequences x context): what a stage with KV on
+    /// the host serves.
+    #[serde(default)]
+    pub kv_worst_case_tokens: u64,
     /// A pinned pipeline depth (stages).
     pub pipeline_stages: Option<u32>,
     /// The objective.
@@ -238,6 +263,29 @@ pub struct StageChoice {
     pub kind: u32,
     /// Offload units each of its devices moves to the host.
     pub offloaded_units: u64,
+    /// Its first layers whose weights each device streams from the host.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub offloaded_layers: u32,
+    /// Its first layers whose KV cache each device keeps on the host.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub kv_offloaded_layers: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
+}
+
+impl StageChoice {
+    /// The stage's decisions in the canonical tie-break order: `(end layer, kind, layers
+    /// offloaded, KV layers offloaded)`.
+    pub fn decision(&self) -> (u32, u32, u32, u32) {
+        (
+            self.end_layer,
+            self.kind,
+            self.offloaded_layers,
+            self.kv_offloaded_layers,
+        )
+    }
 }
 
 /// An optimal placement of a problem.
@@ -263,12 +311,14 @@ pub struct Solution {
 
 impl Solution {
     /// The full order key: the objective's key, then the option index, then the stages
-    /// as `(end layer, kind)` in order (the canonical tie-break).
-    pub fn order_key(&self, objective: Objective) -> ([u128; 4], u32, Vec<(u32, u32)>) {
+    /// as `(end layer, kind, layers offloaded, KV layers offloaded)` in order (the
+    /// canonical tie-break).
+    #[allow(clippy::type_complexity)]
+    pub fn order_key(&self, objective: Objective) -> ([u128; 4], u32, Vec<(u32, u32, u32, u32)>) {
         (
             objective.key(self),
             self.option,
-            self.stages.iter().map(|s| (s.end_layer, s.kind)).collect(),
+            self.stages.iter().map(StageChoice::decision).collect(),
         )
     }
 }

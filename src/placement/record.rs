@@ -51,6 +51,23 @@ pub struct MemoryItems {
     pub workspaces: u64,
     /// Tensor-parallel all-reduce buffers and the activations received between stages.
     pub communication: u64,
+    /// Staging buffers of host offload: the largest streamed layer's weights plus the
+    /// largest host-resident layer's KV cache (sequences x its bytes per sequence).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub staging: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// One layer's KV cache kept in host memory for a device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostKv {
+    /// The layer.
+    pub layer: u32,
+    /// Its KV bytes of one sequence (the device's share).
+    pub sequence_bytes: u64,
 }
 
 /// One device of the placement.
@@ -80,6 +97,13 @@ pub struct PlacedDevice {
     pub headroom_bytes: i128,
     /// The shards it holds.
     pub shards: Vec<ShardRecord>,
+    /// Layers whose weights (its shares) live in host memory and are streamed to it in
+    /// every step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streamed_layers: Vec<u32>,
+    /// Layers whose KV cache (its share) lives in host memory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_kv: Vec<HostKv>,
 }
 
 /// One stage.
@@ -93,6 +117,16 @@ pub struct PlacedStage {
     pub devices: Vec<String>,
     /// Offload units (routed expert groups) each device moved to the host.
     pub offloaded_units: u64,
+    /// Its first layers whose weights each device streams from the host.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub offloaded_layers: u32,
+    /// Its first layers whose KV cache each device keeps on the host.
+    #[serde(default, skip_serializing_if = "is_zero_u32")]
+    pub kv_offloaded_layers: u32,
+}
+
+fn is_zero_u32(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The host tier.
@@ -100,10 +134,14 @@ pub struct PlacedStage {
 pub struct PlacedHost {
     /// Its memory (`null`: offload off).
     pub memory_bytes: Option<u64>,
-    /// Σ arena bytes of the shards it holds.
+    /// Σ arena bytes of the shards it holds plus its KV bytes.
     pub offloaded_bytes: u64,
     /// The shards it holds.
     pub shards: Vec<ShardRecord>,
+    /// KV-cache bytes it holds: Σ over devices of sequences x their host KV bytes per
+    /// sequence.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_bytes: u64,
 }
 
 /// Everything the placement id hashes.
@@ -155,6 +193,20 @@ pub struct PlacementPlan {
     pub placement_id: String,
     /// The payload.
     pub payload: PlacementPayload,
+    /// The problem the placement solves and its solution, kept so that a question about
+    /// the stored placement (`explain PLACEMENT.json --why-not tp=4`) is answered by the
+    /// same query as at `plan` time; not hashed (the placement id is the payload's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub solved: Option<Solved>,
+}
+
+/// A placement problem and its optimal solution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Solved {
+    /// The problem.
+    pub problem: super::problem::Problem,
+    /// Its optimum (the placement of the payload).
+    pub solution: Solution,
 }
 
 /// The set's devices as `(id, kind, domain)`, in set order.
@@ -195,6 +247,7 @@ pub fn record(
     let mut stages = Vec::new();
     let mut devices = Vec::new();
     let mut host_shards = Vec::new();
+    let mut host_kv_bytes = 0u64;
     let mut start = 0u32;
     let last_stage = solution.stages.len() - 1;
     for (s, stage) in solution.stages.iter().enumerate() {
@@ -221,10 +274,14 @@ pub fn record(
             }
         });
         let usable = formed.usable[kind];
+        let streamed_end = start + stage.offloaded_layers;
+        let kv_end = start + stage.kv_offloaded_layers;
         for (rank, (id, _, domain)) in group.iter().enumerate() {
             let mut shards = Vec::new();
             let mut offloaded = 0u64;
             let mut decided: std::collections::BTreeMap<(u32, u64), bool> = Default::default();
+            // Per streamed layer, the bytes of this device's shares (its staging need).
+            let mut streamed: std::collections::BTreeMap<u32, u64> = Default::default();
             for (index, tensor) in facts.tensors.iter().enumerate() {
                 let here = match tensor.home {
                     Home::First => s == 0,
@@ -242,7 +299,18 @@ pub fn record(
                     bytes: share.part_bytes,
                     arena_bytes: share.arena_bytes,
                 };
-                // The first `offloaded_units` expert groups this device holds go to the host.
+                // The stage's first `offloaded_layers` layers are streamed: their shares
+                // live on the host.
+                if let Home::Layer(l) = tensor.home {
+                    if l < streamed_end {
+                        let held = streamed.entry(l).or_insert(0);
+                        *held = add(*held, shard.arena_bytes)?;
+                        host_shards.push(shard);
+                        continue;
+                    }
+                }
+                // The first `offloaded_units` expert groups this device holds (of the
+                // layers it does not stream) go to the host.
                 let to_host = match detail.unit_of[index] {
                     Some(unit) if option.unit_bytes > 0 => {
                         *decided.entry(unit).or_insert_with(|| {
@@ -262,13 +330,29 @@ pub fn record(
             for shard in &shards {
                 weights = add(weights, shard.arena_bytes)?;
             }
-            let layers = &option.layers[start as usize..stage.end_layer as usize];
             let mut kv_sequence = 0u64;
             let mut kv_token = 0u64;
-            for layer in layers {
-                kv_sequence = add(kv_sequence, layer.kv_sequence_bytes)?;
-                kv_token = add(kv_token, layer.kv_token_bytes)?;
+            let mut host_kv = Vec::new();
+            let mut kv_staging = 0u64;
+            for l in start..stage.end_layer {
+                let layer = &option.layers[l as usize];
+                if l < kv_end {
+                    host_kv.push(HostKv {
+                        layer: l,
+                        sequence_bytes: layer.kv_sequence_bytes,
+                    });
+                    let all = layer
+                        .kv_sequence_bytes
+                        .checked_mul(facts.sequences)
+                        .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
+                    kv_staging = kv_staging.max(all);
+                    host_kv_bytes = add(host_kv_bytes, all)?;
+                } else {
+                    kv_sequence = add(kv_sequence, layer.kv_sequence_bytes)?;
+                    kv_token = add(kv_token, layer.kv_token_bytes)?;
+                }
             }
+            let staging = add(streamed.values().copied().max().unwrap_or(0), kv_staging)?;
             let kv_cache = kv_sequence
                 .checked_mul(facts.sequences)
                 .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
@@ -282,6 +366,7 @@ pub fn record(
                 activations: facts.activation_bytes,
                 workspaces: facts.workspace_bytes,
                 communication,
+                staging,
             };
             let total = [
                 items.weights,
@@ -289,6 +374,7 @@ pub fn record(
                 items.activations,
                 items.workspaces,
                 items.communication,
+                items.staging,
             ]
             .into_iter()
             .try_fold(0u64, |a, b| a.checked_add(b))
@@ -306,6 +392,8 @@ pub fn record(
                 total_bytes: total,
                 headroom_bytes: i128::from(usable) - i128::from(total),
                 shards,
+                streamed_layers: streamed.keys().copied().collect(),
+                host_kv,
             });
         }
         stages.push(PlacedStage {
@@ -313,10 +401,12 @@ pub fn record(
             end_layer: stage.end_layer,
             devices: group.into_iter().map(|(id, ..)| id).collect(),
             offloaded_units: stage.offloaded_units,
+            offloaded_layers: stage.offloaded_layers,
+            kv_offloaded_layers: stage.kv_offloaded_layers,
         });
         start = stage.end_layer;
     }
-    let mut offloaded_bytes = 0u64;
+    let mut offloaded_bytes = host_kv_bytes;
     for shard in &host_shards {
         offloaded_bytes = add(offloaded_bytes, shard.arena_bytes)?;
     }
@@ -326,12 +416,21 @@ pub fn record(
             solution.offloaded_bytes
         )));
     }
+    // A device with KV on the host serves exactly the policy's worst case.
+    let worst = problem.kv_worst_case_tokens;
     let tokens = devices
         .iter()
-        .filter(|d| d.kv_token_bytes > 0)
+        .filter(|d| d.kv_token_bytes > 0 || !d.host_kv.is_empty())
         .map(|d| {
             let non_kv = d.total_bytes - d.items.kv_cache;
-            (d.usable_bytes - non_kv) / d.kv_token_bytes
+            let fit = (d.usable_bytes - non_kv)
+                .checked_div(d.kv_token_bytes)
+                .unwrap_or(u64::MAX);
+            if d.host_kv.is_empty() {
+                fit
+            } else {
+                fit.min(worst)
+            }
         })
         .min();
     if tokens.unwrap_or(u64::MAX) != solution.kv_tokens {
@@ -377,6 +476,7 @@ pub fn record(
             memory_bytes: problem.host_bytes,
             offloaded_bytes,
             shards: host_shards,
+            kv_bytes: host_kv_bytes,
         },
         devices_used: solution.devices,
         kv_tokens_that_fit: tokens,
@@ -387,5 +487,9 @@ pub fn record(
     Ok(PlacementPlan {
         placement_id: format!("placement/sha256/{digest}"),
         payload,
+        solved: Some(Solved {
+            problem: problem.clone(),
+            solution: solution.clone(),
+        }),
     })
 }

@@ -2,18 +2,25 @@
 //! boundaries and the tensor-parallel groups used so far of each device kind, keeping at
 //! each state the labels `(host bytes, KV tokens, stage time, stages)` that no other label
 //! of the state dominates (the stage time is the objective's phase, decode or prefill,
-//! under a time objective, else 0). The proof that it returns the optimum under the objective's lexicographic
-//! key with the canonical tie-break is in docs/solver.md, "Placement across devices".
+//! under a time objective, else 0). A stage is appended in each of its ways to offload (the
+//! minimal combinations of streamed layers, host-KV layers and expert groups, problem.rs),
+//! computed once per stage and pruned to those no other way covers. The proof that it
+//! returns the optimum under the objective's lexicographic key with the canonical
+//! tie-break is in docs/solver.md, "Placement across devices".
 
-use super::problem::{Objective, ParallelOption, Problem, Solution, StageChoice};
+use super::problem::{Objective, ParallelOption, Problem, Solution, StageChoice, StepNs};
 
-/// A partial placement reaching a state.
+/// A partial placement reaching a state: its host bytes, KV tokens, the objective's stage
+/// time (0 under a memory objective), both phases' stage times, and its stages.
 #[derive(Clone, Debug)]
 struct Label {
     host: u128,
     tokens: u64,
     time: u128,
-    path: Vec<(u32, u32)>,
+    decode: u128,
+    prefill: u128,
+    path: Vec<(u32, u32, u32, u32)>,
+    units: Vec<u64>,
 }
 
 /// Prefix sums of one option's layer costs (`u128`: no sum of `u64` figures overflows).
@@ -43,10 +50,13 @@ impl Prefix {
     }
 }
 
-/// What a stage costs: units offloaded per device, host bytes, KV tokens, and its decode
-/// and prefill nanoseconds (0 without times).
+/// What one way of offloading a stage costs: its decisions (layers and KV layers
+/// offloaded, units offloaded per device), host bytes, KV tokens, and its decode and
+/// prefill nanoseconds (0 without times).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StageCost {
+    pub layers: u32,
+    pub kv_layers: u32,
     pub units: u64,
     pub host: u128,
     pub tokens: u64,
@@ -54,45 +64,79 @@ pub(crate) struct StageCost {
     pub prefill: u128,
 }
 
-/// Prefix sums of one kind's layer times under an option.
+/// Prefix sums of one kind's layer times under an option: the layers' own, and streaming
+/// their weights and KV cache from the host.
 struct TimePrefix {
     decode: Vec<u128>,
     prefill: Vec<u128>,
+    layer_decode: Vec<u128>,
+    layer_prefill: Vec<u128>,
+    kv_decode: Vec<u128>,
+    kv_prefill: Vec<u128>,
+}
+
+fn sums(steps: &[StepNs], n: usize) -> (Vec<u128>, Vec<u128>) {
+    let (mut d, mut p) = (vec![0u128; n + 1], vec![0u128; n + 1]);
+    for i in 0..n {
+        let s = steps.get(i).copied().unwrap_or_default();
+        d[i + 1] = d[i] + u128::from(s.decode);
+        p[i + 1] = p[i] + u128::from(s.prefill);
+    }
+    (d, p)
 }
 
 fn time_prefixes(option: &ParallelOption) -> Vec<TimePrefix> {
     let Some(times) = &option.time else {
         return Vec::new();
     };
+    let n = option.layers.len();
     times
         .kinds
         .iter()
         .map(|kind| {
-            let mut p = TimePrefix {
-                decode: vec![0; kind.layers.len() + 1],
-                prefill: vec![0; kind.layers.len() + 1],
-            };
-            for (i, layer) in kind.layers.iter().enumerate() {
-                p.decode[i + 1] = p.decode[i] + u128::from(layer.decode);
-                p.prefill[i + 1] = p.prefill[i] + u128::from(layer.prefill);
+            let (decode, prefill) = sums(&kind.layers, n);
+            let (layer_decode, layer_prefill) = sums(&kind.layer_from_host, n);
+            let (kv_decode, kv_prefill) = sums(&kind.kv_from_host, n);
+            TimePrefix {
+                decode,
+                prefill,
+                layer_decode,
+                layer_prefill,
+                kv_decode,
+                kv_prefill,
             }
-            p
         })
         .collect()
 }
 
 /// The stage time the labels of `objective` carry: decode for TPOT and throughput,
 /// prefill for TTFT, none for memory objectives.
-fn label_time(objective: Objective, cost: &StageCost) -> u128 {
+fn label_time(objective: Objective, decode: u128, prefill: u128) -> u128 {
     match objective {
-        Objective::MinTpot | Objective::MaxThroughput => cost.decode,
-        Objective::MinTtft => cost.prefill,
+        Objective::MinTpot | Objective::MaxThroughput => decode,
+        Objective::MinTtft => prefill,
         _ => 0,
     }
 }
 
+/// The fewest units of `unit` bytes (at most `available`) that bring `need` within
+/// `usable`; `None` when none do.
+fn fewest_units(need: u128, usable: u128, unit: u128, available: u128) -> Option<u128> {
+    if need <= usable {
+        return Some(0);
+    }
+    if unit == 0 {
+        return None;
+    }
+    let units = (need - usable).div_ceil(unit);
+    (units <= available).then_some(units)
+}
+
+/// Every minimal way the stage `start..end` of `kind` fits (problem.rs): one without
+/// offload when it fits as it is; otherwise each minimal `(l, x, e)`, pruned to those no
+/// other of them covers (the label relation, docs/solver.md).
 #[allow(clippy::too_many_arguments)]
-fn stage_cost(
+fn stage_variants(
     problem: &Problem,
     option: &ParallelOption,
     prefix: &Prefix,
@@ -101,8 +145,9 @@ fn stage_cost(
     start: usize,
     end: usize,
     several_stages: bool,
-) -> Option<StageCost> {
-    let usable = problem.kinds[kind].usable_bytes;
+) -> Vec<StageCost> {
+    let usable = u128::from(problem.kinds[kind].usable_bytes);
+    let sequences = u128::from(problem.sequences);
     let mut non_kv = prefix.weights[end] - prefix.weights[start] + u128::from(option.device_bytes);
     if start == 0 {
         non_kv += u128::from(option.first_bytes);
@@ -113,53 +158,134 @@ fn stage_cost(
     if several_stages {
         non_kv += u128::from(option.pipeline_bytes);
     }
-    let kv = u128::from(problem.sequences) * (prefix.kv_sequence[end] - prefix.kv_sequence[start]);
-    let usable = u128::from(usable);
-    let need = non_kv + kv;
-    let units = if need <= usable {
+    let kv = sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start]);
+    let offload = problem.host_bytes.is_some() && non_kv + kv > usable;
+    let len = end - start;
+    let max_l = if offload && problem.layer_offload {
+        len
+    } else {
         0
-    } else {
-        problem.host_bytes?;
-        let unit = u128::from(option.unit_bytes);
-        if unit == 0 {
-            return None;
-        }
-        let units = (need - usable).div_ceil(unit);
-        if units > prefix.units[end] - prefix.units[start] {
-            return None;
-        }
-        units
     };
-    let freed = units * u128::from(option.unit_bytes);
-    let host = u128::from(option.degree) * freed;
-    let per_token = prefix.kv_token[end] - prefix.kv_token[start];
-    let room = usable + freed - non_kv;
-    let tokens = if per_token == 0 {
-        u64::MAX
+    let max_x = if offload && problem.kv_offload {
+        len
     } else {
-        u64::try_from(room / per_token).unwrap_or(u64::MAX - 1)
+        0
     };
-    let (mut decode, mut prefill) = (0u128, 0u128);
-    if let (Some(option_times), Some(t)) = (&option.time, times.get(kind)) {
-        let k = &option_times.kinds[kind];
-        decode = t.decode[end] - t.decode[start] + units * u128::from(k.unit.decode);
-        prefill = t.prefill[end] - t.prefill[start] + units * u128::from(k.unit.prefill);
-        if start == 0 {
-            decode += u128::from(k.first.decode);
-            prefill += u128::from(k.first.prefill);
+    // need_w[l]: the non-KV bytes with the first l layers' weights streamed (their staging
+    // buffer is the largest of them); kv_part[x]: the KV bytes with the first x layers' KV
+    // on the host (their staging buffer the largest layer's).
+    let mut need_w = Vec::with_capacity(max_l + 1);
+    let mut staging = 0u128;
+    for l in 0..=max_l {
+        if l > 0 {
+            staging = staging.max(u128::from(option.layers[start + l - 1].weight_bytes));
         }
-        if end == option.layers.len() {
-            decode += u128::from(k.last.decode);
-            prefill += u128::from(k.last.prefill);
+        need_w.push(non_kv - (prefix.weights[start + l] - prefix.weights[start]) + staging);
+    }
+    let mut kv_staging = vec![0u128; max_x + 1];
+    let mut kv_part = Vec::with_capacity(max_x + 1);
+    for x in 0..=max_x {
+        if x > 0 {
+            kv_staging[x] = kv_staging[x - 1]
+                .max(sequences * u128::from(option.layers[start + x - 1].kv_sequence_bytes));
+        }
+        kv_part.push(
+            sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start + x]) + kv_staging[x],
+        );
+    }
+    let unit = u128::from(option.unit_bytes);
+    let available = |l: usize| prefix.units[end] - prefix.units[start + l];
+    let fits = |need: u128, e: u128, l: usize| e <= available(l) && need <= usable + e * unit;
+    let mut variants: Vec<StageCost> = Vec::new();
+    for l in 0..=max_l {
+        for x in 0..=max_x {
+            let need = need_w[l] + kv_part[x];
+            let Some(e) = fewest_units(need, usable, unit, available(l)) else {
+                continue;
+            };
+            if e > 0 && problem.host_bytes.is_none() {
+                continue;
+            }
+            if l > 0 && fits(need_w[l - 1] + kv_part[x], e, l - 1) {
+                continue;
+            }
+            if x > 0 && fits(need_w[l] + kv_part[x - 1], e, l) {
+                continue;
+            }
+            let freed = prefix.weights[start + l] - prefix.weights[start]
+                + e * unit
+                + sequences * (prefix.kv_sequence[start + x] - prefix.kv_sequence[start]);
+            let host = u128::from(option.degree) * freed;
+            let per_token = prefix.kv_token[end] - prefix.kv_token[start + x];
+            let room = usable + e * unit - need_w[l] - kv_staging[x];
+            let mut tokens = room
+                .checked_div(per_token)
+                .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
+            if x > 0 {
+                tokens = tokens.min(problem.kv_worst_case_tokens);
+            }
+            let (mut decode, mut prefill) = (0u128, 0u128);
+            if let (Some(option_times), Some(t)) = (&option.time, times.get(kind)) {
+                let k = &option_times.kinds[kind];
+                decode = t.decode[end] - t.decode[start]
+                    + e * u128::from(k.unit.decode)
+                    + t.layer_decode[start + l]
+                    - t.layer_decode[start]
+                    + t.kv_decode[start + x]
+                    - t.kv_decode[start];
+                prefill = t.prefill[end] - t.prefill[start]
+                    + e * u128::from(k.unit.prefill)
+                    + t.layer_prefill[start + l]
+                    - t.layer_prefill[start]
+                    + t.kv_prefill[start + x]
+                    - t.kv_prefill[start];
+                if start == 0 {
+                    decode += u128::from(k.first.decode);
+                    prefill += u128::from(k.first.prefill);
+                }
+                if end == option.layers.len() {
+                    decode += u128::from(k.last.decode);
+                    prefill += u128::from(k.last.prefill);
+                }
+            }
+            let Ok(units) = u64::try_from(e) else {
+                continue;
+            };
+            variants.push(StageCost {
+                layers: l as u32,
+                kv_layers: x as u32,
+                units,
+                host,
+                tokens,
+                decode,
+                prefill,
+            });
         }
     }
-    Some(StageCost {
-        units: u64::try_from(units).ok()?,
-        host,
-        tokens,
-        decode,
-        prefill,
-    })
+    // Keep the variants no other covers (the label relation on one stage).
+    let time_objective = problem.objective.is_time();
+    let as_label = |c: &StageCost| Label {
+        host: c.host,
+        tokens: c.tokens,
+        time: label_time(problem.objective, c.decode, c.prefill),
+        decode: 0,
+        prefill: 0,
+        path: vec![(end as u32, kind as u32, c.layers, c.kv_layers)],
+        units: Vec::new(),
+    };
+    let labels: Vec<Label> = variants.iter().map(as_label).collect();
+    let mut kept = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        // Distinct variants differ in `(l, x)`: no two cover each other.
+        let covered = labels
+            .iter()
+            .enumerate()
+            .any(|(j, a)| j != i && covers(time_objective, a, &labels[i]));
+        if !covered {
+            kept.push(*v);
+        }
+    }
+    kept
 }
 
 /// Whether label `a` covers label `b` of the same state (docs/solver.md): `a` is no worse in
@@ -205,6 +331,7 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
     let prefix = Prefix::of(option);
     let times = time_prefixes(option);
     let time_objective = problem.objective.is_time();
+    let kinds = problem.kinds.len();
     let limits: Vec<usize> = problem
         .kinds
         .iter()
@@ -220,12 +347,17 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
     let used_of = |combo: usize, kind: usize| (combo / radix[kind]) % (limits[kind] + 1);
     let stages_of = |combo: usize| (0..limits.len()).map(|k| used_of(combo, k)).sum::<usize>();
     let pinned = problem.pipeline_stages.map(|p| p as usize);
+    // Each stage's variants, computed once: (start, end, kind, several stages).
+    let mut cache: Vec<Option<Vec<StageCost>>> = vec![None; n * (n + 1) * kinds * 2];
     let mut states: Vec<Vec<Label>> = vec![Vec::new(); (n + 1) * combos];
     states[0].push(Label {
         host: 0,
         tokens: u64::MAX,
         time: 0,
+        decode: 0,
+        prefill: 0,
         path: Vec::new(),
+        units: Vec::new(),
     });
     for start in 0..n {
         for combo in 0..combos {
@@ -251,29 +383,35 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
                         continue;
                     }
                     let several = !(start == 0 && end == n);
-                    let Some(cost) =
-                        stage_cost(problem, option, &prefix, &times, kind, start, end, several)
-                    else {
-                        continue;
-                    };
-                    let time = label_time(problem.objective, &cost);
-                    for label in &labels {
-                        let host = label.host + cost.host;
-                        if problem.host_bytes.is_some_and(|h| host > u128::from(h)) {
-                            continue;
+                    let slot = ((start * (n + 1) + end) * kinds + kind) * 2 + usize::from(several);
+                    let variants = cache[slot].get_or_insert_with(|| {
+                        stage_variants(problem, option, &prefix, &times, kind, start, end, several)
+                    });
+                    for cost in variants.iter() {
+                        let time = label_time(problem.objective, cost.decode, cost.prefill);
+                        for label in &labels {
+                            let host = label.host + cost.host;
+                            if problem.host_bytes.is_some_and(|h| host > u128::from(h)) {
+                                continue;
+                            }
+                            let mut path = label.path.clone();
+                            path.push((end as u32, kind as u32, cost.layers, cost.kv_layers));
+                            let mut units = label.units.clone();
+                            units.push(cost.units);
+                            insert(
+                                time_objective,
+                                &mut states[end * combos + next_combo],
+                                Label {
+                                    host,
+                                    tokens: label.tokens.min(cost.tokens),
+                                    time: label.time + time,
+                                    decode: label.decode + cost.decode,
+                                    prefill: label.prefill + cost.prefill,
+                                    path,
+                                    units,
+                                },
+                            );
                         }
-                        let mut path = label.path.clone();
-                        path.push((end as u32, kind as u32));
-                        insert(
-                            time_objective,
-                            &mut states[end * combos + next_combo],
-                            Label {
-                                host,
-                                tokens: label.tokens.min(cost.tokens),
-                                time: label.time + time,
-                                path,
-                            },
-                        );
                     }
                 }
             }
@@ -283,7 +421,7 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
     for combo in 0..combos {
         let stages = stages_of(combo);
         for label in &states[n * combos + combo] {
-            let solution = solution_of(problem, index, option, &prefix, &times, label, stages)?;
+            let solution = solution_of(problem, index, option, label, stages)?;
             let better = best.as_ref().is_none_or(|b| {
                 solution.order_key(problem.objective) < b.order_key(problem.objective)
             });
@@ -299,42 +437,30 @@ fn solution_of(
     problem: &Problem,
     index: usize,
     option: &ParallelOption,
-    prefix: &Prefix,
-    times: &[TimePrefix],
     label: &Label,
     stage_count: usize,
 ) -> Option<Solution> {
-    let several = stage_count > 1;
-    let mut start = 0usize;
-    let mut stages = Vec::with_capacity(label.path.len());
-    let (mut decode, mut prefill) = (0u128, 0u128);
-    for &(end, kind) in &label.path {
-        let cost = stage_cost(
-            problem,
-            option,
-            prefix,
-            times,
-            kind as usize,
-            start,
-            end as usize,
-            several,
-        )?;
-        decode += cost.decode;
-        prefill += cost.prefill;
-        stages.push(StageChoice {
+    let stages = label
+        .path
+        .iter()
+        .zip(&label.units)
+        .map(|(&(end, kind, layers, kv_layers), &units)| StageChoice {
             end_layer: end,
             kind,
-            offloaded_units: cost.units,
-        });
-        start = end as usize;
-    }
+            offloaded_units: units,
+            offloaded_layers: layers,
+            kv_offloaded_layers: kv_layers,
+        })
+        .collect();
     let (tpot_ns, ttft_ns) = match (&option.time, problem.fixed_time) {
         (Some(t), Some(fixed)) => {
             let boundaries = stage_count.saturating_sub(1) as u128;
-            let tpot =
-                decode + boundaries * u128::from(t.boundary.decode) + u128::from(fixed.decode);
-            let ttft =
-                prefill + boundaries * u128::from(t.boundary.prefill) + u128::from(fixed.prefill);
+            let tpot = label.decode
+                + boundaries * u128::from(t.boundary.decode)
+                + u128::from(fixed.decode);
+            let ttft = label.prefill
+                + boundaries * u128::from(t.boundary.prefill)
+                + u128::from(fixed.prefill);
             (
                 Some(u64::try_from(tpot).ok()?),
                 Some(u64::try_from(ttft).ok()?),

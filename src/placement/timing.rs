@@ -73,6 +73,22 @@ struct KindDetail {
     first: [Parts; 2],
     last: [Parts; 2],
     unit: [f64; 2],
+    /// Per layer: streaming its weights from the host, `[decode, prefill]`.
+    layer_from_host: Vec<[f64; 2]>,
+    /// Per layer: streaming its KV cache from the host, `[decode, prefill]`.
+    kv_from_host: Vec<[f64; 2]>,
+}
+
+/// Tokens whose KV a step reads: every sequence's cached and new tokens.
+fn step_kv_tokens(shape: &StepShape) -> u64 {
+    shape
+        .segments
+        .iter()
+        .map(|s| {
+            s.sequences
+                .saturating_mul(s.cached.saturating_add(s.new_tokens))
+        })
+        .fold(0u64, u64::saturating_add)
 }
 
 /// Every option's times by part, and the serving point's fixed figures.
@@ -254,6 +270,31 @@ fn kind_detail(
         }
         _ => [0.0, 0.0],
     };
+    // Streaming an offloaded layer: its weights cross the host link once per step (each
+    // decode step, each prefill chunk); its KV cache, the tokens the step reads (every
+    // sequence's cached and new tokens).
+    let (mut layer_from_host, mut kv_from_host) = (Vec::new(), Vec::new());
+    if let Some(h) = host {
+        let decode_tokens = step_kv_tokens(&decode);
+        for layer in &option.layers {
+            let once = communication::host_to_device(h, layer.weight_bytes);
+            layer_from_host.push([once, once * chunks.len() as f64]);
+            let decode_kv = communication::host_to_device(
+                h,
+                decode_tokens.saturating_mul(layer.kv_token_bytes),
+            );
+            let prefill_kv: f64 = chunks
+                .iter()
+                .map(|c| {
+                    communication::host_to_device(
+                        h,
+                        step_kv_tokens(c).saturating_mul(layer.kv_token_bytes),
+                    )
+                })
+                .sum();
+            kv_from_host.push([decode_kv, prefill_kv]);
+        }
+    }
     let last = slots.pop().unwrap_or_default();
     let first = slots.pop().unwrap_or_default();
     Ok(KindDetail {
@@ -261,6 +302,8 @@ fn kind_detail(
         first,
         last,
         unit,
+        layer_from_host,
+        kv_from_host,
     })
 }
 
@@ -312,6 +355,10 @@ pub fn attach(
     let chunks = prefill_chunks(&point).len() as f64;
     let share = prompt_share(&point);
     let host = set.host_link.as_ref().map(figures);
+    if problem.host_bytes.is_some() && host.is_none() {
+        // Offloaded bytes cross the host link every step: unpriced, they would look free.
+        return Err(no_links("host link"));
+    }
     let boundary_link = set.boundary_link().map(figures);
     let decode_tokens = serving::decode_shape(&point).tokens();
     let hidden_bytes = |tokens: u64| {
@@ -350,6 +397,16 @@ pub fn attach(
                 first: step_ns(&detail.first, share),
                 last: step_ns(&detail.last, share),
                 unit: pair_ns(detail.unit, share),
+                layer_from_host: detail
+                    .layer_from_host
+                    .iter()
+                    .map(|p| pair_ns(*p, share))
+                    .collect(),
+                kv_from_host: detail
+                    .kv_from_host
+                    .iter()
+                    .map(|p| pair_ns(*p, share))
+                    .collect(),
             });
             kinds.push(detail);
         }
@@ -423,7 +480,8 @@ pub struct PhaseBreakdown {
     pub all_reduce_seconds: f64,
     /// Sends between stages.
     pub send_seconds: f64,
-    /// Transfers of offloaded units from the host.
+    /// Transfers from the host: offloaded expert groups, streamed layers' weights and KV
+    /// cache.
     pub host_transfer_seconds: f64,
     /// The engine's host time (and, for the prompt, the request's overhead).
     pub engine_seconds: f64,
@@ -485,7 +543,18 @@ pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, Place
             if s + 1 == p {
                 here.add(&kind.last[phase]);
             }
-            let transfer = stage.offloaded_units as f64 * kind.unit[phase];
+            let mut transfer = stage.offloaded_units as f64 * kind.unit[phase];
+            let from = start;
+            let layers_end = (from + stage.offloaded_layers as usize).min(stage.end_layer as usize);
+            let kv_end = (from + stage.kv_offloaded_layers as usize).min(stage.end_layer as usize);
+            transfer += kind
+                .layer_from_host
+                .get(from..layers_end)
+                .map_or(0.0, |l| l.iter().map(|t| t[phase]).sum::<f64>());
+            transfer += kind
+                .kv_from_host
+                .get(from..kv_end)
+                .map_or(0.0, |l| l.iter().map(|t| t[phase]).sum::<f64>());
             host += transfer;
             stages_total += here.total() + transfer;
             parts.add(&here);

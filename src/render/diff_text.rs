@@ -3,8 +3,9 @@
 
 use crate::plan::ExecutionPlan;
 use crate::request::NodeId;
-use crate::study::diff::{PlanDiff, ProfileChange};
+use crate::study::diff::{ChangePattern, PlanDiff, ProfileChange};
 use crate::study::objective_keys::ObjectiveKeys;
+use crate::study::timing::{NodeTime, PricingRule, TimeDiff};
 
 use super::id_pattern::{group_by_pattern, short};
 use super::summary_text::{group_line, Detail};
@@ -30,7 +31,8 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan, detail: 
             "  {} -> {}: {}\n",
             pattern.a, pattern.b, pattern.count
         ));
-        out.push_str(&node_lines(&pattern.nodes, detail));
+        out.push_str(&change_time_line(pattern, "    ", ["A", "B"]));
+        out.push_str(&node_lines(&pattern.nodes, &pattern.node_times, detail));
     }
     out.push_str(&format!(
         "\nstorage profiles: {} resources changed\n",
@@ -47,26 +49,156 @@ pub fn diff_text(diff: &PlanDiff, a: &ExecutionPlan, b: &ExecutionPlan, detail: 
     for (name, m) in &diff.memory {
         out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
     }
+    if let Some(time) = &diff.time {
+        out.push('\n');
+        out.push_str(&time_lines(time, ["A", "B"]));
+    }
     out
 }
 
-/// The nodes of one provider change: grouped by id pattern, or one line each.
-fn node_lines(nodes: &[NodeId], detail: Detail) -> String {
+fn ms(seconds: f64) -> String {
+    format!("{:.3} ms", seconds * 1e3)
+}
+
+fn signed_ms(seconds: f64) -> String {
+    format!("{:+.3} ms", seconds * 1e3)
+}
+
+/// The time one provider change adds, when priced (`time (B - A, these nodes only):
+/// prefill +1.2 ms, decode step +0.3 ms (efficiency class dense -> reference)`; `labels`
+/// name the two sides).
+pub fn change_time_line(pattern: &ChangePattern, indent: &str, labels: [&str; 2]) -> String {
+    let [x, y] = labels;
+    match &pattern.time {
+        Some(t) => format!(
+            "{indent}time ({y} - {x}, these nodes only): prefill {}, decode step {} (efficiency class {} -> {})\n",
+            signed_ms(t.prefill_seconds),
+            signed_ms(t.decode_step_seconds),
+            t.class_a,
+            t.class_b
+        ),
+        None => String::new(),
+    }
+}
+
+fn rule_text(rule: &PricingRule) -> String {
+    format!(
+        "{} engine profile on {}, {}",
+        rule.engine, rule.device, rule.model
+    )
+}
+
+/// Two plans' time side by side (`labels` name the sides): TTFT, TPOT, throughput, the
+/// prefill and decode step, and whether the provider changes add up to the step deltas.
+pub fn time_lines(t: &TimeDiff, labels: [&str; 2]) -> String {
+    let [x, y] = labels;
+    let point = |p: &crate::perf::ServingPoint| {
+        format!(
+            "concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences",
+            p.concurrency,
+            p.input_tokens,
+            p.output_tokens,
+            p.scheduled_token_budget,
+            p.maximum_sequences
+        )
+    };
+    let mut out = format!(
+        "time ({x} | {y} | {y} - {x}; model: docs/performance-model.md; from {}):\n",
+        t.source
+    );
+    if t.point_a == t.point_b && t.rule_a == t.rule_b {
+        out.push_str(&format!(
+            "  serving point  {}; {}\n",
+            point(&t.point_a),
+            rule_text(&t.rule_a)
+        ));
+    } else {
+        out.push_str(&format!(
+            "  serving point {x}  {}; {}\n",
+            point(&t.point_a),
+            rule_text(&t.rule_a)
+        ));
+        out.push_str(&format!(
+            "  serving point {y}  {}; {}\n",
+            point(&t.point_b),
+            rule_text(&t.rule_b)
+        ));
+    }
+    for (name, f) in [
+        ("TTFT", &t.ttft_seconds),
+        ("TPOT", &t.tpot_seconds),
+        ("prefill (one prompt)", &t.prefill_seconds),
+        ("decode step", &t.decode_step_seconds),
+    ] {
+        out.push_str(&format!(
+            "  {name:<21} {} | {} | {}\n",
+            ms(f.a),
+            ms(f.b),
+            signed_ms(f.delta)
+        ));
+    }
+    let f = &t.output_tokens_per_second;
+    out.push_str(&format!(
+        "  {:<21} {:.1} | {:.1} | {:+.1}\n",
+        "output tokens/s", f.a, f.b, f.delta
+    ));
+    out.push_str(&format!(
+        "  provider changes (sum of their times, priced on {x}): prefill {}, decode step {}\n",
+        signed_ms(t.changes_prefill_seconds),
+        signed_ms(t.changes_decode_step_seconds)
+    ));
+    match &t.not_additive {
+        None => out.push_str(
+            "  a step is a sum over nodes, so the changes add up to the prefill and decode-step deltas; storage profiles cost no time in the model; TTFT and TPOT come from the serving simulation (queueing, chunked prefill) and are not sums\n",
+        ),
+        Some(why) => out.push_str(&format!(
+            "  the changes need not add up to the deltas: {why}\n"
+        )),
+    }
+    out
+}
+
+/// The nodes of one provider change: grouped by id pattern, or one line each; with each
+/// node's time (`times`, in node order, when priced), the group's sum after it.
+fn node_lines(nodes: &[NodeId], times: &[NodeTime], detail: Detail) -> String {
+    let priced = times.len() == nodes.len();
+    let rows: Vec<(&NodeId, Option<&NodeTime>)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n, times.get(i).filter(|_| priced)))
+        .collect();
+    let time = |members: &[&(&NodeId, Option<&NodeTime>)]| {
+        if !priced {
+            return String::new();
+        }
+        let (prefill, decode) = members
+            .iter()
+            .filter_map(|(_, t)| *t)
+            .fold((0.0, 0.0), |(p, d), t| {
+                (p + t.prefill_seconds, d + t.decode_step_seconds)
+            });
+        format!(
+            "  prefill {}, decode step {}",
+            signed_ms(prefill),
+            signed_ms(decode)
+        )
+    };
     let mut out = String::new();
     match detail {
         Detail::Full => {
-            for node in nodes {
-                out.push_str(&format!("    {node}\n"));
+            for row in &rows {
+                out.push_str(&format!("    {}{}\n", row.0, time(&[row])));
             }
         }
         Detail::Grouped => {
-            for group in group_by_pattern(nodes, NodeId::as_str) {
+            for group in group_by_pattern(&rows, |row| row.0.as_str()) {
                 for (shown, members) in group.parts(|_| ()) {
                     let count = members.len();
+                    let times = time(&members);
                     if count > 1 {
-                        out.push_str(&format!("    {shown}  x{count}\n"));
+                        out.push_str(&format!("    {shown}  x{count}{times}\n"));
                     } else {
-                        out.push_str(&format!("    {shown}\n"));
+                        out.push_str(&format!("    {shown}{times}\n"));
                     }
                 }
             }

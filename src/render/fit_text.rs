@@ -3,16 +3,22 @@
 
 use crate::study::fit::{DeviceFit, FitResult};
 use crate::study::report::{sequences as sequences_word, sequences_fit};
+use crate::study::timing::{milliseconds_text, LatencyFigures};
 
 use super::summary::{human_bytes, human_signed_bytes};
 
 /// The answer of `fit --maximize KNOB` for people.
 pub fn fit_text(answer: &FitResult) -> String {
     let knob = answer.knob.name();
+    let latency_met = if answer.latency.is_some() {
+        " and the plan served at that concurrency meets the latency target"
+    } else {
+        ""
+    };
     let mut out = match (answer.largest, &answer.plan_id) {
         (Some(value), Some(plan_id)) => format!(
             "largest {knob} that fits: {value} (exact: the plan builds and the policy's \
-             requirement fits; {} plans built)\n  plan {plan_id}\n",
+             requirement fits{latency_met}; {} plans built)\n  plan {plan_id}\n",
             answer.probes
         ),
         _ => format!(
@@ -29,11 +35,36 @@ pub fn fit_text(answer: &FitResult) -> String {
                 .map_or_else(|| "any number of sequences fit".to_owned(), sequences_fit)
         ));
     }
+    if let Some(latency) = &answer.latency {
+        let t = &latency.target;
+        let targets: Vec<String> = [("TPOT", t.max_tpot_seconds), ("TTFT", t.max_ttft_seconds)]
+            .into_iter()
+            .filter_map(|(name, v)| v.map(|s| format!("{name} <= {} ms", milliseconds_text(s))))
+            .collect();
+        out.push_str(&format!(
+            "  latency target {} ({} engine profile on {}, {}; {} input tokens, {} output tokens per request, served at concurrency = {knob}; model: docs/performance-model.md)\n",
+            targets.join(", "),
+            latency.rule.engine,
+            latency.rule.device,
+            latency.rule.model,
+            latency.input_tokens,
+            latency.output_tokens
+        ));
+        if let Some(figures) = &latency.at_largest {
+            out.push_str(&figures_line(knob, figures));
+        }
+    }
     match &answer.next {
         Some(next) => {
             out.push_str(&format!("  at {knob} {}: {}\n", next.value, next.reason));
             if let Some(short) = next.bytes_short {
                 out.push_str(&format!("  short by {}\n", human_bytes(short)));
+            }
+            if let Some(figures) = &next.latency {
+                out.push_str(&figures_line(knob, figures));
+            }
+            if let Some(binds) = &next.binds {
+                out.push_str(&format!("  the bound that binds: {binds}\n"));
             }
         }
         None => out.push_str(&format!(
@@ -41,6 +72,22 @@ pub fn fit_text(answer: &FitResult) -> String {
         )),
     }
     out
+}
+
+/// The predicted latency at one value of the knob.
+fn figures_line(knob: &str, f: &LatencyFigures) -> String {
+    format!(
+        "  at {knob} {}: TTFT {:.3} ms, TPOT {:.3} ms, {:.1} output tokens/s ({})\n",
+        f.concurrency,
+        f.ttft_seconds * 1e3,
+        f.tpot_seconds * 1e3,
+        f.output_tokens_per_second,
+        if f.meets {
+            "meets the target"
+        } else {
+            "misses the target"
+        }
+    )
 }
 
 /// Which devices of a directory fit, for people.
@@ -86,6 +133,7 @@ mod tests {
             report: None,
             lowest: 1,
             probes: 1,
+            latency: None,
         };
         let text = fit_text(&none);
         assert!(
@@ -107,15 +155,35 @@ mod tests {
     }
 }
 
-/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`).
-pub fn counts_text(rows: &[crate::placement::fit::CountFit], max_count: u32) -> String {
+/// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`,
+/// ranked `by` total memory or price per hour).
+pub fn counts_text(
+    rows: &[crate::placement::fit::CountFit],
+    max_count: u32,
+    by: crate::placement::fit::RankBy,
+) -> String {
+    let order = match by {
+        crate::placement::fit::RankBy::Count => "least total memory first",
+        crate::placement::fit::RankBy::Price => {
+            "least price per hour (count x the device file's price_per_hour) first; files without a price after, unranked"
+        }
+    };
     let mut out = format!(
-        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; least total memory first; rules: docs/placement.md):\n"
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; {order}; rules: docs/placement.md):\n"
     );
     for row in rows {
+        let price = match (row.price_per_hour, row.total_price_per_hour) {
+            (Some(each), Some(total)) => {
+                format!("  ${:.3}/h (${:.3}/h each)", total.usd(), each.usd())
+            }
+            _ if by == crate::placement::fit::RankBy::Price => {
+                "  no price_per_hour in the device file: not ranked".to_owned()
+            }
+            _ => String::new(),
+        };
         match (row.count, row.total_memory_bytes) {
             (Some(count), Some(total)) => out.push_str(&format!(
-                "  {}  {count} x {}  = {}  tensor parallel {}, pipeline {}  {} ({})\n",
+                "  {}  {count} x {}  = {}{price}  tensor parallel {}, pipeline {}  {} ({})\n",
                 row.device_file,
                 human_bytes(row.device_memory_bytes),
                 human_bytes(total),

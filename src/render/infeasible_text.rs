@@ -5,7 +5,7 @@ use crate::study::infeasible::{Fact, Holdings, Infeasibility};
 use crate::study::report::sequences;
 use crate::study::why_not::WhyNot;
 
-use super::diff_text::{objective_lines, profile_change_lines};
+use super::diff_text::{change_time_line, objective_lines, profile_change_lines, time_lines};
 use super::id_pattern::group_by_pattern;
 use super::summary::human_bytes;
 use super::summary_text::Detail;
@@ -276,6 +276,17 @@ pub fn why_not_text(node: &str, provider: &str, answer: &WhyNot) -> String {
             out.push_str("memory that changes (chosen | pinned | delta, bytes):\n");
             for (name, m) in diff.memory.iter().filter(|(_, m)| m.delta != 0) {
                 out.push_str(&format!("  {name}  {} | {} | {:+}\n", m.a, m.b, m.delta));
+            }
+            if let Some(time) = &diff.time {
+                out.push_str("provider changes and their time (pinned - chosen):\n");
+                for pattern in &diff.patterns {
+                    out.push_str(&format!(
+                        "  {} -> {}: {}\n",
+                        pattern.a, pattern.b, pattern.count
+                    ));
+                    out.push_str(&change_time_line(pattern, "    ", ["chosen", "pinned"]));
+                }
+                out.push_str(&time_lines(time, ["chosen", "pinned"]));
             }
             out
         }

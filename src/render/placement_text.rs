@@ -58,14 +58,33 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
     }
     let _ = writeln!(out, "\nstages:");
     for (s, stage) in p.stages.iter().enumerate() {
+        let mut host = format!(
+            "{} expert group(s) per device on the host",
+            stage.offloaded_units
+        );
+        if stage.offloaded_layers > 0 {
+            let _ = write!(
+                host,
+                ", the weights of layers {}-{} streamed from the host",
+                stage.first_layer,
+                stage.first_layer + stage.offloaded_layers - 1
+            );
+        }
+        if stage.kv_offloaded_layers > 0 {
+            let _ = write!(
+                host,
+                ", the KV cache of layers {}-{} on the host",
+                stage.first_layer,
+                stage.first_layer + stage.kv_offloaded_layers - 1
+            );
+        }
         let _ = writeln!(
             out,
-            "  stage {s}  layers {}-{} ({})  {}  {} expert group(s) per device on the host",
+            "  stage {s}  layers {}-{} ({})  {}  {host}",
             stage.first_layer,
             stage.end_layer - 1,
             stage.end_layer - stage.first_layer,
             stage.devices.join(", "),
-            stage.offloaded_units
         );
     }
     let _ = writeln!(
@@ -73,9 +92,17 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
         "\ndevices (rules: docs/placement.md, \"Per-device memory\"):"
     );
     for d in &p.devices {
+        let staging = if d.items.staging > 0 {
+            format!(
+                "\n    staging {} (the largest streamed layer's weights and host KV layer's cache)",
+                human_bytes(d.items.staging)
+            )
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             out,
-            "  {}  {}  stage {} rank {}  {} shards\n    weights {}\n    KV cache {}\n    activations {}\n    workspaces {}\n    communication {}\n    total {} of usable {}, room left {}",
+            "  {}  {}  stage {} rank {}  {} shards\n    weights {}\n    KV cache {}\n    activations {}\n    workspaces {}\n    communication {}{staging}\n    total {} of usable {}, room left {}",
             d.id,
             d.name,
             d.stage,
@@ -93,9 +120,10 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
     }
     let _ = writeln!(
         out,
-        "\nhost: {} offloaded ({} shards){}",
+        "\nhost: {} offloaded ({} shards, {} of KV cache){}",
         human_bytes(p.host.offloaded_bytes),
         p.host.shards.len(),
+        human_bytes(p.host.kv_bytes),
         p.host
             .memory_bytes
             .map_or(", offload off".to_owned(), |m| format!(

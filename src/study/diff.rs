@@ -2,6 +2,10 @@
 //! provider changed, grouped by pattern; the resources whose storage profile changed; the
 //! objective keys of both sides; and the memory figures of both sides with their deltas.
 //!
+//! Priced at a serving point ([`add_time`]), the comparison also says what each plan's
+//! TTFT, TPOT and throughput are and the prefill and decode-step time each provider change
+//! adds or saves ([`super::timing`]).
+//!
 //! Two plans are comparable when their programs have the same nodes in the same order; a
 //! different node list is refused. `programs_equal` says whether the program fingerprints
 //! are equal too (they differ when only shapes differ, e.g. another context length).
@@ -12,6 +16,9 @@ use serde::Serialize;
 
 use super::objective_keys::{objective_keys, resource_profiles, ObjectiveKeys};
 use super::report::ServingReport;
+use super::timing::{
+    change_time, node_times, time_diff, ChangeTime, Load, NodeTime, Pricer, TimeDiff,
+};
 use super::ResearchError;
 use crate::plan::ExecutionPlan;
 use crate::request::fingerprints::program_fingerprint;
@@ -29,7 +36,7 @@ pub struct NodeChange {
 }
 
 /// A provider change shared by several nodes (`a -> b: count`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ChangePattern {
     /// The provider in plan A.
     pub a: ProviderId,
@@ -40,6 +47,13 @@ pub struct ChangePattern {
     /// The nodes, in node order (printed in the text form, not in the JSON).
     #[serde(skip)]
     pub nodes: Vec<NodeId>,
+    /// The time the change adds (B - A), when the plans are priced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<ChangeTime>,
+    /// Each node's share of it, in the order of `nodes` (printed per id pattern in the text
+    /// form; empty when not priced, or priced with a calibration).
+    #[serde(skip)]
+    pub node_times: Vec<NodeTime>,
 }
 
 /// One resource whose storage profile differs (absent on a side that lacks the resource).
@@ -74,7 +88,7 @@ pub struct MemoryDelta {
 }
 
 /// The comparison of two plans.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlanDiff {
     /// Whether the two program fingerprints are equal.
     pub programs_equal: bool,
@@ -88,6 +102,9 @@ pub struct PlanDiff {
     pub objective: Sides<ObjectiveKeys>,
     /// Memory figures by name, with both values and the delta.
     pub memory: BTreeMap<String, MemoryDelta>,
+    /// Both plans' time at a serving point, when they are priced ([`add_time`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time: Option<TimeDiff>,
 }
 
 impl PlanDiff {
@@ -219,6 +236,8 @@ pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, Rese
             b: pb.clone(),
             count: nodes.len(),
             nodes,
+            time: None,
+            node_times: Vec::new(),
         })
         .collect();
     patterns.sort_by(|x, y| {
@@ -249,7 +268,155 @@ pub fn diff_plans(a: &ExecutionPlan, b: &ExecutionPlan) -> Result<PlanDiff, Rese
             b: objective_keys(b, None),
         },
         memory,
+        time: None,
     })
+}
+
+/// Where the serving points of a priced diff come from.
+#[derive(Clone, Debug)]
+pub struct DiffPricers {
+    /// Prices plan A.
+    pub a: Pricer,
+    /// Prices plan B.
+    pub b: Pricer,
+    /// Where they come from, for people.
+    pub source: String,
+}
+
+/// The pricers of two plans: `given` for both when there is one (its device figures, or
+/// those a plan recorded when it has none: `load`), else the serving points the plans
+/// recorded (a time objective records its point and device figures), each its own, or the
+/// one that records one for both; `None` when nothing prices them.
+pub fn diff_pricers(
+    given: Option<GivenPricing>,
+    a: &ExecutionPlan,
+    b: &ExecutionPlan,
+) -> Result<Option<DiffPricers>, ResearchError> {
+    let recorded = |p: &ExecutionPlan| -> Result<Option<Pricer>, ResearchError> {
+        p.payload
+            .selection_settings
+            .serving
+            .as_ref()
+            .map(Pricer::recorded)
+            .transpose()
+            .map_err(ResearchError::from)
+    };
+    let (ra, rb) = (recorded(a)?, recorded(b)?);
+    if let Some(given) = given {
+        let pricer = match given {
+            GivenPricing::Pricer(pricer) => *pricer,
+            GivenPricing::Load { load, calibration } => {
+                let Some(figures_from) = ra.as_ref().or(rb.as_ref()) else {
+                    return Err(ResearchError::Perf(crate::perf::PerfError::ServingPoint {
+                        flag: "--performance-device".to_owned(),
+                        message: "neither plan records device figures: give --performance-device DEVICE.json (a device file with performance figures, e.g. models/devices/h100-sxm-80gb.json)".to_owned(),
+                    }));
+                };
+                Pricer::new(
+                    load,
+                    &figures_from.device,
+                    figures_from.figures.clone(),
+                    calibration,
+                )?
+            }
+        };
+        return Ok(Some(DiffPricers {
+            a: pricer.clone(),
+            b: pricer,
+            source: "the serving point given".to_owned(),
+        }));
+    }
+    Ok(match (ra, rb) {
+        (Some(a), Some(b)) => Some(DiffPricers {
+            a,
+            b,
+            source: "each plan's recorded serving point".to_owned(),
+        }),
+        (Some(a), None) => Some(DiffPricers {
+            b: a.clone(),
+            a,
+            source: "plan A's recorded serving point (B records none)".to_owned(),
+        }),
+        (None, Some(b)) => Some(DiffPricers {
+            a: b.clone(),
+            b,
+            source: "plan B's recorded serving point (A records none)".to_owned(),
+        }),
+        (None, None) => None,
+    })
+}
+
+/// A serving point given for a diff: a full pricer, or a load priced with the device
+/// figures a plan recorded.
+#[derive(Clone, Debug)]
+pub enum GivenPricing {
+    /// Prices both plans.
+    Pricer(Box<Pricer>),
+    /// A load; the device figures are those a plan recorded.
+    Load {
+        /// The load.
+        load: Load,
+        /// Measured kernel times, if any.
+        calibration: crate::perf::Calibration,
+    },
+}
+
+/// Adds both plans' time at their serving points to `diff` (of `a` and `b`, built from
+/// `request_a` and `request_b`), and each provider change's time, priced on A's request at
+/// A's point.
+pub fn add_time(
+    diff: &mut PlanDiff,
+    (a, request_a): (&ExecutionPlan, &PlanRequest),
+    (b, request_b): (&ExecutionPlan, &PlanRequest),
+    pricers: &DiffPricers,
+) -> Result<(), ResearchError> {
+    for (plan, request, side) in [(a, request_a, "A"), (b, request_b, "B")] {
+        let program = program_fingerprint(&request.family.program).map_err(|e| {
+            ResearchError::PlanNotOfRequest {
+                detail: e.to_string(),
+            }
+        })?;
+        if program != plan.payload.program_fingerprint {
+            return Err(ResearchError::PlanNotOfRequest {
+                detail: format!(
+                    "plan {side} ({}) is of another program than its request",
+                    plan.payload.plan_id
+                ),
+            });
+        }
+    }
+    let pa = pricers.a.price(request_a, a)?;
+    let pb = pricers.b.price(request_b, b)?;
+    let (mut prefill, mut decode) = (0.0, 0.0);
+    for pattern in &mut diff.patterns {
+        let t = change_time(
+            &pricers.a,
+            request_a,
+            a,
+            &pattern.nodes,
+            &pattern.a,
+            &pattern.b,
+        )?;
+        prefill += t.prefill_seconds;
+        decode += t.decode_step_seconds;
+        pattern.time = Some(t);
+        pattern.node_times = node_times(
+            &pricers.a,
+            request_a,
+            &pattern.nodes,
+            &pattern.a,
+            &pattern.b,
+        )?
+        .unwrap_or_default();
+    }
+    diff.time = Some(time_diff(
+        (&pa, &pricers.a, request_a),
+        (&pb, &pricers.b, request_b),
+        diff.programs_equal,
+        (prefill, decode),
+        pricers.source.clone(),
+    ));
+    Ok(())
 }
 
 fn signed(what: &str, bytes: u64) -> Result<i64, ResearchError> {

@@ -9,6 +9,14 @@
 //! answer. The search doubles from 1 until a probe fails, then bisects; it assumes memory
 //! does not shrink as the knob grows (more context, sequences or scheduled tokens never
 //! need fewer bytes), and the answer is checked by the probes on both sides of it.
+//!
+//! With a latency target ([`FitServing::latency`], `fit --max-tpot-ms X --max-ttft-ms Y
+//! --maximize sequences`) a value N fits when, besides memory, the plan at N served at
+//! concurrency N ([`super::timing::Pricer`], the rule of `plan --concurrency N`) meets the
+//! targets; the search assumes TPOT and TTFT do not fall as concurrency grows, and the
+//! answer says which bound fails at N + 1. With an engine ([`FitServing::engine`], `fit
+//! --engine NAME`), each probe's memory is held to the engine's budget as `plan --engine`
+//! holds it.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,7 +27,11 @@ use crate::plan::ExecutionPlan;
 use crate::request::{seal::seal, PlanRequest};
 use crate::synth::{ModelSource, PolicyPreset};
 
+use super::timing::{
+    latency_reason, pricer_at, LatencyAnswer, LatencyFigures, LatencyQuery, PricingRule, MAX_SERVED,
+};
 use super::{ServingReport, StudyError};
+use crate::synth::DeviceDescription;
 
 /// The policy knob a fit maximizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -62,7 +74,7 @@ pub enum FitSubject {
 }
 
 /// Why the value after the answer does not fit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FitNext {
     /// The value probed (answer + 1).
     pub value: u64,
@@ -70,10 +82,42 @@ pub struct FitNext {
     pub reason: String,
     /// By how many bytes it fails, where the failure is a byte count.
     pub bytes_short: Option<u64>,
+    /// With a latency target: which bound fails, `memory`, `latency` or `memory and
+    /// latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binds: Option<String>,
+    /// With a latency target: the predicted latency at the value, where its plan builds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyFigures>,
+}
+
+impl FitNext {
+    fn memory(value: u64, reason: String, bytes_short: Option<u64>) -> FitNext {
+        FitNext {
+            value,
+            reason,
+            bytes_short,
+            binds: None,
+            latency: None,
+        }
+    }
+}
+
+/// What a fit serves besides memory: an engine's budget and a latency target.
+#[derive(Clone, Debug, Default)]
+pub struct FitServing {
+    /// The engine (`vllm`, `vllm@0.6`, ...) whose memory budget each probe is held to, as
+    /// `plan MODEL --engine NAME` (model folders only).
+    pub engine: Option<String>,
+    /// The latency target (the sequence knob only).
+    pub latency: Option<LatencyQuery>,
+    /// The context ceiling of a model folder's preset (`fit --context TOKENS`, as
+    /// `plan --context`), for the sequence and token knobs.
+    pub context: Option<u64>,
 }
 
 /// The answer of a fit (`jointplan fit --json`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FitResult {
     /// The knob maximized.
     pub knob: Knob,
@@ -89,17 +133,22 @@ pub struct FitResult {
     pub lowest: u64,
     /// How many plans the search built.
     pub probes: u32,
+    /// With a latency target: the target and the figures at the largest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<LatencyAnswer>,
 }
 
 /// One probe: a plan and its report, or why the value does not fit.
 #[derive(Clone, Debug)]
 pub enum Probe {
-    /// The plan builds and its worst case fits.
+    /// The plan builds and its worst case fits (and its latency meets the target).
     Fits {
         /// The plan id.
         plan_id: String,
         /// Its report.
         report: ServingReport,
+        /// Its predicted latency, with a latency target.
+        latency: Option<LatencyFigures>,
     },
     /// The value does not fit.
     Fails(FitNext),
@@ -107,7 +156,7 @@ pub enum Probe {
     Beyond(FitNext),
 }
 
-fn settings(path: &str, message: impl Into<String>) -> StudyError {
+pub(crate) fn settings(path: &str, message: impl Into<String>) -> StudyError {
     StudyError::Settings {
         path: path.to_owned(),
         message: message.into(),
@@ -125,7 +174,8 @@ fn request_at(
     preset: Option<&PolicyPreset>,
     knob: Knob,
     value: u64,
-) -> Result<(PlanRequest, Option<u64>, u64), StudyError> {
+    engine: Option<&str>,
+) -> Result<(PlanRequest, Option<u64>, u64, Option<DeviceDescription>), StudyError> {
     match subject {
         FitSubject::Model(source) => {
             let preset = preset.ok_or_else(|| settings("policy", "no policy preset resolved"))?;
@@ -145,12 +195,35 @@ fn request_at(
                 Knob::Sequences => value,
                 _ => u64::from(policy.required_sequences()),
             };
-            let request = source.synthesize_with_policy(&policy)?.request;
+            let synthesized = source.synthesize_with_policy(&policy)?;
+            let mut request = synthesized.request;
+            if let Some(engine) = engine {
+                let choice: crate::engine::EngineChoice = engine.parse()?;
+                let report = super::engine_facts::engine_report(
+                    &request,
+                    &synthesized.device,
+                    &synthesized.policy,
+                    &choice,
+                    &crate::engine::EngineArgs::default(),
+                )?;
+                request = super::engine_facts::with_engine_budget(
+                    &request,
+                    &synthesized.device,
+                    &report,
+                )?
+                .0;
+            }
             let context = context_tokens(&request);
             let capped = (knob == Knob::Context && context < value).then_some(context);
-            Ok((request, capped, required))
+            Ok((request, capped, required, Some(synthesized.device)))
         }
         FitSubject::Request(request) => {
+            if engine.is_some() {
+                return Err(settings(
+                    "--engine",
+                    "applies to a model folder (the engine's budget needs the device file); give a model folder",
+                ));
+            }
             let mut request = (**request).clone();
             let policy = &mut request.policy;
             match knob {
@@ -181,7 +254,7 @@ fn request_at(
             }
             seal(&mut request).map_err(|e| settings("request", e.to_string()))?;
             let required = if knob == Knob::Sequences { value } else { 1 };
-            Ok((request, None, required))
+            Ok((request, None, required, None))
         }
     }
 }
@@ -211,51 +284,112 @@ pub fn probe(
     value: u64,
     options: &BuildOptions,
 ) -> Result<Probe, StudyError> {
-    let (request, capped, required) = request_at(subject, preset, knob, value)?;
+    probe_serving(
+        subject,
+        preset,
+        knob,
+        value,
+        options,
+        &FitServing::default(),
+    )
+}
+
+/// [`probe`] with an engine's budget and a latency target: the value fits when the memory
+/// fits and the plan served at concurrency `value` meets the target.
+pub fn probe_serving(
+    subject: &FitSubject,
+    preset: Option<&PolicyPreset>,
+    knob: Knob,
+    value: u64,
+    options: &BuildOptions,
+    serving: &FitServing,
+) -> Result<Probe, StudyError> {
+    let (request, capped, required, device) =
+        request_at(subject, preset, knob, value, serving.engine.as_deref())?;
     if let Some(context) = capped {
         let rule = super::report::trained_context(&request)
             .map_or_else(String::new, |t| format!(" ({})", t.rule));
-        return Ok(Probe::Beyond(FitNext {
+        return Ok(Probe::Beyond(FitNext::memory(
             value,
-            reason: format!(
+            format!(
                 "the model's trained context is {context} tokens{rule}: the context is capped there"
             ),
-            bytes_short: None,
-        }));
+            None,
+        )));
+    }
+    if serving.latency.is_some() && value > MAX_SERVED {
+        return Ok(Probe::Beyond(FitNext::memory(
+            value,
+            format!("the performance model serves at most {MAX_SERVED} requests at once"),
+            None,
+        )));
     }
     let outcome = match ExecutionPlan::build_with_report(&request, options) {
         Ok(outcome) => outcome,
         Err(error) if error.kind() == crate::error_kind::ErrorKind::Infeasible => {
-            return Ok(Probe::Fails(FitNext {
-                value,
-                bytes_short: bytes_short(&error),
-                reason: error.to_string(),
-            }))
+            let mut next = FitNext::memory(value, error.to_string(), bytes_short(&error));
+            if serving.latency.is_some() {
+                next.binds = Some("memory".to_owned());
+            }
+            return Ok(Probe::Fails(next));
         }
         Err(error) => return Err(StudyError::Plan(Box::new(error))),
     };
+    let latency = match &serving.latency {
+        Some(query) => {
+            let pricer = pricer_at(query, device.as_ref(), value)?;
+            let performance = pricer
+                .price(&request, &outcome.plan)
+                .map_err(super::timing::perf_settings)?;
+            Some(query.target.judge(&performance))
+        }
+        None => None,
+    };
+    let latency_fails = latency.as_ref().is_some_and(|l| !l.meets);
     let (report, limits) = ServingReport::with_limits(&request, &outcome.plan)?;
     if report.meets(required) {
+        if let (true, Some(figures), Some(query)) = (latency_fails, &latency, &serving.latency) {
+            return Ok(Probe::Fails(FitNext {
+                value,
+                reason: latency_reason(&query.target, figures),
+                bytes_short: None,
+                binds: Some("latency".to_owned()),
+                latency: latency.clone(),
+            }));
+        }
         return Ok(Probe::Fits {
             plan_id: outcome.plan.payload.plan_id.clone(),
             report,
+            latency,
         });
     }
     let sequences = required;
     let needed = i128::from(report.kv_bytes_per_sequence) * i128::from(sequences);
     let short = u64::try_from(needed - report.headroom_bytes).ok();
+    let mut reason = format!(
+        "the requirement does not fit: {} x {} bytes of KV cache and \
+         sequence state at {} tokens need {needed} bytes, the headroom after weights, \
+         activations and workspaces is {} bytes",
+        super::report::sequences(sequences),
+        report.kv_bytes_per_sequence,
+        limits.context_tokens,
+        report.headroom_bytes
+    );
+    let binds = match (&latency, &serving.latency) {
+        (Some(figures), Some(query)) if latency_fails => {
+            reason.push_str("; and ");
+            reason.push_str(&latency_reason(&query.target, figures));
+            Some("memory and latency".to_owned())
+        }
+        (Some(_), _) => Some("memory".to_owned()),
+        _ => None,
+    };
     Ok(Probe::Fails(FitNext {
         value,
-        reason: format!(
-            "the requirement does not fit: {} x {} bytes of KV cache and \
-             sequence state at {} tokens need {needed} bytes, the headroom after weights, \
-             activations and workspaces is {} bytes",
-            super::report::sequences(sequences),
-            report.kv_bytes_per_sequence,
-            limits.context_tokens,
-            report.headroom_bytes
-        ),
+        reason,
         bytes_short: short,
+        binds,
+        latency,
     }))
 }
 
@@ -268,29 +402,71 @@ pub fn fit(
     knob: Knob,
     options: &BuildOptions,
 ) -> Result<FitResult, StudyError> {
-    let preset = match subject {
-        FitSubject::Model(source) => Some(source.policy_preset()?),
-        FitSubject::Request(_) => None,
-    };
+    fit_serving(subject, knob, options, &FitServing::default())
+}
+
+/// [`fit`] with an engine's budget and a latency target (the sequence knob only): the
+/// largest N whose memory fits and whose plan, served at concurrency N, meets the target.
+pub fn fit_serving(
+    subject: &FitSubject,
+    knob: Knob,
+    options: &BuildOptions,
+    serving: &FitServing,
+) -> Result<FitResult, StudyError> {
+    if serving.latency.is_some() && knob != Knob::Sequences {
+        return Err(settings(
+            "--max-tpot-ms",
+            format!(
+                "a latency target applies to --maximize sequences (each value is served at that concurrency), not to --maximize {}",
+                knob.name()
+            ),
+        ));
+    }
+    let preset =
+        match (subject, serving.context) {
+            (_, Some(_)) if knob == Knob::Context => {
+                return Err(settings(
+                    "--context",
+                    "is the knob of --maximize context: give one of the two",
+                ))
+            }
+            (FitSubject::Request(_), Some(_)) => return Err(settings(
+                "--context",
+                "a request's context lives in its states and node attributes; give a model folder",
+            )),
+            (FitSubject::Model(source), context) => {
+                let mut preset = source.policy_preset()?;
+                if let Some(context) = context {
+                    preset.maximum_context_tokens = Some(context);
+                }
+                Some(preset)
+            }
+            (FitSubject::Request(_), None) => None,
+        };
     let mut probes = 0u32;
-    let mut run = |value: u64| -> Result<Result<(String, ServingReport), FitNext>, StudyError> {
+    type Good = (String, ServingReport, Option<LatencyFigures>);
+    let mut run = |value: u64| -> Result<Result<Good, FitNext>, StudyError> {
         probes += 1;
         Ok(
-            match probe(subject, preset.as_ref(), knob, value, options)? {
-                Probe::Fits { plan_id, report } => Ok((plan_id, report)),
+            match probe_serving(subject, preset.as_ref(), knob, value, options, serving)? {
+                Probe::Fits {
+                    plan_id,
+                    report,
+                    latency,
+                } => Ok((plan_id, report, latency)),
                 Probe::Fails(next) | Probe::Beyond(next) => Err(next),
             },
         )
     };
     // Invariant: `good` fits (with its plan), `bad` does not (with its reason).
-    let mut good: Option<(u64, String, ServingReport)> = None;
+    let mut good: Option<(u64, Good)> = None;
     let mut bad: Option<FitNext> = None;
     let lowest = 1;
     let mut value = lowest;
     loop {
         match run(value)? {
-            Ok((plan_id, report)) => {
-                good = Some((value, plan_id, report));
+            Ok(fits) => {
+                good = Some((value, fits));
                 if value >= knob.ceiling() {
                     break;
                 }
@@ -307,8 +483,8 @@ pub fn fit(
         while high - low > 1 {
             let middle = low + (high - low) / 2;
             match run(middle)? {
-                Ok((plan_id, report)) => {
-                    good = Some((middle, plan_id, report));
+                Ok(fits) => {
+                    good = Some((middle, fits));
                     low = middle;
                 }
                 Err(next) => {
@@ -318,9 +494,15 @@ pub fn fit(
             }
         }
     }
-    let (largest, plan_id, report) = match good {
-        Some((value, plan_id, report)) => (Some(value), Some(plan_id), Some(report)),
-        None => (None, None, None),
+    let latency_rule = match &serving.latency {
+        Some(query) => Some((query, rule_of(query, subject, preset.as_ref(), serving)?)),
+        None => None,
+    };
+    let (largest, plan_id, report, at_largest) = match good {
+        Some((value, (plan_id, report, latency))) => {
+            (Some(value), Some(plan_id), Some(report), latency)
+        }
+        None => (None, None, None, None),
     };
     Ok(FitResult {
         knob,
@@ -330,7 +512,38 @@ pub fn fit(
         report,
         lowest,
         probes,
+        latency: latency_rule.map(|(query, rule)| LatencyAnswer {
+            target: query.target,
+            input_tokens: query.load.input_tokens,
+            output_tokens: query.load.output_tokens,
+            rule,
+            at_largest,
+        }),
     })
+}
+
+/// How a latency query's figures are priced (its device: the query's, else the one a
+/// request at 1 sequence is synthesized for).
+fn rule_of(
+    query: &LatencyQuery,
+    subject: &FitSubject,
+    preset: Option<&PolicyPreset>,
+    serving: &FitServing,
+) -> Result<PricingRule, StudyError> {
+    let device = match &query.device {
+        Some(device) => Some(device.clone()),
+        None => {
+            request_at(
+                subject,
+                preset,
+                Knob::Sequences,
+                1,
+                serving.engine.as_deref(),
+            )?
+            .3
+        }
+    };
+    Ok(pricer_at(query, device.as_ref(), 1)?.rule())
 }
 
 /// Whether a model fits one device of a directory (`jointplan fit --devices DIR`).

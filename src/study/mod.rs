@@ -19,6 +19,8 @@
 //!   table of docs/engines.md);
 //!
 //! Comparing and questioning plans:
+//! - [`timing`]: plans priced at a serving point, and the time a change of providers costs
+//!   (`diff`, `explain --why-not`, `fit --max-tpot-ms`);
 //! - [`diff`]: a semantic comparison of two plans of one program (`jointplan diff`);
 //! - [`objective_keys`]: the objective's keys of a plan (preferences met, resources per
 //!   profile, provider ids), shared by `diff` and `why_not`;
@@ -57,6 +59,7 @@ pub mod results;
 pub mod sweep;
 pub mod sweep_run;
 pub mod sweep_time;
+pub mod timing;
 pub mod why_not;
 
 pub use error::StudyError;

@@ -57,6 +57,9 @@ pub enum ResearchError {
         /// Why.
         detail: String,
     },
+    /// A plan could not be priced at a serving point.
+    #[error(transparent)]
+    Perf(#[from] crate::perf::PerfError),
     /// A number overflowed.
     #[error("{what} overflows")]
     Overflow {

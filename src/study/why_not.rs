@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use super::diff::{diff_plans, PlanDiff};
+use super::diff::{add_time, diff_plans, diff_pricers, GivenPricing, PlanDiff};
 use super::infeasible::{analyze, Infeasibility};
 use super::objective_keys::{objective_keys, ObjectiveKeys};
 use super::ResearchError;
@@ -46,7 +46,8 @@ pub enum WhyNot {
         pinned: Box<ObjectiveKeys>,
         /// The first key that differs, in the objective's order (none: equal objective).
         first_difference: Option<KeyChange>,
-        /// The nodes, resources and memory figures that change.
+        /// The nodes, resources and memory figures that change, and the time (`diff.time`)
+        /// when the plans are priced.
         diff: Box<PlanDiff>,
     },
     /// No plan exists with the pin.
@@ -56,13 +57,16 @@ pub enum WhyNot {
     },
 }
 
-/// Answers "why not `provider` at `node`" for `plan`, built from `request`.
+/// Answers "why not `provider` at `node`" for `plan`, built from `request`. The two plans
+/// are priced at `pricing` when given, else at the serving point the plan recorded (a time
+/// objective records one), else not at all.
 pub fn why_not(
     request: &PlanRequest,
     plan: &ExecutionPlan,
     node: &NodeId,
     provider: &ProviderId,
     options: &BuildOptions,
+    pricing: Option<GivenPricing>,
 ) -> Result<WhyNot, ResearchError> {
     let Some(planned) = plan.payload.nodes.iter().find(|n| &n.id == node) else {
         return Err(ResearchError::UnknownNode {
@@ -117,9 +121,13 @@ pub fn why_not(
     let first_difference = levels
         .iter()
         .find_map(|level| key_change(*level, weights, &chosen_keys, &pinned_keys));
+    let mut diff = diff_plans(plan, &pinned)?;
+    if let Some(pricers) = diff_pricers(pricing, plan, &pinned)? {
+        add_time(&mut diff, (plan, request), (&pinned, request), &pricers)?;
+    }
     Ok(WhyNot::Feasible {
         plan_id: pinned.payload.plan_id.clone(),
-        diff: Box::new(diff_plans(plan, &pinned)?),
+        diff: Box::new(diff),
         chosen: Box::new(chosen_keys),
         pinned: Box::new(pinned_keys),
         first_difference,

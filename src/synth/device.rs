@@ -74,6 +74,47 @@ pub struct DeviceDescription {
     /// into a synthesized request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub performance: Option<DevicePerformance>,
+    /// The on-demand price of one such device, US dollars per hour (docs/placement.md
+    /// cites each shipped figure); optional, and never copied into a synthesized request:
+    /// `fit --devices DIR --by price` ranks device counts by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<f64>")]
+    pub price_per_hour: Option<PricePerHour>,
+}
+
+/// A price in US dollars per hour, held as whole micro-dollars so the description stays
+/// exact (`Eq`); read and written as a JSON number of dollars (`2.736`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PricePerHour {
+    /// Micro-dollars (10^-6 USD) per hour.
+    pub micro_usd: u64,
+}
+
+impl PricePerHour {
+    /// The price in dollars per hour.
+    pub fn usd(self) -> f64 {
+        self.micro_usd as f64 / 1e6
+    }
+}
+
+impl Serialize for PricePerHour {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_f64(self.usd())
+    }
+}
+
+impl<'de> Deserialize<'de> for PricePerHour {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let usd = f64::deserialize(deserializer)?;
+        if !(usd.is_finite() && usd > 0.0 && usd < 1e6) {
+            return Err(serde::de::Error::custom(format!(
+                "price_per_hour {usd}: give a positive number of US dollars per hour below 1000000"
+            )));
+        }
+        Ok(PricePerHour {
+            micro_usd: (usd * 1e6).round() as u64,
+        })
+    }
 }
 
 impl DeviceDescription {

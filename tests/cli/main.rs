@@ -31,3 +31,4 @@ mod summary_grouping;
 mod sweep_loop;
 mod sweep_shard;
 mod sweep_time;
+mod time_loop;

@@ -201,4 +201,121 @@ fn a_model_that_fits_nowhere_exits_1_with_why() {
     let stderr = text(&result.stderr);
     assert!(stderr.contains("no placement fits"), "{stderr}");
     assert!(stderr.contains("bytes of weights"), "{stderr}");
+    // The levers across kinds: more devices, host offload (no experts: streamed layers or
+    // host KV), fewer sequences, a shorter context.
+    for lever in [
+        "add 7 device(s)",
+        "--host-offload with at least",
+        "streamed",
+        "sequence(s) at once",
+        "a context of at most",
+    ] {
+        assert!(stderr.contains(lever), "{lever}: {stderr}");
+    }
+    // Where the KV cache is small the weights decide: 16 layers in bf16 (27 GB) do not fit
+    // one RTX 4090; the smaller format the lever names does.
+    let model = path("models/llama-3.1-70b");
+    let device = path("models/devices/rtx-4090-24gb.json");
+    let at = |format: &str| {
+        jointplan(&[
+            "plan",
+            &model,
+            "--weight-format",
+            format,
+            "--layers",
+            "16",
+            "--sequences",
+            "1",
+            "--context",
+            "4096",
+            "--device",
+            &device,
+            "--count",
+            "1",
+        ])
+    };
+    let result = at("dense-bf16");
+    assert_eq!(result.status.code(), Some(1));
+    let stderr = text(&result.stderr);
+    let format = stderr
+        .split("--weight-format ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no format lever: {stderr}"));
+    ok(&at(format));
+}
+
+#[test]
+fn explain_asks_a_stored_placement_why_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("placement.json");
+    let model = path("models/llama-3.1-8b");
+    let set = path("models/devices/sets/a100-80gb-x2.json");
+    let common = [
+        "plan",
+        model.as_str(),
+        "--layers",
+        "4",
+        "--devices",
+        set.as_str(),
+        "--placement-objective",
+        "most-kv-tokens",
+    ];
+    let mut args = common.to_vec();
+    args.extend(["--why-not", "pp=1", "-o", out.to_str().unwrap()]);
+    let planned = jointplan(&args);
+    ok(&planned);
+    let at_plan = text(&planned.stdout);
+    let section = &at_plan[at_plan.find("\nwhy not pp=1").unwrap()..];
+    let section = &section[..section[1..].find("\n\n").map_or(section.len(), |e| e + 1)];
+    let asked = jointplan(&["explain", &s(&out), "--why-not", "pp=1"]);
+    ok(&asked);
+    let answer = text(&asked.stdout);
+    assert!(answer.contains(section.trim()), "{answer}\n---\n{section}");
+    // JSON: the comparison itself.
+    let json = jointplan(&["explain", &s(&out), "--why-not", "pp=1", "--json"]);
+    ok(&json);
+    let value: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(value["alternative"], "pp=1");
+    // A placement file without a question, or with a bad one, exits 2 naming it.
+    let bare = jointplan(&["explain", &s(&out)]);
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(
+        text(&bare.stderr).contains("--why-not"),
+        "{}",
+        text(&bare.stderr)
+    );
+    let bad = jointplan(&["explain", &s(&out), "--why-not", "tp=zero"]);
+    assert_eq!(bad.status.code(), Some(2));
+    // An edited file is refused.
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    value["payload"]["sequences"] = Value::from(1);
+    std::fs::write(&out, serde_json::to_string(&value).unwrap()).unwrap();
+    let edited = jointplan(&["explain", &s(&out), "--why-not", "pp=1"]);
+    assert_eq!(edited.status.code(), Some(2));
+    assert!(
+        text(&edited.stderr).contains("checker"),
+        "{}",
+        text(&edited.stderr)
+    );
+}
+
+#[test]
+fn fit_by_price_needs_a_known_order() {
+    let result = jointplan(&[
+        "fit",
+        &path("models/llama-3.1-8b"),
+        "--devices",
+        &path("models/devices"),
+        "--max-count",
+        "1",
+        "--by",
+        "cheapest",
+    ]);
+    assert_eq!(result.status.code(), Some(2));
+    assert!(
+        text(&result.stderr).contains("--by cheapest"),
+        "{}",
+        text(&result.stderr)
+    );
 }

@@ -28,6 +28,7 @@ mod multi_gpu_validation;
 mod perf_model;
 mod perf_validation;
 mod placement_models;
+mod placement_offload;
 mod placement_oracle;
 mod plan_file;
 mod policy_agreement;

@@ -2,11 +2,15 @@
 //! `examples/perf_validation.rs` plans and predicts every published measurement of
 //! `docs/data/serving-measurements.json`, and the table it prints must equal the one
 //! committed between the `perf-validation` markers (rewrite it with
-//! `cargo run --release --example perf_validation -- --write`).
+//! `cargo run --release --example perf_validation -- --write`). The constants fitted on the
+//! fit half (the request overhead, the devices' memory factors) must be the ones the
+//! performance model uses.
 
 #[allow(dead_code)]
 #[path = "../../examples/perf_validation.rs"]
 mod example;
+
+use jointplan::perf::efficiency::{device_memory_factor, DEVICE_FACTORS};
 
 #[test]
 fn perf_validation_table_is_current() {
@@ -14,8 +18,28 @@ fn perf_validation_table_is_current() {
     // The engine profile's constant is the fit the table states (to 0.1 ms).
     let constant = jointplan::perf::engine_profile::VLLM_REQUEST_OVERHEAD_SECONDS;
     assert!(
-        (constant - (fit * 1e4).round() / 1e4).abs() < 1e-9,
-        "VLLM_REQUEST_OVERHEAD_SECONDS is {constant}, the odd rows give {fit}"
+        (constant - fit.request_overhead.0).abs() < 1e-9,
+        "VLLM_REQUEST_OVERHEAD_SECONDS is {constant}, the fit half gives {}",
+        fit.request_overhead.0
+    );
+    let step = jointplan::perf::engine_profile::VLLM_STEP_OVERHEAD_SECONDS;
+    assert!(
+        (step - fit.vllm_step.0).abs() < 1e-9,
+        "VLLM_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
+        fit.vllm_step.0
+    );
+    // Every fitted device factor is in the table of the model, and nothing else is.
+    for (device, factor, _) in &fit.devices {
+        assert!(
+            (device_memory_factor(device) - factor).abs() < 1e-9,
+            "the memory factor of {device} is {}, the fit half gives {factor}",
+            device_memory_factor(device)
+        );
+    }
+    assert_eq!(
+        DEVICE_FACTORS.len(),
+        fit.devices.len(),
+        "DEVICE_FACTORS has entries the fit half does not give"
     );
     let docs = std::fs::read_to_string(example::DOCS).unwrap();
     let current = example::with_table(&docs, &table).expect("the docs have the markers");
@@ -24,4 +48,11 @@ fn perf_validation_table_is_current() {
         "the validation table in {} is stale: run `cargo run --release --example perf_validation -- --write`\n{table}",
         example::DOCS
     );
+}
+
+#[test]
+fn the_split_is_by_the_hash_of_the_id() {
+    // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (even), of "b" 0xaf63df4c8601f1a5 (odd).
+    assert!(example::fit_half("a"));
+    assert!(!example::fit_half("b"));
 }

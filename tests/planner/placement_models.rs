@@ -281,7 +281,12 @@ fn every_shipped_set_reads() {
     for entry in std::fs::read_dir("models/devices/sets").unwrap() {
         let path = entry.unwrap().path();
         let set = DeviceSet::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(set.device_count() >= 2, "{}", path.display());
+        // Several devices, or one with a host tier (the host-offload target).
+        assert!(
+            set.device_count() >= 2 || set.host_memory_bytes.is_some(),
+            "{}",
+            path.display()
+        );
     }
 }
 
@@ -391,8 +396,48 @@ fn levers_are_exact_amounts() {
         ),
         Err(PlacementError::Infeasible(_))
     ));
-    // No routed experts: no offload lever.
-    assert!(!found.iter().any(|l| matches!(l, Lever::Offload { .. })));
+    // No routed experts: the offload lever streams layers or keeps KV on the host, and its
+    // host bytes are exact: with them the model places (least offloaded), with one fewer
+    // it does not.
+    let host = found
+        .iter()
+        .find_map(|l| match l {
+            Lever::Offload {
+                units, host_bytes, ..
+            } => {
+                assert_eq!(*units, 0);
+                Some(*host_bytes)
+            }
+            _ => None,
+        })
+        .unwrap();
+    let mut offload = settings(Objective::LeastOffloaded);
+    offload.host_offload = true;
+    for (memory, fits) in [(host, true), (host - 1, false)] {
+        let with_host = DeviceSet::uniform(device, 1, Some(memory)).unwrap();
+        let result = place(&source, &with_host, &offload, &options, 0);
+        assert_eq!(result.is_ok(), fits, "host {memory}: {result:?}");
+    }
+    // The most sequences: the problem's bound (the policy's activations) refined by
+    // synthesizing the model at each probe; with them it places, with one more it does not.
+    let bound = found
+        .iter()
+        .find_map(|l| match l {
+            Lever::FewerSequences { sequences } => Some(*sequences),
+            _ => None,
+        })
+        .unwrap();
+    let fewest = settings(Objective::FewestDevices);
+    let sequences = jointplan::placement::levers::most_sequences(
+        &source, &set, &fewest, &options, &preset, bound,
+    );
+    assert!(sequences >= bound);
+    for (count, fits) in [(sequences, true), (sequences + 1, false)] {
+        let mut at = settings(Objective::FewestDevices);
+        at.policy = Some(preset.with_sequence_ceiling(u32::try_from(count).unwrap()));
+        let result = place(&source, &set, &at, &options, 0);
+        assert_eq!(result.is_ok(), fits, "{count} sequences: {result:?}");
+    }
     // The longest context, checked by synthesizing the model at it and one token more.
     let context = found
         .iter()

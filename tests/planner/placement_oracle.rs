@@ -1,9 +1,10 @@
 //! The placement solver (`placement::solve`, a dynamic program) against the exhaustive
 //! enumeration (`placement::enumerate`, which shares no code with it) on random small
 //! problems: up to 8 layers, up to 4 devices of up to 2 kinds, tensor-parallel degrees 1
-//! and 2 with both expert splits, with and without host offload and a pinned depth, with
-//! and without times (random per-layer, per-kind nanoseconds, offload transfers and stage
-//! sends), under every objective (the time objectives too). The answers must be identical: the same option, the same stages, the
+//! and 2 with both expert splits, with and without host offload (expert groups, and each of
+//! whole layers' weights and layers' KV cache allowed or not) and a pinned depth, with
+//! and without times (random per-layer, per-kind nanoseconds, offload transfers, streamed
+//! layers and KV, and stage sends), under every objective (the time objectives too). The answers must be identical: the same option, the same stages, the
 //! same offload and figures (the tie-break is part of the answer).
 
 use jointplan::placement::enumerate::{enumerate, Enumerated};
@@ -35,13 +36,19 @@ fn times(layers: usize) -> impl Strategy<Value = OptionTimes> {
         step(),
         step(),
         step(),
+        prop::collection::vec(step(), layers),
+        prop::collection::vec(step(), layers),
     )
-        .prop_map(|(layers, first, last, unit)| KindTimes {
-            layers,
-            first,
-            last,
-            unit,
-        });
+        .prop_map(
+            |(layers, first, last, unit, layer_from_host, kv_from_host)| KindTimes {
+                layers,
+                first,
+                last,
+                unit,
+                layer_from_host,
+                kv_from_host,
+            },
+        );
     (prop::collection::vec(kind, 2), step())
         .prop_map(|(kinds, boundary)| OptionTimes { kinds, boundary })
 }
@@ -84,6 +91,7 @@ fn problem() -> impl Strategy<Value = Problem> {
             prop::sample::select(Objective::ALL.to_vec()),
             0usize..3,
             prop::option::of(step()),
+            (any::<bool>(), any::<bool>(), 0u64..30),
         )
             .prop_map(
                 move |(
@@ -97,6 +105,7 @@ fn problem() -> impl Strategy<Value = Problem> {
                     objective,
                     drop,
                     fixed,
+                    (layer_offload, kv_offload, worst),
                 )| {
                     // At most 4 devices in all: the first kind keeps its count, the second
                     // what is left.
@@ -131,6 +140,9 @@ fn problem() -> impl Strategy<Value = Problem> {
                         kinds,
                         sequences,
                         host_bytes: host,
+                        layer_offload,
+                        kv_offload,
+                        kv_worst_case_tokens: worst,
                         pipeline_stages: pin,
                         objective,
                         fixed_time: fixed,
@@ -186,6 +198,9 @@ fn four_layers(objective: Objective, host: Option<u64>) -> Problem {
         }],
         sequences: 1,
         host_bytes: host,
+        layer_offload: false,
+        kv_offload: false,
+        kv_worst_case_tokens: 4,
         pipeline_stages: None,
         objective,
         fixed_time: None,
@@ -248,7 +263,9 @@ fn offload_fits_four_layers_on_one_device() {
         vec![StageChoice {
             end_layer: 4,
             kind: 0,
-            offloaded_units: 5
+            offloaded_units: 5,
+            offloaded_layers: 0,
+            kv_offloaded_layers: 0,
         }]
     );
     assert_eq!(answer.offloaded_bytes, 20);
@@ -259,4 +276,65 @@ fn offload_fits_four_layers_on_one_device() {
     };
     assert_eq!(solve(&tight), None);
     assert_eq!(exhaustive(&tight), None);
+}
+
+/// Four dense layers (no expert groups) of 10 weight bytes, 2 KV bytes per sequence and 1
+/// per token each (a context of 2 tokens, one sequence: the worst case is 2 tokens), on
+/// one device of 25 usable bytes: only whole layers or their KV can leave.
+fn dense(objective: Objective, layers: bool, kv: bool) -> Problem {
+    let mut problem = four_layers(objective, Some(1000));
+    for layer in &mut problem.options[0].layers {
+        layer.units = 0;
+        layer.kv_sequence_bytes = 2;
+    }
+    problem.options[0].unit_bytes = 0;
+    problem.kinds = vec![KindCapacity {
+        usable_bytes: 25,
+        groups: vec![(1, 1)],
+    }];
+    problem.layer_offload = layers;
+    problem.kv_offload = kv;
+    problem.kv_worst_case_tokens = 2;
+    problem
+}
+
+#[test]
+fn whole_layers_stream_from_the_host() {
+    // Layer offload only: streaming the first l layers leaves 10 (4 - l) bytes of weights,
+    // a staging buffer of 10 when l > 0, and 8 bytes of KV: 48, 48, 38, 28, 18 for l = 0..4;
+    // only l = 4 fits 25.
+    let problem = dense(Objective::FewestDevices, true, false);
+    let answer = solve(&problem).unwrap();
+    assert_eq!(answer.stages.len(), 1);
+    assert_eq!(answer.stages[0].offloaded_layers, 4);
+    assert_eq!(answer.stages[0].kv_offloaded_layers, 0);
+    assert_eq!(answer.offloaded_bytes, 40);
+    // Room: 25 - 10 (staging) = 15 bytes over 4 bytes per token.
+    assert_eq!(answer.kv_tokens, 3);
+    assert_eq!(answer, exhaustive(&problem).unwrap());
+    // Without layer offload the model does not fit.
+    assert_eq!(solve(&dense(Objective::FewestDevices, false, false)), None);
+}
+
+#[test]
+fn least_offloaded_mixes_layers_and_kv() {
+    // Both allowed: weights W(l) = 40, 40, 30, 20, 10 and KV K(x) = 8, 8, 6, 4, 2 (a staging
+    // buffer of one layer's once anything is on the host); W + K <= 25. The minimal pairs:
+    // (4, 0) (18 bytes; (3, 0) needs 28) and (3, 3) (24; (2, 3) needs 34, (3, 2) 26). Host
+    // bytes: 40 against 30 + 3 x 2 = 36, so least-offloaded takes (3, 3).
+    let problem = dense(Objective::LeastOffloaded, true, true);
+    let answer = solve(&problem).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!((stage.offloaded_layers, stage.kv_offloaded_layers), (3, 3));
+    assert_eq!(answer.offloaded_bytes, 36);
+    // Room 25 - 20 - 2 = 3 bytes over 1 byte per token, capped at the worst case, 2 tokens.
+    assert_eq!(answer.kv_tokens, 2);
+    assert_eq!(answer, exhaustive(&problem).unwrap());
+    // Most KV tokens takes (4, 0): 3 tokens against 2.
+    let most = dense(Objective::MostKvTokens, true, true);
+    let answer = solve(&most).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!((stage.offloaded_layers, stage.kv_offloaded_layers), (4, 0));
+    assert_eq!(answer.kv_tokens, 3);
+    assert_eq!(answer, exhaustive(&most).unwrap());
 }

@@ -158,6 +158,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(FLASH),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     let WhyNot::Feasible {
@@ -189,6 +190,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(F16),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     assert!(matches!(chosen, WhyNot::AlreadyChosen));
@@ -202,6 +204,7 @@ fn why_not_re_solves_with_the_pin_and_names_the_first_worse_key() {
         &node,
         &provider(F16),
         &options("seed-lex"),
+        None,
     )
     .unwrap_err();
     assert!(
@@ -225,6 +228,7 @@ fn why_not_an_impossible_pin_gives_the_minimal_reason() {
         &id("node.layer.0.attention"),
         &provider(FLASH),
         &options("seed-lex"),
+        None,
     )
     .unwrap();
     let WhyNot::Infeasible { reason } = answer else {
@@ -451,4 +455,72 @@ fn a_spent_search_budget_lists_the_fields_unsearched_and_keeps_the_core() {
     let full = analyze(&request, &o).unwrap().unwrap();
     assert!(full.unsearched.is_empty());
     assert!(!full.relaxations.is_empty());
+}
+
+#[test]
+fn a_priced_diff_splits_each_change_by_node_and_the_parts_add_up() {
+    use jointplan::study::diff::{add_time, diff_plans_with_reports, DiffPricers};
+    use jointplan::study::timing::{Load, Pricer};
+    let device = jointplan::synth::DeviceDescription::read(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/devices/h100-sxm-80gb.json"),
+    )
+    .unwrap();
+    let load = Load {
+        concurrency: 4,
+        input_tokens: 300,
+        output_tokens: 8,
+        engine: "vllm".to_owned(),
+    };
+    let pricer = Pricer::on_device(load, &device, Default::default()).unwrap();
+    // llama-3.2-1b's first two layers under the server policy: `min-penalty` moves the
+    // linear nodes to the reference kernels (another efficiency class).
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let source = jointplan::synth::ModelSource {
+        layers: Some(2),
+        policy: Some("server".to_owned()),
+        ..jointplan::synth::ModelSource::folder(root.join("models/llama-3.2-1b"))
+    };
+    let request = &source.synthesize().unwrap().request;
+    let (a, b) = (
+        build(request, &options("seed-lex")),
+        build(request, &options("min-penalty")),
+    );
+    let mut diff = diff_plans_with_reports((&a, request), (&b, request)).unwrap();
+    let pricers = DiffPricers {
+        a: pricer.clone(),
+        b: pricer.clone(),
+        source: "test".to_owned(),
+    };
+    add_time(&mut diff, (&a, request), (&b, request), &pricers).unwrap();
+    let close = |x: f64, y: f64| (x - y).abs() <= 1e-6 * x.abs().max(y.abs()) + 1e-12;
+    assert!(!diff.patterns.is_empty());
+    for pattern in &diff.patterns {
+        let time = pattern.time.as_ref().expect("each change is priced");
+        assert_eq!(pattern.node_times.len(), pattern.nodes.len());
+        // The nodes' candidate costs (whole picoseconds) add up to the change's step time.
+        let prefill: f64 = pattern.node_times.iter().map(|t| t.prefill_seconds).sum();
+        let decode: f64 = pattern
+            .node_times
+            .iter()
+            .map(|t| t.decode_step_seconds)
+            .sum();
+        assert!(
+            close(prefill, time.prefill_seconds),
+            "{prefill} vs {time:?}"
+        );
+        assert!(
+            close(decode, time.decode_step_seconds),
+            "{decode} vs {time:?}"
+        );
+    }
+    // Each side is priced as the plan alone is.
+    let t = diff.time.as_ref().unwrap();
+    assert_eq!(
+        t.tpot_seconds.a,
+        pricer.price(request, &a).unwrap().tpot_seconds
+    );
+    assert_eq!(
+        t.ttft_seconds.b,
+        pricer.price(request, &b).unwrap().ttft_seconds
+    );
 }
