@@ -146,11 +146,11 @@ fn candidates(x: f64, y: f64, w: f64, h: f64) -> Vec<Rect> {
             (x - d * 0.7 - w, y - d * 0.7 - h),
             (x - d * 0.7 - w, y + d * 0.7),
         ];
-        out.extend(
-            spots
-                .iter()
-                .map(|&(x0, y0)| Rect::new(x0, y0, x0 + w, y0 + h)),
-        );
+        // On whole pixels: the text is drawn where its box says (the canvas rounds).
+        out.extend(spots.iter().map(|&(x0, y0)| {
+            let (x0, mid) = (x0.round(), (y0 + h / 2.0).round());
+            Rect::new(x0, mid - h / 2.0, x0 + w, mid + h / 2.0)
+        }));
     }
     out
 }
