@@ -29,9 +29,24 @@ REPORT_FIGURES = ("weights_bytes", "kv_bytes_per_token", "kv_bytes_per_sequence"
                   "tokens_that_fit", "sequences_that_fit", "worst_case_fits")
 
 
+#: The time columns (a row's ``time``, where the grid gives a serving point), by key.
+TIME_FIGURES = {"ttft_seconds": "ttft_seconds", "tpot_seconds": "tpot_seconds",
+                "output_tokens_per_second": "output_tokens_per_second",
+                "output_tokens_per_second_per_device": "output_tokens_per_second_per_device",
+                "output_tokens_per_second_per_user": "output_tokens_per_second_per_user",
+                "time_rule": "rule"}
+
+#: The placement columns (a device-set row's ``placement``), by key.
+PLACEMENT_FIGURES = {"placement_id": "placement_id",
+                     "placed_tensor_parallel": "tensor_parallel",
+                     "placed_pipeline_parallel": "pipeline_parallel",
+                     "devices_used": "devices_used"}
+
+
 def rows_table(rows: Sequence[Dict[str, Any]]) -> Table:
     """Sweep rows as a table with the columns of ``results.csv``, typed (numbers as
-    numbers, ``None`` for an empty cell; ``providers`` space-separated as in the CSV)."""
+    numbers, ``None`` for an empty cell; ``providers`` space-separated as in the CSV;
+    integer columns with gaps stay integers in pandas)."""
     names = _native.csv_columns()
     columns: Dict[str, List[Any]] = {name: [] for name in names}
     knobs = names[:names.index("key")]
@@ -40,9 +55,15 @@ def rows_table(rows: Sequence[Dict[str, Any]]) -> Table:
         for knob in knobs:
             columns[knob].append(point.get(knob))
         report = row.get("report") or {}
+        time = row.get("time") or {}
+        placement = row.get("placement") or {}
         for name in names[len(knobs):]:
             if name in REPORT_FIGURES:
                 value = report.get(name)
+            elif name in TIME_FIGURES:
+                value = time.get(TIME_FIGURES[name])
+            elif name in PLACEMENT_FIGURES:
+                value = placement.get(PLACEMENT_FIGURES[name])
             elif name == "providers":
                 value = " ".join(row["providers"])
             else:

@@ -9,6 +9,7 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 
 use jointplan::builder::BuildOptions;
+use jointplan::placement::sweep::SweepPlacer;
 use jointplan::study::plot::write_plots as draw_plots;
 use jointplan::study::results;
 use jointplan::study::sweep::{plan_batch as plan_points, Grid, SweepPoint, SweepRow};
@@ -27,7 +28,8 @@ fn grid(text: &str) -> Result<Grid, Failure> {
         Failure::bad_input(format!(
             "grid: not a grid ({e}); knobs: model, device, policy, context, sequences, \
              scheduled_tokens, storage_views, weight_format, layers, experts, objective, \
-             region_axes"
+             devices, tensor_parallel, pipeline_parallel, concurrency, input_tokens, \
+             output_tokens, region_axes"
         ))
     })
 }
@@ -76,7 +78,14 @@ fn plan_batch(py: Python<'_>, task_json: String) -> PyResult<String> {
             ..BuildOptions::default()
         };
         let rows =
-            plan_points(&task.points, task.base.as_deref(), &task.done, &options).map_err(study)?;
+            plan_points(
+            &task.points,
+            task.base.as_deref(),
+            &task.done,
+            &options,
+            &SweepPlacer,
+        )
+        .map_err(study)?;
         to_json(&rows)
     })
     .map_err(Failure::into_py)

@@ -216,3 +216,30 @@ def test_a_capped_context_keeps_its_row_and_the_value_used(tmp_path):
     assert [row["point"]["context"] for row in result.rows] == [4096, 8192, 32768]
     assert [row["context_used"] for row in result.rows] == [4096, 4096, 4096]
     assert len({row["plan_id"] for row in result.rows}) == 1
+
+
+def test_time_columns_and_device_sets_reach_the_table_typed(tmp_path):
+    # One device and a device set with two tensor-parallel degrees (3 fails: an error
+    # row), at one serving point: every planned row carries its times and the rule.
+    grid = {"model": ["models/llama-3.1-8b"], "layers": [2], "context": [4096],
+            "devices": ["models/devices/sets/a100-80gb-x2.json"],
+            "tensor_parallel": [1, 3, 2], "concurrency": [2], "input_tokens": [128],
+            "output_tokens": [16]}
+    result = jointplan.sweep(grid, tmp_path)
+    table = result.table()
+    assert table["status"][0] == "fits" and table["status"][2] == "fits"
+    assert table["status"][1] != "fits"
+    for name in ("ttft_seconds", "tpot_seconds", "output_tokens_per_second",
+                 "output_tokens_per_second_per_device", "output_tokens_per_second_per_user"):
+        column = table[name]
+        assert isinstance(column[0], float) and column[1] is None, (name, column)
+    assert table["placed_tensor_parallel"] == [1, None, 2]
+    assert table["time_rule"] == ["placement-timing", None, "placement-timing"]
+    assert "pareto.svg" in result.plots
+    pandas = pytest.importorskip("pandas")
+    frame = result.to_pandas()
+    # An integer column with a gap stays integers.
+    assert str(frame["placed_tensor_parallel"].dtype) == "Int64"
+    assert str(frame["devices_used"].dtype) == "Int64"
+    assert frame["tpot_seconds"].dtype == "float64"
+    assert isinstance(pandas.DataFrame, type)

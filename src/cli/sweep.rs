@@ -1,4 +1,6 @@
-//! `jointplan sweep GRID.json -o DIR [--resume] [--jobs N]`: plan every point of a grid,
+//! `jointplan sweep GRID.json|MODEL -o DIR [knob flags] [--resume] [--jobs N]`: plan every
+//! point of a grid (a file, or a model folder with knob lists as flags: `--devices
+//! a.json,b.json --tensor-parallel 1,2,4,8 --concurrency 1,8,32,128 ...`),
 //! append the rows to `DIR/results.csv` and `DIR/results.jsonl`, and draw the plots
 //! (SVG) from every row of the directory. A progress bar counts points on a terminal;
 //! elsewhere (a log file, a batch job) one line per finished point goes to standard error.
@@ -18,6 +20,7 @@ use std::path::PathBuf;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use jointplan::builder::BuildOptions;
+use jointplan::placement::sweep::SweepPlacer;
 use jointplan::study::plot::write_plots;
 use jointplan::study::results::{append_rows, merge_rows, read_rows, JSONL};
 use jointplan::study::sweep::{progress_line, run_points, Grid, Shard, SweepRow};
@@ -29,8 +32,9 @@ use super::Error;
 /// Arguments of `jointplan sweep`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The grid: values per knob (see docs/research.md).
-    #[arg(value_name = "GRID.json")]
+    /// The grid: values per knob (see docs/research.md); or a model folder, swept over the
+    /// knob flags below.
+    #[arg(value_name = "GRID.json|MODEL")]
     pub grid: PathBuf,
     /// The results directory (created if absent).
     #[arg(short, long, value_name = "DIR")]
@@ -52,6 +56,97 @@ pub struct Args {
     /// draw the plots.
     #[arg(long, value_name = "DIR", num_args = 1..)]
     pub merge: Vec<PathBuf>,
+    /// Knob lists given as flags.
+    #[command(flatten, next_help_heading = "Knobs (each replaces the grid's list)")]
+    pub knobs: KnobFlags,
+}
+
+/// Knob lists given on the command line (comma-separated): each replaces the grid's.
+#[derive(Debug, Default, clap::Args)]
+pub struct KnobFlags {
+    /// Device files, one device per point.
+    #[arg(long, value_delimiter = ',', value_name = "DEVICE.json,...")]
+    pub device: Vec<PathBuf>,
+    /// Device set files: each point placed across a set (`plan --devices`).
+    #[arg(long, value_delimiter = ',', value_name = "SET.json,...")]
+    pub devices: Vec<PathBuf>,
+    /// Pinned tensor-parallel degrees of the device-set points.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub tensor_parallel: Vec<u32>,
+    /// Pinned pipeline depths of the device-set points.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub pipeline_parallel: Vec<u32>,
+    /// Requests in flight at the serving point (every row gains the time columns).
+    #[arg(long, value_delimiter = ',', value_name = "C,...")]
+    pub concurrency: Vec<u64>,
+    /// Prompt tokens of each request at the serving point.
+    #[arg(long, value_delimiter = ',', value_name = "I,...")]
+    pub input_tokens: Vec<u64>,
+    /// Output tokens of each request at the serving point.
+    #[arg(long, value_delimiter = ',', value_name = "O,...")]
+    pub output_tokens: Vec<u64>,
+    /// Maximum contexts of the policy preset.
+    #[arg(long, value_delimiter = ',', value_name = "TOKENS,...")]
+    pub context: Vec<u64>,
+    /// Maximum active sequences of the policy preset.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub sequences: Vec<u32>,
+    /// Weight formats.
+    #[arg(long, value_delimiter = ',', value_name = "FORMAT,...")]
+    pub weight_format: Vec<String>,
+    /// Layers kept.
+    #[arg(long, value_delimiter = ',', value_name = "N,...")]
+    pub layers: Vec<u64>,
+}
+
+impl KnobFlags {
+    /// Replaces the grid's lists of the knobs given.
+    fn apply(&self, grid: &mut Grid) {
+        fn set<T: Clone>(into: &mut Vec<T>, from: &[T]) {
+            if !from.is_empty() {
+                *into = from.to_vec();
+            }
+        }
+        set(&mut grid.device, &self.device);
+        set(&mut grid.devices, &self.devices);
+        set(&mut grid.tensor_parallel, &self.tensor_parallel);
+        set(&mut grid.pipeline_parallel, &self.pipeline_parallel);
+        set(&mut grid.concurrency, &self.concurrency);
+        set(&mut grid.input_tokens, &self.input_tokens);
+        set(&mut grid.output_tokens, &self.output_tokens);
+        set(&mut grid.context, &self.context);
+        set(&mut grid.sequences, &self.sequences);
+        set(&mut grid.weight_format, &self.weight_format);
+        set(&mut grid.layers, &self.layers);
+    }
+}
+
+/// The grid: the file's, or a model folder's one-model grid, with the knob flags applied.
+fn read_grid(args: &Args) -> Result<Grid, Error> {
+    let mut grid = if args.grid.is_dir() {
+        Grid {
+            model: vec![args.grid.clone()],
+            ..Grid::default()
+        }
+    } else {
+        let text = std::fs::read_to_string(&args.grid).map_err(|e| {
+            Error::Usage(format!(
+                "{}: cannot read the grid: {e} (give a grid file or a model folder)",
+                args.grid.display()
+            ))
+        })?;
+        serde_json::from_str(&text).map_err(|e| {
+            Error::Usage(format!(
+                "{}: not a grid ({e}); knobs: model, device, policy, context, sequences, \
+                 scheduled_tokens, storage_views, weight_format, layers, experts, objective, \
+                 devices, tensor_parallel, pipeline_parallel, concurrency, input_tokens, \
+                 output_tokens, region_axes",
+                args.grid.display()
+            ))
+        })?
+    };
+    args.knobs.apply(&mut grid);
+    Ok(grid)
 }
 
 fn study(error: StudyError) -> Error {
@@ -60,19 +155,7 @@ fn study(error: StudyError) -> Error {
 
 /// Runs `jointplan sweep`.
 pub fn run(args: &Args) -> Result<(), Error> {
-    let text = std::fs::read_to_string(&args.grid).map_err(|e| {
-        Error::Usage(format!(
-            "{}: cannot read the grid: {e}",
-            args.grid.display()
-        ))
-    })?;
-    let grid: Grid = serde_json::from_str(&text).map_err(|e| {
-        Error::Usage(format!(
-            "{}: not a grid ({e}); knobs: model, device, policy, context, sequences, \
-             scheduled_tokens, storage_views, weight_format, layers, experts, objective, region_axes",
-            args.grid.display()
-        ))
-    })?;
+    let grid = read_grid(args)?;
     let points = grid.points().map_err(study)?;
     grid.plot_axes().map_err(study)?;
     std::fs::create_dir_all(&args.output)
@@ -121,6 +204,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         &mut done,
         jobs,
         &BuildOptions::default(),
+        &SweepPlacer,
         |rows, handled| {
             append_rows(&args.output, rows)?;
             if terminal {

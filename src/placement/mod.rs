@@ -26,6 +26,7 @@ pub mod options;
 pub mod problem;
 pub mod record;
 pub mod solve;
+pub mod sweep;
 pub mod timing;
 
 use serde::{Deserialize, Serialize};

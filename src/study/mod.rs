@@ -8,7 +8,10 @@
 //!   (the planner as the oracle), and which devices of a directory fit;
 //! - [`sweep`], [`results`], [`plot`]: Cartesian grids of request knobs keyed by request
 //!   hash, their results files (CSV, JSON lines, resumable) and SVG plots (the plan-region
-//!   map among them);
+//!   map among them, and the Pareto plot of tokens/s per device against tokens/s per user);
+//! - [`sweep_run`]: a sweep's points synthesized, keyed, planned or placed, in batches;
+//! - [`sweep_time`]: a sweep's serving-point columns (TTFT, TPOT, tokens/s) and its
+//!   device-set points (placed through a [`sweep_time::Placer`] from the layer above);
 //!
 //! - [`engine_facts`]: a synthesized request's model and device as a serving engine's
 //!   accounting sees them, and the engine's report (`plan --engine`);
@@ -54,6 +57,8 @@ pub mod report;
 pub mod research_error;
 pub mod results;
 pub mod sweep;
+pub mod sweep_run;
+pub mod sweep_time;
 pub mod timing;
 pub mod why_not;
 

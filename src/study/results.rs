@@ -18,8 +18,10 @@ pub const JSONL: &str = "results.jsonl";
 pub const CSV: &str = "results.csv";
 
 /// The CSV columns after the knobs (`context_used`: the context the request has, below
-/// `context` where the model caps it).
-pub const COLUMNS: [&str; 20] = [
+/// `context` where the model caps it; `placed_*` and `devices_used`: what a device-set
+/// point's placement chose; the time columns, with the rule that priced them, where the
+/// grid gives a serving point).
+pub const COLUMNS: [&str; 31] = [
     "key",
     "request_hash",
     "status",
@@ -37,9 +39,20 @@ pub const COLUMNS: [&str; 20] = [
     "tokens_that_fit",
     "sequences_that_fit",
     "worst_case_fits",
+    "placement_id",
+    "placed_tensor_parallel",
+    "placed_pipeline_parallel",
+    "devices_used",
+    "ttft_seconds",
+    "tpot_seconds",
+    "output_tokens_per_second",
+    "output_tokens_per_second_per_device",
+    "output_tokens_per_second_per_user",
+    "time_rule",
     "plan_seconds",
     "providers",
     "reason",
+    "time_error",
 ];
 
 fn io(file: &Path, error: std::io::Error) -> StudyError {
@@ -118,6 +131,8 @@ pub fn csv_header() -> String {
 /// One row as a CSV line.
 pub fn csv_line(row: &SweepRow) -> String {
     let report = row.report.as_ref();
+    let placement = row.placement.as_ref();
+    let time = row.time.as_ref();
     let mut fields: Vec<String> = KNOBS.iter().map(|k| row.point.value(k)).collect();
     fields.extend([
         row.key.clone(),
@@ -137,9 +152,22 @@ pub fn csv_line(row: &SweepRow) -> String {
         number(report.and_then(|r| r.tokens_that_fit)),
         number(report.and_then(|r| r.sequences_that_fit)),
         number(report.map(|r| r.worst_case_fits)),
+        placement
+            .map(|p| p.placement_id.clone())
+            .unwrap_or_default(),
+        number(placement.map(|p| p.tensor_parallel)),
+        number(placement.map(|p| p.pipeline_parallel)),
+        number(placement.map(|p| p.devices_used)),
+        number(time.map(|t| t.ttft_seconds)),
+        number(time.map(|t| t.tpot_seconds)),
+        number(time.map(|t| t.output_tokens_per_second)),
+        number(time.map(|t| t.output_tokens_per_second_per_device)),
+        number(time.map(|t| t.output_tokens_per_second_per_user)),
+        time.map(|t| t.rule.clone()).unwrap_or_default(),
         format!("{:.3}", row.plan_seconds),
         row.providers.join(" "),
         row.reason.clone().unwrap_or_default(),
+        row.time_error.clone().unwrap_or_default(),
     ]);
     fields
         .iter()

@@ -1,5 +1,7 @@
 //! Cartesian sweeps over the knobs a placement researcher varies: model folder, device
-//! file, policy preset and its fields, storage-view order, weight format, layers, experts.
+//! file, policy preset and its fields, storage-view order, weight format, layers, experts,
+//! and, for time, device sets with their parallel degrees and the serving point
+//! (concurrency, input and output tokens; [`super::sweep_time`]).
 //!
 //! A grid ([`Grid`], JSON) lists values per knob; every combination is a [`SweepPoint`].
 //! Each point is synthesized, planned and reported as one [`SweepRow`] keyed by
@@ -16,25 +18,21 @@
 //! batch scheduler's array of jobs plans one shard each; their result files, concatenated
 //! in shard order, are the unsharded sweep's.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::num::NonZeroUsize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::str::FromStr;
-use std::time::Instant;
 
-use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use crate::builder::BuildOptions;
-use crate::canonical::{canonical_fingerprint, sha256_hex};
-use crate::plan::ExecutionPlan;
-use crate::selection::Status;
-use crate::synth::policy::PolicyPreset;
 use crate::synth::policy::ViewKind;
-use crate::synth::{ModelSource, SynthError, Synthesized};
 
 use super::report::ServingReport;
+use super::sweep_time::{ServingTerms, SweepPlacement, SweepTime};
 use super::StudyError;
+
+pub use super::sweep_run::{
+    plan_batch, plan_point, prepare_point, prepare_point_in, run_points, PolicyFields,
+    PreparedPoint,
+};
 
 /// A grid: values per knob (an absent or empty knob keeps the model folder's default).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,6 +70,26 @@ pub struct Grid {
     /// Selection objectives (`seed-lex`, `max-preferred`, `min-penalty`).
     #[serde(default)]
     pub objective: Vec<String>,
+    /// Device set files (`models/devices/sets/*.json`): each point is placed across the
+    /// set (`plan --devices`); exclusive with `device`.
+    #[serde(default)]
+    pub devices: Vec<PathBuf>,
+    /// Pinned tensor-parallel degrees of a device-set point (`plan --tensor-parallel`).
+    #[serde(default)]
+    pub tensor_parallel: Vec<u32>,
+    /// Pinned pipeline depths of a device-set point (`plan --pipeline-parallel`).
+    #[serde(default)]
+    pub pipeline_parallel: Vec<u32>,
+    /// Requests in flight at the serving point (`plan --concurrency`); with
+    /// `input_tokens` and `output_tokens`, every row gains the time columns.
+    #[serde(default)]
+    pub concurrency: Vec<u64>,
+    /// Prompt tokens of each request at the serving point.
+    #[serde(default)]
+    pub input_tokens: Vec<u64>,
+    /// Output tokens of each request at the serving point.
+    #[serde(default)]
+    pub output_tokens: Vec<u64>,
     /// The axes of the plan-region map, x then y (default: the first two varying knobs);
     /// one map is drawn per combination of the other varying knobs.
     #[serde(default)]
@@ -104,10 +122,29 @@ pub struct SweepPoint {
     /// Selection objective.
     #[serde(default)]
     pub objective: Option<String>,
+    /// Device set file (the point is placed across it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<String>,
+    /// Pinned tensor-parallel degree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tensor_parallel: Option<u32>,
+    /// Pinned pipeline depth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline_parallel: Option<u32>,
+    /// Requests in flight at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<u64>,
+    /// Prompt tokens at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    /// Output tokens at the serving point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
 }
 
-/// The knobs of a point, by name, in column order.
-pub const KNOBS: [&str; 11] = [
+/// The knobs of a point, by name, in column order (the device-set and serving-point knobs
+/// last, so that a grid without them keeps its columns' order).
+pub const KNOBS: [&str; 17] = [
     "model",
     "device",
     "policy",
@@ -119,6 +156,12 @@ pub const KNOBS: [&str; 11] = [
     "layers",
     "experts",
     "objective",
+    "devices",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "concurrency",
+    "input_tokens",
+    "output_tokens",
 ];
 
 impl SweepPoint {
@@ -138,8 +181,23 @@ impl SweepPoint {
             "layers" => number(self.layers),
             "experts" => number(self.experts),
             "objective" => text(&self.objective),
+            "devices" => text(&self.devices),
+            "tensor_parallel" => number(self.tensor_parallel.map(u64::from)),
+            "pipeline_parallel" => number(self.pipeline_parallel.map(u64::from)),
+            "concurrency" => number(self.concurrency),
+            "input_tokens" => number(self.input_tokens),
+            "output_tokens" => number(self.output_tokens),
             _ => String::new(),
         }
+    }
+
+    /// The point's serving point, when the grid gives one.
+    pub fn serving(&self) -> Option<ServingTerms> {
+        Some(ServingTerms {
+            concurrency: self.concurrency?,
+            input_tokens: self.input_tokens?,
+            output_tokens: self.output_tokens?,
+        })
     }
 }
 
@@ -148,7 +206,7 @@ impl SweepPoint {
 /// `a100-80gb`), other values as they are.
 pub fn short_value(knob: &str, value: &str) -> String {
     match knob {
-        "model" | "device" | "policy" => {
+        "model" | "device" | "policy" | "devices" => {
             let last = value
                 .trim_end_matches('/')
                 .rsplit('/')
@@ -180,8 +238,16 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         (Some(reason), "error") => format!(": {reason}"),
         _ => String::new(),
     };
+    let time = match &row.time {
+        Some(t) => format!(
+            ", TPOT {:.2} ms, {:.1} tokens/s per device",
+            t.tpot_seconds * 1e3,
+            t.output_tokens_per_second_per_device
+        ),
+        None => String::new(),
+    };
     format!(
-        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{reason}, {:.2} s",
+        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{time}{reason}, {:.2} s",
         knobs.join(" "),
         row.status,
         row.plan_seconds
@@ -222,6 +288,7 @@ impl Grid {
                 message: e.to_string(),
             })?;
         }
+        self.check_placement_and_serving()?;
         let mut points = vec![SweepPoint::default()];
         let mut expand = |set: &dyn Fn(&mut SweepPoint, usize), count: usize| {
             points = points
@@ -266,7 +333,80 @@ impl Grid {
             &|p, i| p.objective = objectives[i].clone(),
             objectives.len(),
         );
+        let sets = axis(&self.devices);
+        expand(
+            &|p, i| p.devices = sets[i].as_ref().map(|d| d.display().to_string()),
+            sets.len(),
+        );
+        let tp = axis(&self.tensor_parallel);
+        expand(&|p, i| p.tensor_parallel = tp[i], tp.len());
+        let pp = axis(&self.pipeline_parallel);
+        expand(&|p, i| p.pipeline_parallel = pp[i], pp.len());
+        let concurrency = axis(&self.concurrency);
+        expand(&|p, i| p.concurrency = concurrency[i], concurrency.len());
+        let input = axis(&self.input_tokens);
+        expand(&|p, i| p.input_tokens = input[i], input.len());
+        let output = axis(&self.output_tokens);
+        expand(&|p, i| p.output_tokens = output[i], output.len());
         Ok(points)
+    }
+
+    /// The device-set and serving-point knobs' rules: `device` and `devices` exclude each
+    /// other, parallel degrees need `devices`, a serving point needs all three of
+    /// `concurrency`, `input_tokens` and `output_tokens`, every value at least 1.
+    fn check_placement_and_serving(&self) -> Result<(), StudyError> {
+        let bad = |path: &str, message: String| {
+            Err(StudyError::Settings {
+                path: format!("grid.{path}"),
+                message,
+            })
+        };
+        if !self.devices.is_empty() && !self.device.is_empty() {
+            return bad(
+                "devices",
+                "give `device` (one device per point) or `devices` (device sets), not both".into(),
+            );
+        }
+        for (name, given) in [
+            ("tensor_parallel", !self.tensor_parallel.is_empty()),
+            ("pipeline_parallel", !self.pipeline_parallel.is_empty()),
+        ] {
+            if given && self.devices.is_empty() {
+                return bad(
+                    name,
+                    "a parallel degree applies to a device set: list the set files in                      `devices` (models/devices/sets/*.json)"
+                        .into(),
+                );
+            }
+        }
+        let serving = [
+            ("concurrency", self.concurrency.is_empty()),
+            ("input_tokens", self.input_tokens.is_empty()),
+            ("output_tokens", self.output_tokens.is_empty()),
+        ];
+        if serving.iter().any(|(_, empty)| !empty) {
+            if let Some((name, _)) = serving.iter().find(|(_, empty)| *empty) {
+                return bad(
+                    name,
+                    "a serving point needs concurrency, input_tokens and output_tokens:                      list at least one value of each"
+                        .into(),
+                );
+            }
+        }
+        let zero = |values: &[u64]| values.iter().position(|v| *v == 0);
+        let zero32 = |values: &[u32]| values.iter().position(|v| *v == 0);
+        for (name, at) in [
+            ("concurrency", zero(&self.concurrency)),
+            ("input_tokens", zero(&self.input_tokens)),
+            ("output_tokens", zero(&self.output_tokens)),
+            ("tensor_parallel", zero32(&self.tensor_parallel)),
+            ("pipeline_parallel", zero32(&self.pipeline_parallel)),
+        ] {
+            if let Some(index) = at {
+                return bad(&format!("{name}[{index}]"), "must be at least 1".into());
+            }
+        }
+        Ok(())
     }
 
     /// The varying knobs with the region-map axes first (the order the plots take).
@@ -311,6 +451,12 @@ impl Grid {
             self.layers.len(),
             self.experts.len(),
             self.objective.len(),
+            self.devices.len(),
+            self.tensor_parallel.len(),
+            self.pipeline_parallel.len(),
+            self.concurrency.len(),
+            self.input_tokens.len(),
+            self.output_tokens.len(),
         ];
         KNOBS
             .iter()
@@ -357,6 +503,16 @@ pub struct SweepRow {
     pub report: Option<ServingReport>,
     /// Wall seconds of synthesis and planning.
     pub plan_seconds: f64,
+    /// What a device-set point's placement chose (knob `devices`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<SweepPlacement>,
+    /// The predicted times at the grid's serving point, with the rule that priced them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<SweepTime>,
+    /// Why a planned row with a serving point has no times (a device without performance
+    /// figures).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_error: Option<String>,
 }
 
 impl SweepRow {
@@ -365,475 +521,6 @@ impl SweepRow {
     pub fn capped(&self) -> bool {
         matches!((self.point.context, self.context_used), (Some(asked), Some(used)) if used < asked)
     }
-}
-
-/// The build settings a key covers (the selection objective is the default).
-#[derive(Serialize)]
-struct KeyedSettings<'a> {
-    objective: &'a str,
-    allow_uncertified: bool,
-}
-
-/// What a plan depends on: equal for two points whose plans are the same plan.
-#[derive(Serialize)]
-struct PlanKeyed<'a> {
-    request: &'a str,
-    settings: &'a KeyedSettings<'a>,
-}
-
-/// What a row is: its point, and what its plan depends on (or the error it met).
-#[derive(Serialize)]
-struct RowKeyed<'a> {
-    point: &'a SweepPoint,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    request: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a str>,
-    settings: &'a KeyedSettings<'a>,
-}
-
-/// The model source of a point; relative files (model folder, device, policy preset file)
-/// are read from `base` when given (a worker whose current directory is not the sweep's).
-fn source_of(point: &SweepPoint, base: Option<&Path>) -> ModelSource {
-    let file = |text: &str| match base {
-        Some(base) => base.join(text),
-        None => PathBuf::from(text),
-    };
-    let policy = point.policy.as_ref().map(|p| match p.as_str() {
-        "interactive" | "server" => p.clone(),
-        preset_file => file(preset_file).display().to_string(),
-    });
-    ModelSource {
-        folder: Some(file(&point.model)),
-        device: point.device.as_deref().map(file),
-        policy,
-        layers: point.layers,
-        experts: point.experts,
-        weight_format: point.weight_format.clone(),
-        ..ModelSource::default()
-    }
-}
-
-fn parse_views(text: &str) -> Vec<ViewKind> {
-    text.split('>')
-        .map(|v| {
-            if v == "paged" {
-                ViewKind::Paged
-            } else {
-                ViewKind::Contiguous
-            }
-        })
-        .collect()
-}
-
-fn overflow(what: &str) -> StudyError {
-    StudyError::Overflow {
-        what: what.to_owned(),
-    }
-}
-
-/// Fields of the policy preset a sweep point (or `plan --context --sequences
-/// --scheduled-tokens`) sets; `None` keeps the preset's.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PolicyFields {
-    /// `maximum_context_tokens` (the model's trained positions still cap it).
-    pub context: Option<u64>,
-    /// `maximum_active_sequences`.
-    pub sequences: Option<u32>,
-    /// `maximum_scheduled_tokens`.
-    pub scheduled_tokens: Option<u64>,
-    /// `storage_view_order`.
-    pub storage_views: Option<Vec<ViewKind>>,
-}
-
-impl PolicyFields {
-    /// Whether no field is set.
-    pub fn is_empty(&self) -> bool {
-        *self == PolicyFields::default()
-    }
-
-    /// Synthesizes `source`'s request under its policy preset with these fields set: the
-    /// one rule a sweep point and `plan MODEL_FOLDER --context ...` share, so that a sweep
-    /// row's plan is replayed by `plan` with the point's values.
-    pub fn synthesize(&self, source: &ModelSource) -> Result<Synthesized, SynthError> {
-        source.synthesize_with_policy(&self.preset(source)?)
-    }
-
-    /// `source`'s policy preset with these fields set.
-    pub fn preset(&self, source: &ModelSource) -> Result<PolicyPreset, SynthError> {
-        let mut preset = source.policy_preset()?;
-        if let Some(context) = self.context {
-            preset.maximum_context_tokens = Some(context);
-        }
-        // A ceiling below a reusable bucket drops the bucket (buckets stay within ceilings).
-        if let Some(sequences) = self.sequences {
-            preset = preset.with_sequence_ceiling(sequences);
-        }
-        if let Some(tokens) = self.scheduled_tokens {
-            preset = preset.with_token_ceiling(tokens);
-        }
-        if let Some(views) = &self.storage_views {
-            preset.storage_view_order = views.clone();
-        }
-        Ok(preset)
-    }
-}
-
-/// The request of a point (its source's policy preset with the point's policy fields set)
-/// and the context it has: the preset's, capped by the model's trained context
-/// (`Architecture::trained_context`; a sliding window may keep fewer tokens per layer).
-fn synthesize_point(
-    point: &SweepPoint,
-    base: Option<&Path>,
-) -> Result<(crate::request::PlanRequest, Option<u64>), StudyError> {
-    let fields = PolicyFields {
-        context: point.context,
-        sequences: point.sequences,
-        scheduled_tokens: point.scheduled_tokens,
-        storage_views: point.storage_views.as_deref().map(parse_views),
-    };
-    let source = source_of(point, base);
-    let preset = fields.preset(&source)?;
-    let request = source.synthesize_with_policy(&preset)?.request;
-    let trained = match &source.folder {
-        Some(folder) => {
-            let config = crate::synth::ModelFolder::read(folder)?.config;
-            let arch = config.architecture()?;
-            Some(arch.trained_context)
-        }
-        None => None,
-    };
-    Ok((request, trained.map(|m| preset.context_tokens(m))))
-}
-
-/// A point synthesized and keyed, not yet planned (a point that cannot be synthesized is
-/// prepared too: its row is the error row).
-pub struct PreparedPoint {
-    request: Option<crate::request::PlanRequest>,
-    options: BuildOptions,
-    plan_key: String,
-    row: SweepRow,
-    started: Instant,
-}
-
-impl PreparedPoint {
-    /// The point's key (its row's).
-    pub fn key(&self) -> &str {
-        &self.row.key
-    }
-
-    /// The key of the plan: equal for points whose requests and settings are equal (a
-    /// capped context), which are planned once.
-    pub fn plan_key(&self) -> &str {
-        &self.plan_key
-    }
-
-    /// This point's row with the outcome of `planned`, the row of a point with the same
-    /// plan key (the plan is not built again).
-    pub fn with_plan_of(self, planned: &SweepRow) -> SweepRow {
-        SweepRow {
-            point: self.row.point,
-            key: self.row.key,
-            context_used: self.row.context_used,
-            plan_seconds: self.started.elapsed().as_secs_f64(),
-            ..planned.clone()
-        }
-    }
-}
-
-/// Synthesizes and keys one point (no plan yet: a resumed sweep skips known keys first).
-pub fn prepare_point(
-    point: &SweepPoint,
-    options: &BuildOptions,
-) -> Result<PreparedPoint, StudyError> {
-    prepare_point_in(point, None, options)
-}
-
-/// [`prepare_point`] with the point's relative files read from `base` (the directory the
-/// grid's paths are relative to); the row keeps the point as given. A point whose request
-/// cannot be synthesized gives an error row; only an overflow of the keys' hashing fails.
-pub fn prepare_point_in(
-    point: &SweepPoint,
-    base: Option<&Path>,
-    options: &BuildOptions,
-) -> Result<PreparedPoint, StudyError> {
-    let started = Instant::now();
-    let mut options = options.clone();
-    if let Some(name) = &point.objective {
-        let objective =
-            crate::selection::objective_by_name(name, None).map_err(|e| StudyError::Settings {
-                path: "grid.objective".into(),
-                message: e.to_string(),
-            })?;
-        options.selection.objective = std::sync::Arc::from(objective);
-    }
-    let settings = KeyedSettings {
-        objective: options.selection.objective.name(),
-        allow_uncertified: options.allow_uncertified,
-    };
-    let synthesized = synthesize_point(point, base);
-    let request_hash = match &synthesized {
-        Ok((request, _)) => Some(
-            canonical_fingerprint("request", request)
-                .map_err(|_| overflow("request hash"))?
-                .to_string(),
-        ),
-        Err(_) => None,
-    };
-    let error = synthesized.as_ref().err().map(|e| e.to_string());
-    let keyed = RowKeyed {
-        point,
-        request: request_hash.as_deref(),
-        error: error.as_deref(),
-        settings: &settings,
-    };
-    let key = canonical_fingerprint("sweep key", &keyed)
-        .map_err(|_| overflow("sweep key"))?
-        .to_string();
-    let plan_key = match &request_hash {
-        Some(request) => canonical_fingerprint(
-            "sweep plan key",
-            &PlanKeyed {
-                request,
-                settings: &settings,
-            },
-        )
-        .map_err(|_| overflow("sweep plan key"))?
-        .to_string(),
-        None => key.clone(),
-    };
-    let (request, context_used) = match synthesized {
-        Ok((request, used)) => (Some(request), used),
-        Err(_) => (None, None),
-    };
-    let row = SweepRow {
-        point: point.clone(),
-        key,
-        request_hash: request_hash
-            .map(|h| format!("sha256:{h}"))
-            .unwrap_or_default(),
-        context_used,
-        status: if error.is_some() { "error" } else { "" }.to_owned(),
-        plan_id: None,
-        choice_id: None,
-        providers: Vec::new(),
-        reason: error,
-        certified: None,
-        report: None,
-        plan_seconds: 0.0,
-    };
-    Ok(PreparedPoint {
-        request,
-        options,
-        plan_key,
-        row,
-        started,
-    })
-}
-
-/// Plans one prepared point (with the build options of its point); an error row is
-/// returned as it is.
-pub fn plan_point(prepared: PreparedPoint) -> Result<SweepRow, StudyError> {
-    let PreparedPoint {
-        request,
-        options,
-        mut row,
-        started,
-        ..
-    } = prepared;
-    let Some(request) = request else {
-        row.plan_seconds = started.elapsed().as_secs_f64();
-        return Ok(row);
-    };
-    match ExecutionPlan::build_with_report(&request, &options) {
-        Ok(outcome) => {
-            let plan = &outcome.plan;
-            let report = ServingReport::of(&request, plan)?;
-            row.status = if report.worst_case_fits {
-                "fits"
-            } else {
-                "worst-case-exceeds"
-            }
-            .to_owned();
-            row.plan_id = Some(plan.payload.plan_id.clone());
-            // Resources named by a content hash (scratch, bindings) change id with their
-            // sizes: they count by usage and profile; named resources by id and profile.
-            let mut choice: BTreeMap<String, String> = plan
-                .payload
-                .nodes
-                .iter()
-                .map(|n| {
-                    (
-                        n.id.to_string(),
-                        n.provider_resources.provider_id.to_string(),
-                    )
-                })
-                .collect();
-            let mut hashed: BTreeMap<String, usize> = BTreeMap::new();
-            for d in &plan.payload.memory.dynamic_descriptors {
-                let id = d.base_resource_id.to_string();
-                if id.contains("/sha256/") {
-                    *hashed
-                        .entry(format!("{:?} {}", d.usage, d.storage.profile))
-                        .or_default() += 1;
-                } else {
-                    choice.insert(id, d.storage.profile.to_string());
-                }
-            }
-            for (class, count) in hashed {
-                choice.insert(class, count.to_string());
-            }
-            let choice_text = serde_json::to_string(&choice).map_err(|_| overflow("choice id"))?;
-            row.choice_id = Some(format!("sha256:{}", sha256_hex(choice_text.as_bytes())));
-            let providers: BTreeSet<String> = plan
-                .payload
-                .nodes
-                .iter()
-                .map(|n| n.provider_resources.provider_id.to_string())
-                .collect();
-            row.providers = providers.into_iter().collect();
-            row.certified = Some(
-                outcome
-                    .selection
-                    .iter()
-                    .all(|c| c.status == Status::Optimal),
-            );
-            row.report = Some(report);
-        }
-        Err(error) => {
-            row.status = if error.kind() == crate::error_kind::ErrorKind::Infeasible {
-                "infeasible"
-            } else {
-                "bad-input"
-            }
-            .to_owned();
-            row.reason = Some(error.to_string());
-        }
-    }
-    row.plan_seconds = started.elapsed().as_secs_f64();
-    Ok(row)
-}
-
-/// Runs `points` not in `done` (by key; a point whose key is computed again is skipped too),
-/// `jobs` at a time, calling `on_batch` with each finished batch's rows in grid order and
-/// how many of `points` are handled so far, skipped ones included (the caller appends the
-/// rows to its files, so an interrupted sweep resumes after its last batch, and reports
-/// progress). Points with equal requests are planned once, each with its own row.
-pub fn run_points(
-    points: &[SweepPoint],
-    done: &mut BTreeSet<String>,
-    jobs: NonZeroUsize,
-    options: &BuildOptions,
-    mut on_batch: impl FnMut(&[SweepRow], usize) -> Result<(), StudyError>,
-) -> Result<usize, StudyError> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.get())
-        .build()
-        .map_err(|e| StudyError::Settings {
-            path: "--jobs".into(),
-            message: e.to_string(),
-        })?;
-    let mut build = options.clone();
-    build.threads = NonZeroUsize::new(1);
-    let mut ran = 0;
-    let mut plans = BTreeMap::new();
-    let mut handled = 0;
-    for batch in points.chunks(jobs.get()) {
-        handled += batch.len();
-        let prepared: Vec<Result<PreparedPoint, StudyError>> =
-            pool.install(|| batch.par_iter().map(|p| prepare_point(p, &build)).collect());
-        let mut todo = Vec::new();
-        for point in prepared {
-            let point = point?;
-            if done.insert(point.key().to_owned()) {
-                todo.push(point);
-            }
-        }
-        let rows = plan_once(todo, &mut plans, |leaders| {
-            pool.install(|| leaders.into_par_iter().map(plan_point).collect())
-        })?;
-        ran += rows.len();
-        on_batch(&rows, handled)?;
-    }
-    Ok(ran)
-}
-
-/// A row the batch's planning did not return (a broken invariant, not an input's fault).
-fn lost_row() -> StudyError {
-    StudyError::Settings {
-        path: "sweep".into(),
-        message: "internal: a batch returned fewer rows than it planned points; please \
-                  report this"
-            .into(),
-    }
-}
-
-/// The rows of `todo`, in its order: the first point of each plan key not in `plans` is
-/// planned (all of them by one call of `plan`), every other point takes the row of its
-/// plan key's first point; `plans` keeps the planned rows by plan key.
-fn plan_once(
-    todo: Vec<PreparedPoint>,
-    plans: &mut BTreeMap<String, SweepRow>,
-    plan: impl FnOnce(Vec<PreparedPoint>) -> Vec<Result<SweepRow, StudyError>>,
-) -> Result<Vec<SweepRow>, StudyError> {
-    enum Slot {
-        Planned(String),
-        Shared(PreparedPoint),
-    }
-    let mut leaders = Vec::new();
-    let mut slots = Vec::new();
-    let mut leading = BTreeSet::new();
-    for point in todo {
-        let plan_key = point.plan_key().to_owned();
-        if plans.contains_key(&plan_key) || leading.contains(&plan_key) {
-            slots.push(Slot::Shared(point));
-        } else {
-            leading.insert(plan_key.clone());
-            slots.push(Slot::Planned(plan_key));
-            leaders.push(point);
-        }
-    }
-    let mut planned = plan(leaders).into_iter();
-    let mut rows = Vec::with_capacity(slots.len());
-    for slot in slots {
-        let row = match slot {
-            Slot::Planned(plan_key) => {
-                let row = planned.next().ok_or_else(|| lost_row())??;
-                plans.insert(plan_key, row.clone());
-                row
-            }
-            Slot::Shared(point) => {
-                let row = plans.get(point.plan_key()).ok_or_else(|| lost_row())?;
-                point.with_plan_of(row)
-            }
-        };
-        rows.push(row);
-    }
-    Ok(rows)
-}
-
-/// Plans a batch of points one after the other, each plan with `options.threads` (the
-/// unit of work a distributed sweep sends to a worker): the points whose key is in `done`,
-/// or equal to an earlier point's of the batch, are skipped; points of the batch with equal
-/// requests are planned once. Returns the rows in the batch's order.
-pub fn plan_batch(
-    points: &[SweepPoint],
-    base: Option<&Path>,
-    done: &BTreeSet<String>,
-    options: &BuildOptions,
-) -> Result<Vec<SweepRow>, StudyError> {
-    let mut seen = BTreeSet::new();
-    let mut todo = Vec::new();
-    for point in points {
-        let prepared = prepare_point_in(point, base, options)?;
-        if done.contains(prepared.key()) || !seen.insert(prepared.key().to_owned()) {
-            continue;
-        }
-        todo.push(prepared);
-    }
-    plan_once(todo, &mut BTreeMap::new(), |leaders| {
-        leaders.into_iter().map(plan_point).collect()
-    })
 }
 
 /// One of `count` parts of a grid (`index` from 0): the points from

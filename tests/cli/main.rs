@@ -30,4 +30,5 @@ mod study_cli;
 mod summary_grouping;
 mod sweep_loop;
 mod sweep_shard;
+mod sweep_time;
 mod time_loop;

@@ -21,7 +21,8 @@ fn sweep_dir(grid: Value) -> (tempfile::TempDir, std::process::Output) {
     (dir, result)
 }
 
-fn rows(dir: &Path) -> Vec<Value> {
+/// The rows of the sweep written to `dir/out`.
+pub(crate) fn rows(dir: &Path) -> Vec<Value> {
     std::fs::read_to_string(dir.join("out/results.jsonl"))
         .unwrap()
         .lines()

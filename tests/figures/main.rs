@@ -14,8 +14,10 @@ use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use jointplan::study::plot::{figures, Figure, Rect};
-use jointplan::study::sweep::{plan_batch, Grid};
+use jointplan::placement::sweep::SweepPlacer;
+use jointplan::study::plot::pareto::frontier;
+use jointplan::study::plot::{figures, pareto_data, Figure, Rect};
+use jointplan::study::sweep::{plan_batch, Grid, SweepRow};
 use jointplan::BuildOptions;
 use resvg::{tiny_skia, usvg};
 
@@ -26,7 +28,7 @@ struct Study {
     keep: &'static [&'static str],
 }
 
-const STUDIES: [Study; 2] = [
+const STUDIES: [Study; 3] = [
     Study {
         grid: "docs/research/kv-study.json",
         dir: "docs/research",
@@ -42,15 +44,35 @@ const STUDIES: [Study; 2] = [
         dir: "docs/python",
         keep: &["tokens-vs-context.svg"],
     },
+    Study {
+        grid: "docs/research/pareto-study.json",
+        dir: "docs/research",
+        keep: &["pareto.svg"],
+    },
 ];
+
+/// A study's sweep: its rows, its plot axes and its figures.
+struct Drawn {
+    rows: Vec<SweepRow>,
+    axes: Vec<&'static str>,
+    figures: Vec<Figure>,
+}
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// Every figure of every study (the sweeps run once per test binary).
-fn all_figures() -> &'static Vec<(&'static Study, Vec<Figure>)> {
-    static FIGURES: OnceLock<Vec<(&'static Study, Vec<Figure>)>> = OnceLock::new();
+fn all_figures() -> Vec<(&'static Study, &'static Vec<Figure>)> {
+    all_studies()
+        .iter()
+        .map(|(study, drawn)| (*study, &drawn.figures))
+        .collect()
+}
+
+/// Every study swept and drawn (once per test binary).
+fn all_studies() -> &'static Vec<(&'static Study, Drawn)> {
+    static FIGURES: OnceLock<Vec<(&'static Study, Drawn)>> = OnceLock::new();
     FIGURES.get_or_init(|| {
         STUDIES
             .iter()
@@ -66,10 +88,19 @@ fn all_figures() -> &'static Vec<(&'static Study, Vec<Figure>)> {
                     Some(&root()),
                     &BTreeSet::new(),
                     &options,
+                    &SweepPlacer,
                 )
                 .unwrap();
                 let axes = grid.plot_axes().unwrap();
-                (study, figures(&rows, &axes).unwrap())
+                let figures = figures(&rows, &axes).unwrap();
+                (
+                    study,
+                    Drawn {
+                        rows,
+                        axes,
+                        figures,
+                    },
+                )
             })
             .collect()
     })
@@ -221,6 +252,10 @@ fn texts_lie_inside_the_canvas_and_off_the_data() {
                         problems.push(format!("{}: {text:?} {b:?} covers the data", figure.name));
                     }
                 }
+                // A label beside a point covers no point's marker.
+                if annotation && layout.marks.iter().any(|m| m.overlaps(&shrink(b))) {
+                    problems.push(format!("{}: {text:?} {b:?} covers a point", figure.name));
+                }
             }
             for (i, (a, ra)) in boxes.iter().enumerate() {
                 for (b, rb) in &boxes[i + 1..] {
@@ -243,4 +278,93 @@ fn texts_lie_inside_the_canvas_and_off_the_data() {
     }
     assert!(measured > 0);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The frontier by definition: the points no other point is at least as good as on both
+/// axes and better on one, by an O(n^2) check of every pair.
+fn brute_frontier(points: &[(f64, f64)]) -> BTreeSet<usize> {
+    (0..points.len())
+        .filter(|&i| {
+            let (x, y) = points[i];
+            !points
+                .iter()
+                .any(|&(a, b)| a >= x && b >= y && (a > x || b > y))
+        })
+        .collect()
+}
+
+#[test]
+fn the_frontier_is_the_brute_force_one_on_random_points_with_ties() {
+    // A small linear congruential generator: deterministic, with many equal coordinates.
+    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = |range: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % range
+    };
+    for case in 0..400 {
+        let n = (case % 40) as usize;
+        let range = 2 + (case % 7);
+        let points: Vec<(f64, f64)> = (0..n)
+            .map(|_| (next(range) as f64 * 1.5, next(range) as f64 * 0.25))
+            .collect();
+        let fast: BTreeSet<usize> = frontier(&points).into_iter().collect();
+        assert_eq!(fast, brute_frontier(&points), "case {case}: {points:?}");
+        // Ordered by the per-user figure.
+        let order = frontier(&points);
+        assert!(order.windows(2).all(|w| points[w[0]].0 <= points[w[1]].0));
+    }
+}
+
+#[test]
+fn the_pareto_plot_labels_exactly_the_brute_force_frontier() {
+    let mut checked = 0;
+    for (study, drawn) in all_studies() {
+        let Some(figure) = drawn.figures.iter().find(|f| f.name == "pareto.svg") else {
+            continue;
+        };
+        let data = pareto_data(&drawn.rows, &drawn.axes).unwrap();
+        // Every row with times is a point, with the row's figures.
+        let priced: Vec<(f64, f64)> = drawn
+            .rows
+            .iter()
+            .filter_map(|r| r.time.as_ref())
+            .map(|t| {
+                (
+                    t.output_tokens_per_second_per_user,
+                    t.output_tokens_per_second_per_device,
+                )
+            })
+            .collect();
+        let points: Vec<(f64, f64)> = data
+            .points
+            .iter()
+            .map(|p| (p.per_user, p.per_device))
+            .collect();
+        assert_eq!(points, priced, "{}", study.grid);
+        let expected: BTreeSet<String> = brute_frontier(&points)
+            .into_iter()
+            .map(|i| data.points[i].label.clone())
+            .collect();
+        assert!(
+            expected.len() > 1,
+            "{}: a frontier of one point",
+            study.grid
+        );
+        let drawn_labels: BTreeSet<String> = figure
+            .layout
+            .texts
+            .iter()
+            .filter(|(_, r)| figure.layout.annotations.contains(r))
+            .map(|(t, _)| t.clone())
+            .collect();
+        assert_eq!(
+            drawn_labels, expected,
+            "{}: the labels beside the points are the frontier's",
+            study.grid
+        );
+        checked += 1;
+    }
+    assert!(checked > 0, "no study draws a Pareto plot");
 }

@@ -5,6 +5,7 @@
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use jointplan::placement::sweep::SweepPlacer;
 use jointplan::plan::DynamicResourceDemand;
 use jointplan::request::BufferUsage;
 use jointplan::study::fit::{fit, FitSubject, Knob};
@@ -184,10 +185,17 @@ fn a_resumed_sweep_plans_no_point_twice_and_the_region_map_matches_the_rows() {
     let mut planned = Vec::new();
     // First run: the first half of the grid, as an interrupted sweep leaves it.
     let mut done = Default::default();
-    let ran = run_points(&points[..3], &mut done, jobs, &one_thread(), |rows, _| {
-        planned.extend(rows.iter().map(|r| r.key.clone()));
-        append_rows(dir.path(), rows)
-    })
+    let ran = run_points(
+        &points[..3],
+        &mut done,
+        jobs,
+        &one_thread(),
+        &SweepPlacer,
+        |rows, _| {
+            planned.extend(rows.iter().map(|r| r.key.clone()));
+            append_rows(dir.path(), rows)
+        },
+    )
     .unwrap();
     assert_eq!(ran, 3);
     // Resume: the keys on disk are skipped, and so is the duplicated context 4096.
@@ -196,10 +204,17 @@ fn a_resumed_sweep_plans_no_point_twice_and_the_region_map_matches_the_rows() {
         .into_iter()
         .map(|r| r.key)
         .collect();
-    let ran = run_points(&points, &mut done, jobs, &one_thread(), |rows, _| {
-        planned.extend(rows.iter().map(|r| r.key.clone()));
-        append_rows(dir.path(), rows)
-    })
+    let ran = run_points(
+        &points,
+        &mut done,
+        jobs,
+        &one_thread(),
+        &SweepPlacer,
+        |rows, _| {
+            planned.extend(rows.iter().map(|r| r.key.clone()));
+            append_rows(dir.path(), rows)
+        },
+    )
     .unwrap();
     assert_eq!(ran, 1, "only the paged point at 4096 was left");
     let mut unique = planned.clone();

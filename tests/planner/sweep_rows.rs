@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
+use jointplan::placement::sweep::SweepPlacer;
 use jointplan::study::plot::{figures, Choices, RegionMap};
 use jointplan::study::sweep::{plan_batch, run_points, Grid, SweepRow};
 use jointplan::BuildOptions;
@@ -29,10 +30,17 @@ fn sweep(grid: serde_json::Value) -> Vec<SweepRow> {
     let mut rows = Vec::new();
     let mut done = BTreeSet::new();
     let jobs = NonZeroUsize::new(2).unwrap();
-    run_points(&points, &mut done, jobs, &one_thread(), |batch, _| {
-        rows.extend_from_slice(batch);
-        Ok(())
-    })
+    run_points(
+        &points,
+        &mut done,
+        jobs,
+        &one_thread(),
+        &SweepPlacer,
+        |batch, _| {
+            rows.extend_from_slice(batch);
+            Ok(())
+        },
+    )
     .unwrap();
     rows
 }
@@ -104,6 +112,7 @@ fn a_point_that_cannot_be_synthesized_is_an_error_row_and_the_sweep_goes_on() {
         None,
         &BTreeSet::new(),
         &one_thread(),
+        &SweepPlacer,
     )
     .unwrap();
     let strip = |rows: &[SweepRow]| -> Vec<SweepRow> {
@@ -117,7 +126,14 @@ fn a_point_that_cannot_be_synthesized_is_an_error_row_and_the_sweep_goes_on() {
     assert_eq!(strip(&batch), strip(&rows));
     // A resumed sweep skips the error row too (its key is known).
     let done: BTreeSet<String> = rows.iter().map(|r| r.key.clone()).collect();
-    let again = plan_batch(&grid.points().unwrap(), None, &done, &one_thread()).unwrap();
+    let again = plan_batch(
+        &grid.points().unwrap(),
+        None,
+        &done,
+        &one_thread(),
+        &SweepPlacer,
+    )
+    .unwrap();
     assert!(again.is_empty());
 }
 

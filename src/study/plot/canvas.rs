@@ -56,7 +56,12 @@ pub struct Layout {
     pub annotations: Vec<Rect>,
     /// Every text with its estimated box.
     pub texts: Vec<(String, Rect)>,
+    /// The boxes of data markers (the Pareto plot's points): no annotation may cover one.
+    pub marks: Vec<Rect>,
 }
+
+/// The blank border of every figure, pixels.
+pub const MARGIN: f64 = 12.0;
 
 /// Text sizes in SVG pixels.
 pub const TITLE: f64 = 15.0;
@@ -135,6 +140,26 @@ impl<'a> Canvas<'a> {
         })
     }
 
+    /// A white canvas with `title` in bold at its top left.
+    pub fn titled(
+        text: &'a mut String,
+        width: u32,
+        height: u32,
+        title: &str,
+    ) -> Result<Canvas<'a>, StudyError> {
+        let mut c = Canvas::new(text, width, height)?;
+        c.text(
+            title,
+            MARGIN,
+            MARGIN + TITLE * 0.7,
+            TITLE,
+            Align::Left,
+            true,
+            false,
+        )?;
+        Ok(c)
+    }
+
     /// Writes the SVG out.
     pub fn finish(self) -> Result<Layout, StudyError> {
         self.area.present().map_err(drawing)?;
@@ -201,6 +226,11 @@ impl<'a> Canvas<'a> {
             .map_err(drawing)?;
         self.layout.texts.push((text.to_owned(), rect));
         Ok(rect)
+    }
+
+    /// A small text (a legend entry, a tick) left-aligned at `(x, y)`; bold for a heading.
+    pub fn small(&mut self, text: &str, x: f64, y: f64, bold: bool) -> Result<Rect, StudyError> {
+        self.text(text, x, y, SMALL, Align::Left, bold, false)
     }
 
     /// A polyline in `colour`, `width` pixels wide, solid or dashed.

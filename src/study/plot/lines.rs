@@ -5,9 +5,12 @@
 //! plan (a cross on the panel's floor) and points whose context the model capped (a ring).
 
 use super::super::StudyError;
-use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::axes::{at_x, at_y, draw_axes};
+use super::canvas::{
+    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+};
 use super::scale::{Scale, Unit};
-use super::style::{line_colour, marker_polygon, series_style, Marker, GRID, INK, NEUTRAL};
+use super::style::{line_colour, marker_polygon, series_style, Marker, INK, NEUTRAL};
 
 /// One point of a series.
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +71,6 @@ const PANEL_W: f64 = 250.0;
 const PANEL_H: f64 = 180.0;
 const GAP: f64 = 22.0;
 const ROW: f64 = 17.0;
-const MARGIN: f64 = 12.0;
 
 /// A legend entry's key.
 enum Key {
@@ -206,16 +208,7 @@ impl LineFigure {
             .ceil();
         let mut text = String::new();
         let layout = {
-            let mut c = Canvas::new(&mut text, width as u32, height as u32)?;
-            c.text(
-                &self.title,
-                MARGIN,
-                MARGIN + TITLE * 0.7,
-                TITLE,
-                Align::Left,
-                true,
-                false,
-            )?;
+            let mut c = Canvas::titled(&mut text, width as u32, height as u32, &self.title)?;
             let plots_mid = top + rows as f64 * cell_h / 2.0;
             c.text(
                 &self.y_name,
@@ -248,50 +241,9 @@ impl LineFigure {
         xs: &Scale,
         ys: &Scale,
     ) -> Result<(), StudyError> {
-        c.layout.plot_areas.push(area);
-        let at_x = |v: f64| xs.fraction(v).map(|f| area.x0 + f * (area.x1 - area.x0));
-        let at_y = |v: f64| ys.fraction(v).map(|f| area.y1 - f * (area.y1 - area.y0));
-        // Grid lines and ticks.
-        for (v, _) in &ys.ticks {
-            if let Some(y) = at_y(*v) {
-                c.line(&[(area.x0, y), (area.x1, y)], GRID, 1, None)?;
-            }
-        }
-        for (v, _) in &xs.ticks {
-            if let Some(x) = at_x(*v) {
-                c.line(&[(x, area.y0), (x, area.y1)], GRID, 1, None)?;
-            }
-        }
-        c.rect(area, None, Some((INK, 1)))?;
-        let mut last_right = f64::NEG_INFINITY;
-        for (v, label) in &xs.ticks {
-            let Some(x) = at_x(*v) else { continue };
-            c.line(&[(x, area.y1), (x, area.y1 + 4.0)], INK, 1, None)?;
-            // A label that would touch its left neighbour is left out (its tick stays).
-            let w = text_width(label, SMALL);
-            if x - w / 2.0 > last_right + 3.0 {
-                c.text(label, x, area.y1 + 12.0, SMALL, Align::Centre, false, false)?;
-                last_right = x + w / 2.0;
-            }
-        }
-        let mut last_top = f64::INFINITY;
-        for (v, label) in &ys.ticks {
-            let Some(y) = at_y(*v) else { continue };
-            c.line(&[(area.x0 - 4.0, y), (area.x0, y)], INK, 1, None)?;
-            if y + SMALL * 0.7 < last_top {
-                c.text(label, area.x0 - 6.0, y, SMALL, Align::Right, false, false)?;
-                last_top = y - SMALL * 0.7;
-            }
-        }
-        c.text(
-            &self.x_name,
-            (area.x0 + area.x1) / 2.0,
-            area.y1 + 30.0,
-            HEADING,
-            Align::Centre,
-            false,
-            false,
-        )?;
+        draw_axes(c, area, xs, ys, &self.x_name)?;
+        let at_x = |v: f64| at_x(area, xs, v);
+        let at_y = |v: f64| at_y(area, ys, v);
         if !panel.title.is_empty() {
             c.text(
                 &panel.title,
@@ -368,7 +320,7 @@ impl LineFigure {
         let x = legend.x0 + 8.0;
         for (heading, key, label) in entries {
             if let Some(h) = heading {
-                c.text(h, x, y, SMALL, Align::Left, true, false)?;
+                c.small(h, x, y, true)?;
                 y += ROW;
                 continue;
             }
@@ -395,7 +347,7 @@ impl LineFigure {
                     draw_marker(c, Marker::Circle, key_mid, NEUTRAL, true)?;
                 }
             }
-            c.text(label, x + 36.0, y, SMALL, Align::Left, false, false)?;
+            c.small(label, x + 36.0, y, false)?;
             y += ROW;
         }
         Ok(())
@@ -403,7 +355,7 @@ impl LineFigure {
 }
 
 /// A marker, filled (the worst case fits) or hollow (it does not).
-fn draw_marker(
+pub(crate) fn draw_marker(
     c: &mut Canvas,
     marker: Marker,
     at: (f64, f64),

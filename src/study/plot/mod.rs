@@ -8,13 +8,17 @@
 //!   points whose worst case does not fit, points without a plan and capped points;
 //! * plan-region maps ([`regions`]): over one or two knobs, which points make the same
 //!   provider/profile choice, one colour and letter per choice across every map of the
-//!   sweep.
+//!   sweep (drawn from the single-device rows);
+//! * the Pareto plot ([`pareto`]) of a sweep with a serving point: output tokens/s per
+//!   device against per user, the frontier marked and its points labelled by what changed.
 //!
 //! Every figure comes with its [`Layout`] (plot areas, legends, text boxes), the contract
 //! the figure test checks against a real font's measurements.
 
+pub mod axes;
 pub mod canvas;
 pub mod lines;
+pub mod pareto;
 pub mod regions;
 pub mod scale;
 pub mod style;
@@ -25,6 +29,7 @@ pub use canvas::{Layout, Rect};
 pub use regions::{Choices, Region, RegionMap};
 
 use lines::{LineFigure, LinePoint, Panel, Series};
+use pareto::{ParetoFigure, ParetoPoint};
 use scale::{is_doubling, Unit};
 
 use super::sweep::{short_value, SweepRow};
@@ -280,15 +285,171 @@ fn file_part(text: &str) -> String {
         .collect()
 }
 
+/// The short form of a knob's value in a Pareto label: `tp4`, `pp2`, `c32`, `in1024`,
+/// `out256`, `ctx8192`, `s16`, a weight format without `dense-` (`bf16`, `fp8`), a file by
+/// its short name.
+pub fn label_part(knob: &str, value: &str) -> String {
+    let prefix = match knob {
+        "tensor_parallel" => "tp",
+        "pipeline_parallel" => "pp",
+        "concurrency" => "c",
+        "input_tokens" => "in",
+        "output_tokens" => "out",
+        "context" => "ctx",
+        "sequences" => "s",
+        "scheduled_tokens" => "tok",
+        "layers" => "L",
+        "experts" => "E",
+        "weight_format" => return value.strip_prefix("dense-").unwrap_or(value).to_owned(),
+        "storage_views" => return value.split('>').next().unwrap_or(value).to_owned(),
+        _ => return short_value(knob, value),
+    };
+    format!("{prefix}{value}")
+}
+
+/// The Pareto plot of the rows with times (`None` when no row has one), drawn.
+pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figure>, StudyError> {
+    let Some(figure) = pareto_data(rows, varying) else {
+        return Ok(None);
+    };
+    let (svg, layout) = figure.svg()?;
+    Ok(Some(Figure {
+        name: "pareto.svg".to_owned(),
+        svg,
+        layout,
+    }))
+}
+
+/// The Pareto plot's data (`None` when no row has times): a point per priced row,
+/// labelled by its varying knobs (and a parallel degree its placement chose beyond them),
+/// coloured by the varying knobs other than concurrency.
+pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> {
+    let priced: Vec<&SweepRow> = rows
+        .iter()
+        .filter(|r| {
+            r.time.as_ref().is_some_and(|t| {
+                t.output_tokens_per_second_per_user > 0.0
+                    && t.output_tokens_per_second_per_device > 0.0
+            })
+        })
+        .collect();
+    if priced.is_empty() {
+        return None;
+    }
+    let series_knobs: Vec<&str> = varying
+        .iter()
+        .copied()
+        .filter(|k| *k != "concurrency")
+        .collect();
+    let label_of = |r: &SweepRow, knobs: &[&str]| {
+        knobs
+            .iter()
+            .map(|k| label_part(k, &r.point.value(k)))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let owned: Vec<SweepRow> = priced.iter().map(|r| (*r).clone()).collect();
+    let series_labels = labels(&owned, |r| label_of(r, &series_knobs));
+    let points = priced
+        .iter()
+        .filter_map(|r| {
+            let t = r.time.as_ref()?;
+            let series = series_labels
+                .iter()
+                .position(|l| *l == label_of(r, &series_knobs))?;
+            // A degree the placement chose (not a knob of the grid) changed too.
+            let mut label = label_of(r, varying);
+            if let Some(p) = &r.placement {
+                for (knob, degree) in [
+                    ("tensor_parallel", p.tensor_parallel),
+                    ("pipeline_parallel", p.pipeline_parallel),
+                ] {
+                    if degree > 1 && !varying.contains(&knob) {
+                        label.push(' ');
+                        label.push_str(&label_part(knob, &degree.to_string()));
+                    }
+                }
+            }
+            let label = label.trim().to_owned();
+            Some(ParetoPoint {
+                per_user: t.output_tokens_per_second_per_user,
+                per_device: t.output_tokens_per_second_per_device,
+                label,
+                series,
+                order: r.point.concurrency.map_or(0.0, |c| c as f64),
+            })
+        })
+        .collect();
+    let mut notes = Vec::new();
+    let missing = rows.len() - priced.len();
+    if missing > 0 {
+        notes.push(format!("{missing} of {} points without times", rows.len()));
+    }
+    let mut rules: Vec<&str> = priced
+        .iter()
+        .filter_map(|r| r.time.as_ref().map(|t| t.rule.as_str()))
+        .collect();
+    rules.sort_unstable();
+    rules.dedup();
+    notes.push(format!("times: {}", rules.join(", ")));
+    let fixed: Vec<String> = [
+        ("concurrency", "concurrency "),
+        ("input_tokens", ""),
+        ("output_tokens", ""),
+    ]
+    .iter()
+    .filter(|(k, _)| !varying.contains(k))
+    .filter_map(|(k, prefix)| {
+        let v = priced[0].point.value(k);
+        let unit = match *k {
+            "input_tokens" => " input tokens",
+            "output_tokens" => " output tokens",
+            _ => "",
+        };
+        (!v.is_empty()).then(|| format!("{prefix}{v}{unit}"))
+    })
+    .collect();
+    let title = if fixed.is_empty() {
+        "Throughput per device against per user, Pareto frontier marked".to_owned()
+    } else {
+        format!(
+            "Throughput per device against per user ({}), Pareto frontier marked",
+            fixed.join(", ")
+        )
+    };
+    Some(ParetoFigure {
+        title,
+        points,
+        series: (
+            if series_knobs.is_empty() {
+                "series".to_owned()
+            } else {
+                series_knobs.join(", ")
+            },
+            series_labels,
+        ),
+        notes,
+    })
+}
+
 /// Every figure of `rows` (`varying`: the knobs with more than one value, the region map's
-/// axes first): `memory-vs-KNOB.svg` and `tokens-vs-KNOB.svg` per numeric knob, and the
-/// region maps, `regions.svg` or one `regions-VALUES.svg` per combination of the knobs
-/// beyond the map's two axes (`regions-a100-80gb.svg`).
+/// axes first): `memory-vs-KNOB.svg` and `tokens-vs-KNOB.svg` per numeric knob, the
+/// region maps of the single-device rows, `regions.svg` or one `regions-VALUES.svg` per
+/// combination of the knobs beyond the map's two axes (`regions-a100-80gb.svg`), and
+/// `pareto.svg` when rows have times.
 pub fn figures(rows: &[SweepRow], varying: &[&str]) -> Result<Vec<Figure>, StudyError> {
     let mut out = Vec::new();
+    // The line plots and region maps draw single-device plans' memory reports and plan
+    // choices: a sweep of device sets has the Pareto plot alone.
+    let sets_only = !rows.is_empty() && rows.iter().all(|r| r.point.devices.is_some());
+    if sets_only {
+        out.extend(pareto_figure(rows, varying)?);
+        return Ok(out);
+    }
     for knob in varying.iter().filter(|k| NUMERIC_KNOBS.contains(k)) {
         out.extend(line_figures(rows, varying, knob)?);
     }
+    out.extend(pareto_figure(rows, varying)?);
     let Some(x) = varying.first() else {
         return Ok(out);
     };

@@ -12,7 +12,10 @@ use serde::Serialize;
 
 use super::super::sweep::{short_value, SweepRow};
 use super::super::StudyError;
-use super::canvas::{bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, SMALL, TITLE};
+use super::axes::x_axis_name;
+use super::canvas::{
+    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+};
 use super::scale::count_label;
 use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
 
@@ -225,7 +228,6 @@ impl RegionMap {
 
     /// The map as SVG text and its layout.
     pub fn figure(&self, title: &str) -> Result<(String, Layout), StudyError> {
-        const MARGIN: f64 = 12.0;
         const ROW: f64 = 20.0;
         let label = |knob: &str, value: &String| match value.parse::<f64>() {
             Ok(number) if super::NUMERIC_KNOBS.contains(&knob) => count_label(number),
@@ -291,16 +293,7 @@ impl RegionMap {
         let height = (legend.y1 + MARGIN).ceil();
         let mut text = String::new();
         let layout = {
-            let mut c = Canvas::new(&mut text, width as u32, height as u32)?;
-            c.text(
-                title,
-                MARGIN,
-                MARGIN + TITLE * 0.7,
-                TITLE,
-                Align::Left,
-                true,
-                false,
-            )?;
+            let mut c = Canvas::titled(&mut text, width as u32, height as u32, title)?;
             c.layout.plot_areas.push(area);
             for (y, row) in self.cells.iter().enumerate() {
                 for (x, cell) in row.iter().enumerate() {
@@ -337,15 +330,7 @@ impl RegionMap {
                         c.circle((r.x1 - 8.0, r.y0 + 8.0), 4, None, Some((INK, 1)))?;
                     }
                     if capped {
-                        if let Some(points) =
-                            marker_polygon(Marker::Diamond, (r.x0 + 8.0, r.y0 + 8.0), 4.0)
-                        {
-                            c.polygon(
-                                &points,
-                                plotters::style::RGBAColor(255, 255, 255, 1.0),
-                                Some((INK, 1)),
-                            )?;
-                        }
+                        capped_mark(&mut c, (r.x0 + 8.0, r.y0 + 8.0))?;
                     }
                 }
             }
@@ -384,15 +369,7 @@ impl RegionMap {
                     false,
                 )?;
             }
-            c.text(
-                &self.x_knob,
-                (area.x0 + area.x1) / 2.0,
-                area.y1 + 30.0,
-                HEADING,
-                Align::Centre,
-                false,
-                false,
-            )?;
+            x_axis_name(&mut c, area, &self.x_knob)?;
             for (y, label) in y_labels.iter().enumerate() {
                 let mid = area.y0 + (y as f64 + 0.5) * cell_h;
                 c.text(label, area.x0 - 6.0, mid, SMALL, Align::Right, false, false)?;
@@ -411,15 +388,7 @@ impl RegionMap {
             c.layout.legends.push(legend);
             let mut y = legend.y0 + 4.0 + ROW / 2.0;
             let x = legend.x0 + 6.0;
-            c.text(
-                "plan choice: what sets it apart (choice id)",
-                x,
-                y,
-                SMALL,
-                Align::Left,
-                true,
-                false,
-            )?;
+            c.small("plan choice: what sets it apart (choice id)", x, y, true)?;
             y += ROW;
             for (index, line) in &lines {
                 let swatch = Rect::new(x, y - 7.0, x + 18.0, y + 7.0);
@@ -427,43 +396,33 @@ impl RegionMap {
                     Some(i) => c.rect(swatch, Some(fill_colour(*i)), Some((NEUTRAL, 1)))?,
                     None => hatch(&mut c, swatch)?,
                 }
-                c.text(line, x + 26.0, y, SMALL, Align::Left, false, false)?;
+                c.small(line, x + 26.0, y, false)?;
                 y += ROW;
             }
             if marks_used.0 {
                 c.circle((x + 9.0, y), 4, None, Some((INK, 1)))?;
-                c.text(
-                    "worst case does not fit",
-                    x + 26.0,
-                    y,
-                    SMALL,
-                    Align::Left,
-                    false,
-                    false,
-                )?;
+                c.small("worst case does not fit", x + 26.0, y, false)?;
                 y += ROW;
             }
             if marks_used.1 {
-                if let Some(points) = marker_polygon(Marker::Diamond, (x + 9.0, y), 4.0) {
-                    c.polygon(
-                        &points,
-                        plotters::style::RGBAColor(255, 255, 255, 1.0),
-                        Some((INK, 1)),
-                    )?;
-                }
-                c.text(
-                    "context capped by the model",
-                    x + 26.0,
-                    y,
-                    SMALL,
-                    Align::Left,
-                    false,
-                    false,
-                )?;
+                capped_mark(&mut c, (x + 9.0, y))?;
+                c.small("context capped by the model", x + 26.0, y, false)?;
             }
             c.finish()?
         };
         Ok((text, layout))
+    }
+}
+
+/// The mark of a capped context: a small white diamond outlined in black.
+fn capped_mark(c: &mut Canvas, at: (f64, f64)) -> Result<(), StudyError> {
+    match marker_polygon(Marker::Diamond, at, 4.0) {
+        Some(points) => c.polygon(
+            &points,
+            plotters::style::RGBAColor(255, 255, 255, 1.0),
+            Some((INK, 1)),
+        ),
+        None => Ok(()),
     }
 }
 

@@ -235,6 +235,53 @@ impl Scale {
         }
     }
 
+    /// A logarithmic scale over positive `values` with ticks at 1, 2 and 5 times the
+    /// powers of ten between them (only the powers of ten when that makes more than 12
+    /// ticks): tokens per second read as `1`, `20`, `500`, `2000`, `50k`.
+    pub fn log_decades(values: &[f64], unit: Unit) -> Scale {
+        let positive: Vec<f64> = values.iter().copied().filter(|v| *v > 0.0).collect();
+        let low = positive.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = positive.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !low.is_finite() {
+            return Scale::linear(values, true, unit);
+        }
+        let nice = |decade: i32, m: f64| m * 10f64.powi(decade);
+        let steps = |every: &[f64]| -> Vec<f64> {
+            let first = low.log10().floor() as i32;
+            let last = high.log10().ceil() as i32;
+            let mut all: Vec<f64> = (first..=last)
+                .flat_map(|d| every.iter().map(move |m| nice(d, *m)))
+                .collect();
+            // The nice values around the data: the last at or below `low` to the first at
+            // or above `high`.
+            let start = all
+                .iter()
+                .rposition(|v| *v <= low * (1.0 + 1e-12))
+                .unwrap_or(0);
+            let end = all
+                .iter()
+                .position(|v| *v >= high * (1.0 - 1e-12))
+                .unwrap_or(all.len() - 1);
+            all.truncate(end + 1);
+            all.drain(..start);
+            all
+        };
+        let mut ticks = steps(&[1.0, 2.0, 5.0]);
+        if ticks.len() > 12 {
+            ticks = steps(&[1.0]);
+        }
+        if ticks.len() < 2 {
+            ticks = vec![low, high.max(low * 2.0)];
+        }
+        let (low, high) = (ticks[0], ticks[ticks.len() - 1]);
+        Scale {
+            log2: true,
+            low,
+            high,
+            ticks: ticks.iter().map(|&v| (v, label(v, unit))).collect(),
+        }
+    }
+
     /// The axis for the grid values of a knob: log2 for a doubling grid, else linear.
     pub fn for_knob(values: &[f64]) -> Scale {
         if is_doubling(values) {
@@ -310,6 +357,22 @@ mod tests {
             assert!(!label.contains('.'), "{label}");
         }
         assert_eq!(scale.ticks[1].1, "100k");
+    }
+
+    #[test]
+    fn decades_tick_at_one_two_five() {
+        let scale = Scale::log_decades(&[3.2, 740.0], Unit::Count);
+        let labels: Vec<&str> = scale.ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["2", "5", "10", "20", "50", "100", "200", "500", "1000"]
+        );
+        let wide = Scale::log_decades(&[0.5, 2.0e6], Unit::Count);
+        let labels: Vec<&str> = wide.ticks.iter().map(|t| t.1.as_str()).collect();
+        assert_eq!(
+            labels,
+            ["0.1", "1", "10", "100", "1000", "10k", "100k", "1M", "10M"]
+        );
     }
 
     #[test]

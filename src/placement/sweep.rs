@@ -1,0 +1,105 @@
+//! The placer a sweep's device-set points go through ([`crate::study::sweep_time::Placer`]):
+//! each point placed as `plan MODEL --devices SET.json [--tensor-parallel N]
+//! [--pipeline-parallel N] [--concurrency C --input-tokens I --output-tokens O]` places it
+//! (fewest devices, no host offload, the default enumeration budget and engine profile),
+//! and its figures handed back as a row's.
+
+use crate::perf::DEFAULT_ENGINE;
+use crate::study::sweep_time::{
+    PlacementJob, PlacementOutcome, Placer, SweepPlacement, SweepTime, PLACEMENT_RULE,
+};
+
+use super::timing::{Prediction, Serving};
+use super::{place, DeviceSet, Objective, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET};
+
+/// Places a sweep's device-set points with the library's placement.
+pub struct SweepPlacer;
+
+fn failed(error: &PlacementError) -> PlacementOutcome {
+    let status = match error {
+        PlacementError::Infeasible(_) => "infeasible",
+        PlacementError::Internal(_) => "error",
+        e if e.is_bad_input() => "bad-input",
+        _ => "infeasible",
+    };
+    PlacementOutcome::Failed {
+        status,
+        reason: error.to_string(),
+    }
+}
+
+/// A placement's times as a sweep row's (`output tokens/s per user = 1 / TPOT`).
+fn time_of(p: &Prediction, devices: u64) -> SweepTime {
+    let tpot = p.tpot.seconds;
+    SweepTime {
+        ttft_seconds: p.ttft.seconds,
+        tpot_seconds: tpot,
+        output_tokens_per_second: p.output_tokens_per_second,
+        output_tokens_per_second_per_device: p.output_tokens_per_second_per_device,
+        output_tokens_per_second_per_user: if tpot > 0.0 { 1.0 / tpot } else { 0.0 },
+        devices,
+        engine: p.serving_point.engine.clone(),
+        rule: PLACEMENT_RULE.to_owned(),
+        rules: p.rules.iter().map(|r| (*r).to_owned()).collect(),
+    }
+}
+
+impl Placer for SweepPlacer {
+    fn place(&self, job: &PlacementJob) -> PlacementOutcome {
+        let set = match DeviceSet::read(&job.set) {
+            Ok(set) => set,
+            Err(e) => return failed(&e),
+        };
+        let settings = Settings {
+            tensor_parallel: job.tensor_parallel,
+            pipeline_parallel: job.pipeline_parallel,
+            host_offload: false,
+            host_memory: None,
+            objective: Objective::FewestDevices,
+            serving: job.serving.map(|s| Serving {
+                concurrency: s.concurrency,
+                input_tokens: s.input_tokens,
+                output_tokens: s.output_tokens,
+                engine: DEFAULT_ENGINE.to_owned(),
+            }),
+            policy: Some(job.preset.clone()),
+            why_not: None,
+        };
+        let placed = match place(
+            job.source,
+            &set,
+            &settings,
+            job.options,
+            DEFAULT_ENUMERATION_BUDGET,
+        ) {
+            Ok(placed) => placed,
+            Err(e) => return failed(&e),
+        };
+        if let Some(v) = placed.violations.first() {
+            return PlacementOutcome::Failed {
+                status: "error",
+                reason: format!(
+                    "internal: the checker rejects the placement: {} violation(s), the first: {} at {}: {}",
+                    placed.violations.len(),
+                    v.rule,
+                    v.path,
+                    v.message
+                ),
+            };
+        }
+        let payload = &placed.plan.payload;
+        let devices = payload.devices_used;
+        PlacementOutcome::Placed {
+            placement: SweepPlacement {
+                placement_id: placed.plan.placement_id.clone(),
+                tensor_parallel: payload.tensor_parallel,
+                pipeline_parallel: payload.pipeline_parallel,
+                devices_used: devices,
+                sequences: payload.sequences,
+                kv_tokens_that_fit: payload.kv_tokens_that_fit,
+                certificate: placed.certificate.method.clone(),
+            },
+            time: placed.performance.as_ref().map(|p| Ok(time_of(p, devices))),
+        }
+    }
+}
