@@ -112,6 +112,44 @@ fn fp8_layer_shards_are_hand_counted_at_tp_2_and_4() {
         };
         assert_eq!(layer, hand, "layer 0 on rank 0 at tp {d}");
         parts_add_up(&placed);
+        // The checker counts the whole-held scale once: parts that claim none of it add up
+        // to 4 bytes per extra rank too many, and parts that disagree are named.
+        let q = "weight.layer.0.q_proj";
+        let shards_rule = |plan: &jointplan::placement::PlacementPlan| -> Vec<String> {
+            check(plan)
+                .into_iter()
+                .filter(|v| v.rule == "shards")
+                .map(|v| v.message)
+                .collect()
+        };
+        let mut none_whole = placed.plan.clone();
+        for device in &mut none_whole.payload.devices {
+            for s in device.shards.iter_mut().filter(|s| s.tensor == q) {
+                s.replicated_bytes = 0;
+            }
+        }
+        let found = shards_rule(&none_whole);
+        let sum = (HIDDEN * HIDDEN / d + 4) * d;
+        assert!(
+            found
+                .iter()
+                .any(|m| m.contains(q) && m.contains(&format!("add up to {sum} bytes"))),
+            "{found:?}"
+        );
+        let mut disagree = placed.plan.clone();
+        let s = disagree.payload.devices[0]
+            .shards
+            .iter_mut()
+            .find(|s| s.tensor == q)
+            .unwrap();
+        s.replicated_bytes = 0;
+        let found = shards_rule(&disagree);
+        assert!(
+            found
+                .iter()
+                .any(|m| m.contains(q) && m.contains("disagree")),
+            "{found:?}"
+        );
     }
 }
 
