@@ -112,7 +112,7 @@ type ShardCache = BTreeMap<String, Result<(u64, u64, u64), String>>;
 /// to it). A block-quantized format (fp8 128x128 blocks with one f32 scale each) needs each
 /// shard boundary on a block boundary: the part's extent along the split axis must be a
 /// multiple of the block, else the engine refuses the degree (vLLM's
-/// `validate_fp8_block_shape`, docs/placement.md "Quantized shards").
+/// `Fp8LinearMethod.create_weights`, docs/placement.md "Quantized shards").
 fn part_bytes(
     facts: &ModelFacts,
     tensor: usize,

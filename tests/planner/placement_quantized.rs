@@ -239,3 +239,30 @@ fn fp8_70b_places_on_two_h100() {
     assert_eq!(p.devices[0].items.kv_cache, 16 * 8192 * 80 * 2 * KV * 2 / 2);
     parts_add_up(&placed);
 }
+
+#[test]
+fn int8_channel_scales_split_with_rows_and_stay_whole_across_columns() {
+    // W8A8 int8: one byte per value, one f32 scale per output row. A column-parallel
+    // layer splits the rows and their scales; a row-parallel one (o_proj, down) splits
+    // the input and every rank holds all the row scales.
+    let mut source = ModelSource::folder("models/llama-3.1-70b");
+    source.layers = Some(2);
+    source.weight_format = Some("int8".to_owned());
+    let d = 2u64;
+    let placed = placed(&source, &h100(2), &settings(Some(2), None));
+    for (name, out, input, rows) in [
+        ("q_proj", HIDDEN, HIDDEN, true),
+        ("feed_forward.gate_up", 2 * MLP, HIDDEN, true),
+        ("o_proj", HIDDEN, HIDDEN, false),
+        ("feed_forward.down", HIDDEN, MLP, false),
+    ] {
+        let id = format!("weight.layer.0.{name}");
+        let expected = if rows {
+            (out / d * input + out / d * 4, 0, d)
+        } else {
+            (out * input / d + out * 4, out * 4, d)
+        };
+        assert_eq!(shard(&placed, &id), expected, "{id}");
+    }
+    parts_add_up(&placed);
+}
