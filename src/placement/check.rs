@@ -45,6 +45,9 @@ pub struct Violation {
 
 struct Report(Vec<Violation>);
 
+/// Per part of a tensor, the (bytes, bytes held whole) each holder records.
+type Holders = BTreeMap<u64, Vec<(u64, u64)>>;
+
 impl Report {
     fn add(&mut self, rule: &str, path: impl Into<String>, message: impl Into<String>) {
         self.0.push(Violation {
@@ -150,8 +153,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         .collect();
     let last = p.stages.len().saturating_sub(1);
     // tensor -> part -> (bytes of each holder)
-    // (bytes, replicated bytes) of each holder
-    let mut parts: BTreeMap<&str, (u64, BTreeMap<u64, Vec<(u64, u64)>>)> = BTreeMap::new();
+    let mut parts: BTreeMap<&str, (u64, Holders)> = BTreeMap::new();
     let mut note = |report: &mut Report, path: &str, shard: &ShardRecord| -> bool {
         let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
             report.add(

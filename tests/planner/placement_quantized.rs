@@ -205,16 +205,17 @@ fn fp8_block_shards_carry_their_blocks_scales() {
     }
     // 256x256 blocks: at tp 8 a K/V projection's part is 128 rows, inside a block.
     let (source, dir256) = block_fp8_source(256);
-    let err = place(
+    let refused = place(
         &source,
         &h100(8),
         &settings(Some(8), None),
         &BuildOptions::default(),
         1_000_000,
-    )
-    .err()
-    .expect("a shard boundary inside a block is refused")
-    .to_string();
+    );
+    let Err(err) = refused else {
+        panic!("a shard boundary inside a block is refused")
+    };
+    let err = err.to_string();
     assert!(
         err.contains("k_proj") && err.contains("256-value block"),
         "{err}"
