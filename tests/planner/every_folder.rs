@@ -10,7 +10,12 @@
 //! budget applied to that plan's report (`ServingReport::at_budget`). The move is exact
 //! when the planner's own check passes under the budget (`fits_same_selection`: the same
 //! selection is feasible there, and the selection does not weigh memory); when it does not,
-//! the device is planned for real, and its failure must be a capacity infeasibility.
+//! the device is planned for real, and its failure must be a capacity infeasibility. When
+//! the weights alone exceed the usable capacity no selection can fit (providers and storage
+//! profiles choose kernels and KV layouts, never the bytes of a weight), so the refusal is
+//! read off the moved report; that premise is checked by a real build the first time it is
+//! used for each folder, preset and device kind (a real build of DeepSeek-V3 on every
+//! device and budget was most of this test's time).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -81,6 +86,8 @@ struct Tally {
     plans: u32,
     refused: u32,
     built_on_device: u32,
+    /// Refusals whose weights alone exceed the usable capacity, read off the moved report.
+    weights_overflow: u32,
     engine_not_modelled: BTreeMap<String, u32>,
 }
 
@@ -110,6 +117,9 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
             let mut source = ModelSource::folder(&folder);
             source.policy = Some(preset_name.to_owned());
             for members in kinds.values() {
+                // Whether a real build has confirmed that weights beyond the usable
+                // capacity fail the build (once per folder, preset and device kind).
+                let mut overflow_confirmed = false;
                 let (file, device) = members[0];
                 let mut roomy = device.clone();
                 roomy.total_memory_bytes = 1 << 50;
@@ -177,6 +187,20 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
                             }
                             continue;
                         }
+                        if report.weights_bytes > budget.usable_bytes() && overflow_confirmed {
+                            // No selection fits: the weights alone exceed the capacity.
+                            tally.refused += 1;
+                            tally.weights_overflow += 1;
+                            let (moved, moved_limits) = report.at_budget(&limits, &budget);
+                            let lever = moved
+                                .refusal(request, &moved_limits, required)
+                                .map(|r| r.to_string())
+                                .unwrap_or_default();
+                            if !has_lever_with_amount(&lever) {
+                                lever_less.push(format!("{what}: weights overflow / {lever}"));
+                            }
+                            continue;
+                        }
                         // The same selection does not pass the planner's check: plan the
                         // device for real (its own selection may differ).
                         tally.built_on_device += 1;
@@ -193,6 +217,10 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
                         };
                         match ExecutionPlan::build(&real, &options) {
                             Ok(real_plan) => {
+                                assert!(
+                                    report.weights_bytes <= budget.usable_bytes(),
+                                    "{what}: planned although its weights exceed the usable capacity"
+                                );
                                 let (r, l) = ServingReport::with_limits(&real, &real_plan).unwrap();
                                 match r.refusal(&real, &l, required) {
                                     None => tally.plans += 1,
@@ -209,6 +237,9 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
                                 // The capacity refusal: the static bytes (or static +
                                 // minimum runnable) exceed the usable capacity, by an amount
                                 // the error states; `plan` adds the relaxations.
+                                if report.weights_bytes > budget.usable_bytes() {
+                                    overflow_confirmed = true;
+                                }
                                 tally.refused += 1;
                                 let text = error.to_string();
                                 assert_eq!(
