@@ -12,7 +12,8 @@
 //!    it streams and those whose KV it keeps on the host are its stage's first ones, as
 //!    many as the stage says;
 //! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
-//!    every holder of a part holds the same bytes, and the parts add up to the tensor;
+//!    every holder of a part holds the same bytes, and the parts add up to the tensor
+//!    (bytes every part holds whole, a per-tensor scale, counted once);
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
 //!    its bytes per sequence, its staging the largest streamed layer's host bytes over the
 //!    group's ranks plus sequences x its largest host KV layer's bytes, its total the sum
@@ -43,6 +44,9 @@ pub struct Violation {
 }
 
 struct Report(Vec<Violation>);
+
+/// Per part of a tensor, the (bytes, bytes held whole) each holder records.
+type Holders = BTreeMap<u64, Vec<(u64, u64)>>;
 
 impl Report {
     fn add(&mut self, rule: &str, path: impl Into<String>, message: impl Into<String>) {
@@ -149,7 +153,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         .collect();
     let last = p.stages.len().saturating_sub(1);
     // tensor -> part -> (bytes of each holder)
-    let mut parts: BTreeMap<&str, (u64, BTreeMap<u64, Vec<u64>>)> = BTreeMap::new();
+    let mut parts: BTreeMap<&str, (u64, Holders)> = BTreeMap::new();
     let mut note = |report: &mut Report, path: &str, shard: &ShardRecord| -> bool {
         let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
             report.add(
@@ -172,7 +176,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        entry.1.entry(shard.part).or_default().push(shard.bytes);
+        entry
+            .1
+            .entry(shard.part)
+            .or_default()
+            .push((shard.bytes, shard.replicated_bytes));
         true
     };
     for (i, device) in p.devices.iter().enumerate() {
@@ -277,7 +285,9 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 format!("{id}: parts {present:?} held, {count} expected"),
             );
         }
+        // Bytes every part holds whole (a per-tensor scale) count once.
         let mut sum: u128 = 0;
+        let mut replicated: BTreeSet<u64> = BTreeSet::new();
         for (part, bytes) in held {
             if bytes.iter().any(|b| *b != bytes[0]) {
                 report.add(
@@ -286,8 +296,18 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                     format!("{id}: holders of part {part} differ: {bytes:?}"),
                 );
             }
-            sum += u128::from(bytes[0]);
+            let (part_bytes, copy) = bytes[0];
+            replicated.insert(copy);
+            sum += u128::from(part_bytes.saturating_sub(copy));
         }
+        if replicated.len() > 1 {
+            report.add(
+                "shards",
+                &path,
+                format!("{id}: its parts disagree on the bytes each holds whole: {replicated:?}"),
+            );
+        }
+        sum += u128::from(replicated.iter().next().copied().unwrap_or(0));
         if sum != u128::from(total.bytes) {
             report.add(
                 "shards",

@@ -10,7 +10,7 @@ use crate::builder::BuildOptions;
 use crate::plan::{AllocationLifetime, DynamicResourceDemand, ExecutionPlan};
 use crate::request::{
     align_up, BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
-    WeightComponentSpec, WeightEncoding, WeightId,
+    WeightComponentRole, WeightComponentSpec, WeightEncoding, WeightId,
 };
 use crate::study::ServingReport;
 use crate::synth::architecture::MixerKind;
@@ -83,6 +83,9 @@ pub struct TensorFacts {
     pub bytes: u64,
     /// Its components as stored: dimensions and encoding.
     pub components: Vec<(Vec<u64>, WeightEncoding)>,
+    /// The checkpoint tensors it fuses (gate and up, say), as the layout reads them: their
+    /// count sets a per-tensor scale's length, their names which patterns keep them dense.
+    pub names: Vec<String>,
 }
 
 /// One layer's sequence state (KV cache, latent cache, recurrent state).
@@ -174,22 +177,55 @@ fn stored(components: &[&WeightComponentSpec]) -> Vec<(Vec<u64>, WeightEncoding)
         .collect()
 }
 
-/// The layout's components of `dims` in `format` and `class`, as `(dimensions, encoding)`.
+/// The layout's components of `dims` in `format` and `class` for the checkpoint tensors
+/// `names`, as `(dimensions, encoding)`.
 pub fn layout_of(
     format: WeightFormat,
     id: &str,
     dims: &[u64],
     class: WeightClass,
+    names: &[String],
 ) -> Option<Vec<(Vec<u64>, WeightEncoding)>> {
     // The matrix classes read the two last dimensions: a vector is never one of them.
     if dims.len() < 2 && !matches!(class, WeightClass::Norm | WeightClass::Plain) {
         return None;
     }
     let weight = WeightId::new(id).ok()?;
-    let layout = weight_layout(&WeightPlan::of(format), &weight, dims, class, &[]).ok()?;
+    let layout = weight_layout(&WeightPlan::of(format), &weight, dims, class, names).ok()?;
     let mut components: Vec<&WeightComponentSpec> = layout.components.iter().collect();
     components.sort_by(|a, b| a.id.cmp(&b.id));
     Some(stored(&components))
+}
+
+/// The checkpoint names a tensor's layout was made from: its values' external names
+/// without the suffix the layout appended (`.weight`, `.qweight`, `_blocks`,
+/// `.weight_packed`; a bias keeps its full name).
+fn checkpoint_names(parts: &[&WeightComponentSpec]) -> Vec<String> {
+    const SUFFIXES: [&str; 4] = [".weight_packed", ".qweight", ".weight", "_blocks"];
+    let values = parts.iter().find(|c| {
+        matches!(
+            c.role,
+            WeightComponentRole::Values | WeightComponentRole::PackedValues
+        )
+    });
+    values.map_or_else(Vec::new, |c| {
+        c.external_names
+            .iter()
+            .map(|n| {
+                SUFFIXES
+                    .iter()
+                    .find_map(|s| n.strip_suffix(s))
+                    .unwrap_or(n)
+                    .to_owned()
+            })
+            .collect()
+    })
+}
+
+/// What of a tensor's checkpoint names its layout reads (their count and whether they are
+/// routed experts): tensors equal in these and in shape share a layout.
+pub fn names_key(names: &[String]) -> (usize, bool) {
+    (names.len(), names.iter().all(|n| n.contains(".experts.")))
 }
 
 /// The rule of a weight by its name (docs/placement.md, "Tensor parallelism").
@@ -304,6 +340,7 @@ impl ModelFacts {
             }
             parts.sort_by(|a, b| a.id.cmp(&b.id));
             let held = stored(&parts);
+            let names = checkpoint_names(&parts);
             let mut bytes = 0u64;
             for part in &parts {
                 bytes = part
@@ -312,8 +349,11 @@ impl ModelFacts {
                     .ok_or_else(|| model_error(format!("weight {id}: bytes overflow")))?;
             }
             let key = format!(
-                "{:?} {:?} {:?}",
-                held, tensor.dimensions, tensor.logical_element_type
+                "{:?} {:?} {:?} {:?}",
+                held,
+                tensor.dimensions,
+                tensor.logical_element_type,
+                names_key(&names)
             );
             let class = match classes.get(&key) {
                 Some(class) => *class,
@@ -321,7 +361,7 @@ impl ModelFacts {
                     let class = CLASSES
                         .into_iter()
                         .find(|class| {
-                            layout_of(format, id, &tensor.dimensions, *class).as_ref()
+                            layout_of(format, id, &tensor.dimensions, *class, &names).as_ref()
                                 == Some(&held)
                         })
                         .ok_or_else(|| {
@@ -350,6 +390,7 @@ impl ModelFacts {
                 class,
                 bytes,
                 components: held,
+                names,
             });
         }
         let states = Self::states(request, plan, &architecture)?;

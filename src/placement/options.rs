@@ -11,7 +11,7 @@ use crate::synth::architecture::MixerKind;
 use crate::synth::PolicyPreset;
 
 use super::device_set::DeviceSet;
-use super::model::{layout_of, ModelFacts, Rule};
+use super::model::{layout_of, names_key, ModelFacts, Rule};
 use super::problem::{ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem};
 use super::PlacementError;
 
@@ -58,6 +58,10 @@ pub struct Share {
     pub part_bytes: u64,
     /// Bytes of one part as a weight arena lays it out (components aligned).
     pub arena_bytes: u64,
+    /// Bytes of `part_bytes` every part holds whole (a per-tensor scale, or per-channel
+    /// scales under a split of the input axis): the parts add up to the tensor plus
+    /// `parts - 1` copies of them.
+    pub replicated_bytes: u64,
 }
 
 /// What one option means tensor by tensor: the detail the placement record needs.
@@ -97,19 +101,32 @@ pub struct Formed {
     pub timing: Option<super::timing::Timing>,
 }
 
-type ShardCache = BTreeMap<String, Result<(u64, u64), String>>;
+type ShardCache = BTreeMap<String, Result<(u64, u64, u64), String>>;
 
-/// The physical and arena bytes of `dims` with `axis` divided by `divisor`, in the format
-/// and class of the tensor, when the part keeps the tensor's encodings.
+/// The physical, arena and replicated bytes of one part of a tensor with `axis` divided by
+/// `divisor`, in the format and class of the tensor, when the part keeps the tensor's
+/// encodings. Each component of the part is laid out as the single-device plan lays out the
+/// tensor; a component whose dimensions the split leaves unchanged (a per-tensor scale, or
+/// per-channel scales when the input axis is split) is held whole by every part, as vLLM's
+/// linear layers load it; every other component must split exactly (`divisor` parts add up
+/// to it). A block-quantized format (fp8 128x128 blocks with one f32 scale each) needs each
+/// shard boundary on a block boundary: the part's extent along the split axis must be a
+/// multiple of the block, else the engine refuses the degree (vLLM's
+/// `Fp8LinearMethod.create_weights`, docs/placement.md "Quantized shards").
 fn part_bytes(
     facts: &ModelFacts,
     tensor: usize,
     axis: usize,
     divisor: u64,
     cache: &mut ShardCache,
-) -> Result<(u64, u64), String> {
+) -> Result<(u64, u64, u64), String> {
     let t = &facts.tensors[tensor];
-    let key = format!("{:?} {:?} {axis} {divisor}", t.dims, t.class);
+    let key = format!(
+        "{:?} {:?} {:?} {axis} {divisor}",
+        t.dims,
+        t.class,
+        names_key(&t.names)
+    );
     if let Some(hit) = cache.get(&key) {
         return hit.clone();
     }
@@ -123,7 +140,18 @@ fn part_bytes(
         }
         let mut dims = t.dims.clone();
         dims[axis] = extent / divisor;
-        let components = layout_of(facts.format, &t.id, &dims, t.class)
+        if let Some(block) = block_along(facts.format, &t.components, t.dims.len(), axis) {
+            if dims[axis] % block != 0 {
+                return Err(format!(
+                    "{}: a part of {} along dimension {axis} does not end on a {block}-value \
+                     block of the {} format (the engine refuses a shard boundary inside a block)",
+                    t.id,
+                    dims[axis],
+                    facts.format.name()
+                ));
+            }
+        }
+        let components = layout_of(facts.format, &t.id, &dims, t.class, &t.names)
             .ok_or_else(|| format!("{}: no layout of the part {dims:?}", t.id))?;
         let same_encodings = components.len() == t.components.len()
             && components
@@ -137,22 +165,75 @@ fn part_bytes(
                 facts.format.name()
             ));
         }
-        let physical = components.iter().try_fold(0u64, |acc, (d, e)| {
-            let elements = d.iter().try_fold(1u64, |a, &x| a.checked_mul(x))?;
-            acc.checked_add(e.physical_bytes(elements)?)
-        });
-        let physical = physical.ok_or("bytes overflow")?;
-        if physical.checked_mul(divisor) != Some(t.bytes) {
+        let bytes_of = |d: &[u64], e: &WeightEncoding| {
+            d.iter()
+                .try_fold(1u64, |a, &x| a.checked_mul(x))
+                .and_then(|n| e.physical_bytes(n))
+        };
+        let (mut physical, mut replicated) = (0u64, 0u64);
+        for ((part_dims, encoding), (whole_dims, _)) in components.iter().zip(&t.components) {
+            let part = bytes_of(part_dims, encoding).ok_or("bytes overflow")?;
+            physical = physical.checked_add(part).ok_or("bytes overflow")?;
+            if part_dims == whole_dims {
+                replicated = replicated.checked_add(part).ok_or("bytes overflow")?;
+                continue;
+            }
+            let whole = bytes_of(whole_dims, encoding).ok_or("bytes overflow")?;
+            if part.checked_mul(divisor) != Some(whole) {
+                return Err(format!(
+                    "{}: {divisor} parts {part_dims:?} of its component {whole_dims:?} \
+                     ({part} bytes each) do not add up to its {whole} bytes",
+                    t.id
+                ));
+            }
+        }
+        let split = physical - replicated;
+        if split
+            .checked_mul(divisor)
+            .and_then(|b| b.checked_add(replicated))
+            != Some(t.bytes)
+        {
             return Err(format!(
-                "{}: {divisor} parts of {physical} bytes do not add up to its {} bytes",
+                "{}: {divisor} parts of {physical} bytes ({replicated} held by every part) \
+                 do not add up to its {} bytes",
                 t.id, t.bytes
             ));
         }
         let arena = ModelFacts::arena_bytes(&components).ok_or("bytes overflow")?;
-        Ok((physical, arena))
+        Ok((physical, arena, replicated))
     })();
     cache.insert(key, answer.clone());
     answer
+}
+
+/// The block (values along `axis`) of a block-quantized weight format's scale grid: the
+/// scales component has the tensor's rank and one entry per `block x block` tile.
+fn block_along(
+    format: crate::synth::WeightFormat,
+    components: &[(Vec<u64>, WeightEncoding)],
+    rank: usize,
+    axis: usize,
+) -> Option<u64> {
+    let crate::synth::WeightFormat::Quantized(scheme) = format else {
+        return None;
+    };
+    let crate::synth::quantization::Granularity::Block(rows, columns) = scheme.granularity else {
+        return None;
+    };
+    // Only a tensor the scheme quantized carries the block grid (a dense head does not).
+    let quantized = components
+        .iter()
+        .any(|(_, e)| matches!(e, WeightEncoding::BlockQuantized(_)));
+    if !quantized || rank < 2 {
+        return None;
+    }
+    if axis == rank - 1 {
+        Some(columns)
+    } else if axis == rank - 2 {
+        Some(rows)
+    } else {
+        None
+    }
 }
 
 fn encoding_kind(encoding: &WeightEncoding) -> String {
@@ -177,19 +258,21 @@ fn shares_of(
         parts: 1,
         part_bytes: t.bytes,
         arena_bytes: whole,
+        replicated_bytes: 0,
     };
     if degree == 1 {
         return all(replicated);
     }
     let split_by =
         |axis: usize, parts: u64, cache: &mut ShardCache| -> Result<Vec<Share>, String> {
-            let (physical, arena) = part_bytes(facts, index, axis, parts, cache)?;
+            let (physical, arena, replicated) = part_bytes(facts, index, axis, parts, cache)?;
             Ok((0..d)
                 .map(|rank| Share {
                     part: Some(rank * parts / d),
                     parts,
                     part_bytes: physical,
                     arena_bytes: arena,
+                    replicated_bytes: replicated,
                 })
                 .collect())
         };

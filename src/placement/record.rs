@@ -36,6 +36,9 @@ pub struct ShardRecord {
     pub bytes: u64,
     /// Bytes it takes in a weight arena (components aligned to 256 bytes).
     pub arena_bytes: u64,
+    /// Bytes of the part every part holds whole (a per-tensor scale; absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replicated_bytes: u64,
 }
 
 /// A device's memory, item by item (docs/placement.md says which rule each follows).
@@ -298,6 +301,7 @@ pub fn record(
                     parts: share.parts,
                     bytes: share.part_bytes,
                     arena_bytes: share.arena_bytes,
+                    replicated_bytes: share.replicated_bytes,
                 };
                 // The stage's first `offloaded_layers` layers are streamed: their shares
                 // live on the host.

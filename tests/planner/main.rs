@@ -30,6 +30,7 @@ mod perf_validation;
 mod placement_models;
 mod placement_offload;
 mod placement_oracle;
+mod placement_quantized;
 mod plan_file;
 mod policy_agreement;
 mod quant_formats;
