@@ -25,6 +25,7 @@ use jointplan::engine::{EngineArgs, EngineChoice};
 use jointplan::plan::ExecutionPlan;
 use jointplan::study::budget::{fits_same_selection, Budget};
 use jointplan::study::engine_facts::{device_facts, engine_report};
+use jointplan::study::report::ServingLimits;
 use jointplan::study::ServingReport;
 use jointplan::synth::{DeviceDescription, ModelSource, PolicyPreset};
 use jointplan::BuildOptions;
@@ -79,6 +80,21 @@ fn has_lever_with_amount(text: &str) -> bool {
     text.split("; ").any(|part| {
         levers.iter().any(|l| part.contains(l)) && part.chars().any(|c| c.is_ascii_digit())
     })
+}
+
+/// The refusal of the roomy plan's report moved to `budget` (empty when it fits there).
+fn moved_lever(
+    report: &ServingReport,
+    limits: &ServingLimits,
+    budget: &Budget,
+    request: &jointplan::PlanRequest,
+    required: u64,
+) -> String {
+    let (moved, moved_limits) = report.at_budget(limits, budget);
+    moved
+        .refusal(request, &moved_limits, required)
+        .map(|r| r.to_string())
+        .unwrap_or_default()
 }
 
 #[derive(Default, Debug)]
@@ -191,11 +207,7 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
                             // No selection fits: the weights alone exceed the capacity.
                             tally.refused += 1;
                             tally.weights_overflow += 1;
-                            let (moved, moved_limits) = report.at_budget(&limits, &budget);
-                            let lever = moved
-                                .refusal(request, &moved_limits, required)
-                                .map(|r| r.to_string())
-                                .unwrap_or_default();
+                            let lever = moved_lever(&report, &limits, &budget, request, required);
                             if !has_lever_with_amount(&lever) {
                                 lever_less.push(format!("{what}: weights overflow / {lever}"));
                             }
@@ -247,11 +259,8 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
                                     jointplan::ErrorKind::Infeasible,
                                     "{what}: {text}"
                                 );
-                                let (moved, moved_limits) = report.at_budget(&limits, &budget);
-                                let lever = moved
-                                    .refusal(request, &moved_limits, required)
-                                    .map(|r| r.to_string())
-                                    .unwrap_or_default();
+                                let lever =
+                                    moved_lever(&report, &limits, &budget, request, required);
                                 if !has_lever_with_amount(&lever) {
                                     lever_less.push(format!("{what}: {text} / {lever}"));
                                 }
