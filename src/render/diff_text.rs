@@ -236,6 +236,24 @@ pub fn profile_change_lines(changes: &[ProfileChange], detail: Detail) -> String
     }
 }
 
+/// Nodes whose preference a plan missed, grouped by id pattern as the summary groups nodes
+/// (`node.layer.[0-15].q_proj x16`), groups in node order of their first member.
+fn missed_text(missed: &[NodeId]) -> String {
+    if missed.is_empty() {
+        return "none".to_owned();
+    }
+    let ids: Vec<String> = missed.iter().map(ToString::to_string).collect();
+    group_by_pattern(&ids, |id| id.as_str())
+        .iter()
+        .flat_map(|group| group.parts(|_| ()))
+        .map(|(shown, members)| match members.len() {
+            1 => shown,
+            n => format!("{shown} x{n}"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The objective keys of two plans side by side (`labels` name the two sides).
 pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) -> String {
     let mut out = format!("  objective  {} | {}\n", a.objective, b.objective);
@@ -243,16 +261,7 @@ pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) 
         "  preferences met (node order decides seed-lex)  {}/{} | {}/{}\n",
         a.preferred_met, a.preferences, b.preferred_met, b.preferences
     ));
-    let missed = |k: &ObjectiveKeys| {
-        if k.preferred_missed.is_empty() {
-            return "none".to_owned();
-        }
-        k.preferred_missed
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let missed = |k: &ObjectiveKeys| missed_text(&k.preferred_missed);
     if a.preferred_missed != b.preferred_missed {
         out.push_str(&format!("    missed in {}: {}\n", labels[0], missed(a)));
         out.push_str(&format!("    missed in {}: {}\n", labels[1], missed(b)));
@@ -288,4 +297,26 @@ pub fn objective_lines(a: &ObjectiveKeys, b: &ObjectiveKeys, labels: [&str; 2]) 
         None => out.push_str("  provider-id tie-break: equal\n"),
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missed_preferences_are_grouped_by_id_pattern() {
+        let mut ids: Vec<NodeId> = Vec::new();
+        for layer in 0..16 {
+            for name in ["q_proj", "k_proj"] {
+                ids.push(NodeId::new(format!("node.layer.{layer}.{name}")).unwrap());
+            }
+        }
+        ids.push(NodeId::new("node.logits").unwrap());
+        assert_eq!(
+            missed_text(&ids),
+            "node.layer.[0-15].q_proj x16, node.layer.[0-15].k_proj x16, node.logits"
+        );
+        assert_eq!(missed_text(&ids[..1]), "node.layer.0.q_proj");
+        assert_eq!(missed_text(&[]), "none");
+    }
 }
