@@ -130,25 +130,36 @@ pub fn diff_plans_with_reports(
     Ok(diff)
 }
 
-/// The report items of a plan as figures (`worst_case_fits` as 1 or 0; an item without a
-/// bound, such as sequences that fit without per-sequence state, is left out).
-fn report_figures(
+/// `plan` was built from `request`'s program (same program fingerprint), else
+/// [`ResearchError::PlanNotOfRequest`] with `detail()`.
+fn ensure_plan_of_request(
     plan: &ExecutionPlan,
     request: &PlanRequest,
-) -> Result<BTreeMap<String, i64>, ResearchError> {
+    detail: impl FnOnce() -> String,
+) -> Result<(), ResearchError> {
     let program = program_fingerprint(&request.family.program).map_err(|e| {
         ResearchError::PlanNotOfRequest {
             detail: e.to_string(),
         }
     })?;
     if program != plan.payload.program_fingerprint {
-        return Err(ResearchError::PlanNotOfRequest {
-            detail: format!(
-                "plan {} is of another program than the request",
-                plan.payload.plan_id
-            ),
-        });
+        return Err(ResearchError::PlanNotOfRequest { detail: detail() });
     }
+    Ok(())
+}
+
+/// The report items of a plan as figures (`worst_case_fits` as 1 or 0; an item without a
+/// bound, such as sequences that fit without per-sequence state, is left out).
+fn report_figures(
+    plan: &ExecutionPlan,
+    request: &PlanRequest,
+) -> Result<BTreeMap<String, i64>, ResearchError> {
+    ensure_plan_of_request(plan, request, || {
+        format!(
+            "plan {} is of another program than the request",
+            plan.payload.plan_id
+        )
+    })?;
     let report = ServingReport::of(request, plan).map_err(|e| ResearchError::Report {
         detail: e.to_string(),
     })?;
@@ -371,19 +382,12 @@ pub fn add_time(
     pricers: &DiffPricers,
 ) -> Result<(), ResearchError> {
     for (plan, request, side) in [(a, request_a, "A"), (b, request_b, "B")] {
-        let program = program_fingerprint(&request.family.program).map_err(|e| {
-            ResearchError::PlanNotOfRequest {
-                detail: e.to_string(),
-            }
+        ensure_plan_of_request(plan, request, || {
+            format!(
+                "plan {side} ({}) is of another program than its request",
+                plan.payload.plan_id
+            )
         })?;
-        if program != plan.payload.program_fingerprint {
-            return Err(ResearchError::PlanNotOfRequest {
-                detail: format!(
-                    "plan {side} ({}) is of another program than its request",
-                    plan.payload.plan_id
-                ),
-            });
-        }
     }
     let pa = pricers.a.price(request_a, a)?;
     let pb = pricers.b.price(request_b, b)?;
