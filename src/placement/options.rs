@@ -151,8 +151,8 @@ fn part_bytes(
                 ));
             }
         }
-        let components = layout_of(facts.format, &t.id, &dims, t.class, &t.names)
-            .ok_or_else(|| {
+        let components =
+            layout_of(facts.format, &t.id, &dims, t.class, &t.names).ok_or_else(|| {
                 format!(
                     "{}: a part of {} along dimension {axis} is not a whole number of the {} \
                      format's blocks (no layout of the part {dims:?})",

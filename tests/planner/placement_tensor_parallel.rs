@@ -206,16 +206,36 @@ fn gpt_oss_places_at_two_and_four_with_both_expert_splits() {
                         // Rank 1 owns the second range of experts, whole.
                         let first = model.experts / d;
                         assert_eq!(shard("experts.0.down.bias"), None);
+                        assert_eq!(shard(&format!("experts.{first}.down.bias")), Some((0, 1)));
                         assert_eq!(
-                            shard(&format!("experts.{first}.down.bias")),
+                            shard(&format!("experts.{first}.gate_up.bias")),
                             Some((0, 1))
                         );
-                        assert_eq!(shard(&format!("experts.{first}.gate_up.bias")), Some((0, 1)));
                     }
                 }
             }
         }
     }
+}
+
+#[test]
+fn the_hand_count_gives_the_figures_docs_quote() {
+    // docs/placement.md, "Tensor parallelism": `plan models/gpt-oss-20b` (24 layers, mxfp4)
+    // on 2 and 4 A100s places with expert-split experts at these bytes per device; the
+    // count above is checked against placements of 2 layers.
+    let model = GptOss::read();
+    assert_eq!(
+        model.rank_bytes(24, 2, ExpertSplit::Expert, true),
+        6_883_172_096
+    );
+    assert_eq!(
+        model.rank_bytes(24, 4, ExpertSplit::Expert, true),
+        3_444_018_944
+    );
+    assert_eq!(
+        model.rank_bytes(24, 2, ExpertSplit::Tensor, true),
+        6_885_728_000
+    );
 }
 
 /// Whether a refusal reason is a divisibility one (heads, dimensions, blocks, groups).
@@ -269,9 +289,10 @@ fn every_shipped_folder_places_at_two_or_names_a_divisibility_reason() {
                     .filter_map(|part| part.split_once("is impossible: ").map(|(_, r)| r))
                     .collect();
                 assert!(!reasons.is_empty(), "{name}: {message}");
-                for reason in reasons {
+                for reason in &reasons {
                     assert!(divisibility(reason), "{name}: {reason}");
                 }
+                eprintln!("{name}: refused: {}", reasons.join("; "));
             }
             Err(other) => panic!("{name}: {other}"),
         }
