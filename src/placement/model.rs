@@ -273,6 +273,17 @@ fn rule_of(rest: &str, dims: &[u64], kv_heads: u64) -> Option<Rule> {
     })
 }
 
+/// The rule of weight `id` (named `rest` within its layer), or an error naming it.
+fn rule_for(id: &str, rest: &str, dims: &[u64], kv_heads: u64) -> Result<Rule, PlacementError> {
+    rule_of(rest, dims, kv_heads).ok_or_else(|| {
+        model_error(format!(
+            "weight {id}: no tensor-parallel rule covers the name `{rest}`; add one to \
+             `rule_of` in src/placement/model.rs (and docs/placement.md, \"Tensor \
+             parallelism\") saying how the engine shards it"
+        ))
+    })
+}
+
 fn home_of(id: &str) -> Result<(Home, &str), PlacementError> {
     let name = id
         .strip_prefix("weight.")
@@ -401,13 +412,7 @@ impl ModelFacts {
             tensors.push(TensorFacts {
                 id: id.to_owned(),
                 home,
-                rule: rule_of(rest, &tensor.dimensions, kv_heads).ok_or_else(|| {
-                    model_error(format!(
-                        "weight {id}: no tensor-parallel rule covers the name `{rest}`; add one \
-                         to `rule_of` in src/placement/model.rs (and docs/placement.md, \
-                         \"Tensor parallelism\") saying how the engine shards it"
-                    ))
-                })?,
+                rule: rule_for(id, rest, &tensor.dimensions, kv_heads)?,
                 dims: tensor.dimensions.clone(),
                 class,
                 bytes,
@@ -522,5 +527,44 @@ impl ModelFacts {
             let bytes = encoding.physical_bytes(elements)?;
             acc.checked_add(align_up(bytes, WEIGHT_ALIGNMENT)?)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt_oss_tensors_follow_vllm() {
+        let dims = [1, 2880];
+        assert_eq!(rule_of("o_proj.bias", &[2880], 8), Some(Rule::Replicate));
+        assert_eq!(rule_of("router.bias", &[32], 8), Some(Rule::Replicate));
+        assert_eq!(rule_of("sinks", &[64], 8), Some(Rule::Split { axis: 0 }));
+        assert_eq!(
+            rule_of("experts.3.gate_up.bias", &[1, 2, 2880], 8),
+            Some(Rule::Expert {
+                axis: Some(2),
+                group: 3
+            })
+        );
+        assert_eq!(
+            rule_of("experts.3.down.bias", &dims, 8),
+            Some(Rule::Expert {
+                axis: None,
+                group: 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_name_without_a_rule_is_an_error_naming_it() {
+        assert_eq!(rule_of("mystery_proj", &[4, 4], 8), None);
+        assert_eq!(rule_of("experts.x.down", &[1, 4, 4], 8), None);
+        assert_eq!(rule_of("experts.0.up_gate", &[1, 4, 4], 8), None);
+        let error = rule_for("weight.layer.0.mystery_proj", "mystery_proj", &[4, 4], 8)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("weight.layer.0.mystery_proj"), "{error}");
+        assert!(error.contains("add one to `rule_of`"), "{error}");
     }
 }
