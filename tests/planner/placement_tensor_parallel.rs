@@ -2,9 +2,10 @@
 //! projection's and the router's biases, the routed experts' biases) places at degrees 2
 //! and 4 with tensor- and expert-split experts, in bf16 and in its checkpoint's mxfp4; each
 //! placement is the exhaustive enumeration's, passes the checker, and every device holds
-//! the weight bytes of a hand count made here from the config's numbers; and every shipped
-//! model folder places at degree 2 or is refused for a divisibility reason, never for a
-//! tensor or state without a rule.
+//! the weight bytes of a hand count made here from the config's numbers; Qwen3-Next's gated
+//! DeltaNet states split by `t` (counted from its config); and every shipped model folder
+//! places at degree 2 or is refused for a divisibility reason, never for a tensor or state
+//! without a rule.
 
 use std::path::Path;
 use std::time::Instant;
@@ -302,4 +303,50 @@ fn every_shipped_folder_places_at_two_or_names_a_divisibility_reason() {
         folders.len(),
         started.elapsed().as_secs_f64()
     );
+}
+
+#[test]
+fn gated_delta_state_splits_by_channels_and_heads() {
+    // Qwen3-Next's first 3 layers are gated DeltaNet: per sequence a convolution window of
+    // (2 x key + value features) x (kernel - 1) activations and a recurrent state of value
+    // heads x key dim x value dim f32; vLLM gives each rank 1/t of both.
+    let text = std::fs::read_to_string("models/qwen3-next-80b-a3b/config.json").unwrap();
+    let c: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let n = |key: &str| c[key].as_u64().unwrap();
+    let (key_heads, value_heads) = (n("linear_num_key_heads"), n("linear_num_value_heads"));
+    let (key_dim, value_dim) = (n("linear_key_head_dim"), n("linear_value_head_dim"));
+    let conv =
+        (2 * key_heads * key_dim + value_heads * value_dim) * (n("linear_conv_kernel_dim") - 1) * 2;
+    let delta = value_heads * key_dim * value_dim * 4;
+    let mut source = ModelSource::folder("models/qwen3-next-80b-a3b");
+    source.layers = Some(3);
+    source.experts = Some(8);
+    let preset = source.policy_preset().unwrap();
+    let set = a100(2);
+    let kind = &set.kinds[0];
+    let facts = ModelFacts::gather(
+        &source,
+        &kind.description,
+        &kind.file,
+        &BuildOptions::default(),
+        &preset,
+    )
+    .unwrap();
+    for layer in 0..3u32 {
+        let states: Vec<_> = facts.states.iter().filter(|s| s.layer == layer).collect();
+        let mut logical: Vec<u64> = states.iter().map(|s| s.fixed_bytes).collect();
+        logical.sort();
+        assert_eq!(logical, vec![conv, delta], "layer {layer}");
+        for t in [2u64, 4] {
+            let expected: u64 = states
+                .iter()
+                .map(|s| s.profile.quantize(s.fixed_bytes / t, s.alignment).unwrap())
+                .sum();
+            let (sequence, per_token) =
+                jointplan::placement::options::layer_state(&facts, layer, t as u32, None).unwrap();
+            assert_eq!((sequence, per_token), (expected, 0), "layer {layer} t={t}");
+        }
+    }
+    let formed = form(&facts, &set, &preset, &settings(Some(2))).unwrap();
+    assert!(formed.rejected.is_empty(), "{:?}", formed.rejected);
 }
