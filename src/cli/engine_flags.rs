@@ -1,7 +1,8 @@
 //! `--engine` and `--engine-arg` of `plan MODEL_FOLDER`: the memory accounting of a
 //! serving engine for the synthesized model, beside jointplan's own plan (docs/engines.md).
 
-use jointplan::engine::{EngineArgs, EngineChoice, EngineReport};
+use jointplan::engine::{EngineArgs, EngineChoice};
+use jointplan::study::engine_facts::EngineApplied;
 use jointplan::synth::Synthesized;
 
 use jointplan::synth::kv_cache::KvCacheDtype;
@@ -103,14 +104,16 @@ impl EngineFlags {
         Ok(flags)
     }
 
-    /// The engine's report for a synthesized model, if `--engine` was given.
-    pub fn report(&self, synthesized: &Synthesized) -> Result<Option<EngineReport>, Error> {
+    /// What `--engine` does to a synthesized model, if given: the engine's accounting and
+    /// the request held to the engine's budget (the library's rule, which a sweep's
+    /// `engine` knob follows too).
+    pub fn apply(&self, synthesized: &Synthesized) -> Result<Option<EngineApplied>, Error> {
         let Some(name) = &self.engine else {
             return Ok(None);
         };
         let choice: EngineChoice = name.parse().map_err(library)?;
         let args = EngineArgs::parse(&self.engine_args).map_err(library)?;
-        let report = jointplan::study::engine_facts::engine_report(
+        let applied = jointplan::study::engine_facts::apply_engine(
             &synthesized.request,
             &synthesized.device,
             &synthesized.policy,
@@ -118,6 +121,6 @@ impl EngineFlags {
             &args,
         )
         .map_err(|e| Error::Library(jointplan::Error::from(e)))?;
-        Ok(Some(report))
+        Ok(Some(applied))
     }
 }

@@ -201,3 +201,59 @@ pub fn with_engine_budget(
     })?;
     Ok((request, budget))
 }
+
+/// What naming an engine does to a synthesized request (`plan MODEL --engine E`, a sweep
+/// point with `engine`): the engine's accounting, and the request with its budget set by
+/// the engine's rule ([`with_engine_budget`]).
+#[derive(Clone, Debug)]
+pub struct EngineApplied {
+    /// The request, resealed with the engine's capacity and reserve.
+    pub request: PlanRequest,
+    /// The engine's accounting (its log lines and budget terms).
+    pub report: EngineReport,
+    /// The budget the engine's rule gave the plan.
+    pub budget: super::budget::Budget,
+}
+
+/// Applies `choice` (with `args`) to `request`, synthesized for `device` under `policy`:
+/// the engine's accounting ([`engine_report`]) and the request held to the engine's budget
+/// ([`with_engine_budget`]). The one rule `plan --engine` and a sweep's `engine` knob share.
+pub fn apply_engine(
+    request: &PlanRequest,
+    device: &DeviceDescription,
+    policy: &PolicyPreset,
+    choice: &EngineChoice,
+    args: &EngineArgs,
+) -> Result<EngineApplied, StudyError> {
+    let report = engine_report(request, device, policy, choice, args)?;
+    let (request, budget) = with_engine_budget(request, device, &report)?;
+    Ok(EngineApplied {
+        request,
+        report,
+        budget,
+    })
+}
+
+/// The time profile (`crate::perf::engine_profile`) of an engine as `--engine` spells it
+/// (`NAME[@VERSION]`): the engine's own, whatever version is named (the versions differ in
+/// their memory rules, not in their time profile). `None` when no profile has the name.
+pub fn time_profile_name(engine: &str) -> Option<&'static str> {
+    let name = engine.split('@').next().unwrap_or(engine);
+    crate::perf::engine_profile(name).map(|p| p.name)
+}
+
+/// Every spelling an engine value takes, for messages: each engine by name, then its
+/// modelled versions (`vllm, vllm@0.19, vllm@0.10, vllm@0.6, sglang, ...`).
+pub fn accepted_engines() -> String {
+    engine::Engine::ALL
+        .iter()
+        .flat_map(|e| {
+            std::iter::once(e.name().to_owned()).chain(
+                e.versions()
+                    .iter()
+                    .map(move |v| format!("{}@{v}", e.name())),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}

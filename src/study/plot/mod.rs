@@ -33,6 +33,7 @@ use pareto::{ParetoFigure, ParetoPoint};
 use scale::{is_doubling, Unit};
 
 use super::sweep::{short_value, SweepRow};
+use super::sweep_time::{PLACEMENT_RULE, SINGLE_DEVICE_RULE};
 use super::StudyError;
 
 /// The knobs whose values are numbers (line plots are drawn against them).
@@ -307,6 +308,54 @@ pub fn label_part(knob: &str, value: &str) -> String {
     format!("{prefix}{value}")
 }
 
+/// A time rule in words (the rule ids stay in the CSV and JSON).
+fn rule_words(rule: &str) -> String {
+    match rule {
+        SINGLE_DEVICE_RULE => "serving simulation on one device".to_owned(),
+        PLACEMENT_RULE => "placement timing across devices".to_owned(),
+        other => other.replace('-', " "),
+    }
+}
+
+/// An engine's time profile by the engine's own name (`vllm` -> `vLLM`).
+pub fn engine_words(profile: &str) -> &str {
+    match profile {
+        "vllm" => "vLLM",
+        "sglang" => "SGLang",
+        "trtllm" => "TensorRT-LLM",
+        other => other,
+    }
+}
+
+/// The legend note that says what priced the points, in words: each model that priced
+/// some (serving simulation on one device, placement timing across devices) with the
+/// engines' time profiles it used (`times: serving simulation on one device, vLLM
+/// profile`).
+fn priced_by(priced: &[&SweepRow]) -> String {
+    let mut by_rule: Vec<(&str, Vec<&str>)> = Vec::new();
+    for time in priced.iter().filter_map(|r| r.time.as_ref()) {
+        let engine = time.engine.as_str();
+        match by_rule.iter_mut().find(|(rule, _)| *rule == time.rule) {
+            Some((_, engines)) if !engines.contains(&engine) => engines.push(engine),
+            Some(_) => {}
+            None => by_rule.push((time.rule.as_str(), vec![engine])),
+        }
+    }
+    let parts: Vec<String> = by_rule
+        .iter()
+        .map(|(rule, engines)| {
+            let names: Vec<&str> = engines.iter().map(|e| engine_words(e)).collect();
+            let profiles = match names.as_slice() {
+                [one] => format!("{one} profile"),
+                [init @ .., last] => format!("{} and {last} profiles", init.join(", ")),
+                [] => String::new(),
+            };
+            format!("{}, {profiles}", rule_words(rule))
+        })
+        .collect();
+    format!("times: {}", parts.join("; "))
+}
+
 /// The Pareto plot of the rows with times (`None` when no row has one), drawn.
 pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figure>, StudyError> {
     let Some(figure) = pareto_data(rows, varying) else {
@@ -385,13 +434,7 @@ pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> 
     if missing > 0 {
         notes.push(format!("{missing} of {} points without times", rows.len()));
     }
-    let mut rules: Vec<&str> = priced
-        .iter()
-        .filter_map(|r| r.time.as_ref().map(|t| t.rule.as_str()))
-        .collect();
-    rules.sort_unstable();
-    rules.dedup();
-    notes.push(format!("times: {}", rules.join(", ")));
+    notes.push(priced_by(&priced));
     let fixed: Vec<String> = [
         ("concurrency", "concurrency "),
         ("input_tokens", ""),
