@@ -56,3 +56,82 @@ fn a_grid_without_engine_keeps_its_point_keys() {
     }
     assert_eq!(keys, wanted);
 }
+
+/// A bad engine value is refused by the grid itself (before any point is synthesized),
+/// naming `grid.engine[i]`, the value and every accepted spelling.
+#[test]
+fn a_bad_engine_value_names_the_grid_key_and_what_is_accepted() {
+    for (engines, key, value) in [
+        (vec!["sglang", "tgi"], "grid.engine[1]", "\"tgi\""),
+        (vec!["llama.cpp@1"], "grid.engine[0]", "\"llama.cpp@1\""),
+        (vec![""], "grid.engine[0]", "\"\""),
+    ] {
+        let grid: Grid = serde_json::from_value(serde_json::json!({
+            "model": ["models/llama-3.2-1b"],
+            "engine": engines,
+        }))
+        .unwrap();
+        let err = grid.points().unwrap_err().to_string();
+        for needle in [key, value, "vllm@0.6", "sglang", "trtllm", "llama.cpp"] {
+            assert!(err.contains(needle), "{needle} missing in {err}");
+        }
+    }
+    let grid: Grid = serde_json::from_value(serde_json::json!({
+        "model": ["models/llama-3.2-1b"],
+        "engine": ["vllm", "vllm@0.10", "trtllm"],
+        "layers": [1, 2],
+    }))
+    .unwrap();
+    let points = grid.points().unwrap();
+    // The engine is the last knob: it varies fastest.
+    let engines: Vec<Option<&str>> = points.iter().map(|p| p.engine.as_deref()).collect();
+    assert_eq!(
+        engines,
+        [Some("vllm"), Some("vllm@0.10"), Some("trtllm")].repeat(2)
+    );
+    assert_eq!(grid.varying(), ["layers", "engine"]);
+}
+
+/// A results directory written before a column existed keeps its CSV header on resume:
+/// the appended lines follow that header's columns (the JSON lines keep every figure).
+#[test]
+fn appending_to_an_older_csv_keeps_its_columns() {
+    use jointplan::study::results::{append_rows, csv_header, CSV};
+    use jointplan::study::sweep::{SweepPoint, SweepRow};
+    let row = SweepRow {
+        point: SweepPoint {
+            model: "m".into(),
+            engine: Some("sglang".into()),
+            ..SweepPoint::default()
+        },
+        key: "k1".into(),
+        request_hash: "sha256:r".into(),
+        context_used: Some(4096),
+        status: "fits".into(),
+        plan_id: Some("plan/x".into()),
+        choice_id: None,
+        providers: vec!["p".into()],
+        reason: None,
+        certified: Some(true),
+        report: None,
+        engine_budget: None,
+        plan_seconds: 0.5,
+        placement: None,
+        time: None,
+        time_error: None,
+    };
+    // A fresh directory gets today's header.
+    let fresh = tempfile::tempdir().unwrap();
+    append_rows(fresh.path(), std::slice::from_ref(&row)).unwrap();
+    let text = std::fs::read_to_string(fresh.path().join(CSV)).unwrap();
+    assert_eq!(text.lines().next().unwrap(), csv_header().trim_end());
+    // An older header without `engine` and `time_engine`.
+    let old = tempfile::tempdir().unwrap();
+    let header = "model,key,status,context_used,plan_id,plan_seconds,providers\n";
+    std::fs::write(old.path().join(CSV), header).unwrap();
+    append_rows(old.path(), &[row]).unwrap();
+    let text = std::fs::read_to_string(old.path().join(CSV)).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], header.trim_end());
+    assert_eq!(lines[1], "m,k1,fits,4096,plan/x,0.500,p");
+}
