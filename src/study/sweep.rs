@@ -237,7 +237,8 @@ pub fn short_value(knob: &str, value: &str) -> String {
 }
 
 /// One progress line of a finished row (`finished` of `total` points): the varying knobs'
-/// short values, the status, the context used where the model capped it, and the time.
+/// short values, the status, the context used where the model capped it, the tokens of KV
+/// cache that fit, the serving point's times, and the wall time.
 pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&str]) -> String {
     let percent = if total == 0 {
         100
@@ -256,6 +257,10 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         (Some(reason), "error") => format!(": {reason}"),
         _ => String::new(),
     };
+    let tokens = match row.report.as_ref().and_then(|r| r.tokens_that_fit) {
+        Some(tokens) => format!(", {tokens} KV tokens fit"),
+        None => String::new(),
+    };
     let time = match &row.time {
         Some(t) => format!(
             ", TPOT {:.2} ms, {:.1} tokens/s per device",
@@ -265,7 +270,7 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         None => String::new(),
     };
     format!(
-        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{time}{reason}, {:.2} s",
+        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{tokens}{time}{reason}, {:.2} s",
         knobs.join(" "),
         row.status,
         row.plan_seconds
