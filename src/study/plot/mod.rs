@@ -327,33 +327,45 @@ pub fn engine_words(profile: &str) -> &str {
     }
 }
 
-/// The legend note that says what priced the points, in words: each model that priced
-/// some (serving simulation on one device, placement timing across devices) with the
-/// engines' time profiles it used (`times: serving simulation on one device, vLLM
-/// profile`).
-fn priced_by(priced: &[&SweepRow]) -> String {
-    let mut by_rule: Vec<(&str, Vec<&str>)> = Vec::new();
+/// The legend notes that say what priced the points, in words: the models that priced
+/// them (serving simulation on one device, placement timing across devices), then the
+/// engines' time profiles they used, a few per line (`times: serving simulation on one
+/// device`, `engine time profile: vLLM`).
+fn priced_by(priced: &[&SweepRow]) -> Vec<String> {
+    let mut rules: Vec<&str> = Vec::new();
+    let mut engines: Vec<&str> = Vec::new();
     for time in priced.iter().filter_map(|r| r.time.as_ref()) {
-        let engine = time.engine.as_str();
-        match by_rule.iter_mut().find(|(rule, _)| *rule == time.rule) {
-            Some((_, engines)) if !engines.contains(&engine) => engines.push(engine),
-            Some(_) => {}
-            None => by_rule.push((time.rule.as_str(), vec![engine])),
+        if !rules.contains(&time.rule.as_str()) {
+            rules.push(&time.rule);
+        }
+        if !engines.contains(&time.engine.as_str()) {
+            engines.push(&time.engine);
         }
     }
-    let parts: Vec<String> = by_rule
-        .iter()
-        .map(|(rule, engines)| {
-            let names: Vec<&str> = engines.iter().map(|e| engine_words(e)).collect();
-            let profiles = match names.as_slice() {
-                [one] => format!("{one} profile"),
-                [init @ .., last] => format!("{} and {last} profiles", init.join(", ")),
-                [] => String::new(),
-            };
-            format!("{}, {profiles}", rule_words(rule))
-        })
-        .collect();
-    format!("times: {}", parts.join("; "))
+    let words: Vec<String> = rules.iter().map(|r| rule_words(r)).collect();
+    let mut notes = vec![format!("times: {}", words.join(" and "))];
+    let head = if engines.len() == 1 {
+        "engine time profile: "
+    } else {
+        "engine time profiles: "
+    };
+    // A long list wraps after about 40 characters (the legend stays narrow).
+    let mut line = head.to_owned();
+    for (index, engine) in engines.iter().enumerate() {
+        let name = engine_words(engine);
+        let part = if index + 1 < engines.len() {
+            format!("{name}, ")
+        } else {
+            name.to_owned()
+        };
+        if line.trim().len() + part.len() > 40 && line.len() > head.len() {
+            notes.push(line.trim_end().to_owned());
+            line = "  ".to_owned();
+        }
+        line.push_str(&part);
+    }
+    notes.push(line);
+    notes
 }
 
 /// The Pareto plot of the rows with times (`None` when no row has one), drawn.
@@ -434,7 +446,7 @@ pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> 
     if missing > 0 {
         notes.push(format!("{missing} of {} points without times", rows.len()));
     }
-    notes.push(priced_by(&priced));
+    notes.extend(priced_by(&priced));
     let fixed: Vec<String> = [
         ("concurrency", "concurrency "),
         ("input_tokens", ""),

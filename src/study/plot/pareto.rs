@@ -402,7 +402,10 @@ mod tests {
                 "weight_format".to_owned(),
                 vec!["a".into(), "b".into(), "c".into()],
             ),
-            notes: vec!["times: placement timing across devices, vLLM profile".to_owned()],
+            notes: vec![
+                "times: placement timing across devices".to_owned(),
+                "engine time profile: vLLM".to_owned(),
+            ],
         }
     }
 
