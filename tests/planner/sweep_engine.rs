@@ -135,3 +135,39 @@ fn appending_to_an_older_csv_keeps_its_columns() {
     assert_eq!(lines[0], header.trim_end());
     assert_eq!(lines[1], "m,k1,fits,4096,plan/x,0.500,p");
 }
+
+/// A point whose model the engine's accounting does not model (a hybrid model with
+/// recurrent layers under vLLM) is an error row naming the engine and what is not
+/// modelled, as `plan --engine` refuses it; the sweep goes on with the next point.
+#[test]
+fn a_model_the_engine_does_not_model_is_an_error_row_and_the_sweep_goes_on() {
+    let grid: Grid = serde_json::from_value(serde_json::json!({
+        "model": ["models/qwen3-next-80b-a3b", "models/llama-3.2-1b"],
+        "layers": [4],
+        "engine": ["vllm"],
+    }))
+    .unwrap();
+    let options = BuildOptions {
+        threads: std::num::NonZeroUsize::new(1),
+        ..BuildOptions::default()
+    };
+    let rows = jointplan::study::sweep::plan_batch(
+        &grid.points().unwrap(),
+        Some(&root()),
+        &std::collections::BTreeSet::new(),
+        &options,
+        &jointplan::placement::sweep::SweepPlacer,
+    )
+    .unwrap();
+    let status: Vec<&str> = rows.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(status, ["error", "fits"]);
+    let reason = rows[0].reason.as_deref().unwrap();
+    assert!(
+        reason.starts_with("vllm: ") && reason.contains("not modelled"),
+        "{reason}"
+    );
+    assert!(rows[1]
+        .engine_budget
+        .as_ref()
+        .is_some_and(|b| b.rule.contains("vLLM")));
+}
