@@ -8,7 +8,10 @@ use crate::engine::{
 };
 use crate::request::PlanRequest;
 use crate::synth::architecture::{FeedForwardKind, MixerKind};
-use crate::synth::{registry, DeviceDescription, ModelConfig, PolicyPreset, SynthError};
+use crate::synth::kv_cache::KvCacheDtype;
+use crate::synth::{
+    registry, DeviceDescription, ModelConfig, ModelSource, PolicyPreset, SynthError,
+};
 
 use super::StudyError;
 
@@ -256,4 +259,69 @@ pub fn accepted_engines() -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `source` with what a serving engine's arguments say about the model (`plan MODEL
+/// --engine E --engine-arg ...`): `dtype` and `quantization` set the weight format,
+/// `kv_cache_dtype` the KV cache dtype (the engine's own spelling), a `speculative_config`
+/// with an MTP method the checkpoint's multi-token-prediction layers, where the source
+/// leaves them open; a choice of the source that disagrees with an argument is refused,
+/// naming both.
+pub fn source_with_engine_args(
+    source: &ModelSource,
+    args: &EngineArgs,
+) -> Result<ModelSource, SynthError> {
+    let mut source = source.clone();
+    let format = crate::synth::quantization::format_of_engine_args(
+        args.word("dtype"),
+        args.word("quantization"),
+    )?;
+    let conflict = |option: &str, given: &str, arg: &str| SynthError::Option {
+        option: option.to_owned(),
+        message: format!("{given} disagrees with --engine-arg {arg}; give one of the two"),
+    };
+    match (&source.weight_format, format) {
+        (Some(given), Some(format)) if given != format => {
+            return Err(conflict(
+                "weight-format",
+                given,
+                &format!("dtype/quantization ({format})"),
+            ))
+        }
+        (None, Some(format)) => source.weight_format = Some(format.to_owned()),
+        _ => {}
+    }
+    if let Some(word) = args.word("kv_cache_dtype") {
+        let kv = KvCacheDtype::from_engine_word(word).map(KvCacheDtype::name);
+        match (&source.kv_cache_dtype, kv) {
+            (Some(given), Some(kv)) if given != kv => {
+                return Err(conflict(
+                    "kv-cache-dtype",
+                    given,
+                    &format!("kv_cache_dtype={word}"),
+                ))
+            }
+            (None, Some(kv)) => source.kv_cache_dtype = Some(kv.to_owned()),
+            _ => {}
+        }
+    }
+    // vLLM's speculative_config with an MTP method loads the checkpoint's
+    // multi-token-prediction layers: the request is synthesized with them.
+    if matches!(
+        args.speculative_method().as_deref(),
+        Some("deepseek_mtp" | "mtp")
+    ) {
+        match source.speculative.as_deref() {
+            Some("none") => {
+                return Err(conflict(
+                    "speculative",
+                    "none",
+                    "speculative_config (an MTP method)",
+                ))
+            }
+            Some(_) => {}
+            None => source.speculative = Some("mtp".to_owned()),
+        }
+    }
+    Ok(source)
 }
