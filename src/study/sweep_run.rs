@@ -267,6 +267,8 @@ impl PreparedPoint {
             point: self.row.point,
             key: self.row.key,
             context_used: self.row.context_used,
+            // Two engines (or versions) may give equal budgets under their own rules.
+            engine_budget: self.row.engine_budget,
             plan_seconds: self.started.elapsed().as_secs_f64(),
             ..planned.clone()
         }

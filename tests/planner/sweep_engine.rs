@@ -171,3 +171,46 @@ fn a_model_the_engine_does_not_model_is_an_error_row_and_the_sweep_goes_on() {
         .as_ref()
         .is_some_and(|b| b.rule.contains("vLLM")));
 }
+
+/// `vllm` and `vllm@0.19` (its default version) give equal requests: planned once, each
+/// point keeps its row with the engine as given and the budget its engine's rule set;
+/// `vllm@0.10` reserves more and plans on its own.
+#[test]
+fn equal_engine_requests_are_planned_once_and_keep_their_rows() {
+    let grid: Grid = serde_json::from_value(serde_json::json!({
+        "model": ["models/llama-3.2-1b"],
+        "device": ["models/devices/h100-sxm-80gb.json"],
+        "layers": [2],
+        "context": [4096],
+        "engine": ["vllm", "vllm@0.19", "vllm@0.10"],
+    }))
+    .unwrap();
+    let options = BuildOptions {
+        threads: std::num::NonZeroUsize::new(1),
+        ..BuildOptions::default()
+    };
+    let rows = jointplan::study::sweep::plan_batch(
+        &grid.points().unwrap(),
+        Some(&root()),
+        &std::collections::BTreeSet::new(),
+        &options,
+        &jointplan::placement::sweep::SweepPlacer,
+    )
+    .unwrap();
+    let engines: Vec<Option<&str>> = rows.iter().map(|r| r.point.engine.as_deref()).collect();
+    assert_eq!(
+        engines,
+        [Some("vllm"), Some("vllm@0.19"), Some("vllm@0.10")]
+    );
+    assert_eq!(rows[0].plan_id, rows[1].plan_id);
+    assert_ne!(rows[0].plan_id, rows[2].plan_id);
+    assert_ne!(rows[0].key, rows[1].key);
+    let rules: Vec<&str> = rows
+        .iter()
+        .map(|r| r.engine_budget.as_ref().unwrap().rule.as_str())
+        .collect();
+    assert!(rules[0].starts_with("vLLM 0.19") && rules[1].starts_with("vLLM 0.19"));
+    assert!(rules[2].starts_with("vLLM 0.10"), "{rules:?}");
+    let reserve = |i: usize| rows[i].engine_budget.as_ref().unwrap().reserve_bytes;
+    assert!(reserve(2) > reserve(0));
+}
