@@ -43,6 +43,7 @@ mod request_validation;
 mod research_queries;
 mod stored_check;
 mod study;
+mod sweep_engine;
 mod sweep_rows;
 mod synth_archs;
 mod synth_fidelity;
