@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::engine::{self, EngineArgs, EngineChoice, GIB};
 use crate::synth::ModelSource;
 
-use super::engine_facts::model_facts;
+use super::engine_facts::{compute_capability, model_facts};
 use super::StudyError;
 
 #[derive(Deserialize)]
@@ -182,6 +182,12 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
             total_bytes: bytes_of_gib(total),
             total_source: "the engine's log (docs/data/engine-logs.json)".to_owned(),
             free_at_start_bytes: m.free_at_start_gib.map(bytes_of_gib),
+            // The GPU generation (vLLM picks its MXFP4 kernels by it) is the stated device
+            // file's; a record that states none has none.
+            compute_capability: m
+                .synth_device
+                .as_ref()
+                .and_then(|_| compute_capability(&synthesized.device.runtime)),
         };
         let report = engine::account(&choice, &facts, &device, &args)?;
         // llama.cpp logs buffers: the model buffer is its weights column, the compute

@@ -23,6 +23,7 @@ fn device(total_gib: f64) -> DeviceFacts {
         total_bytes: (total_gib * GIB as f64).round() as u64,
         total_source: "test".to_owned(),
         free_at_start_bytes: None,
+        compute_capability: Some(86),
     }
 }
 
