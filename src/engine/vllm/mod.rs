@@ -290,7 +290,21 @@ pub fn account(
         "rotary cache",
     )?;
     let (weights, experts_rule, mxfp4_backend) = weights_term(version, model, device, tp, rope)?;
-    let peak = activation::peak(version, model, tp, r.batched_tokens, r.max_num_seqs)?;
+    // vLLM v0.19.0's MXFP4 TRITON and FlashInfer TRT-LLM experts are monolithic kernels,
+    // which hold no fused-MoE workspaces (`oracle/mxfp4.py` `backend_to_kernel_cls` prefers
+    // their Monolithic classes).
+    let moe_workspaces = !matches!(
+        mxfp4_backend,
+        Some(mxfp4::Backend::Triton | mxfp4::Backend::FlashInferTrtllm)
+    );
+    let peak = activation::peak(
+        version,
+        model,
+        tp,
+        r.batched_tokens,
+        r.max_num_seqs,
+        moe_workspaces,
+    )?;
     let activation = peak.bytes;
     let (non_torch, non_torch_rule) = activation::non_torch(version, tp);
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
