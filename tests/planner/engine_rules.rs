@@ -218,12 +218,9 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
     // beyond it, -1.15%, is explained in docs/engines.md).
     assert!(table.rows.len() >= 12, "{} rows", table.rows.len());
     for row in table.rows.iter().filter(|r| !r.fit) {
-        assert!(
-            row.kv_error().abs() <= 3.0,
-            "{}: {:+.2}%",
-            row.id,
-            row.kv_error()
-        );
+        if let Some(error) = row.kv_error() {
+            assert!(error.abs() <= 3.0, "{}: {error:+.2}%", row.id);
+        }
         if row.engine == "vllm@0.19" {
             assert!(
                 row.weights_error().abs() <= 1.0,
