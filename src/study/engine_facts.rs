@@ -248,3 +248,17 @@ pub fn with_engine_budget(
     })?;
     Ok((request, budget))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::compute_capability;
+
+    #[test]
+    fn the_compute_capability_is_the_cuda_runtime_target() {
+        assert_eq!(compute_capability("cuda-12.4/sm_90"), Some(90));
+        assert_eq!(compute_capability("cuda-12.8/sm_100"), Some(100));
+        assert_eq!(compute_capability("cuda-12.4/sm_89"), Some(89));
+        assert_eq!(compute_capability("metal-3.1/apple8"), None);
+        assert_eq!(compute_capability("cuda-12.4"), None);
+    }
+}

@@ -10,7 +10,7 @@
 //! experts").
 //!
 //! The backends, with vLLM's defaults (no LoRA, no `VLLM_*MXFP4*` environment variable,
-//! FlashInfer installed as the CUDA wheel requires):
+//! FlashInfer installed, as in the container of the v0.19.0 logs):
 //! * compute capability 9.x (Hopper): `TRITON`, the OpenAI Triton kernels
 //!   (`OAITritonMxfp4ExpertsMonolithic`, capability 9.0 to 11.0, and the first of
 //!   `_get_priority_backends` that supports the device): the intermediate size is rounded up
