@@ -111,6 +111,17 @@ pub fn allocation(
     tp: u64,
 ) -> Result<Allocation, EngineError> {
     let backend = Backend::for_capability(capability)?;
+    if !experts.bias && backend != Backend::Marlin {
+        // convert_to_mxfp4_moe_kernel_format: `assert w13_bias is not None and w2_bias is
+        // not None` in the TRITON and TRT-LLM branches.
+        return Err(EngineError::Refused {
+            engine: Engine::Vllm,
+            message: format!(
+                "vLLM v0.19.0's {} MXFP4 backend (compute capability {capability}) needs expert biases (convert_to_mxfp4_moe_kernel_format asserts them) and this model's MXFP4 experts have none; serve it on a GPU that takes MARLIN (compute capability 8.x) or set VLLM_MXFP4_USE_MARLIN=1",
+                backend.name()
+            ),
+        });
+    }
     let (hidden_multiple, intermediate_multiple) = backend.rounding();
     let e = experts.experts;
     let h = round_up(experts.hidden_size, hidden_multiple);
@@ -244,6 +255,22 @@ mod tests {
             allocation(&gpt_oss_20b(), 90, 1).unwrap().bytes,
             24 * 32 * per_expert
         );
+    }
+
+    #[test]
+    fn experts_without_biases_load_only_on_marlin() {
+        let mut plain = gpt_oss_20b();
+        plain.bias = false;
+        // Marlin: the padded shapes without the biases.
+        let per_expert = 5888 * 1536 + 5888 * 96 + 3072 * 1472 + 3072 * 92;
+        assert_eq!(
+            allocation(&plain, 86, 1).unwrap().bytes,
+            24 * 32 * per_expert
+        );
+        for capability in [90, 100] {
+            let err = allocation(&plain, capability, 1).unwrap_err().to_string();
+            assert!(err.contains("needs expert biases"), "{err}");
+        }
     }
 
     #[test]
