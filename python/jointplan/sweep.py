@@ -34,7 +34,7 @@ TIME_FIGURES = {"ttft_seconds": "ttft_seconds", "tpot_seconds": "tpot_seconds",
                 "output_tokens_per_second": "output_tokens_per_second",
                 "output_tokens_per_second_per_device": "output_tokens_per_second_per_device",
                 "output_tokens_per_second_per_user": "output_tokens_per_second_per_user",
-                "time_rule": "rule"}
+                "time_rule": "rule", "time_engine": "engine"}
 
 #: The placement columns (a device-set row's ``placement``), by key.
 PLACEMENT_FIGURES = {"placement_id": "placement_id",

@@ -384,21 +384,15 @@ fn plan(
                     let choice: jointplan::engine::EngineChoice = engine
                         .parse()
                         .map_err(|e| study(jointplan::study::StudyError::from(e)))?;
-                    let report = jointplan::study::engine_facts::engine_report(
+                    synthesized.request = jointplan::study::engine_facts::apply_engine(
                         &synthesized.request,
                         &synthesized.device,
                         &synthesized.policy,
                         &choice,
                         &jointplan::engine::EngineArgs::default(),
                     )
-                    .map_err(study)?;
-                    synthesized.request = jointplan::study::engine_facts::with_engine_budget(
-                        &synthesized.request,
-                        &synthesized.device,
-                        &report,
-                    )
                     .map_err(study)?
-                    .0;
+                    .request;
                 }
                 let device_file = synthesized.device_file;
                 (

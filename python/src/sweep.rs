@@ -29,7 +29,7 @@ fn grid(text: &str) -> Result<Grid, Failure> {
             "grid: not a grid ({e}); knobs: model, device, policy, context, sequences, \
              scheduled_tokens, storage_views, weight_format, layers, experts, objective, \
              devices, tensor_parallel, pipeline_parallel, concurrency, input_tokens, \
-             output_tokens, region_axes"
+             output_tokens, engine, region_axes"
         ))
     })
 }

@@ -3,11 +3,12 @@ executor, on a local Dask cluster and on local Ray; resume after an interrupted 
 merges; result tables as DataFrames; errors."""
 
 import json
+import math
 
 import pytest
 
 import jointplan
-from conftest import ROOT, cli, without_timing
+from conftest import ROOT, cli, cli_json, without_timing
 
 # 3 contexts x 2 view orders x 2 sequence counts of a one-layer model: 12 points.
 GRID = {
@@ -243,3 +244,50 @@ def test_time_columns_and_device_sets_reach_the_table_typed(tmp_path):
     assert str(frame["devices_used"].dtype) == "Int64"
     assert frame["tpot_seconds"].dtype == "float64"
     assert isinstance(pandas.DataFrame, type)
+
+
+def test_engine_knob_plans_as_plan_engine_does(tmp_path):
+    # The grid's `engine` reaches the same library code as `jointplan sweep` and `plan
+    # --engine`: each row's plan, memory report and engine budget are `plan --engine E`'s,
+    # its times those of the engine's time profile (the version picks memory rules only).
+    grid = {"model": ["models/llama-3.2-1b"], "layers": [2], "context": [4096],
+            "device": ["models/devices/h100-sxm-80gb.json"],
+            "engine": ["vllm@0.6", "sglang", "llama.cpp"], "concurrency": [2],
+            "input_tokens": [64], "output_tokens": [8]}
+    result = jointplan.sweep(grid, tmp_path / "py")
+    assert [row["point"]["engine"] for row in result.rows] == grid["engine"]
+    for row in result.rows:
+        engine = row["point"]["engine"]
+        plan = cli_json("plan", "models/llama-3.2-1b", "--layers", "2", "--context", "4096",
+                        "--device", "models/devices/h100-sxm-80gb.json", "--engine", engine,
+                        "--concurrency", "2", "--input-tokens", "64", "--output-tokens", "8",
+                        "--json")
+        assert row["plan_id"] == plan["plan_id"], engine
+        assert row["report"] == plan["memory"]["report"], engine
+        assert row["engine_budget"] == plan["engine_budget"], engine
+        # The rows are read back from results.jsonl by the library, whose JSON parser
+        # (serde_json without `float_roundtrip`) may move a float by one unit in the last
+        # place: equal to within that.
+        for key in ("ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_device"):
+            assert math.isclose(row["time"][key], plan["performance"][key],
+                                rel_tol=1e-15, abs_tol=0.0), (engine, key)
+        assert row["time"]["engine"] == engine.split("@")[0]
+    table = result.table()
+    assert table["engine"] == grid["engine"]
+    assert table["time_engine"] == ["vllm", "sglang", "llama.cpp"]
+    assert len(set(table["plan_id"])) == 3
+    # The command line's sweep of the same grid writes the same rows.
+    file = tmp_path / "grid.json"
+    file.write_text(json.dumps(grid))
+    out = tmp_path / "cli"
+    done = cli("sweep", str(file), "-o", str(out), "--jobs", "1")
+    assert done.returncode == 0, done.stderr
+    merged = jointplan.merge([out], tmp_path / "merged", grid)
+    assert without_timing(result.rows) == without_timing(merged.rows)
+
+
+def test_a_bad_engine_is_bad_input_naming_the_key(tmp_path):
+    grid = {"model": ["models/llama-3.2-1b"], "layers": [2], "engine": ["vllm", "tgi"]}
+    with pytest.raises(jointplan.BadInput, match=r"grid\.engine\[1\].*\"tgi\".*accepted: vllm"):
+        jointplan.sweep(grid, tmp_path)
+    assert not (tmp_path / "results.jsonl").exists()

@@ -1,10 +1,9 @@
 //! `--engine` and `--engine-arg` of `plan MODEL_FOLDER`: the memory accounting of a
 //! serving engine for the synthesized model, beside jointplan's own plan (docs/engines.md).
 
-use jointplan::engine::{EngineArgs, EngineChoice, EngineReport};
+use jointplan::engine::{EngineArgs, EngineChoice};
+use jointplan::study::engine_facts::EngineApplied;
 use jointplan::synth::Synthesized;
-
-use jointplan::synth::kv_cache::KvCacheDtype;
 
 use super::synth::SynthFlags;
 use super::Error;
@@ -34,83 +33,33 @@ impl EngineFlags {
     /// The synthesis flags with what the engine arguments say about the model: `dtype` and
     /// `quantization` set the weight format, `kv_cache_dtype` the KV cache dtype (the
     /// engine's own spelling), `speculative_config` with an MTP method `--speculative mtp`,
-    /// where the flags leave them open; a flag that disagrees with
-    /// an engine argument is refused.
+    /// where the flags leave them open; a flag that disagrees with an engine argument is
+    /// refused (the library's rule, `study::engine_facts::source_with_engine_args`).
     pub fn synth_flags(&self, flags: &SynthFlags) -> Result<SynthFlags, Error> {
         let mut flags = flags.clone();
         if self.engine.is_none() {
             return Ok(flags);
         }
         let args = EngineArgs::parse(&self.engine_args).map_err(library)?;
-        let format = jointplan::synth::quantization::format_of_engine_args(
-            args.word("dtype"),
-            args.word("quantization"),
-        )
-        .map_err(|e| Error::Library(jointplan::Error::from(e)))?;
-        let conflict = |flag: &str, given: &str, arg: &str| {
-            Error::Library(jointplan::Error::from(
-                jointplan::synth::SynthError::Option {
-                    option: flag.to_owned(),
-                    message: format!(
-                        "{given} disagrees with --engine-arg {arg}; give one of the two"
-                    ),
-                },
-            ))
-        };
-        match (&flags.weight_format, format) {
-            (Some(given), Some(format)) if given != format => {
-                return Err(conflict(
-                    "weight-format",
-                    given,
-                    &format!("dtype/quantization ({format})"),
-                ))
-            }
-            (None, Some(format)) => flags.weight_format = Some(format.to_owned()),
-            _ => {}
-        }
-        if let Some(word) = args.word("kv_cache_dtype") {
-            let kv = KvCacheDtype::from_engine_word(word).map(KvCacheDtype::name);
-            match (&flags.kv_cache_dtype, kv) {
-                (Some(given), Some(kv)) if given != kv => {
-                    return Err(conflict(
-                        "kv-cache-dtype",
-                        given,
-                        &format!("kv_cache_dtype={word}"),
-                    ))
-                }
-                (None, Some(kv)) => flags.kv_cache_dtype = Some(kv.to_owned()),
-                _ => {}
-            }
-        }
-        // vLLM's speculative_config with an MTP method loads the checkpoint's
-        // multi-token-prediction layers: the request is synthesized with them.
-        if matches!(
-            args.speculative_method().as_deref(),
-            Some("deepseek_mtp" | "mtp")
-        ) {
-            match flags.speculative.as_deref() {
-                Some("none") => {
-                    return Err(conflict(
-                        "speculative",
-                        "none",
-                        "speculative_config (an MTP method)",
-                    ))
-                }
-                Some(_) => {}
-                None => flags.speculative = Some("mtp".to_owned()),
-            }
-        }
+        let source =
+            jointplan::study::engine_facts::source_with_engine_args(&flags.source(None), &args)
+                .map_err(|e| Error::Library(jointplan::Error::from(e)))?;
+        flags.weight_format = source.weight_format;
+        flags.kv_cache_dtype = source.kv_cache_dtype;
+        flags.speculative = source.speculative;
         Ok(flags)
     }
 
-    /// The engine's report for a synthesized model, if `--engine` was given.
-    pub fn report(&self, synthesized: &Synthesized) -> Result<Option<EngineReport>, Error> {
+    /// What `--engine` does to a synthesized model, if given: the engine's accounting and
+    /// the request held to the engine's budget (the library's rule, which a sweep's
+    /// `engine` knob follows too).
+    pub fn apply(&self, synthesized: &Synthesized) -> Result<Option<EngineApplied>, Error> {
         let Some(name) = &self.engine else {
             return Ok(None);
         };
         let choice: EngineChoice = name.parse().map_err(library)?;
         let args = EngineArgs::parse(&self.engine_args).map_err(library)?;
-        let report = jointplan::study::engine_facts::engine_report(
+        let applied = jointplan::study::engine_facts::apply_engine(
             &synthesized.request,
             &synthesized.device,
             &synthesized.policy,
@@ -118,6 +67,6 @@ impl EngineFlags {
             &args,
         )
         .map_err(|e| Error::Library(jointplan::Error::from(e)))?;
-        Ok(Some(report))
+        Ok(Some(applied))
     }
 }

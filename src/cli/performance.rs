@@ -81,15 +81,18 @@ impl ServingFlags {
             )));
         };
         // The time profile is the engine's, whatever version `--engine` names.
-        let engine = engine
-            .map(|e| e.split('@').next().unwrap_or(e).to_owned())
-            .unwrap_or_else(|| DEFAULT_ENGINE.to_owned());
-        if perf::engine_profile(&engine).is_none() {
-            return Err(Error::Usage(format!(
-                "--engine {engine}: not one of {}",
-                perf::engine_names()
-            )));
-        }
+        let engine = match engine {
+            None => DEFAULT_ENGINE.to_owned(),
+            Some(given) => jointplan::study::engine_facts::time_profile_name(given)
+                .ok_or_else(|| {
+                    let name = given.split('@').next().unwrap_or(given);
+                    Error::Usage(format!(
+                        "--engine {name}: not one of {}",
+                        perf::engine_names()
+                    ))
+                })?
+                .to_owned(),
+        };
         Ok(Some(Requested {
             concurrency,
             input_tokens,

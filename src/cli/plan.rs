@@ -324,21 +324,16 @@ fn load(args: &Args, progress: &Progress, point: Option<&Requested>) -> Result<L
                 raised = Some(ceiling);
             }
         }
-        let engine = args.engine.report(&synthesized)?;
         // A named engine sets the budget the plan is held to (docs/synth.md, "Policy
         // presets"): the preset's ceilings and requirements stay, its capacity and reserve
         // follow the engine's rule.
-        let mut budget = None;
-        if let Some(report) = &engine {
-            let (request, engine_budget) = jointplan::study::engine_facts::with_engine_budget(
-                &synthesized.request,
-                &synthesized.device,
-                report,
-            )
-            .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(input))?;
-            synthesized.request = request;
-            budget = Some(engine_budget);
-        }
+        let (engine, budget) = match args.engine.apply(&synthesized)? {
+            Some(applied) => {
+                synthesized.request = applied.request;
+                (Some(applied.report), Some(applied.budget))
+            }
+            None => (None, None),
+        };
         let origin = Origin {
             source: args.synth.source(Some(input)),
             fields,

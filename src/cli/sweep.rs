@@ -97,6 +97,11 @@ pub struct KnobFlags {
     /// Layers kept.
     #[arg(long, value_delimiter = ',', value_name = "N,...")]
     pub layers: Vec<u64>,
+    /// Serving engines as `plan --engine` takes them (vllm, vllm@0.6, sglang, trtllm,
+    /// llama.cpp): each point planned under the engine's memory rules and priced with its
+    /// time profile.
+    #[arg(long, value_delimiter = ',', value_name = "ENGINE,...")]
+    pub engine: Vec<String>,
 }
 
 impl KnobFlags {
@@ -118,6 +123,7 @@ impl KnobFlags {
         set(&mut grid.sequences, &self.sequences);
         set(&mut grid.weight_format, &self.weight_format);
         set(&mut grid.layers, &self.layers);
+        set(&mut grid.engine, &self.engine);
     }
 }
 
@@ -140,7 +146,7 @@ fn read_grid(args: &Args) -> Result<Grid, Error> {
                 "{}: not a grid ({e}); knobs: model, device, policy, context, sequences, \
                  scheduled_tokens, storage_views, weight_format, layers, experts, objective, \
                  devices, tensor_parallel, pipeline_parallel, concurrency, input_tokens, \
-                 output_tokens, region_axes",
+                 output_tokens, engine, region_axes",
                 args.grid.display()
             ))
         })?

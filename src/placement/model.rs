@@ -35,13 +35,15 @@ pub enum Home {
     Last,
 }
 
-/// How tensor parallelism splits a tensor (the engines' linear layers, docs/placement.md).
+/// How tensor parallelism splits a tensor (the engines' linear layers, docs/placement.md
+/// "Tensor parallelism": each rule cites the vLLM code it follows).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Rule {
-    /// Every rank holds all of it (norms, routers, the MLA down-projections).
+    /// Every rank holds all of it (norms, routers and their biases, the MLA
+    /// down-projections, a row-parallel layer's bias).
     Replicate,
     /// Split into `degree` equal parts along `axis` (column- and row-parallel linears,
-    /// vocabulary-parallel embedding and head).
+    /// vocabulary-parallel embedding and head, per-head vectors such as attention sinks).
     Split {
         /// The axis split.
         axis: usize,
@@ -54,16 +56,16 @@ pub enum Rule {
         /// KV heads.
         heads: u64,
     },
-    /// A routed expert group (`Split` under tensor-split experts, whole under expert
-    /// parallelism).
+    /// A routed expert group's tensor: under tensor-split experts split along `axis`, or
+    /// held whole by every rank when `axis` is `None` (the down projection's bias, which
+    /// vLLM's fused MoE allocates whole on every rank); under expert parallelism whole on
+    /// the rank that owns the group.
     Expert {
-        /// The axis split under tensor-split experts.
-        axis: usize,
+        /// The axis split under tensor-split experts (`None`: every rank holds it whole).
+        axis: Option<usize>,
         /// The group's index in its layer.
         group: u64,
     },
-    /// Not modelled under tensor parallelism (degree 1 only).
-    Unmodelled,
 }
 
 /// One weight tensor of the model.
@@ -101,6 +103,9 @@ pub struct StateFacts {
     pub maximum_tokens: u64,
     /// Bytes of one sequence's state as the single-device plan provisions it.
     pub sequence_bytes: u64,
+    /// Logical bytes of one sequence's state that is not token-scaled (a recurrent
+    /// state), before the profile's rounding; else 0.
+    pub fixed_bytes: u64,
     /// The storage profile the plan chose for it.
     pub profile: StorageProfile,
     /// Its alignment in the plan.
@@ -228,33 +233,55 @@ pub fn names_key(names: &[String]) -> (usize, bool) {
     (names.len(), names.iter().all(|n| n.contains(".experts.")))
 }
 
-/// The rule of a weight by its name (docs/placement.md, "Tensor parallelism").
-fn rule_of(rest: &str, dims: &[u64], kv_heads: u64) -> Rule {
+/// The rule of a weight by its name (docs/placement.md, "Tensor parallelism"), `None` for
+/// a name no rule covers.
+fn rule_of(rest: &str, dims: &[u64], kv_heads: u64) -> Option<Rule> {
     let last = dims.len().saturating_sub(1);
     let rows = dims.len().saturating_sub(2);
     if let Some(tail) = rest.strip_prefix("experts.") {
-        let mut parts = tail.split('.');
-        let group = parts.next().and_then(|g| g.parse::<u64>().ok());
-        return match (group, parts.next()) {
-            (Some(group), Some("gate_up")) => Rule::Expert { axis: rows, group },
-            (Some(group), Some("down")) => Rule::Expert { axis: last, group },
-            _ => Rule::Unmodelled,
+        let (group, name) = tail.split_once('.')?;
+        let group = group.parse::<u64>().ok()?;
+        let axis = match name {
+            "gate_up" => Some(rows),
+            "down" => Some(last),
+            // gpt-oss's expert biases: `[experts, 2, intermediate]` splits with its gate
+            // and up projection; `[experts, hidden]` is whole on every rank.
+            "gate_up.bias" => Some(last),
+            "down.bias" => None,
+            _ => return None,
         };
+        return Some(Rule::Expert { axis, group });
     }
-    match rest {
+    Some(match rest {
         "q_proj" | "q_b_proj" | "kv_b_proj" | "q_proj.bias" => Rule::Split { axis: 0 },
         "k_proj" | "v_proj" | "k_proj.bias" | "v_proj.bias" => Rule::KvHeads {
             axis: 0,
             heads: kv_heads,
         },
-        "o_proj" => Rule::Split { axis: last },
+        "o_proj" | "out_proj" => Rule::Split { axis: last },
         "feed_forward.gate_up" | "shared_expert.gate_up" => Rule::Split { axis: rows },
         "feed_forward.down" | "shared_expert.down" => Rule::Split { axis: last },
         "token_embedding" | "lm_head" => Rule::Split { axis: 0 },
-        "router" | "q_a_proj" | "kv_a_proj" => Rule::Replicate,
-        other if other.ends_with("norm") => Rule::Replicate,
-        _ => Rule::Unmodelled,
-    }
+        // Per attention head (gpt-oss's sinks) or per gated-DeltaNet head or channel.
+        "sinks" | "in_proj_qkvz" | "in_proj_ba" | "conv1d" | "dt_bias" | "a_log" => {
+            Rule::Split { axis: 0 }
+        }
+        "router" | "router.bias" | "q_a_proj" | "kv_a_proj" | "o_proj.bias" => Rule::Replicate,
+        "eh_proj.embedding" | "eh_proj.hidden" => Rule::Replicate,
+        other if other.ends_with("norm") || other.ends_with("norm.bias") => Rule::Replicate,
+        _ => return None,
+    })
+}
+
+/// The rule of weight `id` (named `rest` within its layer), or an error naming it.
+fn rule_for(id: &str, rest: &str, dims: &[u64], kv_heads: u64) -> Result<Rule, PlacementError> {
+    rule_of(rest, dims, kv_heads).ok_or_else(|| {
+        model_error(format!(
+            "weight {id}: no tensor-parallel rule covers the name `{rest}`; add one to \
+             `rule_of` in src/placement/model.rs (and docs/placement.md, \"Tensor \
+             parallelism\") saying how the engine shards it"
+        ))
+    })
 }
 
 fn home_of(id: &str) -> Result<(Home, &str), PlacementError> {
@@ -385,7 +412,7 @@ impl ModelFacts {
             tensors.push(TensorFacts {
                 id: id.to_owned(),
                 home,
-                rule: rule_of(rest, &tensor.dimensions, kv_heads),
+                rule: rule_for(id, rest, &tensor.dimensions, kv_heads)?,
                 dims: tensor.dimensions.clone(),
                 class,
                 bytes,
@@ -484,6 +511,7 @@ impl ModelFacts {
                 bytes_per_token,
                 maximum_tokens,
                 sequence_bytes,
+                fixed_bytes: if bytes_per_token == 0 { logical } else { 0 },
                 profile,
                 alignment: descriptor.alignment_bytes,
                 mixer,
@@ -499,5 +527,44 @@ impl ModelFacts {
             let bytes = encoding.physical_bytes(elements)?;
             acc.checked_add(align_up(bytes, WEIGHT_ALIGNMENT)?)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpt_oss_tensors_follow_vllm() {
+        let dims = [1, 2880];
+        assert_eq!(rule_of("o_proj.bias", &[2880], 8), Some(Rule::Replicate));
+        assert_eq!(rule_of("router.bias", &[32], 8), Some(Rule::Replicate));
+        assert_eq!(rule_of("sinks", &[64], 8), Some(Rule::Split { axis: 0 }));
+        assert_eq!(
+            rule_of("experts.3.gate_up.bias", &[1, 2, 2880], 8),
+            Some(Rule::Expert {
+                axis: Some(2),
+                group: 3
+            })
+        );
+        assert_eq!(
+            rule_of("experts.3.down.bias", &dims, 8),
+            Some(Rule::Expert {
+                axis: None,
+                group: 3
+            })
+        );
+    }
+
+    #[test]
+    fn a_name_without_a_rule_is_an_error_naming_it() {
+        assert_eq!(rule_of("mystery_proj", &[4, 4], 8), None);
+        assert_eq!(rule_of("experts.x.down", &[1, 4, 4], 8), None);
+        assert_eq!(rule_of("experts.0.up_gate", &[1, 4, 4], 8), None);
+        let error = rule_for("weight.layer.0.mystery_proj", "mystery_proj", &[4, 4], 8)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("weight.layer.0.mystery_proj"), "{error}");
+        assert!(error.contains("add one to `rule_of`"), "{error}");
     }
 }

@@ -151,8 +151,16 @@ fn part_bytes(
                 ));
             }
         }
-        let components = layout_of(facts.format, &t.id, &dims, t.class, &t.names)
-            .ok_or_else(|| format!("{}: no layout of the part {dims:?}", t.id))?;
+        let components =
+            layout_of(facts.format, &t.id, &dims, t.class, &t.names).ok_or_else(|| {
+                format!(
+                    "{}: a part of {} along dimension {axis} is not a whole number of the {} \
+                     format's blocks (no layout of the part {dims:?})",
+                    t.id,
+                    dims[axis],
+                    facts.format.name()
+                )
+            })?;
         let same_encodings = components.len() == t.components.len()
             && components
                 .iter()
@@ -295,7 +303,10 @@ fn shares_of(
             }
         }
         Rule::Expert { axis, group } => match split {
-            ExpertSplit::Tensor => split_by(axis, d, cache),
+            ExpertSplit::Tensor => match axis {
+                Some(axis) => split_by(axis, d, cache),
+                None => all(replicated),
+            },
             ExpertSplit::Expert => {
                 if groups_in_layer % d != 0 {
                     return Err(format!(
@@ -311,10 +322,6 @@ fn shares_of(
                     .collect())
             }
         },
-        Rule::Unmodelled => Err(format!(
-            "{}: tensor parallelism of this tensor is not modelled",
-            t.id
-        )),
     }
 }
 
@@ -347,21 +354,37 @@ pub fn layer_state(
             }
             MixerKind::GatedDelta => {
                 return Err(format!(
-                    "{}: tensor parallelism of gated DeltaNet state is not modelled",
+                    "{}: a gated DeltaNet state that grows with the tokens has no \
+                     tensor-parallel rule (its states are per sequence)",
                     state.id
                 ))
             }
         };
         let tokens = context.map_or(state.maximum_tokens, |c| c.min(state.maximum_tokens));
         let seq = if state.bytes_per_token == 0 {
-            // Not token-scaled (a recurrent state): the plan's bytes, whatever the context.
-            if degree > 1 {
+            // Not token-scaled (a recurrent state): the plan's bytes, whatever the context;
+            // under `t > 1` a gated DeltaNet layer's convolution and recurrent states split
+            // by channels and heads (vLLM's `gated_delta_net_state_shape`: `conv_dim / t`
+            // channels, `value_heads / t` heads).
+            if degree == 1 {
+                state.sequence_bytes
+            } else if state.mixer == MixerKind::GatedDelta {
+                if state.fixed_bytes % d != 0 {
+                    return Err(format!(
+                        "{}: its {} bytes do not divide by {degree}",
+                        state.id, state.fixed_bytes
+                    ));
+                }
+                state
+                    .profile
+                    .quantize(state.fixed_bytes / d, state.alignment)
+                    .ok_or("bytes overflow")?
+            } else {
                 return Err(format!(
-                    "{}: tensor parallelism of a state that is not token-scaled is not modelled",
-                    state.id
+                    "{}: a per-sequence state of a {:?} layer has no tensor-parallel rule",
+                    state.id, state.mixer
                 ));
             }
-            state.sequence_bytes
         } else if degree == 1 && context.is_none() {
             state.sequence_bytes
         } else {
@@ -393,6 +416,16 @@ fn option_of(
         return Err(format!(
             "{query_heads} query heads do not divide by {degree}"
         ));
+    }
+    if let Some(delta) = facts.architecture.gated_delta {
+        // vLLM's gated DeltaNet splits its key and value heads (`num_k_heads // tp_size`).
+        for (heads, what) in [(delta.key_heads, "key"), (delta.value_heads, "value")] {
+            if heads % d != 0 {
+                return Err(format!(
+                    "{heads} gated DeltaNet {what} heads do not divide by {degree}"
+                ));
+            }
+        }
     }
     let n = facts.layer_count as usize;
     let mut groups_in_layer = vec![0u64; n];

@@ -1,10 +1,10 @@
 //! The placer a sweep's device-set points go through ([`crate::study::sweep_time::Placer`]):
 //! each point placed as `plan MODEL --devices SET.json [--tensor-parallel N]
 //! [--pipeline-parallel N] [--concurrency C --input-tokens I --output-tokens O]` places it
-//! (fewest devices, no host offload, the default enumeration budget and engine profile),
+//! (fewest devices, no host offload, the default enumeration budget; the time profile of
+//! the point's engine, else the default, as `plan --devices --engine E` prices it),
 //! and its figures handed back as a row's.
 
-use crate::perf::DEFAULT_ENGINE;
 use crate::study::sweep_time::{
     PlacementJob, PlacementOutcome, Placer, SweepPlacement, SweepTime, PLACEMENT_RULE,
 };
@@ -60,7 +60,7 @@ impl Placer for SweepPlacer {
                 concurrency: s.concurrency,
                 input_tokens: s.input_tokens,
                 output_tokens: s.output_tokens,
-                engine: DEFAULT_ENGINE.to_owned(),
+                engine: job.engine.to_owned(),
             }),
             policy: Some(job.preset.clone()),
             why_not: None,

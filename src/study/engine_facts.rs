@@ -9,8 +9,11 @@ use crate::engine::{
 };
 use crate::request::PlanRequest;
 use crate::synth::architecture::{FeedForwardKind, MixerKind};
+use crate::synth::kv_cache::KvCacheDtype;
 use crate::synth::quantization::MXFP4_FORMAT_ID;
-use crate::synth::{registry, DeviceDescription, ModelConfig, PolicyPreset, SynthError};
+use crate::synth::{
+    registry, DeviceDescription, ModelConfig, ModelSource, PolicyPreset, SynthError,
+};
 
 use super::StudyError;
 
@@ -247,6 +250,127 @@ pub fn with_engine_budget(
         message: format!("the request with the engine's budget does not seal: {e}"),
     })?;
     Ok((request, budget))
+}
+
+/// What naming an engine does to a synthesized request (`plan MODEL --engine E`, a sweep
+/// point with `engine`): the engine's accounting, and the request with its budget set by
+/// the engine's rule ([`with_engine_budget`]).
+#[derive(Clone, Debug)]
+pub struct EngineApplied {
+    /// The request, resealed with the engine's capacity and reserve.
+    pub request: PlanRequest,
+    /// The engine's accounting (its log lines and budget terms).
+    pub report: EngineReport,
+    /// The budget the engine's rule gave the plan.
+    pub budget: super::budget::Budget,
+}
+
+/// Applies `choice` (with `args`) to `request`, synthesized for `device` under `policy`:
+/// the engine's accounting ([`engine_report`]) and the request held to the engine's budget
+/// ([`with_engine_budget`]). The one rule `plan --engine` and a sweep's `engine` knob share.
+pub fn apply_engine(
+    request: &PlanRequest,
+    device: &DeviceDescription,
+    policy: &PolicyPreset,
+    choice: &EngineChoice,
+    args: &EngineArgs,
+) -> Result<EngineApplied, StudyError> {
+    let report = engine_report(request, device, policy, choice, args)?;
+    let (request, budget) = with_engine_budget(request, device, &report)?;
+    Ok(EngineApplied {
+        request,
+        report,
+        budget,
+    })
+}
+
+/// The time profile (`crate::perf::engine_profile`) of an engine as `--engine` spells it
+/// (`NAME[@VERSION]`): the engine's own, whatever version is named (the versions differ in
+/// their memory rules, not in their time profile). `None` when no profile has the name.
+pub fn time_profile_name(engine: &str) -> Option<&'static str> {
+    let name = engine.split('@').next().unwrap_or(engine);
+    crate::perf::engine_profile(name).map(|p| p.name)
+}
+
+/// Every spelling an engine value takes, for messages: each engine by name, then its
+/// modelled versions (`vllm, vllm@0.19, vllm@0.10, vllm@0.6, sglang, ...`).
+pub fn accepted_engines() -> String {
+    engine::Engine::ALL
+        .iter()
+        .flat_map(|e| {
+            std::iter::once(e.name().to_owned()).chain(
+                e.versions()
+                    .iter()
+                    .map(move |v| format!("{}@{v}", e.name())),
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `source` with what a serving engine's arguments say about the model (`plan MODEL
+/// --engine E --engine-arg ...`): `dtype` and `quantization` set the weight format,
+/// `kv_cache_dtype` the KV cache dtype (the engine's own spelling), a `speculative_config`
+/// with an MTP method the checkpoint's multi-token-prediction layers, where the source
+/// leaves them open; a choice of the source that disagrees with an argument is refused,
+/// naming both.
+pub fn source_with_engine_args(
+    source: &ModelSource,
+    args: &EngineArgs,
+) -> Result<ModelSource, SynthError> {
+    let mut source = source.clone();
+    let format = crate::synth::quantization::format_of_engine_args(
+        args.word("dtype"),
+        args.word("quantization"),
+    )?;
+    let conflict = |option: &str, given: &str, arg: &str| SynthError::Option {
+        option: option.to_owned(),
+        message: format!("{given} disagrees with --engine-arg {arg}; give one of the two"),
+    };
+    match (&source.weight_format, format) {
+        (Some(given), Some(format)) if given != format => {
+            return Err(conflict(
+                "weight-format",
+                given,
+                &format!("dtype/quantization ({format})"),
+            ))
+        }
+        (None, Some(format)) => source.weight_format = Some(format.to_owned()),
+        _ => {}
+    }
+    if let Some(word) = args.word("kv_cache_dtype") {
+        let kv = KvCacheDtype::from_engine_word(word).map(KvCacheDtype::name);
+        match (&source.kv_cache_dtype, kv) {
+            (Some(given), Some(kv)) if given != kv => {
+                return Err(conflict(
+                    "kv-cache-dtype",
+                    given,
+                    &format!("kv_cache_dtype={word}"),
+                ))
+            }
+            (None, Some(kv)) => source.kv_cache_dtype = Some(kv.to_owned()),
+            _ => {}
+        }
+    }
+    // vLLM's speculative_config with an MTP method loads the checkpoint's
+    // multi-token-prediction layers: the request is synthesized with them.
+    if matches!(
+        args.speculative_method().as_deref(),
+        Some("deepseek_mtp" | "mtp")
+    ) {
+        match source.speculative.as_deref() {
+            Some("none") => {
+                return Err(conflict(
+                    "speculative",
+                    "none",
+                    "speculative_config (an MTP method)",
+                ))
+            }
+            Some(_) => {}
+            None => source.speculative = Some("mtp".to_owned()),
+        }
+    }
+    Ok(source)
 }
 
 #[cfg(test)]

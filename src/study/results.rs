@@ -19,9 +19,9 @@ pub const CSV: &str = "results.csv";
 
 /// The CSV columns after the knobs (`context_used`: the context the request has, below
 /// `context` where the model caps it; `placed_*` and `devices_used`: what a device-set
-/// point's placement chose; the time columns, with the rule that priced them, where the
-/// grid gives a serving point).
-pub const COLUMNS: [&str; 31] = [
+/// point's placement chose; the time columns, with the rule and the engine's time profile
+/// that priced them, where the grid gives a serving point).
+pub const COLUMNS: [&str; 32] = [
     "key",
     "request_hash",
     "status",
@@ -49,6 +49,7 @@ pub const COLUMNS: [&str; 31] = [
     "output_tokens_per_second_per_device",
     "output_tokens_per_second_per_user",
     "time_rule",
+    "time_engine",
     "plan_seconds",
     "providers",
     "reason",
@@ -128,8 +129,22 @@ pub fn csv_header() -> String {
     fields.join(",") + "\n"
 }
 
-/// One row as a CSV line.
+/// One row as a CSV line, in the columns of [`csv_header`].
 pub fn csv_line(row: &SweepRow) -> String {
+    line(&csv_fields(row))
+}
+
+fn line(fields: &[String]) -> String {
+    fields
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
+        + "\n"
+}
+
+/// One row's fields in the columns of [`csv_header`].
+fn csv_fields(row: &SweepRow) -> Vec<String> {
     let report = row.report.as_ref();
     let placement = row.placement.as_ref();
     let time = row.time.as_ref();
@@ -164,17 +179,34 @@ pub fn csv_line(row: &SweepRow) -> String {
         number(time.map(|t| t.output_tokens_per_second_per_device)),
         number(time.map(|t| t.output_tokens_per_second_per_user)),
         time.map(|t| t.rule.clone()).unwrap_or_default(),
+        time.map(|t| t.engine.clone()).unwrap_or_default(),
         format!("{:.3}", row.plan_seconds),
         row.providers.join(" "),
         row.reason.clone().unwrap_or_default(),
         row.time_error.clone().unwrap_or_default(),
     ]);
     fields
-        .iter()
-        .map(|f| csv_field(f))
-        .collect::<Vec<_>>()
-        .join(",")
-        + "\n"
+}
+
+/// One row as a CSV line in the columns of `header` (an existing file's first line): a
+/// results directory written before a column was added keeps its own columns, so that a
+/// resume appends rows that line up with them (a column it lacks is left out; its JSON
+/// lines keep every figure).
+fn csv_line_in(row: &SweepRow, header: &str) -> String {
+    let names: Vec<&str> = KNOBS.iter().chain(COLUMNS.iter()).copied().collect();
+    let fields = csv_fields(row);
+    let chosen: Vec<String> = header
+        .trim_end()
+        .split(',')
+        .map(|column| {
+            names
+                .iter()
+                .position(|n| *n == column)
+                .map(|at| fields[at].clone())
+                .unwrap_or_default()
+        })
+        .collect();
+    line(&chosen)
 }
 
 fn append(file: &Path, text: &str) -> Result<(), StudyError> {
@@ -187,18 +219,40 @@ fn append(file: &Path, text: &str) -> Result<(), StudyError> {
     handle.sync_data().map_err(|e| io(file, e))
 }
 
+/// The first line of `file` with its line feed (empty when the file is absent or empty).
+fn first_line(file: &Path) -> Result<String, StudyError> {
+    use std::io::BufRead;
+    let handle = match std::fs::File::open(file) {
+        Ok(handle) => handle,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
+        Err(e) => return Err(io(file, e)),
+    };
+    let mut line = String::new();
+    std::io::BufReader::new(handle)
+        .read_line(&mut line)
+        .map_err(|e| io(file, e))?;
+    Ok(line)
+}
+
 /// Appends `rows` to both files of `dir` (the CSV gets its header when it is new). The
 /// CSV is written first: a crash between the two leaves the JSON lines, which decide a
 /// resume, without the rows, so they are planned again rather than lost.
 pub fn append_rows(dir: &Path, rows: &[SweepRow]) -> Result<(), StudyError> {
     let csv = dir.join(CSV);
     let mut table = String::new();
-    if !csv.exists() {
-        table.push_str(&csv_header());
+    let current = csv_header();
+    // An existing file keeps its header (one written before a column was added).
+    let header = first_line(&csv)?;
+    if header.is_empty() {
+        table.push_str(&current);
     }
     let mut lines = String::new();
     for row in rows {
-        table.push_str(&csv_line(row));
+        if header.is_empty() || header == current {
+            table.push_str(&csv_line(row));
+        } else {
+            table.push_str(&csv_line_in(row, &header));
+        }
         let line = serde_json::to_string(row).map_err(|e| StudyError::Settings {
             path: row.key.clone(),
             message: format!("cannot serialize the row: {e}"),

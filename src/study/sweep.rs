@@ -1,7 +1,9 @@
 //! Cartesian sweeps over the knobs a placement researcher varies: model folder, device
 //! file, policy preset and its fields, storage-view order, weight format, layers, experts,
-//! and, for time, device sets with their parallel degrees and the serving point
-//! (concurrency, input and output tokens; [`super::sweep_time`]).
+//! and, for time, device sets with their parallel degrees, the serving point (concurrency,
+//! input and output tokens; [`super::sweep_time`]) and the serving engine (`engine`: its
+//! memory rules set a single-device plan's budget as `plan --engine` sets it, and its time
+//! profile prices the serving point).
 //!
 //! A grid ([`Grid`], JSON) lists values per knob; every combination is a [`SweepPoint`].
 //! Each point is synthesized, planned and reported as one [`SweepRow`] keyed by
@@ -23,8 +25,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::{EngineChoice, EngineError};
 use crate::synth::policy::ViewKind;
 
+use super::budget::Budget;
 use super::report::ServingReport;
 use super::sweep_time::{ServingTerms, SweepPlacement, SweepTime};
 use super::StudyError;
@@ -90,6 +94,13 @@ pub struct Grid {
     /// Output tokens of each request at the serving point.
     #[serde(default)]
     pub output_tokens: Vec<u64>,
+    /// Serving engines, as `plan --engine` spells them (`vllm`, `vllm@0.6`, `sglang`,
+    /// `trtllm`, `llama.cpp`): a single-device point is planned as `plan MODEL --engine E`
+    /// plans it (the engine's memory rules set the plan's budget) and priced with the
+    /// engine's time profile; a device-set point takes the engine's time profile only
+    /// (`plan --devices` applies no engine memory rules).
+    #[serde(default)]
+    pub engine: Vec<String>,
     /// The axes of the plan-region map, x then y (default: the first two varying knobs);
     /// one map is drawn per combination of the other varying knobs.
     #[serde(default)]
@@ -140,11 +151,16 @@ pub struct SweepPoint {
     /// Output tokens at the serving point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// Serving engine (`NAME[@VERSION]`); absent, the point is planned without an engine's
+    /// rules and priced with the default time profile (vLLM's), as `plan` without
+    /// `--engine` does. Skipped when absent, so that a point without it keeps its key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
 }
 
-/// The knobs of a point, by name, in column order (the device-set and serving-point knobs
-/// last, so that a grid without them keeps its columns' order).
-pub const KNOBS: [&str; 17] = [
+/// The knobs of a point, by name, in column order (the device-set, serving-point and
+/// engine knobs last, so that a grid without them keeps its columns' order).
+pub const KNOBS: [&str; 18] = [
     "model",
     "device",
     "policy",
@@ -162,6 +178,7 @@ pub const KNOBS: [&str; 17] = [
     "concurrency",
     "input_tokens",
     "output_tokens",
+    "engine",
 ];
 
 impl SweepPoint {
@@ -187,6 +204,7 @@ impl SweepPoint {
             "concurrency" => number(self.concurrency),
             "input_tokens" => number(self.input_tokens),
             "output_tokens" => number(self.output_tokens),
+            "engine" => text(&self.engine),
             _ => String::new(),
         }
     }
@@ -219,7 +237,8 @@ pub fn short_value(knob: &str, value: &str) -> String {
 }
 
 /// One progress line of a finished row (`finished` of `total` points): the varying knobs'
-/// short values, the status, the context used where the model capped it, and the time.
+/// short values, the status, the context used where the model capped it, the tokens of KV
+/// cache that fit, the serving point's times, and the wall time.
 pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&str]) -> String {
     let percent = if total == 0 {
         100
@@ -238,6 +257,10 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         (Some(reason), "error") => format!(": {reason}"),
         _ => String::new(),
     };
+    let tokens = match row.report.as_ref().and_then(|r| r.tokens_that_fit) {
+        Some(tokens) => format!(", {tokens} KV tokens fit"),
+        None => String::new(),
+    };
     let time = match &row.time {
         Some(t) => format!(
             ", TPOT {:.2} ms, {:.1} tokens/s per device",
@@ -247,11 +270,31 @@ pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&
         None => String::new(),
     };
     format!(
-        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{time}{reason}, {:.2} s",
+        "sweep: {finished}/{total} ({percent}%) {}: {}{capped}{tokens}{time}{reason}, {:.2} s",
         knobs.join(" "),
         row.status,
         row.plan_seconds
     )
+}
+
+/// An engine value as `plan --engine` takes it (`NAME[@VERSION]`): the engine and version
+/// whose memory rules apply, and the name of its time profile; or what is wrong with it,
+/// with every accepted spelling.
+pub fn parse_engine(value: &str) -> Result<(EngineChoice, &'static str), String> {
+    let problem = match value.parse::<EngineChoice>() {
+        Err(EngineError::UnknownVersion { engine, known, .. }) => {
+            format!("{engine} has no modelled version of this name; its versions: {known}")
+        }
+        Err(_) => "unknown engine".to_owned(),
+        Ok(choice) => match super::engine_facts::time_profile_name(value) {
+            Some(profile) => return Ok((choice, profile)),
+            None => "no time profile has this name".to_owned(),
+        },
+    };
+    Err(format!(
+        "{value:?} is not an engine as `plan --engine` takes it ({problem}); accepted: {}",
+        super::engine_facts::accepted_engines()
+    ))
 }
 
 fn views_text(views: &[ViewKind]) -> String {
@@ -289,6 +332,7 @@ impl Grid {
             })?;
         }
         self.check_placement_and_serving()?;
+        self.check_engines()?;
         let mut points = vec![SweepPoint::default()];
         let mut expand = |set: &dyn Fn(&mut SweepPoint, usize), count: usize| {
             points = points
@@ -348,6 +392,8 @@ impl Grid {
         expand(&|p, i| p.input_tokens = input[i], input.len());
         let output = axis(&self.output_tokens);
         expand(&|p, i| p.output_tokens = output[i], output.len());
+        let engines = axis(&self.engine);
+        expand(&|p, i| p.engine = engines[i].clone(), engines.len());
         Ok(points)
     }
 
@@ -409,6 +455,18 @@ impl Grid {
         Ok(())
     }
 
+    /// Every `engine` value names an engine and a modelled version, as `plan --engine`
+    /// takes it; a bad one is refused before any point is planned.
+    fn check_engines(&self) -> Result<(), StudyError> {
+        for (index, value) in self.engine.iter().enumerate() {
+            parse_engine(value).map_err(|message| StudyError::Settings {
+                path: format!("grid.engine[{index}]"),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
     /// The varying knobs with the region-map axes first (the order the plots take).
     pub fn plot_axes(&self) -> Result<Vec<&'static str>, StudyError> {
         let varying = self.varying();
@@ -457,6 +515,7 @@ impl Grid {
             self.concurrency.len(),
             self.input_tokens.len(),
             self.output_tokens.len(),
+            self.engine.len(),
         ];
         KNOBS
             .iter()
@@ -501,6 +560,10 @@ pub struct SweepRow {
     pub certified: Option<bool>,
     /// The memory report.
     pub report: Option<ServingReport>,
+    /// The budget the point's engine gave the plan (capacity, reserve and the engine's
+    /// rule), where the point names an engine and is planned on one device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine_budget: Option<Budget>,
     /// Wall seconds of synthesis and planning.
     pub plan_seconds: f64,
     /// What a device-set point's placement chose (knob `devices`).

@@ -20,9 +20,12 @@ use crate::synth::policy::ViewKind;
 use crate::synth::{ModelSource, SynthError, Synthesized};
 
 use super::report::ServingReport;
-use super::sweep::{SweepPoint, SweepRow};
-use super::sweep_time::{single_device_time, PlacementJob, PlacementOutcome, Placer, ServingTerms};
+use super::sweep::{parse_engine, SweepPoint, SweepRow};
+use super::sweep_time::{
+    placement_engine_rule, single_device_time, PlacementJob, PlacementOutcome, Placer, ServingTerms,
+};
 use super::StudyError;
+use crate::perf::DEFAULT_ENGINE;
 
 /// The build settings a key covers (the selection objective is the default).
 #[derive(Serialize)]
@@ -38,6 +41,9 @@ struct PlanKeyed<'a> {
     settings: &'a KeyedSettings<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     serving: Option<ServingTerms>,
+    /// The time profile that prices the serving point.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    time_engine: Option<&'a str>,
 }
 
 /// What a row is: its point, and what its plan depends on (or the error it met).
@@ -138,22 +144,35 @@ impl PolicyFields {
     }
 }
 
-/// A point's synthesis: its request, the context it has, the device it was synthesized
-/// for, and what a device-set point is placed from.
+/// A point's synthesis: its request (held to its engine's budget when it names one), the
+/// context it has, the device it was synthesized for, what a device-set point is placed
+/// from, the engine's budget and the time profile that prices the point.
 struct PointInputs {
     request: crate::request::PlanRequest,
     context_used: Option<u64>,
     device: crate::synth::DeviceDescription,
     source: ModelSource,
     preset: PolicyPreset,
+    budget: Option<super::budget::Budget>,
+    time_engine: &'static str,
 }
 
 /// The request of a point (its source's policy preset with the point's policy fields set)
 /// and the context it has: the preset's, capped by the model's trained context
 /// (`Architecture::trained_context`; a sliding window may keep fewer tokens per layer).
 /// With a serving point and no `sequences` knob, the preset's sequence ceiling is raised to
-/// the concurrency when lower, as `plan --concurrency` raises it.
+/// the concurrency when lower, as `plan --concurrency` raises it. A point that names an
+/// engine has its request held to the engine's budget as `plan --engine` holds it
+/// ([`super::engine_facts::apply_engine`], the engine's default arguments); a device-set
+/// point keeps the request (its placement takes the engine's time profile only).
 fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInputs, StudyError> {
+    let engine = match &point.engine {
+        Some(value) => Some(parse_engine(value).map_err(|message| StudyError::Settings {
+            path: "grid.engine".into(),
+            message,
+        })?),
+        None => None,
+    };
     let mut fields = PolicyFields {
         context: point.context,
         sequences: point.sequences,
@@ -169,7 +188,19 @@ fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInpu
             preset = fields.preset(&source)?;
         }
     }
-    let synthesized = source.synthesize_with_policy(&preset)?;
+    let mut synthesized = source.synthesize_with_policy(&preset)?;
+    let mut budget = None;
+    if let (Some((choice, _)), None) = (&engine, &point.devices) {
+        let applied = super::engine_facts::apply_engine(
+            &synthesized.request,
+            &synthesized.device,
+            &synthesized.policy,
+            choice,
+            &crate::engine::EngineArgs::default(),
+        )?;
+        synthesized.request = applied.request;
+        budget = Some(applied.budget);
+    }
     let trained = match &source.folder {
         Some(folder) => {
             let config = crate::synth::ModelFolder::read(folder)?.config;
@@ -184,6 +215,8 @@ fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInpu
         device: synthesized.device,
         source,
         preset,
+        budget,
+        time_engine: engine.map_or(DEFAULT_ENGINE, |(_, profile)| profile),
     })
 }
 
@@ -194,12 +227,14 @@ enum Work {
     Plan {
         request: Box<crate::request::PlanRequest>,
         device: Box<crate::synth::DeviceDescription>,
+        time_engine: &'static str,
     },
     /// A device-set point.
     Place {
         source: Box<ModelSource>,
         set: PathBuf,
         preset: Box<PolicyPreset>,
+        time_engine: &'static str,
     },
 }
 
@@ -232,6 +267,8 @@ impl PreparedPoint {
             point: self.row.point,
             key: self.row.key,
             context_used: self.row.context_used,
+            // Two engines (or versions) may give equal budgets under their own rules.
+            engine_budget: self.row.engine_budget,
             plan_seconds: self.started.elapsed().as_secs_f64(),
             ..planned.clone()
         }
@@ -287,6 +324,7 @@ pub fn prepare_point_in(
     let key = canonical_fingerprint("sweep key", &keyed)
         .map_err(|_| overflow("sweep key"))?
         .to_string();
+    let time_engine = synthesized.as_ref().ok().map(|inputs| inputs.time_engine);
     let plan_key = match (&request_hash, &point.devices) {
         // A device-set point is placed on its own (its key covers the set and degrees).
         (Some(request), None) => canonical_fingerprint(
@@ -295,13 +333,14 @@ pub fn prepare_point_in(
                 request,
                 settings: &settings,
                 serving: point.serving(),
+                time_engine: point.serving().and(time_engine),
             },
         )
         .map_err(|_| overflow("sweep plan key"))?
         .to_string(),
         _ => key.clone(),
     };
-    let (work, context_used) = match synthesized {
+    let (work, context_used, engine_budget) = match synthesized {
         Ok(inputs) => {
             let work = match &point.devices {
                 Some(set) => Work::Place {
@@ -311,15 +350,17 @@ pub fn prepare_point_in(
                         None => PathBuf::from(set),
                     },
                     preset: Box::new(inputs.preset),
+                    time_engine: inputs.time_engine,
                 },
                 None => Work::Plan {
                     request: Box::new(inputs.request),
                     device: Box::new(inputs.device),
+                    time_engine: inputs.time_engine,
                 },
             };
-            (Some(work), inputs.context_used)
+            (Some(work), inputs.context_used, inputs.budget)
         }
-        Err(_) => (None, None),
+        Err(_) => (None, None, None),
     };
     let row = SweepRow {
         point: point.clone(),
@@ -335,6 +376,7 @@ pub fn prepare_point_in(
         reason: error,
         certified: None,
         report: None,
+        engine_budget,
         plan_seconds: 0.0,
         placement: None,
         time: None,
@@ -361,13 +403,16 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
     } = prepared;
     match work {
         None => {}
-        Some(Work::Plan { request, device }) => {
-            plan_on_device(&mut row, &request, &device, &options)?
-        }
+        Some(Work::Plan {
+            request,
+            device,
+            time_engine,
+        }) => plan_on_device(&mut row, &request, &device, time_engine, &options)?,
         Some(Work::Place {
             source,
             set,
             preset,
+            time_engine,
         }) => {
             let job = PlacementJob {
                 source: &source,
@@ -376,6 +421,7 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
                 tensor_parallel: row.point.tensor_parallel,
                 pipeline_parallel: row.point.pipeline_parallel,
                 serving: row.point.serving(),
+                engine: time_engine,
                 options: &options,
             };
             match placer.place(&job) {
@@ -384,7 +430,12 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
                     row.certified = Some(true);
                     row.placement = Some(placement);
                     match time {
-                        Some(Ok(time)) => row.time = Some(time),
+                        Some(Ok(mut time)) => {
+                            if let Some(engine) = &row.point.engine {
+                                time.rules.push(placement_engine_rule(engine));
+                            }
+                            row.time = Some(time)
+                        }
                         Some(Err(e)) => row.time_error = Some(e),
                         None => {}
                     }
@@ -400,11 +451,13 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
     Ok(row)
 }
 
-/// Plans `request` on one device into `row`, priced at the point's serving point.
+/// Plans `request` on one device into `row`, priced at the point's serving point with the
+/// time profile `time_engine`.
 fn plan_on_device(
     row: &mut SweepRow,
     request: &crate::request::PlanRequest,
     device: &crate::synth::DeviceDescription,
+    time_engine: &str,
     options: &BuildOptions,
 ) -> Result<(), StudyError> {
     match ExecutionPlan::build_with_report(request, options) {
@@ -434,7 +487,7 @@ fn plan_on_device(
             );
             row.report = Some(report);
             if let Some(terms) = row.point.serving() {
-                match single_device_time(request, plan, device, terms) {
+                match single_device_time(request, plan, device, terms, time_engine) {
                     Ok(time) => row.time = Some(time),
                     Err(e) => row.time_error = Some(e),
                 }

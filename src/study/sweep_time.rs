@@ -5,9 +5,10 @@
 //! second in total, per device and per user ([`SweepTime`]), each with the rule that priced
 //! it. A single-device row is priced as `plan --concurrency C --input-tokens I
 //! --output-tokens O` prices it (the performance model's serving simulation,
-//! docs/performance-model.md, with the default engine profile); a device-set row (knob
-//! `devices`, with `tensor_parallel` and `pipeline_parallel`) is placed and priced as `plan
-//! --devices SET.json --tensor-parallel N ...` places and prices it (docs/placement.md).
+//! docs/performance-model.md, with the time profile of the point's engine, vLLM's when it
+//! names none); a device-set row (knob `devices`, with `tensor_parallel` and
+//! `pipeline_parallel`) is placed and priced as `plan --devices SET.json --tensor-parallel N
+//! ...` places and prices it (docs/placement.md; an engine gives it its time profile only).
 //!
 //! Placement sits above this layer, so a sweep reaches it through a [`Placer`] its caller
 //! hands in (the library's is `placement::sweep::SweepPlacer`).
@@ -17,7 +18,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::builder::BuildOptions;
-use crate::perf::{self, Calibration, ServingPoint, DEFAULT_ENGINE};
+use crate::perf::{self, Calibration, ServingPoint};
 use crate::plan::ExecutionPlan;
 use crate::request::PlanRequest;
 use crate::synth::{DeviceDescription, ModelSource, PolicyPreset};
@@ -26,6 +27,17 @@ use crate::synth::{DeviceDescription, ModelSource, PolicyPreset};
 pub const SINGLE_DEVICE_RULE: &str = "serving-simulation";
 /// The rule a device-set row's times follow.
 pub const PLACEMENT_RULE: &str = "placement-timing";
+
+/// The rule text a device-set row that names an engine carries: the engine's time profile
+/// priced the placement, its memory rules did not apply (`plan --devices --engine E`
+/// places by the device set's and the policy's budget, not the engine's).
+pub fn placement_engine_rule(engine: &str) -> String {
+    format!(
+        "engine {engine}: its time profile priced the placement; its memory rules do not \
+         apply to a placement across devices (each device is held to the policy's budget, \
+         as `plan --devices` holds it)"
+    )
+}
 
 /// A row's predicted times at the grid's serving point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -96,6 +108,9 @@ pub struct PlacementJob<'a> {
     pub pipeline_parallel: Option<u32>,
     /// The serving point to price the placement at.
     pub serving: Option<ServingTerms>,
+    /// The time profile that prices it (`vllm`, ...: the point's engine, else the
+    /// default): a placement takes no engine memory rules.
+    pub engine: &'a str,
     /// Build options of the model's plan.
     pub options: &'a BuildOptions,
 }
@@ -127,30 +142,34 @@ pub trait Placer: Sync {
 }
 
 /// The serving point `plan` prices for `request` at `terms`: the policy's token budget and
-/// sequence ceiling, 4 x C simulated requests, the default engine profile.
-pub fn serving_point(request: &PlanRequest, terms: ServingTerms) -> ServingPoint {
+/// sequence ceiling, 4 x C simulated requests, the time profile of `engine` (`plan
+/// --engine E`'s; [`crate::perf::DEFAULT_ENGINE`] without one).
+pub fn serving_point(request: &PlanRequest, terms: ServingTerms, engine: &str) -> ServingPoint {
     ServingPoint {
         concurrency: terms.concurrency,
         input_tokens: terms.input_tokens,
         output_tokens: terms.output_tokens,
-        engine: DEFAULT_ENGINE.to_owned(),
+        engine: engine.to_owned(),
         scheduled_token_budget: request.policy.maximum_scheduled_tokens,
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: terms.concurrency.saturating_mul(4),
     }
 }
 
-/// The times of a single-device `plan` of `request` on `device` at `terms` (what `plan
-/// --concurrency C --input-tokens I --output-tokens O` prints), or why it has none.
+/// The times of a single-device `plan` of `request` on `device` at `terms` with the time
+/// profile `engine` (what `plan [--engine E] --concurrency C --input-tokens I
+/// --output-tokens O` prints), or why it has none.
 pub fn single_device_time(
     request: &PlanRequest,
     plan: &ExecutionPlan,
     device: &DeviceDescription,
     terms: ServingTerms,
+    engine: &str,
 ) -> Result<SweepTime, String> {
     let model = perf::plan_time_model(request, plan, device, Calibration::default())
         .map_err(|e| e.to_string())?;
-    let p = perf::predict(&model, &serving_point(request, terms)).map_err(|e| e.to_string())?;
+    let p =
+        perf::predict(&model, &serving_point(request, terms, engine)).map_err(|e| e.to_string())?;
     Ok(SweepTime {
         ttft_seconds: p.ttft_seconds,
         tpot_seconds: p.tpot_seconds,

@@ -82,13 +82,12 @@ impl Pricer {
         calibration: Calibration,
     ) -> Result<Pricer, PerfError> {
         let mut load = load;
-        load.engine = engine_profile_name(&load.engine);
-        if perf::engine_profile(&load.engine).is_none() {
-            return Err(PerfError::UnknownEngine {
-                name: load.engine,
+        load.engine = super::engine_facts::time_profile_name(&load.engine)
+            .ok_or_else(|| PerfError::UnknownEngine {
+                name: load.engine.clone(),
                 known: perf::engine_names(),
-            });
-        }
+            })?
+            .to_owned();
         let pricer = Pricer {
             load,
             device: device.to_owned(),
@@ -191,11 +190,6 @@ fn chosen_providers(plan: &ExecutionPlan) -> std::collections::BTreeMap<&NodeId,
         .iter()
         .map(|n| (&n.id, &n.selection.selected_provider))
         .collect()
-}
-
-/// The engine's time-profile name of an `--engine` spelling (`vllm@0.6` -> `vllm`).
-pub fn engine_profile_name(engine: &str) -> String {
-    engine.split('@').next().unwrap_or(engine).to_owned()
 }
 
 /// The time one group of nodes adds when it moves from provider `a` to `b` (negative: it

@@ -256,6 +256,13 @@ impl Operation {
         portable(format!("capability.operation.{}", self.name()))
     }
 
+    /// This operation's slots with `extra` weight inputs inserted at input `position`.
+    fn with_weights(self, position: usize, extra: Vec<Slot>) -> (Vec<Slot>, Vec<Slot>) {
+        let (mut inputs, outputs) = self.slots();
+        inputs.splice(position..position, extra);
+        (inputs, outputs)
+    }
+
     fn slots(self) -> (Vec<Slot>, Vec<Slot>) {
         let may0 = AliasPolicy::MayAlias { tensor_index: 0 };
         let no = AliasPolicy::NoAlias;
@@ -275,64 +282,6 @@ impl Operation {
                 vec![act(vec![T, H]), norm_weight(vec![H]), norm_weight(vec![H])],
                 vec![output(ACTIVATION_TYPES, vec![T, H], no)],
             ),
-            Self::CausalPagedSinkAttention => (
-                vec![
-                    act(vec![T, Sym("query_projection_features")]),
-                    act(vec![T, Sym("kv_features")]),
-                    act(vec![T, Sym("kv_features")]),
-                    norm_weight(vec![Sym("query_heads")]),
-                    state(
-                        ACTIVATION_TYPES,
-                        vec![Exact(2), Sym("key_value_heads"), Sym("head_dim")],
-                    ),
-                ],
-                vec![output(
-                    ACTIVATION_TYPES,
-                    vec![T, Sym("query_features")],
-                    may0,
-                )],
-            ),
-            Self::BiasedMoeRouter => (
-                vec![
-                    act(vec![T, H]),
-                    weight(vec![Sym("experts"), H]),
-                    norm_weight(vec![Sym("experts")]),
-                ],
-                vec![
-                    output(&[ElementType::F32], vec![T, Sym("experts_per_token")], no),
-                    output(&[ElementType::I32], vec![T, Sym("experts_per_token")], no),
-                ],
-            ),
-            Self::BiasedRoutedExpertSwiglu => (
-                vec![
-                    act(vec![T, H]),
-                    act(vec![T, H]),
-                    input(
-                        SlotKind::Activation,
-                        &[ElementType::F32],
-                        vec![T, Sym("experts_per_token")],
-                    ),
-                    input(
-                        SlotKind::Activation,
-                        &[ElementType::I32],
-                        vec![T, Sym("experts_per_token")],
-                    ),
-                    weight(vec![
-                        Sym("group_experts"),
-                        Exact(2),
-                        Sym("intermediate_size"),
-                        H,
-                    ]),
-                    weight(vec![Sym("group_experts"), H, Sym("intermediate_size")]),
-                    norm_weight(vec![
-                        Sym("group_experts"),
-                        Exact(2),
-                        Sym("intermediate_size"),
-                    ]),
-                    norm_weight(vec![Sym("group_experts"), H]),
-                ],
-                vec![output(ACTIVATION_TYPES, vec![T, H], may0)],
-            ),
             Self::HeadRmsNorm => (
                 vec![
                     act(vec![T, Sym("features")]),
@@ -344,14 +293,6 @@ impl Operation {
                 vec![
                     act(vec![T, Sym("in_features")]),
                     weight(vec![Sym("out_features"), Sym("in_features")]),
-                ],
-                vec![output(ACTIVATION_TYPES, vec![T, Sym("out_features")], no)],
-            ),
-            Self::BiasedDenseLinear => (
-                vec![
-                    act(vec![T, Sym("in_features")]),
-                    weight(vec![Sym("out_features"), Sym("in_features")]),
-                    norm_weight(vec![Sym("out_features")]),
                 ],
                 vec![output(ACTIVATION_TYPES, vec![T, Sym("out_features")], no)],
             ),
@@ -414,6 +355,28 @@ impl Operation {
                 ],
                 vec![output(ACTIVATION_TYPES, vec![T, H], no)],
             ),
+            // The variants: a biased linear, router or expert group is its plain form with
+            // its bias vectors last; sink attention is attention with one sink per query head
+            // before its KV state.
+            Self::BiasedDenseLinear => {
+                Self::DenseLinear.with_weights(2, vec![norm_weight(vec![Sym("out_features")])])
+            }
+            Self::BiasedMoeRouter => {
+                Self::MoeRouter.with_weights(2, vec![norm_weight(vec![Sym("experts")])])
+            }
+            Self::BiasedRoutedExpertSwiglu => Self::RoutedExpertSwiglu.with_weights(
+                6,
+                vec![
+                    norm_weight(vec![
+                        Sym("group_experts"),
+                        Exact(2),
+                        Sym("intermediate_size"),
+                    ]),
+                    norm_weight(vec![Sym("group_experts"), H]),
+                ],
+            ),
+            Self::CausalPagedSinkAttention => Self::CausalPagedAttention
+                .with_weights(3, vec![norm_weight(vec![Sym("query_heads")])]),
             Self::MoeRouter => (
                 vec![act(vec![T, H]), weight(vec![Sym("experts"), H])],
                 vec![

@@ -28,6 +28,7 @@ mod solve_progress;
 mod strict_input;
 mod study_cli;
 mod summary_grouping;
+mod sweep_engine;
 mod sweep_loop;
 mod sweep_shard;
 mod sweep_time;

@@ -28,7 +28,7 @@ struct Study {
     keep: &'static [&'static str],
 }
 
-const STUDIES: [Study; 3] = [
+const STUDIES: [Study; 4] = [
     Study {
         grid: "docs/research/kv-study.json",
         dir: "docs/research",
@@ -47,6 +47,11 @@ const STUDIES: [Study; 3] = [
     Study {
         grid: "docs/research/pareto-study.json",
         dir: "docs/research",
+        keep: &["pareto.svg"],
+    },
+    Study {
+        grid: "docs/research/engines/engine-pareto.json",
+        dir: "docs/research/engines",
         keep: &["pareto.svg"],
     },
 ];

@@ -33,6 +33,7 @@ use pareto::{ParetoFigure, ParetoPoint};
 use scale::{is_doubling, Unit};
 
 use super::sweep::{short_value, SweepRow};
+use super::sweep_time::{PLACEMENT_RULE, SINGLE_DEVICE_RULE};
 use super::StudyError;
 
 /// The knobs whose values are numbers (line plots are drawn against them).
@@ -307,6 +308,66 @@ pub fn label_part(knob: &str, value: &str) -> String {
     format!("{prefix}{value}")
 }
 
+/// A time rule in words (the rule ids stay in the CSV and JSON).
+fn rule_words(rule: &str) -> String {
+    match rule {
+        SINGLE_DEVICE_RULE => "serving simulation on one device".to_owned(),
+        PLACEMENT_RULE => "placement timing across devices".to_owned(),
+        other => other.replace('-', " "),
+    }
+}
+
+/// An engine's time profile by the engine's own name (`vllm` -> `vLLM`).
+pub fn engine_words(profile: &str) -> &str {
+    match profile {
+        "vllm" => "vLLM",
+        "sglang" => "SGLang",
+        "trtllm" => "TensorRT-LLM",
+        other => other,
+    }
+}
+
+/// The legend notes that say what priced the points, in words: the models that priced
+/// them (serving simulation on one device, placement timing across devices), then the
+/// engines' time profiles they used, a few per line (`times: serving simulation on one
+/// device`, `engine time profile: vLLM`).
+fn priced_by(priced: &[&SweepRow]) -> Vec<String> {
+    let mut rules: Vec<&str> = Vec::new();
+    let mut engines: Vec<&str> = Vec::new();
+    for time in priced.iter().filter_map(|r| r.time.as_ref()) {
+        if !rules.contains(&time.rule.as_str()) {
+            rules.push(&time.rule);
+        }
+        if !engines.contains(&time.engine.as_str()) {
+            engines.push(&time.engine);
+        }
+    }
+    let words: Vec<String> = rules.iter().map(|r| rule_words(r)).collect();
+    let mut notes = vec![format!("times: {}", words.join(" and "))];
+    let head = if engines.len() == 1 {
+        "engine time profile: "
+    } else {
+        "engine time profiles: "
+    };
+    // A long list wraps after about 40 characters (the legend stays narrow).
+    let mut line = head.to_owned();
+    for (index, engine) in engines.iter().enumerate() {
+        let name = engine_words(engine);
+        let part = if index + 1 < engines.len() {
+            format!("{name}, ")
+        } else {
+            name.to_owned()
+        };
+        if line.trim().len() + part.len() > 40 && line.len() > head.len() {
+            notes.push(line.trim_end().to_owned());
+            line = "  ".to_owned();
+        }
+        line.push_str(&part);
+    }
+    notes.push(line);
+    notes
+}
+
 /// The Pareto plot of the rows with times (`None` when no row has one), drawn.
 pub fn pareto_figure(rows: &[SweepRow], varying: &[&str]) -> Result<Option<Figure>, StudyError> {
     let Some(figure) = pareto_data(rows, varying) else {
@@ -385,13 +446,7 @@ pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> 
     if missing > 0 {
         notes.push(format!("{missing} of {} points without times", rows.len()));
     }
-    let mut rules: Vec<&str> = priced
-        .iter()
-        .filter_map(|r| r.time.as_ref().map(|t| t.rule.as_str()))
-        .collect();
-    rules.sort_unstable();
-    rules.dedup();
-    notes.push(format!("times: {}", rules.join(", ")));
+    notes.extend(priced_by(&priced));
     let fixed: Vec<String> = [
         ("concurrency", "concurrency "),
         ("input_tokens", ""),

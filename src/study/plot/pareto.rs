@@ -85,7 +85,7 @@ pub struct ParetoFigure {
     /// Legend heading of the series and their labels by index (one unlabelled series:
     /// no series block).
     pub series: (String, Vec<String>),
-    /// Notes under the legend (points not drawn, the rule that priced the times).
+    /// Notes under the legend (points not drawn, what priced the times, in words).
     pub notes: Vec<String>,
 }
 
@@ -402,7 +402,10 @@ mod tests {
                 "weight_format".to_owned(),
                 vec!["a".into(), "b".into(), "c".into()],
             ),
-            notes: vec!["times: placement-timing".to_owned()],
+            notes: vec![
+                "times: placement timing across devices".to_owned(),
+                "engine time profile: vLLM".to_owned(),
+            ],
         }
     }
 
