@@ -69,6 +69,25 @@ pub struct MoeFacts {
     pub shared_intermediate_size: u64,
 }
 
+/// Routed experts stored in MXFP4 (gpt-oss), whose bytes an engine may allocate differently
+/// from the checkpoint's (vLLM pads them for its kernels: `engine::vllm` `mxfp4`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mxfp4Experts {
+    /// Layers whose routed experts are MXFP4.
+    pub layers: u64,
+    /// Routed experts per layer.
+    pub experts: u64,
+    /// The experts' input width (the hidden size).
+    pub hidden_size: u64,
+    /// One expert's intermediate width (before tensor parallelism).
+    pub intermediate_size: u64,
+    /// Whether the experts have biases (gpt-oss: gate-up and down biases).
+    pub bias: bool,
+    /// Their bytes as stored (packed values, scales, biases of every such layer): the part of
+    /// [`ModelFacts::weights_bytes`] an engine's own allocation replaces.
+    pub stored_bytes: u64,
+}
+
 /// A model as an engine's accounting sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFacts {
@@ -98,6 +117,13 @@ pub struct ModelFacts {
     pub rotary_dim: u64,
     /// Distinct rotary caches the model builds (Gemma 3: local and global bases, 2).
     pub rotary_caches: u64,
+    /// Bytes of one element of vLLM's rotary cos/sin cache: the model dtype's, or 4 where
+    /// vLLM's model file builds it in float32 (gpt-oss: `get_rope(..., dtype=torch.float32)`,
+    /// `vllm/model_executor/models/gpt_oss.py`, v0.19.0).
+    pub rotary_dtype_bytes: u64,
+    /// Routed experts stored in MXFP4, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mxfp4_experts: Option<Mxfp4Experts>,
     /// Vocabulary size.
     pub vocab_size: u64,
     /// Longest context the model was trained for (`max_position_embeddings`, scaled by a
@@ -163,6 +189,11 @@ pub struct DeviceFacts {
     /// Where `total_bytes` comes from (`driver_memory_bytes` of the device file, or its
     /// `total_memory_bytes` when the file has no driver figure).
     pub total_source: String,
+    /// The CUDA compute capability as vLLM compares it (`90` for 9.0), from the device
+    /// file's runtime (`cuda-12.4/sm_90`); `None` for a device that states none. vLLM picks
+    /// its MXFP4 kernels by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<u32>,
     /// Memory free when the engine starts, when it is known (an engine's own log of it):
     /// SGLang budgets from it. `None`: the total less the CUDA context.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -31,11 +31,13 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use args::{ArgKind, EngineArgs, KnownArg};
-pub use facts::{CacheLayer, DeviceFacts, ModelFacts, MoeFacts};
+pub use facts::{CacheLayer, DeviceFacts, ModelFacts, MoeFacts, Mxfp4Experts};
 pub use report::{BudgetTerm, EngineReport, LogLine};
 /// vLLM's profile-run rules per version (the activation peak, the non-torch memory and
 /// their constants), for the validation that fits and tests them.
 pub use vllm::activation as vllm_activation;
+/// vLLM v0.19.0's allocation of MXFP4 experts per GPU generation (docs/engines.md).
+pub use vllm::mxfp4 as vllm_mxfp4;
 
 /// Bytes in a GiB (engines print GiB, some label it "GB").
 pub const GIB: u64 = 1 << 30;

@@ -5,10 +5,12 @@
 
 use crate::engine::{
     self, CacheLayer, DeviceFacts, EngineArgs, EngineChoice, EngineReport, ModelFacts, MoeFacts,
+    Mxfp4Experts,
 };
 use crate::request::PlanRequest;
 use crate::synth::architecture::{FeedForwardKind, MixerKind};
 use crate::synth::kv_cache::KvCacheDtype;
+use crate::synth::quantization::MXFP4_FORMAT_ID;
 use crate::synth::{
     registry, DeviceDescription, ModelConfig, ModelSource, PolicyPreset, SynthError,
 };
@@ -39,6 +41,9 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
     let arch = registry::entry_of(&config)?.specialize(&config, config.architecture()?)?;
     let mut weights_bytes = 0u64;
     let mut embedding_bytes = 0u64;
+    // The routed experts' components (`weight.layer.N.experts.E...`): their bytes, whether
+    // any is MXFP4, whether they have biases.
+    let (mut expert_bytes, mut expert_mxfp4, mut expert_bias) = (0u64, false, false);
     for component in &request.family.weight_schema.components {
         let bytes = component
             .physical_bytes()
@@ -50,6 +55,15 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
             .ok_or_else(|| StudyError::Overflow {
                 what: "weights bytes".to_owned(),
             })?;
+        let id = component.id.as_str();
+        if id.contains(".experts.") {
+            expert_bytes += bytes;
+            expert_bias |= id.ends_with(".bias:values");
+            expert_mxfp4 |= component
+                .encoding
+                .quantization_format()
+                .is_some_and(|f| f.as_str() == MXFP4_FORMAT_ID);
+        }
         if component
             .external_names
             .iter()
@@ -96,6 +110,21 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         expert_intermediate_size: e.expert_intermediate_size,
         shared_intermediate_size: e.shared_intermediate_size,
     });
+    let mxfp4_experts = match arch.experts {
+        Some(e) if expert_mxfp4 => Some(Mxfp4Experts {
+            layers: arch
+                .layers
+                .iter()
+                .filter(|l| l.feed_forward == FeedForwardKind::Routed)
+                .count() as u64,
+            experts: e.routed_experts,
+            hidden_size: arch.hidden_size,
+            intermediate_size: e.expert_intermediate_size,
+            bias: expert_bias,
+            stored_bytes: expert_bytes,
+        }),
+        _ => None,
+    };
     let rotary_caches = if config.model_type.as_deref() == Some("gemma3_text") {
         2
     } else {
@@ -121,6 +150,13 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         head_dim: a.head_dim,
         rotary_dim: a.rope_dim,
         rotary_caches,
+        // vLLM's gpt_oss.py builds its rotary cache in float32 (v0.19.0).
+        rotary_dtype_bytes: if config.model_type.as_deref() == Some("gpt_oss") {
+            4
+        } else {
+            2
+        },
+        mxfp4_experts,
         vocab_size: arch.vocab_size,
         // The engines derive it as the synthesizer does (vLLM's `_get_and_verify_max_len`).
         trained_context: arch.trained_context,
@@ -144,7 +180,18 @@ pub fn device_facts(device: &DeviceDescription) -> DeviceFacts {
         total_bytes,
         total_source: total_source.to_owned(),
         free_at_start_bytes: None,
+        compute_capability: compute_capability(&device.runtime),
     }
+}
+
+/// The CUDA compute capability of a device file's runtime (`cuda-12.4/sm_90` -> 90), as vLLM
+/// compares it; `None` for another runtime (`metal-3.1/apple8`) or no `sm_` part.
+pub fn compute_capability(runtime: &str) -> Option<u32> {
+    let (toolkit, target) = runtime.split_once('/')?;
+    if !toolkit.starts_with("cuda") {
+        return None;
+    }
+    target.strip_prefix("sm_")?.parse().ok()
 }
 
 /// The accounting of `choice` for the model of `request` on `device` under `args`; the
@@ -324,4 +371,18 @@ pub fn source_with_engine_args(
         }
     }
     Ok(source)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compute_capability;
+
+    #[test]
+    fn the_compute_capability_is_the_cuda_runtime_target() {
+        assert_eq!(compute_capability("cuda-12.4/sm_90"), Some(90));
+        assert_eq!(compute_capability("cuda-12.8/sm_100"), Some(100));
+        assert_eq!(compute_capability("cuda-12.4/sm_89"), Some(89));
+        assert_eq!(compute_capability("metal-3.1/apple8"), None);
+        assert_eq!(compute_capability("cuda-12.4"), None);
+    }
 }

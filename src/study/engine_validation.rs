@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::engine::{self, EngineArgs, EngineChoice, GIB};
 use crate::synth::ModelSource;
 
-use super::engine_facts::model_facts;
+use super::engine_facts::{compute_capability, model_facts};
 use super::StudyError;
 
 #[derive(Deserialize)]
@@ -94,8 +94,9 @@ pub struct Row {
     pub activation_gib: Option<(f64, f64)>,
     /// The KV cache memory, logged and predicted (GiB), where logged.
     pub kv_gib: Option<(f64, f64)>,
-    /// KV cache tokens as logged.
-    pub kv_logged: u64,
+    /// KV cache tokens as logged (`None`: a record that logs only its weights, such as a
+    /// post whose excerpt stops before the KV line or whose GPU total is not stated).
+    pub kv_logged: Option<u64>,
     /// KV cache tokens as predicted.
     pub kv_predicted: u64,
     /// The maximum concurrency, logged and predicted, where logged.
@@ -182,6 +183,12 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
             total_bytes: bytes_of_gib(total),
             total_source: "the engine's log (docs/data/engine-logs.json)".to_owned(),
             free_at_start_bytes: m.free_at_start_gib.map(bytes_of_gib),
+            // The GPU generation (vLLM picks its MXFP4 kernels by it) is the stated device
+            // file's; a record that states none has none.
+            compute_capability: m
+                .synth_device
+                .as_ref()
+                .and_then(|_| compute_capability(&synthesized.device.runtime)),
         };
         let report = engine::account(&choice, &facts, &device, &args)?;
         // llama.cpp logs buffers: the model buffer is its weights column, the compute
@@ -225,7 +232,7 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
             weights_predicted_gib: weights as f64 / GIB as f64,
             activation_gib: pair(m.logged_activation_gib, term(activation_term)),
             kv_gib: pair(m.logged_kv_gib, term(kv_term)),
-            kv_logged: m.logged_kv.ok_or_else(|| field("logged_kv"))?,
+            kv_logged: m.logged_kv,
             kv_predicted: report.kv_cache_tokens,
             concurrency: m.logged_concurrency.map(|c| (c, report.max_concurrency)),
             batch,
@@ -293,9 +300,10 @@ impl Row {
     pub fn weights_error(&self) -> f64 {
         percent(self.weights_predicted_gib, self.weights_logged_gib)
     }
-    /// (predicted - logged) / logged of the KV tokens, in percent.
-    pub fn kv_error(&self) -> f64 {
-        percent(self.kv_predicted as f64, self.kv_logged as f64)
+    /// (predicted - logged) / logged of the KV tokens, in percent, where logged.
+    pub fn kv_error(&self) -> Option<f64> {
+        self.kv_logged
+            .map(|logged| percent(self.kv_predicted as f64, logged as f64))
     }
     /// The error of the activation peak, in percent, where logged.
     pub fn activation_error(&self) -> Option<f64> {
@@ -338,7 +346,7 @@ const COLUMNS: [Column; 5] = [
     ("weights", |r| Some(r.weights_error())),
     ("activation peak", Row::activation_error),
     ("KV cache GiB", Row::kv_gib_error),
-    ("KV cache tokens", |r| Some(r.kv_error())),
+    ("KV cache tokens", Row::kv_error),
     ("concurrency", Row::concurrency_error),
 ];
 
@@ -437,12 +445,11 @@ impl Table {
                 cell(Some((r.weights_logged_gib, r.weights_predicted_gib)), 2),
                 cell(r.activation_gib, 2),
                 cell(r.kv_gib, 2),
-                format!(
-                    "{} / {} ({:+.2}%)",
-                    r.kv_logged,
-                    r.kv_predicted,
-                    r.kv_error()
-                ),
+                match (r.kv_logged, r.kv_error()) {
+                    (Some(logged), Some(error)) =>
+                        format!("{logged} / {} ({error:+.2}%)", r.kv_predicted),
+                    _ => "-".to_owned(),
+                },
                 cell(r.concurrency, 2),
             ));
         }

@@ -227,7 +227,7 @@ impl Scheme {
             Method::IntWeightOnly => format!("quantization.marlin.int{}", self.bits),
             Method::Bnb4 => "quantization.bitsandbytes.4bit".to_owned(),
             Method::Bnb8 => "quantization.bitsandbytes.int8".to_owned(),
-            Method::Mxfp4 => "quantization.ocp.mxfp4".to_owned(),
+            Method::Mxfp4 => MXFP4_FORMAT_ID.to_owned(),
             Method::Nvfp4 => "quantization.nvidia.nvfp4".to_owned(),
         }
     }
@@ -420,6 +420,10 @@ impl<'a> Reader<'a> {
 }
 
 const METHODS: &str = "fp8, compressed-tensors, awq, gptq, bitsandbytes, mxfp4";
+
+/// The quantization format id of MXFP4 packed values in a weight schema (engines that
+/// allocate MXFP4 experts their own way find them by it).
+pub const MXFP4_FORMAT_ID: &str = "quantization.ocp.mxfp4";
 
 /// The weight format an engine's `dtype` and `quantization` arguments ask for, as the
 /// engine applies them to an unquantized checkpoint: vLLM's `quantization=fp8` quantizes

@@ -116,13 +116,19 @@ pub struct Peak {
 }
 
 /// The activation peak of vLLM `version` ("0.19", "0.10", "0.6") for `model` on one of
-/// `tp` ranks, at `batched_tokens` tokens and `max_num_seqs` sequences.
+/// `tp` ranks, at `batched_tokens` tokens and `max_num_seqs` sequences. `moe_workspaces`:
+/// whether the fused-MoE kernel keeps its workspaces (a modular kernel takes them from
+/// vLLM's persistent workspace manager, `FusedMoEKernelModularImpl._allocate_buffers`; a
+/// monolithic one, such as the MXFP4 `TRITON` and FlashInfer TRT-LLM experts, allocates
+/// inside its forward and frees them, `FusedMoEKernelMonolithicImpl`, v0.19.0
+/// `vllm/model_executor/layers/fused_moe/modular_kernel.py`).
 pub fn peak(
     version: &str,
     model: &ModelFacts,
     tp: u64,
     batched_tokens: u64,
     max_num_seqs: u64,
+    moe_workspaces: bool,
 ) -> Result<Peak, EngineError> {
     let per_token = forward_bytes_per_token(model, tp)?;
     let forward = mul(batched_tokens, per_token, "forward activation peak")?;
@@ -139,11 +145,12 @@ pub fn peak(
                 what: "sampler bytes per logit".to_owned(),
             })?;
         let logits_bytes = mul(logits, per_logit_milli, "sampler peak")? / 1000;
-        let workspace = mul(
-            batched_tokens,
-            moe_workspace_bytes_per_token(model, tp)?,
-            "MoE workspaces",
-        )?;
+        let workspace_per_token = if moe_workspaces {
+            moe_workspace_bytes_per_token(model, tp)?
+        } else {
+            0
+        };
+        let workspace = mul(batched_tokens, workspace_per_token, "MoE workspaces")?;
         let sampler = hidden
             .checked_add(logits_bytes)
             .and_then(|s| s.checked_add(workspace))
@@ -156,10 +163,9 @@ pub fn peak(
             model.dtype_bytes,
             SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT as f64 / 1000.0,
             if workspace > 0 {
-                format!(
-                    " + fused-MoE workspaces {batched_tokens} x {} B",
-                    moe_workspace_bytes_per_token(model, tp)?
-                )
+                format!(" + fused-MoE workspaces {batched_tokens} x {workspace_per_token} B")
+            } else if model.moe.is_some() {
+                " (a monolithic fused-MoE kernel: no workspaces held)".to_owned()
             } else {
                 String::new()
             }

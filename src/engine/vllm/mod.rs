@@ -25,6 +25,7 @@ use super::report::{BudgetTerm, EngineReport, LogLine};
 use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
+pub mod mxfp4;
 
 pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
 
@@ -205,6 +206,48 @@ fn groups(model: &ModelFacts) -> (u64, Vec<Group>) {
     (group_size, out)
 }
 
+/// The weights term on one of `tp` ranks: the parameters as stored (`/ tp`), except that
+/// vLLM 0.19 allocates MXFP4 experts as its kernel backend for the device's compute
+/// capability needs ([`mxfp4::allocation`]); plus the rotary cache `rope`. Returns the bytes,
+/// the experts' part of the rule, and the MXFP4 backend when one was modelled.
+fn weights_term(
+    version: &str,
+    model: &ModelFacts,
+    device: &DeviceFacts,
+    tp: u64,
+    rope: u64,
+) -> Result<(u64, String, Option<mxfp4::Backend>), EngineError> {
+    let Some(experts) = model.mxfp4_experts.filter(|_| version == "0.19") else {
+        return Ok((model.weights_bytes / tp + rope, String::new(), None));
+    };
+    let Some(capability) = device.compute_capability else {
+        return Ok((
+            model.weights_bytes / tp + rope,
+            " (the MXFP4 experts as stored: the device states no CUDA compute capability, by which vLLM picks the MXFP4 kernels that pad them)".to_owned(),
+            None,
+        ));
+    };
+    let allocation = mxfp4::allocation(&experts, capability, tp)?;
+    let rest = model
+        .weights_bytes
+        .checked_sub(experts.stored_bytes)
+        .ok_or_else(|| EngineError::Facts {
+            what: format!(
+                "the MXFP4 experts' {} stored bytes exceed the weights' {}",
+                experts.stored_bytes, model.weights_bytes
+            ),
+        })?;
+    let weights = super::add(rest / tp, allocation.bytes, "weights")?;
+    Ok((
+        super::add(weights, rope, "weights")?,
+        format!(
+            " for all but the MXFP4 experts ({rest} B), + {} B: {}",
+            allocation.bytes, allocation.rule
+        ),
+        Some(allocation.backend),
+    ))
+}
+
 /// The accounting of vLLM `version` (one of [`VERSIONS`]).
 pub fn account(
     version: &str,
@@ -239,11 +282,29 @@ pub fn account(
     let tp = r.tp.max(1);
     let rope = mul(
         mul(model.trained_context, model.rotary_dim, "rotary cache")?,
-        mul(model.dtype_bytes, model.rotary_caches, "rotary cache")?,
+        mul(
+            model.rotary_dtype_bytes,
+            model.rotary_caches,
+            "rotary cache",
+        )?,
         "rotary cache",
     )?;
-    let weights = model.weights_bytes / tp + rope;
-    let peak = activation::peak(version, model, tp, r.batched_tokens, r.max_num_seqs)?;
+    let (weights, experts_rule, mxfp4_backend) = weights_term(version, model, device, tp, rope)?;
+    // vLLM v0.19.0's MXFP4 TRITON and FlashInfer TRT-LLM experts are monolithic kernels,
+    // which hold no fused-MoE workspaces (`oracle/mxfp4.py` `backend_to_kernel_cls` prefers
+    // their Monolithic classes).
+    let moe_workspaces = !matches!(
+        mxfp4_backend,
+        Some(mxfp4::Backend::Triton | mxfp4::Backend::FlashInferTrtllm)
+    );
+    let peak = activation::peak(
+        version,
+        model,
+        tp,
+        r.batched_tokens,
+        r.max_num_seqs,
+        moe_workspaces,
+    )?;
     let activation = peak.bytes;
     let (non_torch, non_torch_rule) = activation::non_torch(version, tp);
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
@@ -271,8 +332,9 @@ pub fn account(
             name: "weights".to_owned(),
             bytes: weights,
             rule: format!(
-                "parameters{} + rotary cos/sin cache max_position x rotary_dim x dtype ({rope} B): what `Model loading took` measures",
-                if tp > 1 { format!(" / tensor_parallel_size {tp}") } else { String::new() }
+                "parameters{}{experts_rule} + rotary cos/sin cache max_position x rotary_dim x {} B ({rope} B): what `Model loading took` measures",
+                if tp > 1 { format!(" / tensor_parallel_size {tp}") } else { String::new() },
+                model.rotary_dtype_bytes
             ),
         },
         BudgetTerm {
@@ -339,6 +401,12 @@ pub fn account(
             })
             .sum();
         if version == "0.19" {
+            if let Some(backend) = mxfp4_backend {
+                log.push(LogLine {
+                    line: format!("Using '{}' Mxfp4 MoE backend.", backend.name()),
+                    rule: "vllm/model_executor/layers/fused_moe/oracle/mxfp4.py select_mxfp4_moe_backend (v0.19.0), by compute capability".to_owned(),
+                });
+            }
             log.push(LogLine {
                 line: format!("Model loading took {} GiB memory", gib(weights as f64)),
                 rule: "weights term".to_owned(),
