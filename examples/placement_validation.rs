@@ -44,6 +44,8 @@ pub struct Row {
     input: u64,
     output: u64,
     placement: String,
+    /// The tensor-parallel degree the point is placed at.
+    tensor_parallel: u32,
     fit: bool,
     /// The record's source: its URL and title.
     cited: (String, String),
@@ -157,6 +159,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         input,
         output,
         placement: format!("tp {} pp {}", p.tensor_parallel, p.pipeline_parallel),
+        tensor_parallel: p.tensor_parallel,
         fit: fit_half(text(point, "id")?),
         cited: (
             text(record, "source")?.to_owned(),
@@ -167,20 +170,110 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     })
 }
 
-/// Every point predicted (or the reason it is not), in the points file's order.
-pub fn rows() -> Vec<Result<Row, (String, String)>> {
-    let points: Value = serde_json::from_str(&std::fs::read_to_string(POINTS).unwrap()).unwrap();
-    let data: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(DATA).unwrap()).unwrap();
+/// The points file: `{points: [{id, model, weight_format, devices, tensor_parallel, note}],
+/// left_out: [{ids, reason}]}`.
+pub fn points_file() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(POINTS).unwrap()).unwrap()
+}
+
+/// The records of the serving measurements.
+pub fn records() -> Vec<Value> {
+    serde_json::from_str(&std::fs::read_to_string(DATA).unwrap()).unwrap()
+}
+
+/// The number of devices a record ran on: its GPU count, or its tensor- times its
+/// pipeline-parallel degree when that is more (the rule of `examples/perf_validation.rs`,
+/// whose table predicts the records on one device).
+pub fn devices(record: &Value) -> u64 {
+    let gpus = number(record, "gpu_count").unwrap_or(1.0);
+    let tp = number(record, "tensor_parallel").unwrap_or(1.0);
+    let pp = number(record, "pipeline_parallel").unwrap_or(1.0);
+    gpus.max(tp * pp) as u64
+}
+
+/// Why a record cannot be predicted whatever its set-up, read from the record itself (the
+/// single-device table's reasons): a Poisson request rate, no concurrency, no mean latency,
+/// no lengths. `None`: the record measures what the placement's time model predicts.
+pub fn screened(record: &Value) -> Option<String> {
+    let measured = record.get("measured");
+    let mean = |key: &str| measured.and_then(|m| number(m, key)).is_some();
+    if number(record, "request_rate").is_some() {
+        Some("a Poisson request rate, not a concurrency".to_owned())
+    } else if number(record, "concurrency").is_none() {
+        Some("no concurrency".to_owned())
+    } else if !mean("ttft_ms_mean") && !mean("tpot_ms_mean") && !mean("itl_ms_mean") {
+        Some("neither TTFT nor TPOT measured (no mean TTFT, TPOT or ITL)".to_owned())
+    } else if number(record, "input_tokens").is_none() {
+        Some("no input length".to_owned())
+    } else if number(record, "output_tokens").is_none() {
+        Some("no output length".to_owned())
+    } else {
+        None
+    }
+}
+
+/// The reason `left_out` of the points file gives for `id`, if any.
+pub fn left_out<'a>(points: &'a Value, id: &str) -> Option<&'a str> {
+    points["left_out"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|entry| {
+            entry["ids"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|i| i.as_str() == Some(id))
+        })
+        .and_then(|entry| entry["reason"].as_str())
+}
+
+/// The reason given to a record on several devices that is neither a point, screened out
+/// nor left out with a reason (`tests/planner/multi_gpu_validation.rs` checks none is).
+pub const NOT_SET_UP: &str = "no point set up in docs/data/perf-validation-multi-gpu.json";
+
+/// Every point predicted, in the points file's order; and every other record on several
+/// devices with the reason it is not predicted (screened by [`screened`], left out by the
+/// points file with its reason, or the placement's error), in the records' order.
+pub fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
+    let points = points_file();
+    let data = records();
+    let several: Vec<&Value> = data.iter().filter(|r| devices(r) > 1).collect();
     let mut rows = Vec::new();
+    let mut skipped = Vec::new();
     for point in points["points"].as_array().into_iter().flatten() {
         let id = point["id"].as_str().unwrap_or("").to_owned();
-        let row = match data.iter().find(|r| r["id"].as_str() == Some(id.as_str())) {
-            Some(record) => predict(point, record).map_err(|e| (id, e)),
-            None => Err((id, format!("not a record of {DATA}"))),
+        let predicted = match several.iter().find(|r| r["id"].as_str() == Some(id.as_str())) {
+            Some(record) => match screened(record) {
+                Some(reason) => Err(reason),
+                // One line per reason in the list.
+                None => predict(point, record).map_err(|e| e.replace('\n', "; ")),
+            },
+            None => Err(format!("not a record on several devices of {DATA}")),
         };
-        rows.push(row);
+        match predicted {
+            Ok(row) => rows.push(row),
+            Err(reason) => skipped.push((id, reason)),
+        }
     }
-    rows
+    let is_point = |id: &str| {
+        points["points"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["id"].as_str() == Some(id))
+    };
+    for record in &several {
+        let id = record["id"].as_str().unwrap_or("");
+        if is_point(id) {
+            continue;
+        }
+        let reason = screened(record)
+            .or_else(|| left_out(&points, id).map(str::to_owned))
+            .unwrap_or_else(|| NOT_SET_UP.to_owned());
+        skipped.push((id.to_owned(), reason));
+    }
+    (rows, skipped, several.len())
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -196,17 +289,18 @@ fn error(measured: f64, predicted: f64) -> f64 {
     (predicted - measured) / measured
 }
 
-/// The measured, predicted and error cells of one phase of `row`, its error recorded.
+/// The measured, predicted and error cells of one phase of `row`, its absolute error
+/// recorded with the row.
 fn cells<'a>(
     (measured, predicted): (Option<f64>, f64),
     row: &'a Row,
-    into: &mut Vec<(f64, &'a str, bool)>,
+    into: &mut Vec<(f64, &'a Row)>,
     digits: usize,
 ) -> (String, String, String) {
     match measured {
         Some(m) => {
             let e = error(m, predicted);
-            into.push((e.abs(), row.id.as_str(), row.fit));
+            into.push((e.abs(), row));
             (
                 format!("{m:.digits$}"),
                 format!("{predicted:.digits$}"),
@@ -217,8 +311,13 @@ fn cells<'a>(
     }
 }
 
-/// `points | median | worst (id)` of `errors` (absolute values with their ids).
-fn summary(errors: &[(f64, &str)]) -> String {
+/// `points | median | worst (id) |` of the absolute errors of the rows `chosen` keeps.
+fn summary(errors: &[(f64, &Row)], chosen: impl Fn(&Row) -> bool) -> String {
+    let errors: Vec<(f64, &str)> = errors
+        .iter()
+        .filter(|e| chosen(e.1))
+        .map(|e| (e.0, e.1.id.as_str()))
+        .collect();
     match errors.iter().max_by(|a, b| a.0.total_cmp(&b.0)) {
         None => "0 | - | - |".to_owned(),
         Some((worst, id)) => format!(
@@ -232,69 +331,90 @@ fn summary(errors: &[(f64, &str)]) -> String {
 
 /// The table and its median absolute TPOT error over all points.
 pub fn table() -> (String, f64) {
-    let rows = rows();
+    let (rows, skipped, records) = rows();
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's time model (docs/placement.md, \"Time across devices\"): TPOT is the decode step plus the other requests' prompts' share, TTFT one prompt alone (a static batch of one: the prompt alone, no request overhead). Nothing is fitted here; the device memory factors and the request overhead are the single-device fit's, and `half` is the point's half of the same split (FNV-1a 64-bit hash of the id even: fit). Times in ms; error = (predicted - measured) / measured.\n\n");
+    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's time model (docs/placement.md, \"Time across devices\"): TPOT is the decode step plus the other requests' prompts' share, TTFT one prompt alone (a static batch of one: the prompt alone, no request overhead). Nothing is fitted here; the device memory factors and the request overhead are the single-device fit's, and `half` is the point's half of the same split (FNV-1a 64-bit hash of the id even: fit). Times in ms; error = (predicted - measured) / measured. Every other record of `docs/data/serving-measurements.json` on several devices is listed below the summaries with the reason it is not predicted.\n\n");
     out.push_str("| id | half | engine | GPUs | model | weights | placement | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n|---|---|---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
-    // (|error|, id, fit) per phase.
-    let mut tpot_errors: Vec<(f64, &str, bool)> = Vec::new();
-    let mut ttft_errors: Vec<(f64, &str, bool)> = Vec::new();
-    for row in &rows {
-        match row {
-            Ok(r) => {
-                let ttft = cells(r.ttft, r, &mut ttft_errors, 1);
-                let tpot = cells(r.tpot, r, &mut tpot_errors, 2);
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
-                    r.id,
-                    if r.fit { "fit" } else { "test" },
-                    r.engine,
-                    r.gpus,
-                    r.model,
-                    r.weights,
-                    r.placement,
-                    r.concurrency,
-                    r.input,
-                    r.output,
-                    ttft.0,
-                    ttft.1,
-                    ttft.2,
-                    tpot.0,
-                    tpot.1,
-                    tpot.2,
-                );
-            }
-            Err((id, reason)) => {
-                let _ = writeln!(out, "| {id} | not predicted: {reason} ||||||||||||| ");
-            }
-        }
+    // (|error|, row) per phase.
+    let mut tpot_errors: Vec<(f64, &Row)> = Vec::new();
+    let mut ttft_errors: Vec<(f64, &Row)> = Vec::new();
+    for r in &rows {
+        let ttft = cells(r.ttft, r, &mut ttft_errors, 1);
+        let tpot = cells(r.tpot, r, &mut tpot_errors, 2);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
+            r.id,
+            if r.fit { "fit" } else { "test" },
+            r.engine,
+            r.gpus,
+            r.model,
+            r.weights,
+            r.placement,
+            r.concurrency,
+            r.input,
+            r.output,
+            ttft.0,
+            ttft.1,
+            ttft.2,
+            tpot.0,
+            tpot.1,
+            tpot.2,
+        );
     }
     let _ = writeln!(
         out,
-        "\n| phase | half | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
+        "\n| phase | points of | points | median abs error | worst abs error |\n|---|---|---:|---:|---|"
     );
+    let mut degrees: Vec<u32> = rows.iter().map(|r| r.tensor_parallel).collect();
+    degrees.sort_unstable();
+    degrees.dedup();
+    let mut engines: Vec<&str> = rows.iter().map(|r| r.engine.as_str()).collect();
+    engines.sort_unstable();
+    engines.dedup();
     for (phase, errors) in [("TTFT", &ttft_errors), ("TPOT", &tpot_errors)] {
-        for half in ["fit", "test", "all"] {
-            let chosen: Vec<(f64, &str)> = errors
-                .iter()
-                .filter(|e| match half {
-                    "fit" => e.2,
-                    "test" => !e.2,
-                    _ => true,
-                })
-                .map(|e| (e.0, e.1))
-                .collect();
-            let _ = writeln!(out, "| {phase} | {half} | {}", summary(&chosen));
+        let _ = writeln!(out, "| {phase} | all | {}", summary(errors, |_| true));
+        for (half, fit) in [("fit", true), ("test", false)] {
+            let _ = writeln!(
+                out,
+                "| {phase} | the {half} half | {}",
+                summary(errors, |r| r.fit == fit)
+            );
+        }
+        for degree in &degrees {
+            let _ = writeln!(
+                out,
+                "| {phase} | tensor parallel {degree} | {}",
+                summary(errors, |r| r.tensor_parallel == *degree)
+            );
+        }
+        for engine in &engines {
+            let _ = writeln!(
+                out,
+                "| {phase} | engine {engine} | {}",
+                summary(errors, |r| r.engine == *engine)
+            );
         }
     }
     let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
-    for r in rows.iter().flatten() {
+    for r in &rows {
         by.entry(&r.cited).or_default().push(r.id.as_str());
     }
     out.push_str("\nSources of the predicted points:\n\n");
     for ((url, title), ids) in by {
         let _ = writeln!(out, "- {url}: {title} ({})", ids.join(", "));
+    }
+    let _ = writeln!(
+        out,
+        "\nNot predicted: {} of {records} records on several devices, by reason:\n",
+        skipped.len()
+    );
+    let mut reasons: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (id, reason) in &skipped {
+        reasons.entry(reason).or_default().push(id);
+    }
+    for (reason, ids) in &reasons {
+        let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
     let tpot_median = median(tpot_errors.iter().map(|e| e.0).collect());
     (out, tpot_median)
