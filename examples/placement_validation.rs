@@ -3,7 +3,10 @@
 //! the records of `docs/data/serving-measurements.json`, by id) with the placement's time
 //! model (docs/placement.md, "Time across devices"): each point placed on its device set
 //! at the tensor-parallel degree the source ran, one pipeline stage, at its serving point;
-//! and prints the table of measured against predicted TTFT and TPOT:
+//! and prints the table of measured against predicted TTFT and TPOT, the median and worst
+//! errors over all points, by tensor-parallel degree, by engine and by model, and every
+//! other record on several devices with the reason it is not predicted (from the record's
+//! own figures, or the `left_out` reasons of the points file):
 //!
 //! ```sh
 //! cargo run --release --example placement_validation             # print the table
@@ -46,6 +49,9 @@ pub struct Row {
     placement: String,
     /// The tensor-parallel degree the point is placed at.
     tensor_parallel: u32,
+    /// The architecture synthesized: the model folder's name (of `models/` or
+    /// `docs/data/models`).
+    architecture: String,
     fit: bool,
     /// The record's source: its URL and title.
     cited: (String, String),
@@ -104,6 +110,15 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let degree = number(point, "tensor_parallel").ok_or("no tensor_parallel")? as u32;
     // A model folder, or a `config.json` of docs/data/models.
     let model = PathBuf::from(text(point, "model")?);
+    let folder = if model.extension().is_some_and(|e| e == "json") {
+        model.parent()
+    } else {
+        Some(model.as_path())
+    };
+    let architecture = folder
+        .and_then(|f| f.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     // A bare config has no default policy: the `server` preset, as the single-device
     // table plans its points.
     let mut source = if model.extension().is_some_and(|e| e == "json") {
@@ -160,6 +175,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         output,
         placement: format!("tp {} pp {}", p.tensor_parallel, p.pipeline_parallel),
         tensor_parallel: p.tensor_parallel,
+        architecture,
         fit: fit_half(text(point, "id")?),
         cited: (
             text(record, "source")?.to_owned(),
@@ -372,6 +388,9 @@ pub fn table() -> (String, f64) {
     let mut engines: Vec<&str> = rows.iter().map(|r| r.engine.as_str()).collect();
     engines.sort_unstable();
     engines.dedup();
+    let mut architectures: Vec<&str> = rows.iter().map(|r| r.architecture.as_str()).collect();
+    architectures.sort_unstable();
+    architectures.dedup();
     for (phase, errors) in [("TTFT", &ttft_errors), ("TPOT", &tpot_errors)] {
         let _ = writeln!(out, "| {phase} | all | {}", summary(errors, |_| true));
         for (half, fit) in [("fit", true), ("test", false)] {
@@ -393,6 +412,13 @@ pub fn table() -> (String, f64) {
                 out,
                 "| {phase} | engine {engine} | {}",
                 summary(errors, |r| r.engine == *engine)
+            );
+        }
+        for architecture in &architectures {
+            let _ = writeln!(
+                out,
+                "| {phase} | model {architecture} | {}",
+                summary(errors, |r| r.architecture == *architecture)
             );
         }
     }
