@@ -259,7 +259,10 @@ pub fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     let mut skipped = Vec::new();
     for point in points["points"].as_array().into_iter().flatten() {
         let id = point["id"].as_str().unwrap_or("").to_owned();
-        let predicted = match several.iter().find(|r| r["id"].as_str() == Some(id.as_str())) {
+        let predicted = match several
+            .iter()
+            .find(|r| r["id"].as_str() == Some(id.as_str()))
+        {
             Some(record) => match screened(record) {
                 Some(reason) => Err(reason),
                 // One line per reason in the list.

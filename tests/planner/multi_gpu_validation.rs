@@ -41,7 +41,10 @@ fn multi_gpu_points_name_records_models_and_device_sets() {
     for point in list {
         let id = point["id"].as_str().expect("a point id");
         assert!(seen.insert(id), "point {id} listed twice");
-        assert!(several.contains(id), "point {id} is not a record on several devices");
+        assert!(
+            several.contains(id),
+            "point {id} is not a record on several devices"
+        );
         for key in ["model", "devices"] {
             let path = point[key].as_str().expect("a path");
             assert!(
@@ -66,7 +69,10 @@ fn multi_gpu_points_name_records_models_and_device_sets() {
         assert!(!reason.is_empty());
         for id in entry["ids"].as_array().expect("ids") {
             let id = id.as_str().expect("an id");
-            assert!(several.contains(id), "left out {id} is not a record on several devices");
+            assert!(
+                several.contains(id),
+                "left out {id} is not a record on several devices"
+            );
             assert!(seen.insert(id), "{id} is a point or left out twice");
             assert!(
                 example::screened(records.iter().find(|r| r["id"] == id).unwrap()).is_none(),
