@@ -23,9 +23,11 @@ pub mod fit;
 pub mod levers;
 pub mod model;
 pub mod options;
+pub mod prediction;
 pub mod problem;
 pub mod record;
 pub mod solve;
+pub mod step_price;
 pub mod sweep;
 pub mod timing;
 
@@ -129,7 +131,7 @@ pub struct Placed {
     pub why_not: Option<alternative::Comparison>,
     /// The predicted times at the serving point, by part (with a serving point).
     #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
-    pub performance: Option<timing::Prediction>,
+    pub performance: Option<prediction::Prediction>,
 }
 
 /// Default enumeration budget of the certificate.
@@ -224,7 +226,7 @@ pub fn place(
     let plan = record::record(&facts, set, &formed, &solution)?;
     let violations = check::check(&plan);
     let performance = match &formed.timing {
-        Some(t) => Some(timing::predict(t, &solution)?),
+        Some(t) => Some(prediction::predict(t, &solution)?),
         None => None,
     };
     let why_not = settings
