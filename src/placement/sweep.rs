@@ -61,6 +61,7 @@ impl Placer for SweepPlacer {
                 input_tokens: s.input_tokens,
                 output_tokens: s.output_tokens,
                 engine: job.engine.to_owned(),
+                simulated_requests: None,
             }),
             policy: Some(job.preset.clone()),
             why_not: None,

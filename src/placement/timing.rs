@@ -32,6 +32,9 @@ pub struct Serving {
     pub output_tokens: u64,
     /// The engine's time profile (`vllm`, ...).
     pub engine: String,
+    /// Requests the serving simulation runs (`None`: `4 x concurrency`, as a single-device
+    /// plan's `--concurrency` runs): a benchmark's own request count, when it is known.
+    pub simulated_requests: Option<u64>,
 }
 
 /// A phase's time on one device by what bounds it, seconds.
@@ -380,7 +383,9 @@ pub fn attach(
         engine: serving.engine.clone(),
         scheduled_token_budget: facts.scheduled_tokens,
         maximum_sequences: facts.sequences,
-        simulated_requests: serving.concurrency.saturating_mul(4),
+        simulated_requests: serving
+            .simulated_requests
+            .unwrap_or_else(|| serving.concurrency.saturating_mul(4)),
     };
     point
         .validate()

@@ -39,6 +39,7 @@ fn serving(concurrency: u64, input_tokens: u64, output_tokens: u64) -> Serving {
         input_tokens,
         output_tokens,
         engine: "vllm".to_owned(),
+        simulated_requests: None,
     }
 }
 
