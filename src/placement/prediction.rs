@@ -97,7 +97,7 @@ pub struct Prediction {
 
 /// The rules of a placement's simulated figures.
 pub const RULES: &[&str] = &[
-    "serving = the closed loop of the single-device model (docs/performance-model.md): C clients, continuous batching, decodes first then prompt chunks up to the scheduled-token budget, at most `sequences` running, 4 x C requests, each request's engine request overhead before it is scheduled; TTFT, TPOT and tokens/s are the simulated run's means",
+    "serving = the closed loop of the single-device model (docs/performance-model.md): C clients, continuous batching, decodes first then prompt chunks up to the scheduled-token budget, at most `sequences` running, the serving point's simulated requests (4 x C unless a benchmark's own count is given), each request's engine request overhead before it is scheduled; TTFT, TPOT and tokens/s are the simulated run's means",
     "step time = the placement's price of the step's shape + the engine's host time per step; the price = the sum over the stages one after another (no micro-batching: a step's batch passes every stage before the next step) of the stage's nodes on one rank, its all-reduces and host transfers, plus one send per stage boundary",
     "node times: the performance model's roofline on each stage's device (docs/performance-model.md); on a rank of a tensor-parallel group of r, FLOPs / r and bytes / r (attention's KV read / min(r, KV heads); a latent cache is read whole on every rank), launches unchanged",
     "tokens/s per device = total / devices used; per user = 1 / TPOT",
