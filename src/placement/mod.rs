@@ -14,6 +14,9 @@
 //!    with it, certifies the answer where the placements can be counted within a budget;
 //! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
 //!    checker.
+//! 5. with a serving point, [`prediction::predict`]: the closed-loop serving simulation of
+//!    `crate::perf::serving` run on the chosen placement ([`step_price`] prices each step),
+//!    beside the objective's linear estimate the solver ranked it by ([`timing`]).
 
 pub mod alternative;
 pub mod check;
