@@ -42,6 +42,15 @@
 //! integers: the identity holds for any `δ`, so rounding costs tightness,
 //! never validity.
 //!
+//! **Timed levels.** The `weighted` level with a time term (the first level
+//! of `min-tpot`, `min-ttft`, `max-throughput`) adds each candidate's time
+//! to its node term and each resource's time at a rank to its resource
+//! term. Nothing above depends on the size of the costs: the ascent only
+//! chooses the `δ`, and the bound, the `B_i(c)` and every value compared with
+//! them are integers in `i128` (picoseconds times [`SCALE`], at most 2^68
+//! per term), so the fixing is exact where the integer program, exact only
+//! up to a total coefficient of 2^24, refuses the level.
+//!
 //! **Use.** Restricting the part to the candidates left keeps every
 //! optimum of `L`, hence every optimum of the whole objective (whose optima
 //! are among `L`'s), and the choice of value `U` is among them (its value is
@@ -293,9 +302,13 @@ pub(crate) fn reduced_cost_fixing(
         if sweep % 20 == 19 {
             decode(&terms, &mut best);
         }
-        // The least gain worth another sweep: a thousandth of a unit, or a
-        // ten-billionth of the bound on a timed level (picoseconds).
-        let min_gain = (MIN_GAIN * SCALE as f64).max(bound.abs() * 1e-10);
+        // The least gain worth another sweep: a thousandth of a unit, and on
+        // a timed level (picoseconds) at least a ten-billionth of the bound.
+        let min_gain = if costs.timed() {
+            (MIN_GAIN * SCALE as f64).max(bound.abs() * 1e-10)
+        } else {
+            MIN_GAIN * SCALE as f64
+        };
         if (bound - last_bound) < min_gain || bound >= (best.0 * SCALE) as f64 - 0.5 {
             break;
         }
