@@ -335,7 +335,10 @@ fn timed_levels_by_the_dual_bound_match_the_independent_oracle() {
         if !valid(&problem) {
             continue;
         }
-        for (m, name) in ["min-tpot", "min-ttft", "max-throughput"].iter().enumerate() {
+        for (m, name) in ["min-tpot", "min-ttft", "max-throughput"]
+            .iter()
+            .enumerate()
+        {
             let expected = oracle(&problem, &Goal::Min(m));
             for budget in [1 << 2, 1 << 4] {
                 let options = SolveOptions {
@@ -358,5 +361,8 @@ fn timed_levels_by_the_dual_bound_match_the_independent_oracle() {
         }
     }
     assert!(compared >= 100, "only {compared} comparisons");
-    assert!(fired >= 100, "the dual bound set candidates aside in {fired} solves only");
+    assert!(
+        fired >= 100,
+        "the dual bound set candidates aside in {fired} solves only"
+    );
 }

@@ -122,7 +122,11 @@ impl LevelCosts<'_> {
     /// cost when the level has a time term).
     fn node(&self, cand: &CCand) -> i128 {
         let p = i128::from(cand.preferred);
-        let time = if self.timed() { i128::from(cand.time) } else { 0 };
+        let time = if self.timed() {
+            i128::from(cand.time)
+        } else {
+            0
+        };
         match (self.level, self.weights) {
             (Level::PreferredCount, _) => -p,
             (Level::Weighted, Some(w)) => -i128::from(w.preferred) * p + time,
@@ -219,8 +223,8 @@ pub(crate) fn reduced_cost_fixing(
         .map(|c| costs.node(c).abs())
         .max()
         .unwrap_or(0);
-    let spread = (largest_rank.max(0) + 1) * (comp.nres() as i128 + 1)
-        + largest_node * (n as i128 + 1);
+    let spread =
+        (largest_rank.max(0) + 1) * (comp.nres() as i128 + 1) + largest_node * (n as i128 + 1);
     // Far below overflow for every sum below (a few terms per node, and
     // the bound's checked sum); weights too large for that leave the part
     // to the other methods. Times are at most 2^60 in total

@@ -179,7 +179,12 @@ fn timed(comp: &Comp, seed: u64, base: u64, spread: u64) -> Comp {
             cand.time = base + next(spread);
         }
     }
-    let rows = comp.res_global.iter().map(|&g| g as usize).max().map_or(0, |m| m + 1);
+    let rows = comp
+        .res_global
+        .iter()
+        .map(|&g| g as usize)
+        .max()
+        .map_or(0, |m| m + 1);
     let mut res_time = vec![Vec::new(); rows];
     for &g in &comp.res_global {
         if next(3) != 0 {
@@ -216,7 +221,10 @@ fn timed_levels_keep_every_optimum() {
             let mut with_ranks = Weights::time_only(TimeMetric::Tpot, comp.profiles);
             with_ranks.preferred = 3;
             with_ranks.ranks = (0..comp.profiles as u32).map(|r| 2 * r).collect();
-            for w in [Weights::time_only(TimeMetric::Tpot, comp.profiles), with_ranks] {
+            for w in [
+                Weights::time_only(TimeMetric::Tpot, comp.profiles),
+                with_ranks,
+            ] {
                 let levels = [Level::Weighted, Level::ProviderLex];
                 let costs = LevelCosts::new(Level::Weighted, Some(&w)).expect("additive");
                 let best = best_by_enumeration(&comp, &levels, Some(&w)).expect("feasible");
