@@ -134,6 +134,15 @@ impl LevelCosts<'_> {
         }
     }
 
+    /// The reward of a met preference, as a magnitude.
+    fn reward(&self) -> i128 {
+        match (self.level, self.weights) {
+            (Level::PreferredCount, _) => 1,
+            (Level::Weighted, Some(w)) => i128::from(w.preferred),
+            _ => 0,
+        }
+    }
+
     /// The cost of local resource `r` of `comp` used at rank `k` (its rank
     /// weight, and its time cost there when the level has a time term).
     fn rank(&self, comp: &Comp, r: u32, k: usize) -> i128 {
@@ -216,13 +225,14 @@ pub(crate) fn reduced_cost_fixing(
         .map(|(r, k)| costs.rank(comp, r, k))
         .max()
         .unwrap_or(0);
+    // The preference reward counts whether or not a candidate of the part is
+    // preferred (as it always has); a timed level adds its largest node term.
     let largest_node = comp
         .nodes
         .iter()
         .flat_map(|nd| &nd.cands)
         .map(|c| costs.node(c).abs())
-        .max()
-        .unwrap_or(0);
+        .fold(costs.reward(), i128::max);
     let spread =
         (largest_rank.max(0) + 1) * (comp.nres() as i128 + 1) + largest_node * (n as i128 + 1);
     // Far below overflow for every sum below (a few terms per node, and
