@@ -12,7 +12,6 @@ use crate::builder::BuildOptions;
 use crate::synth::device::PricePerHour;
 use crate::synth::ModelSource;
 
-use super::problem::Objective;
 use super::{place, DeviceSet, PlacementError, Settings};
 
 /// One device file's answer.
@@ -104,16 +103,7 @@ pub fn smallest_counts_by(
             dir.display()
         )));
     }
-    let settings = Settings {
-        tensor_parallel: None,
-        pipeline_parallel: None,
-        host_offload: false,
-        host_memory: None,
-        objective: Objective::FewestDevices,
-        serving: None,
-        policy: None,
-        why_not: None,
-    };
+    let settings = Settings::default();
     let mut rows = Vec::with_capacity(files.len());
     for file in files {
         let set = DeviceSet::uniform(&file, max_count, None)?;

@@ -24,8 +24,10 @@ pub const ALL_REDUCE_BUFFER_BYTES: u64 = 3 * 8192 * 1024;
 /// The degrees vLLM's custom all-reduce serves (`_SUPPORTED_WORLD_SIZES`).
 const ALL_REDUCE_DEGREES: [u32; 4] = [2, 4, 6, 8];
 
-/// The choices of a placement beside the model and the set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// The choices of a placement beside the model and the set. The default is the command
+/// line's: no pinned degree, no host offload, fewest devices, no serving point, the
+/// model's own policy, no alternative.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Settings {
     /// A pinned tensor-parallel degree.
     pub tensor_parallel: Option<u32>,

@@ -148,10 +148,13 @@ impl KindCapacity {
 }
 
 /// What the placement optimizes: memory objectives, or (with a serving point) time ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Objective {
-    /// Fewest devices; then least offloaded bytes; then most KV tokens.
+    /// Fewest devices; then least offloaded bytes; then most KV tokens (the default).
+    #[default]
     FewestDevices,
     /// Most KV tokens; then fewest devices; then least offloaded bytes.
     MostKvTokens,

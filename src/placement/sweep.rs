@@ -10,7 +10,7 @@ use crate::study::sweep_time::{
 };
 
 use super::timing::{Prediction, Serving};
-use super::{place, DeviceSet, Objective, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET};
+use super::{place, DeviceSet, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET};
 
 /// Places a sweep's device-set points with the library's placement.
 pub struct SweepPlacer;
@@ -53,9 +53,6 @@ impl Placer for SweepPlacer {
         let settings = Settings {
             tensor_parallel: job.tensor_parallel,
             pipeline_parallel: job.pipeline_parallel,
-            host_offload: false,
-            host_memory: None,
-            objective: Objective::FewestDevices,
             serving: job.serving.map(|s| Serving {
                 concurrency: s.concurrency,
                 input_tokens: s.input_tokens,
@@ -63,7 +60,7 @@ impl Placer for SweepPlacer {
                 engine: job.engine.to_owned(),
             }),
             policy: Some(job.preset.clone()),
-            why_not: None,
+            ..Settings::default()
         };
         let placed = match place(
             job.source,

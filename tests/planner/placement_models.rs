@@ -21,14 +21,8 @@ fn source(model: &str, layers: u64, experts: Option<u64>) -> ModelSource {
 
 fn settings(objective: Objective) -> Settings {
     Settings {
-        tensor_parallel: None,
-        pipeline_parallel: None,
-        host_offload: false,
-        host_memory: None,
         objective,
-        serving: None,
-        policy: None,
-        why_not: None,
+        ..Settings::default()
     }
 }
 

@@ -16,14 +16,9 @@ use jointplan::BuildOptions;
 
 fn settings(objective: Objective, host_offload: bool) -> Settings {
     Settings {
-        tensor_parallel: None,
-        pipeline_parallel: None,
         host_offload,
-        host_memory: None,
         objective,
-        serving: None,
-        policy: None,
-        why_not: None,
+        ..Settings::default()
     }
 }
 

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 
 use jointplan::placement::check::check;
-use jointplan::placement::problem::Objective;
 use jointplan::placement::{place, DeviceSet, Placed, Settings};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::BuildOptions;
@@ -16,13 +15,8 @@ use jointplan::BuildOptions;
 fn settings(tensor_parallel: Option<u32>, policy: Option<PolicyPreset>) -> Settings {
     Settings {
         tensor_parallel,
-        pipeline_parallel: None,
-        host_offload: false,
-        host_memory: None,
-        objective: Objective::FewestDevices,
-        serving: None,
         policy,
-        why_not: None,
+        ..Settings::default()
     }
 }
 

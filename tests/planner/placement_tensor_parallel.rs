@@ -14,7 +14,7 @@ use jointplan::placement::check::check;
 use jointplan::placement::enumerate::{enumerate, Enumerated};
 use jointplan::placement::model::ModelFacts;
 use jointplan::placement::options::{form, Settings};
-use jointplan::placement::problem::{ExpertSplit, Objective};
+use jointplan::placement::problem::ExpertSplit;
 use jointplan::placement::record::record;
 use jointplan::placement::solve::solve;
 use jointplan::placement::{place, DeviceSet, PlacementError};
@@ -24,13 +24,7 @@ use jointplan::BuildOptions;
 fn settings(tensor_parallel: Option<u32>) -> Settings {
     Settings {
         tensor_parallel,
-        pipeline_parallel: None,
-        host_offload: false,
-        host_memory: None,
-        objective: Objective::FewestDevices,
-        serving: None,
-        policy: None,
-        why_not: None,
+        ..Settings::default()
     }
 }
 

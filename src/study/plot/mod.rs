@@ -464,13 +464,37 @@ pub fn pareto_data(rows: &[SweepRow], varying: &[&str]) -> Option<ParetoFigure> 
         (!v.is_empty()).then(|| format!("{prefix}{v}{unit}"))
     })
     .collect();
-    let title = if fixed.is_empty() {
-        "Throughput per device against per user, Pareto frontier marked".to_owned()
-    } else {
-        format!(
-            "Throughput per device against per user ({}), Pareto frontier marked",
-            fixed.join(", ")
-        )
+    // What every point shares: the model, on which device or set, in which weight format,
+    // under which engine (`llama-3.1-8b on h100-sxm-80gb`).
+    let value = |k: &str| {
+        if varying.contains(&k) {
+            String::new()
+        } else {
+            label_part(k, &priced[0].point.value(k))
+        }
+    };
+    let mut subject = value("model");
+    for (knob, joint) in [
+        ("device", " on "),
+        ("devices", " on "),
+        ("weight_format", ", "),
+        ("engine", ", "),
+    ] {
+        let v = value(knob);
+        if !v.is_empty() {
+            subject = if subject.is_empty() {
+                v
+            } else {
+                format!("{subject}{joint}{v}")
+            };
+        }
+    }
+    // The axes and the legend say what is drawn; the title says of what.
+    let title = match (subject.is_empty(), fixed.is_empty()) {
+        (true, true) => "Pareto frontier of throughput per device against per user".to_owned(),
+        (true, false) => format!("Pareto frontier: {}", fixed.join(", ")),
+        (false, true) => format!("Pareto frontier: {subject}"),
+        (false, false) => format!("Pareto frontier: {subject}, {}", fixed.join(", ")),
     };
     Some(ParetoFigure {
         title,

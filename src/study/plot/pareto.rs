@@ -184,7 +184,7 @@ impl ParetoFigure {
         let ys: Vec<f64> = self.points.iter().map(|p| p.per_device).collect();
         // Room to the right and above the data for the frontier's labels.
         let x_scale = axis_scale(&xs, 2.5);
-        let y_scale = axis_scale(&ys, 1.6);
+        let y_scale = axis_scale(&ys, 1.2);
         let front = frontier(
             &self
                 .points
