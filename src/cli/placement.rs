@@ -118,6 +118,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             input_tokens: r.input_tokens,
             output_tokens: r.output_tokens,
             engine: r.engine,
+            simulated_requests: None,
         });
     let why_not = flags
         .why_not

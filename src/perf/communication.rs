@@ -122,7 +122,7 @@ pub const RULES: &[&str] = &[
     "tensor parallel: 2 all-reduces per layer of tokens x hidden x activation bytes; each the faster of NCCL ring (3.6 us + 2(r-1) x hop + 2(r-1)/r x bytes / bandwidth) and tree (4.4 us + 2(r-1) x hop + 2 x bytes / bandwidth); hop = NCCL's LL per-hop latency of the link (NVLink 0.47/0.52 us, PCIe 1.0 us, network 2.7/5.0 us)",
     "pipeline: one send of tokens x hidden x activation bytes per stage boundary (3.6 us + one hop + bytes / bandwidth), over the set's slowest link between groups",
     "host offload: every offloaded expert group's and streamed layer's weight bytes cross the host link once per step (each decode step, each prefill chunk); a layer's KV cache on the host, the KV bytes of the tokens the step reads (bytes / bandwidth)",
-    "stages run one after another for a batch (no micro-batching): TPOT = sum of stage times + sends + engine host time; bubble = the mean time a device waits for the other stages",
+    "pipeline: a step's batch passes the stages one after another (no micro-batching): a step's time = the sum of its stage times + sends + the engine's host time; bubble = the mean time a device waits for the other stages",
 ];
 
 #[cfg(test)]

@@ -7,8 +7,10 @@
 //! serving): at most `max_sequences` requests run; each step first gives every decoding
 //! request one token, then fills the remaining scheduled-token budget with prompt chunks of
 //! the running requests in arrival order; a request's first output token comes out of the
-//! step that ends its prompt. The step's time is the roofline time of its shape (the
-//! decoding requests as one segment at their mean context) plus the engine's host time.
+//! step that ends its prompt. The step's time is the price of its shape (the decoding
+//! requests as one segment at their mean context) plus the engine's host time. The price
+//! is a parameter ([`simulate_steps`]): one device's roofline ([`simulate`]), or a placement
+//! across devices (`crate::placement::timing`), so both run the same scheduler.
 
 use serde::Serialize;
 
@@ -95,9 +97,25 @@ struct Running {
     first_token: f64,
 }
 
-/// Simulates `point` on `model` with `engine`.
+/// Simulates `point` on `model` with `engine`: each step priced by the model's roofline.
 pub fn simulate(
     model: &TimeModel,
+    engine: &EngineProfile,
+    point: &ServingPoint,
+) -> Result<ServingPrediction, PerfError> {
+    simulate_steps(
+        |shape, launch| model.step_time(shape, launch).seconds,
+        engine,
+        point,
+    )
+}
+
+/// Simulates `point` with `engine`, each step's device time given by `price(shape,
+/// launch_factor)` in seconds (the engine's host time per step is added here; the launch
+/// factor is the engine's decode factor for a step of decodes only, else its prefill
+/// factor).
+pub fn simulate_steps(
+    mut price: impl FnMut(&StepShape, f64) -> f64,
     engine: &EngineProfile,
     point: &ServingPoint,
 ) -> Result<ServingPrediction, PerfError> {
@@ -186,7 +204,7 @@ pub fn simulate(
         } else {
             engine.prefill_launch_factor
         };
-        now += model.step_time(&shape, launch).seconds + engine.step_overhead_seconds;
+        now += price(&shape, launch) + engine.step_overhead_seconds;
         steps += 1;
         for &i in &decoding {
             running[i].generated += 1;

@@ -14,6 +14,9 @@
 //!    with it, certifies the answer where the placements can be counted within a budget;
 //! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
 //!    checker.
+//! 5. with a serving point, [`prediction::predict`]: the closed-loop serving simulation of
+//!    `crate::perf::serving` run on the chosen placement ([`step_price`] prices each step),
+//!    beside the objective's linear estimate the solver ranked it by ([`timing`]).
 
 pub mod alternative;
 pub mod check;
@@ -23,9 +26,11 @@ pub mod fit;
 pub mod levers;
 pub mod model;
 pub mod options;
+pub mod prediction;
 pub mod problem;
 pub mod record;
 pub mod solve;
+pub mod step_price;
 pub mod sweep;
 pub mod timing;
 
@@ -129,7 +134,7 @@ pub struct Placed {
     pub why_not: Option<alternative::Comparison>,
     /// The predicted times at the serving point, by part (with a serving point).
     #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
-    pub performance: Option<timing::Prediction>,
+    pub performance: Option<prediction::Prediction>,
 }
 
 /// Default enumeration budget of the certificate.
@@ -224,7 +229,7 @@ pub fn place(
     let plan = record::record(&facts, set, &formed, &solution)?;
     let violations = check::check(&plan);
     let performance = match &formed.timing {
-        Some(t) => Some(timing::predict(t, &solution)?),
+        Some(t) => Some(prediction::predict(t, &solution)?),
         None => None,
     };
     let why_not = settings

@@ -9,7 +9,8 @@ use crate::study::sweep_time::{
     PlacementJob, PlacementOutcome, Placer, SweepPlacement, SweepTime, PLACEMENT_RULE,
 };
 
-use super::timing::{Prediction, Serving};
+use super::prediction::Prediction;
+use super::timing::Serving;
 use super::{place, DeviceSet, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET};
 
 /// Places a sweep's device-set points with the library's placement.
@@ -28,15 +29,14 @@ fn failed(error: &PlacementError) -> PlacementOutcome {
     }
 }
 
-/// A placement's times as a sweep row's (`output tokens/s per user = 1 / TPOT`).
+/// A placement's simulated times as a sweep row's.
 fn time_of(p: &Prediction, devices: u64) -> SweepTime {
-    let tpot = p.tpot.seconds;
     SweepTime {
-        ttft_seconds: p.ttft.seconds,
-        tpot_seconds: tpot,
+        ttft_seconds: p.ttft_seconds,
+        tpot_seconds: p.tpot_seconds,
         output_tokens_per_second: p.output_tokens_per_second,
         output_tokens_per_second_per_device: p.output_tokens_per_second_per_device,
-        output_tokens_per_second_per_user: if tpot > 0.0 { 1.0 / tpot } else { 0.0 },
+        output_tokens_per_second_per_user: p.output_tokens_per_second_per_user,
         devices,
         engine: p.serving_point.engine.clone(),
         rule: PLACEMENT_RULE.to_owned(),
@@ -58,6 +58,7 @@ impl Placer for SweepPlacer {
                 input_tokens: s.input_tokens,
                 output_tokens: s.output_tokens,
                 engine: job.engine.to_owned(),
+                simulated_requests: None,
             }),
             policy: Some(job.preset.clone()),
             ..Settings::default()

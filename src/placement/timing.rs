@@ -2,21 +2,23 @@
 //! serving point (the performance model's node times split over the tensor-parallel ranks,
 //! plus the layer's all-reduces), the stage boundary's send, an offloaded unit's transfer,
 //! and the engine's fixed time per step; in integer nanoseconds for the solver and the
-//! enumeration, and in seconds by part for the printed breakdown (docs/placement.md,
-//! "Time across devices").
+//! enumeration (the objective's linear estimate), and in seconds by part for the printed
+//! breakdown (docs/placement.md, "Time across devices"). The figures a placement prints
+//! first come from the closed-loop serving simulation over the same pricing
+//! ([`super::step_price`]).
 
 use serde::Serialize;
 
 use crate::perf::communication::{self, LinkClass, LinkFigures};
 use crate::perf::engine_profile::EngineProfile;
-use crate::perf::model::{PhaseTime, TimeModel};
+use crate::perf::model::{NodeGroup, PhaseTime, TimeModel};
 use crate::perf::work::{Segment, StepShape};
 use crate::perf::{engine_names, engine_profile, serving, Calibration, ServingPoint};
 use crate::synth::architecture::MixerKind;
 
 use super::device_set::{DeviceSet, Link, LinkKind};
 use super::model::ModelFacts;
-use super::problem::{KindTimes, OptionTimes, ParallelOption, Problem, Solution, StepNs};
+use super::problem::{KindTimes, OptionTimes, ParallelOption, Problem, StepNs};
 use super::PlacementError;
 
 /// The serving point a placement is timed at.
@@ -30,6 +32,9 @@ pub struct Serving {
     pub output_tokens: u64,
     /// The engine's time profile (`vllm`, ...).
     pub engine: String,
+    /// Requests the serving simulation runs (`None`: `4 x concurrency`, as a single-device
+    /// plan's `--concurrency` runs): a benchmark's own request count, when it is known.
+    pub simulated_requests: Option<u64>,
 }
 
 /// A phase's time on one device by what bounds it, seconds.
@@ -46,11 +51,13 @@ pub struct Parts {
 }
 
 impl Parts {
-    fn total(&self) -> f64 {
+    /// The sum of the parts.
+    pub fn total(&self) -> f64 {
         self.compute + self.memory + self.overhead + self.all_reduce
     }
 
-    fn add(&mut self, other: &Parts) {
+    /// Adds `other` part by part.
+    pub fn add(&mut self, other: &Parts) {
         self.compute += other.compute;
         self.memory += other.memory;
         self.overhead += other.overhead;
@@ -68,19 +75,19 @@ fn prompt_share(point: &ServingPoint) -> f64 {
 
 /// One kind's times under one option, by part: `[decode, prefill]` each.
 #[derive(Clone, Debug)]
-struct KindDetail {
-    layers: Vec<[Parts; 2]>,
-    first: [Parts; 2],
-    last: [Parts; 2],
-    unit: [f64; 2],
+pub(super) struct KindDetail {
+    pub layers: Vec<[Parts; 2]>,
+    pub first: [Parts; 2],
+    pub last: [Parts; 2],
+    pub unit: [f64; 2],
     /// Per layer: streaming its weights from the host, `[decode, prefill]`.
-    layer_from_host: Vec<[f64; 2]>,
+    pub layer_from_host: Vec<[f64; 2]>,
     /// Per layer: streaming its KV cache from the host, `[decode, prefill]`.
-    kv_from_host: Vec<[f64; 2]>,
+    pub kv_from_host: Vec<[f64; 2]>,
 }
 
 /// Tokens whose KV a step reads: every sequence's cached and new tokens.
-fn step_kv_tokens(shape: &StepShape) -> u64 {
+pub(super) fn step_kv_tokens(shape: &StepShape) -> u64 {
     shape
         .segments
         .iter()
@@ -91,15 +98,66 @@ fn step_kv_tokens(shape: &StepShape) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
+/// What one device of a stage holds of each layer under one option, for pricing a step.
+#[derive(Clone, Debug)]
+pub(super) struct OptionShape {
+    /// Tensor-parallel degree.
+    pub degree: u32,
+    /// Bytes of one offloaded unit (a routed expert group) on one rank.
+    pub unit_bytes: u64,
+    /// Per layer: weight bytes on one rank, and KV bytes one token adds on it.
+    pub layers: Vec<(u64, u64)>,
+}
+
+/// Everything needed to price an arbitrary step shape on a placement: each device kind's
+/// time model, where each node sits, the links, the engine and the options' shapes.
+#[derive(Clone, Debug)]
+pub(super) struct Pricing {
+    /// Per device kind of the set, its time model.
+    pub models: Vec<TimeModel>,
+    /// Per kind, per group of its model: the slot of each node (a layer, `layers` for the
+    /// first stage's nodes, `layers + 1` for the last's).
+    pub slots: Vec<Vec<Vec<usize>>>,
+    /// Per kind, its tensor-parallel groups' link.
+    pub group_links: Vec<Option<LinkFigures>>,
+    /// The host link.
+    pub host: Option<LinkFigures>,
+    /// The stage boundaries' link.
+    pub boundary: Option<LinkFigures>,
+    /// The engine's time profile.
+    pub engine: EngineProfile,
+    /// The hidden state's bytes per token (hidden size x activation bytes).
+    pub hidden_token_bytes: u64,
+    /// The model's KV heads.
+    pub kv_heads: f64,
+    /// Whether attention keeps a latent (MLA) cache, read whole on every rank.
+    pub latent: bool,
+    /// Decoder layers.
+    pub layer_count: usize,
+    /// Per option of the problem, in order.
+    pub options: Vec<OptionShape>,
+}
+
+/// The divisor of a group's bytes on one rank of `degree`: attention's KV read divides up
+/// to the KV heads (a latent cache not at all); every other node's bytes by the degree.
+pub(super) fn memory_divisor(group: &NodeGroup, degree: f64, kv_heads: f64, latent: bool) -> f64 {
+    match group.cost.attention {
+        Some(_) if latent => 1.0,
+        Some(_) => degree.min(kv_heads),
+        None => degree,
+    }
+}
+
 /// Every option's times by part, and the serving point's fixed figures.
 #[derive(Clone, Debug)]
 pub struct Timing {
     /// The serving point.
     pub point: ServingPoint,
-    share: f64,
-    chunk_overheads: f64,
-    fixed: [f64; 2],
-    options: Vec<(Vec<KindDetail>, [f64; 2])>,
+    pub(super) share: f64,
+    pub(super) chunk_overheads: f64,
+    pub(super) fixed: [f64; 2],
+    pub(super) options: Vec<(Vec<KindDetail>, [f64; 2])>,
+    pub(super) pricing: Pricing,
     /// The links the figures use, described.
     pub links: Vec<String>,
 }
@@ -124,7 +182,7 @@ fn pair_ns(pair: [f64; 2], share: f64) -> StepNs {
     }
 }
 
-fn figures(link: &Link) -> LinkFigures {
+pub(super) fn figures(link: &Link) -> LinkFigures {
     LinkFigures {
         class: match link.kind {
             LinkKind::Nvlink => LinkClass::Nvlink,
@@ -142,7 +200,7 @@ fn no_links(what: &str) -> PlacementError {
 }
 
 /// Where a node sits: the first stage, a layer, the last stage.
-fn slot_of(node: &str, layers: usize) -> Option<usize> {
+pub(super) fn slot_of(node: &str, layers: usize) -> Option<usize> {
     let Some(tail) = node.strip_prefix("node.layer.") else {
         return Some(if node == "node.embedding" {
             layers
@@ -156,7 +214,7 @@ fn slot_of(node: &str, layers: usize) -> Option<usize> {
 
 /// A node's time on one rank of `degree`: FLOPs over the degree, bytes over
 /// `memory_divisor`, launches unchanged.
-fn on_rank(t: PhaseTime, degree: f64, memory_divisor: f64) -> Parts {
+pub(super) fn on_rank(t: PhaseTime, degree: f64, memory_divisor: f64) -> Parts {
     let compute = t.compute_seconds / degree;
     let memory = t.memory_seconds / memory_divisor;
     if compute > memory {
@@ -214,11 +272,7 @@ fn kind_detail(
     let mut slots = vec![[Parts::default(); 2]; n + 2];
     for group in &model.groups {
         // A latent cache is read whole on every rank; KV heads split up to their count.
-        let memory_divisor = match group.cost.attention {
-            Some(_) if latent => 1.0,
-            Some(_) => degree.min(kv_heads),
-            None => degree,
-        };
+        let memory_divisor = memory_divisor(group, degree, kv_heads, latent);
         let d = on_rank(
             model.node_time(group, &decode, engine.decode_launch_factor),
             degree,
@@ -329,7 +383,9 @@ pub fn attach(
         engine: serving.engine.clone(),
         scheduled_token_budget: facts.scheduled_tokens,
         maximum_sequences: facts.sequences,
-        simulated_requests: serving.concurrency.saturating_mul(4),
+        simulated_requests: serving
+            .simulated_requests
+            .unwrap_or_else(|| serving.concurrency.saturating_mul(4)),
     };
     point
         .validate()
@@ -416,7 +472,8 @@ pub fn attach(
         });
         options.push((kinds, boundary));
     }
-    if boundary_link.is_none() && problem.pipeline_stages != Some(1) {
+    let pricing = pricing(facts, set, problem, models, host, boundary_link, engine)?;
+    if pricing.boundary.is_none() && problem.pipeline_stages != Some(1) {
         // Without link figures a boundary cannot be priced: one stage only.
         problem.pipeline_stages = Some(1);
     }
@@ -461,153 +518,74 @@ pub fn attach(
         chunk_overheads: chunks * engine.step_overhead_seconds,
         fixed,
         options,
+        pricing,
         links,
     })
 }
 
-/// One phase's predicted time, by part (seconds).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PhaseBreakdown {
-    /// The phase's time: the sum of the parts below (bubble excluded: it is inside them).
-    pub seconds: f64,
-    /// Nodes bound by compute, summed over the stages.
-    pub compute_seconds: f64,
-    /// Nodes bound by memory.
-    pub memory_seconds: f64,
-    /// Kernel launches.
-    pub launch_seconds: f64,
-    /// Tensor-parallel all-reduces.
-    pub all_reduce_seconds: f64,
-    /// Sends between stages.
-    pub send_seconds: f64,
-    /// Transfers from the host: offloaded expert groups, streamed layers' weights and KV
-    /// cache.
-    pub host_transfer_seconds: f64,
-    /// The engine's host time (and, for the prompt, the request's overhead).
-    pub engine_seconds: f64,
-    /// The mean time a device waits while the other stages run (part of the above).
-    pub bubble_seconds: f64,
-    /// TPOT only: the other requests' prompts' share, `(batch - 1) / O` of a prompt's
-    /// stage times, sends and host time per chunk (part of the above).
-    pub prompts_seconds: f64,
-}
-
-/// The predicted times of a placement.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Prediction {
-    /// The serving point.
-    pub serving_point: ServingPoint,
-    /// Time per output token (the decode step).
-    pub tpot: PhaseBreakdown,
-    /// Time to first token (one prompt alone, in chunks of the budget).
-    pub ttft: PhaseBreakdown,
-    /// Output tokens per second, all requests: batch / TPOT.
-    pub output_tokens_per_second: f64,
-    /// Per device.
-    pub output_tokens_per_second_per_device: f64,
-    /// The links the figures use.
-    pub links: Vec<String>,
-    /// The rules the figures follow.
-    pub rules: Vec<&'static str>,
-}
-
-/// The rules of a placement's times.
-pub const RULES: &[&str] = &[
-    "TPOT = the decode step of min(C, sequences) requests at context I + O/2, plus (min(C, sequences) - 1) / O of one prompt's time (each other client sends about one prompt while a request generates its O tokens)",
-    "node times: the performance model's roofline on each stage's device (docs/performance-model.md); on a rank of a tensor-parallel group of r, FLOPs / r and bytes / r (attention's KV read / min(r, KV heads); a latent cache is read whole on every rank), launches unchanged",
-    "TTFT: one prompt alone through every stage, in chunks of the budget, plus the engine's request overhead and host time per chunk",
-    "output tokens/s = min(concurrency, sequences) / TPOT; per device = that / devices",
-];
-
-/// The predicted times of `solution` (timed by `timing`).
-pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, PlacementError> {
-    let (kinds, boundary) = timing
-        .options
-        .get(solution.option as usize)
-        .ok_or_else(|| PlacementError::Internal("a solution of an untimed option".to_owned()))?;
-    let p = solution.stages.len();
-    let phase_of = |phase: usize| -> PhaseBreakdown {
-        let mut parts = Parts::default();
-        let mut host = 0.0;
-        let mut stages_total = 0.0;
-        let mut start = 0usize;
-        for (s, stage) in solution.stages.iter().enumerate() {
-            let kind = &kinds[stage.kind as usize];
-            let mut here = Parts::default();
-            for layer in &kind.layers[start..stage.end_layer as usize] {
-                here.add(&layer[phase]);
+/// What pricing an arbitrary step needs, gathered once per problem.
+fn pricing(
+    facts: &ModelFacts,
+    set: &DeviceSet,
+    problem: &Problem,
+    models: Vec<TimeModel>,
+    host: Option<LinkFigures>,
+    boundary: Option<LinkFigures>,
+    engine: EngineProfile,
+) -> Result<Pricing, PlacementError> {
+    let n = facts.layer_count as usize;
+    let mut slots = Vec::with_capacity(models.len());
+    for model in &models {
+        let mut groups = Vec::with_capacity(model.groups.len());
+        for group in &model.groups {
+            let mut at = Vec::with_capacity(group.nodes.len());
+            for node in &group.nodes {
+                at.push(slot_of(node.as_str(), n).ok_or_else(|| {
+                    PlacementError::Model(format!("node {node}: its layer is not a decoder layer"))
+                })?);
             }
-            if s == 0 {
-                here.add(&kind.first[phase]);
-            }
-            if s + 1 == p {
-                here.add(&kind.last[phase]);
-            }
-            let mut transfer = stage.offloaded_units as f64 * kind.unit[phase];
-            let from = start;
-            let layers_end = (from + stage.offloaded_layers as usize).min(stage.end_layer as usize);
-            let kv_end = (from + stage.kv_offloaded_layers as usize).min(stage.end_layer as usize);
-            transfer += kind
-                .layer_from_host
-                .get(from..layers_end)
-                .map_or(0.0, |l| l.iter().map(|t| t[phase]).sum::<f64>());
-            transfer += kind
-                .kv_from_host
-                .get(from..kv_end)
-                .map_or(0.0, |l| l.iter().map(|t| t[phase]).sum::<f64>());
-            host += transfer;
-            stages_total += here.total() + transfer;
-            parts.add(&here);
-            start = stage.end_layer as usize;
+            groups.push(at);
         }
-        let sends = p.saturating_sub(1) as f64 * boundary[phase];
-        let engine = timing.fixed[phase];
-        PhaseBreakdown {
-            seconds: stages_total + sends + engine,
-            compute_seconds: parts.compute,
-            memory_seconds: parts.memory,
-            launch_seconds: parts.overhead,
-            all_reduce_seconds: parts.all_reduce,
-            send_seconds: sends,
-            host_transfer_seconds: host,
-            engine_seconds: engine,
-            bubble_seconds: stages_total * (p as f64 - 1.0) / p.max(1) as f64,
-            prompts_seconds: 0.0,
-        }
-    };
-    let decode = phase_of(0);
-    let ttft = phase_of(1);
-    // TPOT: the decode step plus the share of the other requests' prompts.
-    let w = timing.share;
-    let prompts = w * (ttft.seconds - ttft.engine_seconds + timing.chunk_overheads);
-    let tpot = PhaseBreakdown {
-        seconds: decode.seconds + prompts,
-        compute_seconds: decode.compute_seconds + w * ttft.compute_seconds,
-        memory_seconds: decode.memory_seconds + w * ttft.memory_seconds,
-        launch_seconds: decode.launch_seconds + w * ttft.launch_seconds,
-        all_reduce_seconds: decode.all_reduce_seconds + w * ttft.all_reduce_seconds,
-        send_seconds: decode.send_seconds + w * ttft.send_seconds,
-        host_transfer_seconds: decode.host_transfer_seconds + w * ttft.host_transfer_seconds,
-        engine_seconds: decode.engine_seconds + w * timing.chunk_overheads,
-        bubble_seconds: decode.bubble_seconds + w * ttft.bubble_seconds,
-        prompts_seconds: prompts,
-    };
-    let batch = timing.point.concurrency.min(timing.point.maximum_sequences) as f64;
-    let total = if tpot.seconds > 0.0 {
-        batch / tpot.seconds
-    } else {
-        0.0
-    };
-    let mut rules: Vec<&'static str> = RULES.to_vec();
-    rules.extend_from_slice(communication::RULES);
-    Ok(Prediction {
-        serving_point: timing.point.clone(),
-        tpot,
-        ttft,
-        output_tokens_per_second: total,
-        output_tokens_per_second_per_device: total / solution.devices.max(1) as f64,
-        links: timing.links.clone(),
-        rules,
+        slots.push(groups);
+    }
+    // A step schedules at most the budget's tokens: with this product in range, a step's
+    // hidden-state bytes never overflow.
+    let hidden_token_bytes = facts
+        .architecture
+        .hidden_size
+        .checked_mul(facts.activation_element_bytes)
+        .filter(|b| b.checked_mul(facts.scheduled_tokens.max(1)).is_some())
+        .ok_or_else(|| PlacementError::Model("a step's hidden-state bytes overflow".to_owned()))?;
+    Ok(Pricing {
+        group_links: (0..models.len())
+            .map(|k| set.group_link(k).map(figures))
+            .collect(),
+        models,
+        slots,
+        host,
+        boundary,
+        engine,
+        hidden_token_bytes,
+        kv_heads: facts.architecture.attention.key_value_heads.max(1) as f64,
+        latent: facts
+            .architecture
+            .layers
+            .iter()
+            .any(|l| l.mixer == MixerKind::LatentAttention),
+        layer_count: n,
+        options: problem
+            .options
+            .iter()
+            .map(|o| OptionShape {
+                degree: o.degree,
+                unit_bytes: o.unit_bytes,
+                layers: o
+                    .layers
+                    .iter()
+                    .map(|l| (l.weight_bytes, l.kv_token_bytes))
+                    .collect(),
+            })
+            .collect(),
     })
 }
 

@@ -347,6 +347,17 @@ impl ExecutionPlanPayload {
 }
 
 impl ExecutionPlan {
+    /// The plan as a JSON tree (its serde form), for callers that edit or inspect plans as
+    /// JSON: one instance of the serializer, in the library, shared by every caller.
+    pub fn to_json_tree(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+
+    /// A plan from its JSON tree (the inverse of [`ExecutionPlan::to_json_tree`]).
+    pub fn from_json_tree(tree: serde_json::Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(tree)
+    }
+
     /// Writes the plan file form (pretty JSON and a final newline: the bytes of
     /// `serde_json::to_writer_pretty`, by [`crate::canonical::write_pretty_with`], the nodes
     /// printed on the rayon pool) to `writer`, streamed in chunks of a quarter megabyte, so

@@ -162,8 +162,10 @@ fn ms(seconds: f64) -> String {
     format!("{:.3} ms", seconds * 1e3)
 }
 
-/// The predicted times of a placement, part by part, with the rules they follow.
-pub fn placement_performance_text(perf: &crate::placement::timing::Prediction) -> String {
+/// The predicted times of a placement: the serving simulation's figures, the simulated
+/// run's time by part, then the objective's linear estimate part by part, each with the
+/// rules it follows.
+pub fn placement_performance_text(perf: &crate::placement::prediction::Prediction) -> String {
     use std::fmt::Write;
     let s = &perf.serving_point;
     let mut out = String::new();
@@ -172,13 +174,57 @@ pub fn placement_performance_text(perf: &crate::placement::timing::Prediction) -
         "\nperformance ({} engine profile; concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences):",
         s.engine, s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
     );
+    let _ = writeln!(
+        out,
+        "  simulated ({} steps, {} requests): TTFT {}, TPOT {}, output tokens/s {:.1} total, {:.1} per device, {:.1} per user",
+        perf.simulated_steps,
+        s.simulated_requests,
+        ms(perf.ttft_seconds),
+        ms(perf.tpot_seconds),
+        perf.output_tokens_per_second,
+        perf.output_tokens_per_second_per_device,
+        perf.output_tokens_per_second_per_user
+    );
+    let run = &perf.simulated_time;
+    let d = &run.device;
+    let total = d.seconds() + run.engine_seconds;
+    let pct = |x: f64| {
+        if total > 0.0 {
+            format!("{:.1}%", 100.0 * x / total)
+        } else {
+            "-".to_owned()
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  simulated run's busy time {:.3} s: compute-bound {}, memory-bound {}, launches {}, all-reduce {}, sends {}, host transfers {}, engine {}",
+        total,
+        pct(d.compute_seconds),
+        pct(d.memory_seconds),
+        pct(d.launch_seconds),
+        pct(d.all_reduce_seconds),
+        pct(d.send_seconds),
+        pct(d.host_transfer_seconds),
+        pct(run.engine_seconds)
+    );
+    for rule in &perf.rules {
+        let _ = writeln!(out, "  rule: {rule}");
+    }
+    for link in &perf.links {
+        let _ = writeln!(out, "  link: {link}");
+    }
+    let linear = &perf.linear_estimate;
+    let _ = writeln!(
+        out,
+        "  objective's linear estimate (what the placement objective ranks; not simulated):"
+    );
     for (name, b) in [
-        ("TPOT (decode step)", &perf.tpot),
-        ("TTFT (one prompt)", &perf.ttft),
+        ("TPOT (decode step)", &linear.tpot),
+        ("TTFT (one prompt)", &linear.ttft),
     ] {
         let _ = writeln!(
             out,
-            "  {name:<19} {}: compute-bound {}, memory-bound {}, launches {}, all-reduce {}, sends {}, host transfers {}, engine {}; of which other requests' prompts {}, bubble (mean device wait) {}",
+            "    {name:<19} {}: compute-bound {}, memory-bound {}, launches {}, all-reduce {}, sends {}, host transfers {}, engine {}; of which other requests' prompts {}, bubble (mean device wait) {}",
             ms(b.seconds),
             ms(b.compute_seconds),
             ms(b.memory_seconds),
@@ -193,14 +239,11 @@ pub fn placement_performance_text(perf: &crate::placement::timing::Prediction) -
     }
     let _ = writeln!(
         out,
-        "  output tokens/s     {:.1} total, {:.1} per device",
-        perf.output_tokens_per_second, perf.output_tokens_per_second_per_device
+        "    output tokens/s     {:.1} total, {:.1} per device",
+        linear.output_tokens_per_second, linear.output_tokens_per_second_per_device
     );
-    for link in &perf.links {
-        let _ = writeln!(out, "  link: {link}");
-    }
-    for rule in &perf.rules {
-        let _ = writeln!(out, "  rule: {rule}");
+    for rule in &linear.rules {
+        let _ = writeln!(out, "    rule: {rule}");
     }
     out
 }
@@ -208,7 +251,7 @@ pub fn placement_performance_text(perf: &crate::placement::timing::Prediction) -
 fn figures_text(f: &crate::placement::alternative::Figures) -> String {
     let time = |ns: Option<u64>| ns.map_or("-".to_owned(), |t| ms(t as f64 * 1e-9));
     format!(
-        "tensor parallel {}, pipeline {}, {} device(s), {} offloaded, KV tokens {}, TPOT {}, TTFT {}",
+        "tensor parallel {}, pipeline {}, {} device(s), {} offloaded, KV tokens {}, linear TPOT {}, linear TTFT {}",
         f.tensor_parallel,
         f.pipeline_parallel,
         f.devices,
@@ -234,7 +277,7 @@ pub fn why_not_text(c: &crate::placement::alternative::Comparison) -> String {
                 _ => "-".to_owned(),
             };
             out.push_str(&format!(
-                "  it costs     {:+} device(s), {} offloaded bytes, {} KV tokens, TPOT {}, TTFT {}\n",
+                "  it costs     {:+} device(s), {} offloaded bytes, {} KV tokens, linear TPOT {}, linear TTFT {}\n",
                 best.devices as i128 - c.chosen.devices as i128,
                 best.offloaded_bytes as i128 - c.chosen.offloaded_bytes as i128,
                 match (best.kv_tokens, c.chosen.kv_tokens) {

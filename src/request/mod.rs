@@ -146,6 +146,18 @@ impl LoadError {
 }
 
 impl PlanRequest {
+    /// The request as a JSON tree (its serde form), for callers that edit requests as JSON:
+    /// one instance of the serializer, in the library, shared by every caller.
+    pub fn to_json_tree(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::to_value(self)
+    }
+
+    /// A request from its JSON tree (serde's reading, without the strict checks of
+    /// [`PlanRequest::parse`]).
+    pub fn from_json_tree(tree: serde_json::Value) -> Result<Self, serde_json::Error> {
+        serde_json::from_value(tree)
+    }
+
     /// Reads a request file (shape and ids only; call [`PlanRequest::validate`] next).
     pub fn read(file: &Path) -> Result<Self, LoadError> {
         Self::parse(file, &read_json_text(file)?)

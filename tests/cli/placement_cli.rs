@@ -117,6 +117,8 @@ fn policy_fields_serving_point_and_why_not_carry_into_a_placement() {
     for expected in [
         "2 sequences x 4096 tokens of context",
         "objective min-tpot",
+        "simulated (",
+        "objective's linear estimate",
         "TPOT (decode step)",
         "TTFT (one prompt)",
         "rule: tensor parallel: 2 all-reduces per layer",
@@ -318,4 +320,74 @@ fn fit_by_price_needs_a_known_order() {
         "{}",
         text(&result.stderr)
     );
+}
+
+/// `plan --json` of llama-3.2-1b (two layers) on one H100 at a serving point, `extra` added.
+fn served_json(extra: &[&str]) -> Value {
+    let model = path("models/llama-3.2-1b");
+    let device = path("models/devices/h100-sxm-80gb.json");
+    let mut args = vec![
+        "plan",
+        model.as_str(),
+        "--layers",
+        "2",
+        "--device",
+        device.as_str(),
+        "--sequences",
+        "8",
+        "--concurrency",
+        "8",
+        "--input-tokens",
+        "700",
+        "--output-tokens",
+        "24",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let result = jointplan(&args);
+    ok(&result);
+    serde_json::from_slice(&result.stdout).unwrap()
+}
+
+#[test]
+fn a_one_device_placement_simulates_as_the_single_device_plan() {
+    // Two code paths: the single-device plan prices each step by the performance model's
+    // step time; a placement of one device (tensor parallel 1, one stage) by the placement's
+    // step pricer over its stages and ranks. The same scheduler runs both, so the figures
+    // agree up to the order of floating-point sums.
+    let single = served_json(&[]);
+    let placed = served_json(&["--count", "1"]);
+    let (a, b) = (&single["performance"], &placed["performance"]);
+    assert_eq!(placed["plan"]["payload"]["tensor_parallel"], 1);
+    assert_eq!(placed["plan"]["payload"]["pipeline_parallel"], 1);
+    assert_eq!(a["simulated_steps"], b["simulated_steps"]);
+    for key in [
+        "ttft_seconds",
+        "tpot_seconds",
+        "output_tokens_per_second",
+        "output_tokens_per_second_per_device",
+        "output_tokens_per_second_per_user",
+    ] {
+        let (x, y) = (a[key].as_f64().unwrap(), b[key].as_f64().unwrap());
+        assert!(
+            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
+            "{key}: single device {x}, placement {y}"
+        );
+    }
+    // Each figure says which rule it follows: the simulation's, and the objective's linear
+    // estimate under its own name.
+    let rules = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(rules(&b["rules"]).iter().any(|r| r.contains("closed loop")));
+    let linear = rules(&b["linear_estimate"]["rules"]);
+    assert!(!linear.is_empty());
+    assert!(linear.iter().all(|r| r.contains("linear estimate")));
+    for phase in ["tpot", "ttft"] {
+        assert!(b["linear_estimate"][phase]["seconds"].as_f64().is_some());
+    }
 }

@@ -249,7 +249,7 @@ pub fn request_json() -> Value {
 
 /// The sealed request.
 pub fn request() -> PlanRequest {
-    let mut request: PlanRequest = match serde_json::from_value(request_json()) {
+    let mut request = match PlanRequest::from_json_tree(request_json()) {
         Ok(r) => r,
         Err(e) => panic!("fixture does not parse: {e}"),
     };

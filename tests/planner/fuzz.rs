@@ -222,7 +222,7 @@ fn fuzz_requests_problems_and_plans() {
         .into_iter()
         .map(|(_, request)| {
             let plan = ExecutionPlan::build(&request, &BuildOptions::default()).unwrap();
-            let value = serde_json::to_value(&plan).unwrap();
+            let value = plan.to_json_tree().unwrap();
             let canonical = jointplan::canonical::canonical_json("plan", &value).unwrap();
             (request, value, canonical)
         })

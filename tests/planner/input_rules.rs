@@ -19,7 +19,7 @@ fn tiny_json() -> Value {
 }
 
 fn validate(document: &Value) -> Result<(), RequestError> {
-    let request: PlanRequest = serde_json::from_value(document.clone()).unwrap();
+    let request = PlanRequest::from_json_tree(document.clone()).unwrap();
     request.validate().map(drop)
 }
 
@@ -101,8 +101,7 @@ fn a_portable_id_with_a_bidirectional_override_is_refused_while_loading() {
     document["family"]["program"]["blocks"][0]["nodes"][0]["id"] =
         Value::from(format!("{id}\u{202E}"));
     let text = serde_json::to_string(&document).unwrap();
-    let error =
-        jointplan::request::parse_json::<PlanRequest>(Path::new("r.json"), &text).unwrap_err();
+    let error = jointplan::request::PlanRequest::parse(Path::new("r.json"), &text).unwrap_err();
     let message = error.to_string();
     assert!(
         message.contains("family.program.blocks[0].nodes[0].id"),

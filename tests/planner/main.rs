@@ -31,6 +31,7 @@ mod placement_models;
 mod placement_offload;
 mod placement_oracle;
 mod placement_quantized;
+mod placement_serving;
 mod placement_tensor_parallel;
 mod plan_file;
 mod policy_agreement;

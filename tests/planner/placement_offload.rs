@@ -251,6 +251,7 @@ fn host_offload_with_a_serving_point_needs_the_host_link() {
         input_tokens: 16,
         output_tokens: 16,
         engine: "vllm".to_owned(),
+        simulated_requests: None,
     });
     let error = place(
         &source,

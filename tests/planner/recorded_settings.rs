@@ -71,7 +71,7 @@ fn build_for(request: &PlanRequest, options: &BuildOptions) -> ExecutionPlan {
 }
 
 fn tree(plan: &ExecutionPlan) -> Value {
-    serde_json::to_value(plan).unwrap()
+    plan.to_json_tree().unwrap()
 }
 
 /// Verifies `plan` with the default verify options, as the plan file `plan -o` writes (held
@@ -88,10 +88,10 @@ fn verifies(request: &PlanRequest, plan: &ExecutionPlan, what: &str) {
 
 /// Re-hashes an edited plan tree, so that only the edited field is false.
 fn rehash(tree: Value) -> Value {
-    let mut plan: ExecutionPlan = serde_json::from_value(tree).unwrap();
+    let mut plan = ExecutionPlan::from_json_tree(tree).unwrap();
     plan.plan_hash = plan_hash(&plan.payload).unwrap();
     plan.payload.plan_id = plan_id(&plan.plan_hash);
-    serde_json::to_value(&plan).unwrap()
+    plan.to_json_tree().unwrap()
 }
 
 #[test]

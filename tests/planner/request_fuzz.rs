@@ -9,7 +9,7 @@ use std::path::Path;
 use jointplan::builder::BuildOptions;
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::validate::validate_request;
-use jointplan::request::{parse_json, PlanRequest};
+use jointplan::request::PlanRequest;
 use jointplan::verify::verify_text;
 use proptest::prelude::*;
 use serde_json::Value;
@@ -239,7 +239,7 @@ proptest! {
             apply(&mut document, e);
         }
         let text = serde_json::to_string(&document).unwrap();
-        if let Ok(request) = parse_json::<PlanRequest>(Path::new("garbage.json"), &text) {
+        if let Ok(request) = PlanRequest::parse(Path::new("garbage.json"), &text) {
             match validate_request(&request) {
                 Err(error) => {
                     // Every error names a path and renders.
@@ -256,7 +256,7 @@ proptest! {
         let text = serde_json::to_string(&request_fixture::valid_request()).unwrap();
         let cut = cut % text.len();
         let cut = (0..=cut).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0);
-        prop_assert!(parse_json::<PlanRequest>(Path::new("cut.json"), &text[..cut]).is_err());
+        prop_assert!(PlanRequest::parse(Path::new("cut.json"), &text[..cut]).is_err());
     }
 }
 
@@ -272,7 +272,7 @@ fn single_nudges_reach_validation() {
         for at in 0..count.len() {
             let mut document = base.clone();
             apply(&mut document, &Edit::Nudge(at, 1));
-            if let Ok(request) = serde_json::from_value::<PlanRequest>(document) {
+            if let Ok(request) = PlanRequest::from_json_tree(document) {
                 match validate_request(&request) {
                     Ok(()) => {
                         passed += 1;

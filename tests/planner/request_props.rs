@@ -255,7 +255,7 @@ proptest! {
             .unwrap();
         prop_assert!(one == two, "1 and 2 threads give different plans");
 
-        let tree = serde_json::to_value(&plan).unwrap();
+        let tree = plan.to_json_tree().unwrap();
         let verified = verify(&request, &tree, &BuildOptions::default());
         prop_assert!(verified.is_ok(), "verify of its own plan: {:?}", verified.err());
 

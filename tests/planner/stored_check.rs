@@ -15,7 +15,7 @@ use serde_json::Value;
 fn built() -> (ExecutionPlan, Value) {
     let plan = ExecutionPlan::build(&common::models::decoder_2layer(), &BuildOptions::default())
         .unwrap_or_else(|e| panic!("decoder-2layer must build: {e}"));
-    let tree = serde_json::to_value(&plan).unwrap();
+    let tree = plan.to_json_tree().unwrap();
     (plan, tree)
 }
 

@@ -64,7 +64,7 @@ fn request_of(
 fn plans_and_verifies(label: &str, request: &PlanRequest) -> ExecutionPlan {
     let plan = ExecutionPlan::build(request, &BuildOptions::default())
         .unwrap_or_else(|e| panic!("{label} plans: {e}"));
-    let stored = serde_json::to_value(&plan).unwrap();
+    let stored = plan.to_json_tree().unwrap();
     verify(request, &stored, &BuildOptions::default())
         .unwrap_or_else(|e| panic!("{label} verifies: {e}"));
     plan
@@ -190,7 +190,7 @@ fn a_plan_over_a_lowered_wire_limit_fails_naming_limit_and_value() {
     ExecutionPlan::build(&small_request(Some(at_limit)), &BuildOptions::default()).unwrap();
 
     // Verification rebuilds under the request's limits.
-    let stored = serde_json::to_value(&plan).unwrap();
+    let stored = plan.to_json_tree().unwrap();
     let error = verify(&request, &stored, &BuildOptions::default()).unwrap_err();
     assert!(
         matches!(

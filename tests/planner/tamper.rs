@@ -27,7 +27,7 @@ fn decoder() -> &'static Built {
         let request = common::models::decoder_2layer();
         let plan = ExecutionPlan::build(&request, &BuildOptions::default())
             .unwrap_or_else(|e| panic!("decoder-2layer must build: {e}"));
-        let tree = serde_json::to_value(&plan).unwrap();
+        let tree = plan.to_json_tree().unwrap();
         Built {
             request,
             plan,

@@ -139,12 +139,12 @@ fn a_time_objective_is_recorded_verified_and_its_tampering_rejected() {
     assert_eq!(verified, plan);
     // Without its serving point, re-hashed so that only the setting is missing: the
     // rebuild cannot price the candidates, and verify refuses the plan.
-    let mut tree = serde_json::to_value(&plan).unwrap();
+    let mut tree = plan.to_json_tree().unwrap();
     tree["payload"]["selection_settings"]
         .as_object_mut()
         .unwrap()
         .remove("serving");
-    let mut tampered: ExecutionPlan = serde_json::from_value(tree).unwrap();
+    let mut tampered = ExecutionPlan::from_json_tree(tree).unwrap();
     tampered.plan_hash = plan_hash(&tampered.payload).unwrap();
     tampered.payload.plan_id = plan_id(&tampered.plan_hash);
     let text = serde_json::to_string(&tampered).unwrap();

@@ -319,3 +319,50 @@ fn bad_time_costs_name_their_path() {
             {"provider": "p", "accepts": {}, "time_ps": {"tpott": 1}}]}]}"#);
     assert!(typo.contains("tpott"), "{typo}");
 }
+
+/// Timed levels by the reduced costs of their dual bound (docs/solver.md, "Reduced costs
+/// of a dual bound", timed levels): long-range parts with time costs up to 10^12 ps, the
+/// frontier and variable elimination held to tiny budgets so that the parts reach the
+/// bound, whose exact recomputation in 128-bit integers sets candidates aside (the
+/// integer program cannot take such a level: its magnitude is beyond 2^24). Every answer
+/// must be the independent oracle's (none may be refused), and the bound must have set
+/// candidates aside in most of the solves.
+#[test]
+fn timed_levels_by_the_dual_bound_match_the_independent_oracle() {
+    let (mut compared, mut fired) = (0usize, 0usize);
+    for seed in 0..24u64 {
+        let problem = with_times(&tiny_long_range(8, seed), seed ^ 0x71e, true);
+        if !valid(&problem) {
+            continue;
+        }
+        for (m, name) in ["min-tpot", "min-ttft", "max-throughput"]
+            .iter()
+            .enumerate()
+        {
+            let expected = oracle(&problem, &Goal::Min(m));
+            for budget in [1 << 2, 1 << 4] {
+                let options = SolveOptions {
+                    objective: Arc::from(objective_by_name(name, None).unwrap()),
+                    timings: false,
+                    subpart_dp_states: 0,
+                    elimination_budget: budget,
+                    ..SolveOptions::default()
+                };
+                let what = format!("seed {seed} {name} budget {budget}");
+                let solution = agrees(&problem, solve(&problem, &options), &expected, &what)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                fired += usize::from(solution.is_some_and(|s| {
+                    s.components
+                        .iter()
+                        .any(|c| c.certificate.contains("dual bound"))
+                }));
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 100, "only {compared} comparisons");
+    assert!(
+        fired >= 100,
+        "the dual bound set candidates aside in {fired} solves only"
+    );
+}

@@ -42,6 +42,15 @@
 //! integers: the identity holds for any `δ`, so rounding costs tightness,
 //! never validity.
 //!
+//! **Timed levels.** The `weighted` level with a time term (the first level
+//! of `min-tpot`, `min-ttft`, `max-throughput`) adds each candidate's time
+//! to its node term and each resource's time at a rank to its resource
+//! term. Nothing above depends on the size of the costs: the ascent only
+//! chooses the `δ`, and the bound, the `B_i(c)` and every value compared with
+//! them are integers in `i128` (picoseconds times [`SCALE`], at most 2^68
+//! per term), so the fixing is exact where the integer program, exact only
+//! up to a total coefficient of 2^24, refuses the level.
+//!
 //! **Use.** Restricting the part to the candidates left keeps every
 //! optimum of `L`, hence every optimum of the whole objective (whose optima
 //! are among `L`'s), and the choice of value `U` is among them (its value is
@@ -58,12 +67,12 @@ use crate::selection::exact::propagation::Domains;
 use crate::selection::exact::strategy::{start_of, PartResult, PartSolver};
 use crate::selection::model::objective::{Level, Weights};
 use crate::selection::model::problem::{best_rank, Mask};
-use crate::selection::reduce::components::{advance, Comp, ResourceState};
+use crate::selection::reduce::components::{advance, CCand, Comp, ResourceState};
 use crate::selection::reduce::optimal_supports::restrict;
 
 /// Costs are multiplied by this before the ascent; messages are rounded to
 /// integers at this scale.
-const SCALE: i64 = 256;
+const SCALE: i128 = 256;
 
 /// Resource terms with more cells are left out of the bound.
 pub(crate) const MAX_TERM_CELLS: usize = 1 << 16;
@@ -81,7 +90,7 @@ const MIN_GAIN: f64 = 1e-3;
 /// fastest), scaled, and the messages to its scope's nodes.
 struct Term {
     scope: Vec<usize>,
-    cost: Vec<i64>,
+    cost: Vec<i128>,
     delta: Vec<Vec<f64>>,
 }
 
@@ -96,43 +105,77 @@ impl LevelCosts<'_> {
     fn new(level: Level, weights: Option<&Weights>) -> Option<LevelCosts<'_>> {
         match level {
             Level::PreferredCount | Level::RankCount(_) => {}
-            // A time term is left to the exact methods: the bound's messages are
-            // floating point, exact only for small integers.
-            Level::Weighted => {
-                if weights?.has_time() {
-                    return None;
-                }
-            }
+            // With or without a time term: the messages are found in floating
+            // point, but the bound is recomputed from them in 128-bit integers.
+            Level::Weighted => {}
             Level::PreferredLex | Level::ProviderLex => return None,
         }
         Some(LevelCosts { level, weights })
     }
 
-    fn node(&self, preferred: bool) -> i64 {
-        let p = i64::from(preferred);
+    /// Whether the level carries the objective's time term.
+    fn timed(&self) -> bool {
+        self.level == Level::Weighted && self.weights.is_some_and(Weights::has_time)
+    }
+
+    /// The node term of candidate `cand` (its preference reward, and its time
+    /// cost when the level has a time term).
+    fn node(&self, cand: &CCand) -> i128 {
+        let p = i128::from(cand.preferred);
+        let time = if self.timed() {
+            i128::from(cand.time)
+        } else {
+            0
+        };
         match (self.level, self.weights) {
             (Level::PreferredCount, _) => -p,
-            (Level::Weighted, Some(w)) => -i64::from(w.preferred) * p,
+            (Level::Weighted, Some(w)) => -i128::from(w.preferred) * p + time,
             _ => 0,
         }
     }
 
-    fn rank(&self, k: usize) -> i64 {
+    /// The reward of a met preference, as a magnitude.
+    fn reward(&self) -> i128 {
         match (self.level, self.weights) {
-            (Level::RankCount(j), _) => i64::from(j == k),
-            (Level::Weighted, Some(w)) => i64::from(w.ranks.get(k).copied().unwrap_or(0)),
+            (Level::PreferredCount, _) => 1,
+            (Level::Weighted, Some(w)) => i128::from(w.preferred),
+            _ => 0,
+        }
+    }
+
+    /// The cost of local resource `r` of `comp` used at rank `k` (its rank
+    /// weight, and its time cost there when the level has a time term).
+    fn rank(&self, comp: &Comp, r: u32, k: usize) -> i128 {
+        match (self.level, self.weights) {
+            (Level::RankCount(j), _) => i128::from(j == k),
+            (Level::Weighted, Some(w)) => {
+                let time = if self.timed() {
+                    i128::from(comp.res_cost(r, k))
+                } else {
+                    0
+                };
+                i128::from(w.ranks.get(k).copied().unwrap_or(0)) + time
+            }
             _ => 0,
         }
     }
 
     /// The level's value of a feasible choice.
-    fn value(&self, comp: &Comp, choice: &[usize]) -> Option<i64> {
+    fn value(&self, comp: &Comp, choice: &[usize]) -> Option<i128> {
         let score = comp.evaluate_local(choice)?;
-        let met = score.pref.iter().filter(|&&p| p).count() as i64;
-        let ranks: i64 = (0..comp.profiles)
-            .map(|k| self.rank(k) * score.counts[k] as i64)
+        let nodes: i128 = comp
+            .nodes
+            .iter()
+            .zip(choice)
+            .map(|(nd, &c)| self.node(&nd.cands[c]))
             .sum();
-        Some(ranks + self.node(true) * met)
+        let resources: i128 = score
+            .ranks
+            .iter()
+            .enumerate()
+            .filter_map(|(r, k)| k.map(|k| self.rank(comp, r as u32, k)))
+            .sum();
+        Some(nodes + resources)
     }
 }
 
@@ -145,16 +188,16 @@ pub(crate) struct Fixing {
     /// The best feasible choice found (its value is the `U` used).
     pub incumbent: Vec<usize>,
     /// The incumbent's value on the level.
-    pub value: i64,
+    pub value: i128,
     /// The least value any choice can take on the level: the exact bound,
     /// rounded up to the level's integer units.
-    pub lower: i64,
+    pub lower: i128,
     /// Per node and candidate, the reparametrised node term (scaled).
-    node_terms: Vec<Vec<i64>>,
+    node_terms: Vec<Vec<i128>>,
     /// Per node, the least of its reparametrised terms (scaled).
-    least: Vec<i64>,
+    least: Vec<i128>,
     /// The exact bound (scaled).
-    bound: i64,
+    bound: i128,
 }
 
 /// The candidates of `comp` that no choice optimal on `level` takes, by the
@@ -177,26 +220,35 @@ pub(crate) fn reduced_cost_fixing(
     }
     // The cost of an infeasible combination: more than any feasible
     // choice's whole spread of values, so a better bound is not given away.
-    let largest_rank = (0..comp.profiles).map(|k| costs.rank(k)).max().unwrap_or(0);
-    let spread = (largest_rank.max(0) + 1) * (comp.nres() as i64 + 1)
-        + costs.node(true).abs() * (n as i64 + 1);
-    // Far below overflow for every sum below (a few terms per node, and
-    // the bound's checked sum); weights too large for that leave the part
-    // to the other methods.
-    let big = spread.checked_mul(SCALE).filter(|&b| b < 1 << 40)?;
-
-    let unary: Vec<Vec<i64>> = comp
+    let largest_rank = (0..comp.nres() as u32)
+        .flat_map(|r| (0..comp.profiles).map(move |k| (r, k)))
+        .map(|(r, k)| costs.rank(comp, r, k))
+        .max()
+        .unwrap_or(0);
+    // The preference reward counts whether or not a candidate of the part is
+    // preferred (as it always has); a timed level adds its largest node term.
+    let largest_node = comp
         .nodes
         .iter()
-        .map(|nd| {
-            nd.cands
-                .iter()
-                .map(|c| costs.node(c.preferred) * SCALE)
-                .collect()
-        })
+        .flat_map(|nd| &nd.cands)
+        .map(|c| costs.node(c).abs())
+        .fold(costs.reward(), i128::max);
+    let spread =
+        (largest_rank.max(0) + 1) * (comp.nres() as i128 + 1) + largest_node * (n as i128 + 1);
+    // Far below overflow for every sum below (a few terms per node, and
+    // the bound's checked sum); weights too large for that leave the part
+    // to the other methods. Times are at most 2^60 in total
+    // (`MAX_TIME_EXTENT`), so a timed level stays far below the larger limit.
+    let limit: i128 = if costs.timed() { 1 << 100 } else { 1 << 40 };
+    let big = spread.checked_mul(SCALE).filter(|&b| b < limit)?;
+
+    let unary: Vec<Vec<i128>> = comp
+        .nodes
+        .iter()
+        .map(|nd| nd.cands.iter().map(|c| costs.node(c) * SCALE).collect())
         .collect();
     let touchers = comp.touchers();
-    let mut constant = 0i64;
+    let mut constant = 0i128;
     let mut terms: Vec<Term> = Vec::new();
     for (r, scope) in touchers.iter().enumerate() {
         let r32 = r as u32;
@@ -213,7 +265,7 @@ pub(crate) fn reduced_cost_fixing(
             cost.push(match state {
                 ResourceState::Unused => 0,
                 ResourceState::Infeasible => big,
-                ResourceState::Rank(k) => costs.rank(k) * SCALE,
+                ResourceState::Rank(k) => costs.rank(comp, r32, k) * SCALE,
             })
         });
         if scope.is_empty() {
@@ -233,7 +285,7 @@ pub(crate) fn reduced_cost_fixing(
     let mut best = (costs.value(comp, start)?, start.to_vec());
     // The choice each node's reparametrised term prefers, improved by
     // single-node moves, may beat the incumbent.
-    let decode = |terms: &[Term], best: &mut (i64, Vec<usize>)| {
+    let decode = |terms: &[Term], best: &mut (i128, Vec<usize>)| {
         let guess = Domains::new(comp).ok().and_then(|mut d| {
             d.complete(|u, tries| {
                 let r = reparametrised(&unary[u], &incident[u], terms, domain[u]);
@@ -264,8 +316,14 @@ pub(crate) fn reduced_cost_fixing(
         if sweep % 20 == 19 {
             decode(&terms, &mut best);
         }
-        if (bound - last_bound) < MIN_GAIN * SCALE as f64 || bound >= (best.0 * SCALE) as f64 - 0.5
-        {
+        // The least gain worth another sweep: a thousandth of a unit, and on
+        // a timed level (picoseconds) at least a ten-billionth of the bound.
+        let min_gain = if costs.timed() {
+            (MIN_GAIN * SCALE as f64).max(bound.abs() * 1e-10)
+        } else {
+            MIN_GAIN * SCALE as f64
+        };
+        if (bound - last_bound) < min_gain || bound >= (best.0 * SCALE) as f64 - 0.5 {
             break;
         }
         last_bound = bound;
@@ -273,19 +331,19 @@ pub(crate) fn reduced_cost_fixing(
     decode(&terms, &mut best);
 
     // The exact bound with the messages rounded to integers.
-    let rounded: Vec<Vec<Vec<i64>>> = terms
+    let rounded: Vec<Vec<Vec<i128>>> = terms
         .iter()
         .map(|t| {
             t.delta
                 .iter()
-                .map(|d| d.iter().map(|x| x.round() as i64).collect())
+                .map(|d| d.iter().map(|x| x.round() as i128).collect())
                 .collect()
         })
         .collect();
     let mut bound = constant;
     for (t, term) in terms.iter().enumerate() {
         let mut digits = vec![0usize; term.scope.len()];
-        let mut least = i64::MAX;
+        let mut least = i128::MAX;
         for &cost in &term.cost {
             let mut v = cost;
             for (p, &c) in digits.iter().enumerate() {
@@ -296,7 +354,7 @@ pub(crate) fn reduced_cost_fixing(
         }
         bound = bound.checked_add(least)?;
     }
-    let node_terms: Vec<Vec<i64>> = (0..n)
+    let node_terms: Vec<Vec<i128>> = (0..n)
         .map(|i| {
             (0..domain[i])
                 .map(|c| {
@@ -304,7 +362,7 @@ pub(crate) fn reduced_cost_fixing(
                         + incident[i]
                             .iter()
                             .map(|&(t, p)| rounded[t][p][c])
-                            .sum::<i64>()
+                            .sum::<i128>()
                 })
                 .collect()
         })
@@ -313,7 +371,7 @@ pub(crate) fn reduced_cost_fixing(
         bound = bound.checked_add(*nt.iter().min()?)?;
     }
     // Every node has a candidate (checked above), so every minimum exists.
-    let least: Vec<i64> = node_terms
+    let least: Vec<i128> = node_terms
         .iter()
         .map(|nt| nt.iter().copied().min().unwrap_or(0))
         .collect();
@@ -336,7 +394,7 @@ impl Fixing {
     /// Per node the candidates that some choice of value at most `upper`
     /// on the level may take (every candidate whose `B_i(c)` is at most
     /// `upper`), and how many are set aside; `None` on overflow.
-    pub fn within(&self, upper: i64) -> Option<(Vec<u64>, usize)> {
+    pub fn within(&self, upper: i128) -> Option<(Vec<u64>, usize)> {
         let upper = upper.checked_mul(SCALE)?;
         let mut keep = vec![0u64; self.node_terms.len()];
         let mut dropped = 0;
@@ -357,7 +415,7 @@ impl Fixing {
 /// and `i`'s reparametrised term become their average.
 fn star_update(
     i: usize,
-    unary: &[i64],
+    unary: &[i128],
     incident: &[(usize, usize)],
     terms: &mut [Term],
     domain: &[usize],
@@ -407,7 +465,7 @@ fn star_update(
 /// a choice by each node's own term alone misses when several candidates
 /// tie there.
 fn sequential_decode(
-    unary: &[Vec<i64>],
+    unary: &[Vec<i128>],
     incident: &[Vec<(usize, usize)>],
     terms: &[Term],
     domain: &[usize],
@@ -456,7 +514,7 @@ fn sequential_decode(
 
 /// `i`'s reparametrised term in floating point.
 fn reparametrised(
-    unary: &[i64],
+    unary: &[i128],
     incident: &[(usize, usize)],
     terms: &[Term],
     d: usize,
@@ -474,7 +532,7 @@ fn reparametrised(
 
 /// The bound in floating point (to follow the ascent).
 fn float_bound(
-    unary: &[Vec<i64>],
+    unary: &[Vec<i128>],
     terms: &[Term],
     incident: &[Vec<(usize, usize)>],
     domain: &[usize],
@@ -508,11 +566,11 @@ fn improve(
     costs: &LevelCosts,
     touchers: &[Vec<usize>],
     mut choice: Vec<usize>,
-    big: i64,
+    big: i128,
 ) -> Vec<usize> {
     let full: Mask = comp.all_profiles();
     let resources: Vec<Vec<u32>> = comp.nodes.iter().map(|nd| nd.resources()).collect();
-    let resource_cost = |r: u32, choice: &[usize]| -> i64 {
+    let resource_cost = |r: u32, choice: &[usize]| -> i128 {
         let (mut used, mut mask) = (false, full);
         for &j in &touchers[r as usize] {
             if let Some(m) = comp.nodes[j].cands[choice[j]].use_of(r) {
@@ -523,16 +581,16 @@ fn improve(
         match (used, mask) {
             (false, _) => 0,
             (true, 0) => big,
-            (true, m) => costs.rank(best_rank(m)) * SCALE,
+            (true, m) => costs.rank(comp, r, best_rank(m)) * SCALE,
         }
     };
     for _ in 0..8 {
         let mut moved = false;
         for i in 0..comp.nodes.len() {
             // Saturating: several infeasible resources at `big` each.
-            let local = |choice: &[usize]| -> i64 {
+            let local = |choice: &[usize]| -> i128 {
                 resources[i].iter().fold(
-                    costs.node(comp.nodes[i].cands[choice[i]].preferred) * SCALE,
+                    costs.node(&comp.nodes[i].cands[choice[i]]) * SCALE,
                     |sum, &r| sum.saturating_add(resource_cost(r, choice)),
                 )
             };
