@@ -25,6 +25,7 @@ use std::path::PathBuf;
 use jointplan::placement::{self, timing::Serving, DeviceSet, Objective, Settings};
 use jointplan::synth::ModelSource;
 use jointplan::BuildOptions;
+use rayon::prelude::*;
 use serde_json::Value;
 
 const POINTS: &str = "docs/data/perf-validation-multi-gpu.json";
@@ -276,19 +277,27 @@ pub fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     let several: Vec<&Value> = data.iter().filter(|r| devices(r) > 1).collect();
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    for point in points["points"].as_array().into_iter().flatten() {
-        let id = point["id"].as_str().unwrap_or("").to_owned();
-        let predicted = match several
-            .iter()
-            .find(|r| r["id"].as_str() == Some(id.as_str()))
-        {
-            Some(record) => match screened(record) {
-                Some(reason) => Err(reason),
-                // One line per reason in the list.
-                None => predict(point, record).map_err(|e| e.replace('\n', "; ")),
-            },
-            None => Err(format!("not a record on several devices of {DATA}")),
-        };
+    // The points are independent: placed on every core, kept in the points file's order.
+    let listed: Vec<&Value> = points["points"].as_array().into_iter().flatten().collect();
+    let predicted: Vec<(String, Result<Row, String>)> = listed
+        .par_iter()
+        .map(|point| {
+            let id = point["id"].as_str().unwrap_or("").to_owned();
+            let predicted = match several
+                .iter()
+                .find(|r| r["id"].as_str() == Some(id.as_str()))
+            {
+                Some(record) => match screened(record) {
+                    Some(reason) => Err(reason),
+                    // One line per reason in the list.
+                    None => predict(point, record).map_err(|e| e.replace('\n', "; ")),
+                },
+                None => Err(format!("not a record on several devices of {DATA}")),
+            };
+            (id, predicted)
+        })
+        .collect();
+    for (id, predicted) in predicted {
         match predicted {
             Ok(row) => rows.push(row),
             Err(reason) => skipped.push((id, reason)),
