@@ -312,7 +312,7 @@ pub fn label_part(knob: &str, value: &str) -> String {
 fn rule_words(rule: &str) -> String {
     match rule {
         SINGLE_DEVICE_RULE => "serving simulation on one device".to_owned(),
-        PLACEMENT_RULE => "placement timing across devices".to_owned(),
+        PLACEMENT_RULE => "serving simulation on the placement".to_owned(),
         other => other.replace('-', " "),
     }
 }
@@ -328,7 +328,7 @@ pub fn engine_words(profile: &str) -> &str {
 }
 
 /// The legend notes that say what priced the points, in words: the models that priced
-/// them (serving simulation on one device, placement timing across devices), then the
+/// them (serving simulation on one device, serving simulation on the placement), then the
 /// engines' time profiles they used, a few per line (`times: serving simulation on one
 /// device`, `engine time profile: vLLM`).
 fn priced_by(priced: &[&SweepRow]) -> Vec<String> {

@@ -403,7 +403,7 @@ mod tests {
                 vec!["a".into(), "b".into(), "c".into()],
             ),
             notes: vec![
-                "times: placement timing across devices".to_owned(),
+                "times: serving simulation on the placement".to_owned(),
                 "engine time profile: vLLM".to_owned(),
             ],
         }
