@@ -359,6 +359,18 @@ fn cells<'a>(
 }
 
 /// `points | median | worst (id) |` of the absolute errors of the rows `chosen` keeps.
+/// The summary rows of every point and of each half.
+fn all_and_halves(out: &mut String, phase: &str, errors: &[(f64, &Row)]) {
+    let _ = writeln!(out, "| {phase} | all | {}", summary(errors, |_| true));
+    for (half, fit) in [("fit", true), ("test", false)] {
+        let _ = writeln!(
+            out,
+            "| {phase} | the {half} half | {}",
+            summary(errors, |r| r.fit == fit)
+        );
+    }
+}
+
 fn summary(errors: &[(f64, &Row)], chosen: impl Fn(&Row) -> bool) -> String {
     let errors: Vec<(f64, &str)> = errors
         .iter()
@@ -434,14 +446,7 @@ pub fn table() -> (String, f64) {
     architectures.sort_unstable();
     architectures.dedup();
     for (phase, errors) in [("TTFT", &ttft_errors), ("TPOT", &tpot_errors)] {
-        let _ = writeln!(out, "| {phase} | all | {}", summary(errors, |_| true));
-        for (half, fit) in [("fit", true), ("test", false)] {
-            let _ = writeln!(
-                out,
-                "| {phase} | the {half} half | {}",
-                summary(errors, |r| r.fit == fit)
-            );
-        }
+        all_and_halves(&mut out, phase, errors);
         for degree in &degrees {
             let _ = writeln!(
                 out,
@@ -468,14 +473,7 @@ pub fn table() -> (String, f64) {
         ("TTFT, objective's linear estimate", &linear_ttft),
         ("TPOT, objective's linear estimate", &linear_tpot),
     ] {
-        let _ = writeln!(out, "| {phase} | all | {}", summary(errors, |_| true));
-        for (half, fit) in [("fit", true), ("test", false)] {
-            let _ = writeln!(
-                out,
-                "| {phase} | the {half} half | {}",
-                summary(errors, |r| r.fit == fit)
-            );
-        }
+        all_and_halves(&mut out, phase, errors);
     }
     let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
     for r in &rows {
