@@ -17,19 +17,11 @@ use super::PlacementError;
 pub struct PhaseBreakdown {
     /// The phase's time: the sum of the parts below (bubble excluded: it is inside them).
     pub seconds: f64,
-    /// Nodes bound by compute, summed over the stages.
-    pub compute_seconds: f64,
-    /// Nodes bound by memory.
-    pub memory_seconds: f64,
-    /// Kernel launches.
-    pub launch_seconds: f64,
-    /// Tensor-parallel all-reduces.
-    pub all_reduce_seconds: f64,
-    /// Sends between stages.
-    pub send_seconds: f64,
-    /// Transfers from the host: offloaded expert groups, streamed layers' weights and KV
-    /// cache.
-    pub host_transfer_seconds: f64,
+    /// Its device time by part (nodes summed over the stages, all-reduces, sends between
+    /// stages, transfers from the host: offloaded expert groups, streamed layers' weights
+    /// and KV cache).
+    #[serde(flatten)]
+    pub parts: StepParts,
     /// The engine's host time (and, for the prompt, the request's overhead).
     pub engine_seconds: f64,
     /// The mean time a device waits while the other stages run (part of the above).
@@ -191,12 +183,14 @@ fn linear(timing: &Timing, solution: &Solution) -> Result<LinearEstimate, Placem
         let engine = timing.fixed[phase];
         PhaseBreakdown {
             seconds: stages_total + sends + engine,
-            compute_seconds: parts.compute,
-            memory_seconds: parts.memory,
-            launch_seconds: parts.overhead,
-            all_reduce_seconds: parts.all_reduce,
-            send_seconds: sends,
-            host_transfer_seconds: host,
+            parts: StepParts {
+                compute_seconds: parts.compute,
+                memory_seconds: parts.memory,
+                launch_seconds: parts.overhead,
+                all_reduce_seconds: parts.all_reduce,
+                send_seconds: sends,
+                host_transfer_seconds: host,
+            },
             engine_seconds: engine,
             bubble_seconds: stages_total * (p as f64 - 1.0) / p.max(1) as f64,
             prompts_seconds: 0.0,
@@ -207,14 +201,11 @@ fn linear(timing: &Timing, solution: &Solution) -> Result<LinearEstimate, Placem
     // TPOT: the decode step plus the share of the other requests' prompts.
     let w = timing.share;
     let prompts = w * (ttft.seconds - ttft.engine_seconds + timing.chunk_overheads);
+    let mut tpot_parts = decode.parts;
+    tpot_parts.add_scaled(&ttft.parts, w);
     let tpot = PhaseBreakdown {
         seconds: decode.seconds + prompts,
-        compute_seconds: decode.compute_seconds + w * ttft.compute_seconds,
-        memory_seconds: decode.memory_seconds + w * ttft.memory_seconds,
-        launch_seconds: decode.launch_seconds + w * ttft.launch_seconds,
-        all_reduce_seconds: decode.all_reduce_seconds + w * ttft.all_reduce_seconds,
-        send_seconds: decode.send_seconds + w * ttft.send_seconds,
-        host_transfer_seconds: decode.host_transfer_seconds + w * ttft.host_transfer_seconds,
+        parts: tpot_parts,
         engine_seconds: decode.engine_seconds + w * timing.chunk_overheads,
         bubble_seconds: decode.bubble_seconds + w * ttft.bubble_seconds,
         prompts_seconds: prompts,

@@ -74,12 +74,17 @@ impl StepParts {
 
     /// Adds `other` part by part.
     pub fn add(&mut self, other: &StepParts) {
-        self.compute_seconds += other.compute_seconds;
-        self.memory_seconds += other.memory_seconds;
-        self.launch_seconds += other.launch_seconds;
-        self.all_reduce_seconds += other.all_reduce_seconds;
-        self.send_seconds += other.send_seconds;
-        self.host_transfer_seconds += other.host_transfer_seconds;
+        self.add_scaled(other, 1.0);
+    }
+
+    /// Adds `weight` times `other`, part by part.
+    pub fn add_scaled(&mut self, other: &StepParts, weight: f64) {
+        self.compute_seconds += weight * other.compute_seconds;
+        self.memory_seconds += weight * other.memory_seconds;
+        self.launch_seconds += weight * other.launch_seconds;
+        self.all_reduce_seconds += weight * other.all_reduce_seconds;
+        self.send_seconds += weight * other.send_seconds;
+        self.host_transfer_seconds += weight * other.host_transfer_seconds;
     }
 }
 
