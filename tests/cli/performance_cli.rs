@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn folder(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,9 +28,7 @@ fn plan_json(extra: &[&str]) -> Value {
     let model = folder("llama-3.2-1b");
     let mut args = vec!["plan", model.as_str(), "--layers", "2", "--json"];
     args.extend_from_slice(extra);
-    let result = jointplan(&args);
-    ok(&result);
-    serde_json::from_slice(&result.stdout).unwrap()
+    ok_json(&args)
 }
 
 #[test]

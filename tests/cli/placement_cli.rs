@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn path(relative: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -344,9 +344,7 @@ fn served_json(extra: &[&str]) -> Value {
         "--json",
     ];
     args.extend_from_slice(extra);
-    let result = jointplan(&args);
-    ok(&result);
-    serde_json::from_slice(&result.stdout).unwrap()
+    ok_json(&args)
 }
 
 #[test]

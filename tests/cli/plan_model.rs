@@ -9,7 +9,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn models() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
@@ -74,9 +74,7 @@ fn synth_flags_override_the_folder_defaults() {
         let f = folder("llama-3.2-1b");
         args.insert(1, &f);
         args.extend_from_slice(extra);
-        let result = jointplan(&args);
-        ok(&result);
-        serde_json::from_slice(&result.stdout).unwrap()
+        ok_json(&args)
     };
     let default = plan_with(&[]);
     let server = plan_with(&["--policy", "server"]);
@@ -156,9 +154,7 @@ fn selection_limits_reach_the_solver() {
     for extra in [&[][..], &["--allow-uncertified"][..]] {
         let mut args = vec!["plan".to_owned(), s(&request), "--json".to_owned()];
         args.extend(extra.iter().map(|a| (*a).to_owned()));
-        let result = jointplan(&args.iter().map(String::as_str).collect::<Vec<_>>());
-        ok(&result);
-        let summary: Value = serde_json::from_slice(&result.stdout).unwrap();
+        let summary = ok_json(&args.iter().map(String::as_str).collect::<Vec<_>>());
         assert_eq!(summary["uncertified"], Value::Array(Vec::new()));
         for component in summary["selection"].as_array().unwrap() {
             assert_eq!(component["status"], "optimal");

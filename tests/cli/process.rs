@@ -31,3 +31,10 @@ pub fn ok(result: &Output) {
         text(&result.stdout)
     );
 }
+
+/// Runs `jointplan ARGS...`, asserts it succeeded and reads its standard output as JSON.
+pub fn ok_json(args: &[&str]) -> serde_json::Value {
+    let result = jointplan(args);
+    ok(&result);
+    serde_json::from_slice(&result.stdout).expect("the command prints JSON")
+}

@@ -7,7 +7,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -111,9 +111,7 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
         "-o",
         &s(&b),
     ]));
-    let result = jointplan(&["diff", &s(&a), &s(&b), "--json"]);
-    ok(&result);
-    let diff: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let diff = ok_json(&["diff", &s(&a), &s(&b), "--json"]);
     assert_eq!(
         keys(&diff),
         [
@@ -139,9 +137,7 @@ fn diff_prints_the_changes_and_its_json_has_exactly_the_documented_keys() {
         .unwrap()
         .contains_key("report.weights_bytes"));
     // With the request, the memory report's items join the figures.
-    let result = jointplan(&["diff", &s(&a), &s(&b), "--json", "--request", &decoder()]);
-    ok(&result);
-    let with_report: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let with_report = ok_json(&["diff", &s(&a), &s(&b), "--json", "--request", &decoder()]);
     for item in [
         "report.weights_bytes",
         "report.kv_bytes_per_token",

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn llama() -> String {
     s(&PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/llama-3.2-1b"))
@@ -123,24 +123,18 @@ fn explain_takes_a_pattern_and_prints_json_for_every_form() {
     }
     assert!(!out.contains("node node.embedding"), "{out}");
     // --json without --why-not: the explanation itself, for a pattern, a plan and a node.
-    let result = jointplan(&["explain", &p, "--node", pattern, "--json"]);
-    ok(&result);
-    let answer: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let answer = ok_json(&["explain", &p, "--node", pattern, "--json"]);
     assert_eq!(answer["plan_id"], stored["payload"]["plan_id"]);
     let nodes = answer["nodes"].as_array().unwrap();
     assert_eq!(nodes.len(), 3);
     assert!(nodes.iter().all(|n| n["alternatives"].is_null()));
-    let result = jointplan(&["explain", &p, "--json"]);
-    ok(&result);
-    let whole: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let whole = ok_json(&["explain", &p, "--json"]);
     assert_eq!(
         whole["nodes"].as_array().unwrap().len(),
         stored["payload"]["nodes"].as_array().unwrap().len()
     );
     // One node by id is read alone (the plan is not parsed whole) and answers the same.
-    let result = jointplan(&["explain", &p, "--node", "node.layer.1.attention", "--json"]);
-    ok(&result);
-    let one: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let one = ok_json(&["explain", &p, "--node", "node.layer.1.attention", "--json"]);
     assert_eq!(one["nodes"][0], nodes[1]);
     assert_eq!(one["plan_id"], answer["plan_id"]);
     // With the request: the providers passed over, and the trade-off when the text has it.
@@ -156,9 +150,7 @@ fn explain_takes_a_pattern_and_prints_json_for_every_form() {
         &s(&request),
     ]));
     let r = s(&request);
-    let result = jointplan(&["explain", &p, "--request", &r, "--json"]);
-    ok(&result);
-    let with_request: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let with_request = ok_json(&["explain", &p, "--request", &r, "--json"]);
     let attention = &with_request["nodes"]
         .as_array()
         .unwrap()
@@ -228,9 +220,7 @@ fn one_meaning_per_word_in_the_summary() {
     assert!(summary.contains("  spare at minimum load   "), "{summary}");
     assert!(summary.contains("headroom for sequences"), "{summary}");
     assert_eq!(summary.matches("headroom").count(), 1, "{summary}");
-    let result = jointplan(&["plan", &model, "--layers", "2", "--json"]);
-    ok(&result);
-    let json: Value = serde_json::from_slice(&result.stdout).unwrap();
+    let json = ok_json(&["plan", &model, "--layers", "2", "--json"]);
     assert!(json["memory"]["spare_bytes"].is_i64(), "{json}");
     assert!(json["memory"].get("headroom_bytes").is_none());
     assert!(json["memory"]["report"]["headroom_bytes"].is_i64());

@@ -3,9 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn models() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("models")
@@ -34,15 +32,13 @@ fn plan_refuses_a_device_that_holds_no_sequence_and_writes_nothing() {
 
 #[test]
 fn plan_json_has_the_report_and_labelled_pools() {
-    let result = jointplan(&[
+    let summary = ok_json(&[
         "plan",
         &s(&models().join("llama-3.2-1b")),
         "--layers",
         "2",
         "--json",
     ]);
-    ok(&result);
-    let summary: Value = serde_json::from_slice(&result.stdout).unwrap();
     let report = &summary["memory"]["report"];
     for key in [
         "weights_bytes",
@@ -84,7 +80,7 @@ fn plan_json_has_the_report_and_labelled_pools() {
 
 #[test]
 fn fit_json_names_the_answer_and_the_next_value() {
-    let result = jointplan(&[
+    let answer = ok_json(&[
         "fit",
         &s(&models().join("llama-3.2-1b")),
         "--device",
@@ -97,8 +93,6 @@ fn fit_json_names_the_answer_and_the_next_value() {
         "--threads",
         "1",
     ]);
-    ok(&result);
-    let answer: Value = serde_json::from_slice(&result.stdout).unwrap();
     assert_eq!(answer["knob"], "sequences");
     let largest = answer["largest"].as_u64().unwrap();
     assert_eq!(answer["next"]["value"].as_u64(), Some(largest + 1));

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text};
 
 fn path(relative: &str) -> String {
     s(&Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
@@ -20,9 +20,7 @@ fn plan_json(args: &[&str]) -> Value {
     let mut all = vec!["plan"];
     all.extend_from_slice(args);
     all.push("--json");
-    let result = jointplan(&all);
-    ok(&result);
-    serde_json::from_slice(&result.stdout).unwrap()
+    ok_json(&all)
 }
 
 fn sweep_rows(args: &[&str]) -> (tempfile::TempDir, Vec<Value>) {
