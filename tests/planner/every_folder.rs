@@ -163,6 +163,26 @@ fn every_folder_plans_under_every_preset_and_engine_on_every_device_or_names_its
 
 /// One folder under both presets on every device kind and budget: its tally and the
 /// refusals that name no lever with an amount.
+/// Counts a planned answer, or a refusal (kept in `lever_less` when it names no lever with
+/// an amount).
+fn tally_answer(
+    tally: &mut Tally,
+    lever_less: &mut Vec<String>,
+    what: &str,
+    refusal: Option<impl std::fmt::Display>,
+) {
+    match refusal {
+        None => tally.plans += 1,
+        Some(refusal) => {
+            tally.refused += 1;
+            let text = refusal.to_string();
+            if !has_lever_with_amount(&text) {
+                lever_less.push(format!("{what}: {text}"));
+            }
+        }
+    }
+}
+
 fn check_folder(
     folder: &Path,
     kinds: &BTreeMap<String, Vec<&(PathBuf, DeviceDescription)>>,
@@ -234,16 +254,8 @@ fn check_folder(
                     }
                     if fits_same_selection(&plan, &budget) {
                         let (moved, moved_limits) = report.at_budget(&limits, &budget);
-                        match moved.refusal(request, &moved_limits, required) {
-                            None => tally.plans += 1,
-                            Some(refusal) => {
-                                tally.refused += 1;
-                                let text = refusal.to_string();
-                                if !has_lever_with_amount(&text) {
-                                    lever_less.push(format!("{what}: {text}"));
-                                }
-                            }
-                        }
+                        let refusal = moved.refusal(request, &moved_limits, required);
+                        tally_answer(&mut tally, &mut lever_less, &what, refusal);
                         continue;
                     }
                     if report.weights_bytes > budget.usable_bytes() && overflow_confirmed {
@@ -277,16 +289,8 @@ fn check_folder(
                                 "{what}: planned although its weights exceed the usable capacity"
                             );
                             let (r, l) = ServingReport::with_limits(&real, &real_plan).unwrap();
-                            match r.refusal(&real, &l, required) {
-                                None => tally.plans += 1,
-                                Some(refusal) => {
-                                    tally.refused += 1;
-                                    let text = refusal.to_string();
-                                    if !has_lever_with_amount(&text) {
-                                        lever_less.push(format!("{what}: {text}"));
-                                    }
-                                }
-                            }
+                            let refusal = r.refusal(&real, &l, required);
+                            tally_answer(&mut tally, &mut lever_less, &what, refusal);
                         }
                         Err(error) => {
                             // The capacity refusal: the static bytes (or static +
