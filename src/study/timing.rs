@@ -144,6 +144,7 @@ impl Pricer {
             scheduled_token_budget: budget,
             maximum_sequences: sequences,
             simulated_requests: self.load.concurrency.saturating_mul(4),
+            lengths: crate::perf::Lengths::Fixed,
         }
     }
 

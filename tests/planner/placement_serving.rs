@@ -40,6 +40,7 @@ fn serving(concurrency: u64, input_tokens: u64, output_tokens: u64) -> Serving {
         output_tokens,
         engine: "vllm".to_owned(),
         simulated_requests: None,
+        lengths: jointplan::perf::Lengths::Fixed,
     }
 }
 
