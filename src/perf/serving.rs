@@ -125,6 +125,9 @@ struct Running {
     /// The request's prompt and output tokens.
     input: u64,
     output: u64,
+    /// Whether the client sees a token (a listed response of none does not: the benchmark
+    /// records its TTFT as 0).
+    streamed: bool,
     prefilled: u64,
     generated: u64,
     first_token: f64,
@@ -156,11 +159,15 @@ pub fn simulate_steps(
     let total = point.simulated_requests.max(1);
     let slots = point.maximum_sequences.min(point.concurrency);
     let budget = point.scheduled_token_budget;
-    // Request `k` (in the order the clients send them) draws its lengths from `k`.
+    // Request `k` (in the order the clients send them) has the `k`-th drawn lengths.
+    let drawn = point
+        .lengths
+        .draws(total, point.input_tokens, point.output_tokens);
     let lengths = |k: u64| {
-        point
-            .lengths
-            .draw(k, point.input_tokens, point.output_tokens)
+        drawn
+            .get(k as usize)
+            .copied()
+            .unwrap_or((point.input_tokens, point.output_tokens))
     };
     let mut waiting: std::collections::VecDeque<(f64, u64, u64)> =
         std::collections::VecDeque::new();
@@ -193,7 +200,9 @@ pub fn simulate_steps(
             running.push(Running {
                 arrival,
                 input,
-                output,
+                // A listed response of no tokens still takes its first step.
+                output: output.max(1),
+                streamed: output > 0,
                 prefilled: 0,
                 generated: 0,
                 first_token: 0.0,
@@ -264,7 +273,9 @@ pub fn simulate_steps(
         let mut kept = Vec::with_capacity(running.len());
         for r in running.drain(..) {
             if r.prefilled == r.input && r.generated >= r.output {
-                ttft_sum += r.first_token - r.arrival;
+                if r.streamed {
+                    ttft_sum += r.first_token - r.arrival;
+                }
                 if r.output > 1 {
                     tpot_sum += (now - r.first_token) / (r.output - 1) as f64;
                     tpot_count += 1;

@@ -13,8 +13,10 @@ pub fn lengths_line(s: &ServingPoint) -> Option<String> {
     let (il, ih) = s.lengths.range(s.input_tokens, false);
     let (ol, oh) = s.lengths.range(s.output_tokens, true);
     let ratio = match &s.lengths {
-        crate::perf::Lengths::SglangRandom { range_ratio }
-        | crate::perf::Lengths::VllmRandom { range_ratio } => {
+        crate::perf::Lengths::SglangRandom { range_ratio, seed } => {
+            format!(" (range ratio {range_ratio}, seed {seed})")
+        }
+        crate::perf::Lengths::VllmRandom { range_ratio } => {
             format!(" (range ratio {range_ratio})")
         }
         _ => String::new(),
