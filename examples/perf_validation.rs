@@ -30,8 +30,6 @@ pub use fit::Fit;
 use fit::{decomposition, fit};
 
 const DATA: &str = "docs/data/serving-measurements.json";
-/// The per-request lengths of the runs whose result files list them.
-const REQUEST_LENGTHS: &str = "docs/data/request-lengths.json";
 pub const DOCS: &str = "docs/performance-model.md";
 pub const BEGIN: &str = "<!-- perf-validation:begin -->";
 pub const END: &str = "<!-- perf-validation:end -->";
@@ -150,9 +148,6 @@ struct Case {
     input: u64,
     output: u64,
     method: Method,
-    /// How the requests' lengths vary: listed for a run whose result file lists them
-    /// (`docs/data/request-lengths.json`), else fixed at the record's mean lengths.
-    lengths: Lengths,
     ttft: Option<f64>,
     tpot: Option<f64>,
     /// `TPOT` or `ITL`: which per-token figure `tpot` is.
@@ -167,41 +162,11 @@ fn sharegpt(record: &Value) -> bool {
     text(record, "notes").contains("ShareGPT")
 }
 
-/// The lengths of the requests of the run `id` as its result file lists them
-/// (`docs/data/request-lengths.json`), if it does.
-fn listed_lengths(id: &str) -> Option<Lengths> {
-    static FILE: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    let file = FILE.get_or_init(|| {
-        serde_json::from_str(&std::fs::read_to_string(REQUEST_LENGTHS).unwrap()).unwrap()
-    });
-    let run = file["runs"]
-        .as_array()?
-        .iter()
-        .find(|r| r["id"].as_str() == Some(id))?;
-    let list = |key: &str| -> Vec<u64> {
-        run[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_u64)
-            .collect()
-    };
-    Some(Lengths::Listed {
-        requests: list("input_lens")
-            .into_iter()
-            .zip(list("output_lens"))
-            .collect(),
-        source: run["source"].as_str().unwrap_or("").to_owned(),
-    })
-}
-
 /// The measured time per output token (seconds): the mean TPOT, or the mean inter-token
-/// latency where no TPOT is reported. On ShareGPT runs simulated at their mean lengths
-/// ([`itl_first`]) the mean ITL: request lengths vary widely there and the per-request mean
-/// TPOT weighs a short request's stalls as much as a long request's tokens, while the mean
-/// ITL (over every inter-token gap) is the token-weighted figure a simulation at the mean
-/// lengths predicts. A run simulated at its listed lengths compares its mean TPOT, which
-/// the simulation computes the benchmark's way.
+/// latency where no TPOT is reported. On ShareGPT runs ([`itl_first`]) the mean ITL: request
+/// lengths vary widely there and the per-request mean TPOT weighs a short request's stalls
+/// as much as a long request's tokens, while the mean ITL (over every inter-token gap) is
+/// the token-weighted figure a simulation at the mean lengths predicts.
 fn itl_or_tpot(record: &Value, measured: &Value) -> Option<f64> {
     let (tpot, itl) = (
         number(measured, "tpot_ms_mean"),
@@ -215,17 +180,15 @@ fn itl_or_tpot(record: &Value, measured: &Value) -> Option<f64> {
     .map(|ms| ms / 1e3)
 }
 
-/// Whether the mean ITL stands for the time per output token: a ShareGPT run without
-/// listed lengths whose mean ITL is below its mean TPOT (an ITL above the TPOT means tokens
-/// were streamed in chunks, multi-step scheduling, and one gap spans several tokens).
+/// Whether the mean ITL stands for the time per output token: a ShareGPT run whose mean
+/// ITL is below its mean TPOT (an ITL above the TPOT means tokens were streamed in chunks,
+/// multi-step scheduling, and one gap spans several tokens).
 fn itl_first(record: &Value, measured: &Value) -> bool {
     match (
         number(measured, "itl_ms_mean"),
         number(measured, "tpot_ms_mean"),
     ) {
-        (Some(itl), Some(tpot)) => {
-            sharegpt(record) && itl < tpot && listed_lengths(&text(record, "id")).is_none()
-        }
+        (Some(itl), Some(tpot)) => sharegpt(record) && itl < tpot,
         _ => false,
     }
 }
@@ -301,17 +264,6 @@ fn case(record: &Value) -> Result<Case, String> {
     let mut source = source;
     source.device = Some(Path::new("models/devices").join(device));
     source.weight_format = Some(format.to_owned());
-    // A served run whose result file lists its requests' lengths runs them (their count is
-    // the benchmark's).
-    let (method, lengths) = match (method, listed_lengths(&id)) {
-        (Method::Served { .. }, Some(Lengths::Listed { requests, source })) => (
-            Method::Served {
-                requests: (requests.len() as u64).max(concurrency),
-            },
-            Lengths::Listed { requests, source },
-        ),
-        (method, _) => (method, Lengths::Fixed),
-    };
     Ok(Case {
         id,
         engine: engine_name,
@@ -324,7 +276,6 @@ fn case(record: &Value) -> Result<Case, String> {
         input,
         output,
         method,
-        lengths,
         ttft,
         tpot,
         per_token,
@@ -359,13 +310,7 @@ fn time_model(case: &Case, context: u64) -> Result<TimeModel, String> {
     .map_err(|e| e.to_string())
 }
 
-fn point(
-    case: &Case,
-    concurrency: u64,
-    (input, output): (u64, u64),
-    requests: u64,
-    lengths: Lengths,
-) -> ServingPoint {
+fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) -> ServingPoint {
     ServingPoint {
         concurrency,
         input_tokens: input,
@@ -374,7 +319,12 @@ fn point(
         scheduled_token_budget: BUDGET,
         maximum_sequences: concurrency,
         simulated_requests: requests,
-        lengths,
+        // Each request at the record's lengths: no record here ran a random dataset at other
+        // than its default range (fixed lengths); the ShareGPT runs are simulated at their
+        // mean lengths against their token-weighted ITL, which the fit is built on (the
+        // multi-GPU table runs its Lambda points at their listed lengths,
+        // docs/performance-model.md, "Request lengths").
+        lengths: Lengths::Fixed,
     }
 }
 
@@ -387,18 +337,17 @@ fn predicted(case: &Case, model: &TimeModel, engine: &EngineProfile) -> Result<(
     };
     Ok(match case.method {
         Method::LlamaBench => (
-            run(point(case, 1, (case.input, 1), 1, Lengths::Fixed))?.ttft_seconds,
-            run(point(case, 1, (1, case.output + 1), 1, Lengths::Fixed))?.tpot_seconds,
+            run(point(case, 1, case.input, 1, 1))?.ttft_seconds,
+            run(point(case, 1, 1, case.output + 1, 1))?.tpot_seconds,
         ),
         Method::StaticBatch => {
             let c = case.concurrency;
-            let p = run(point(case, c, (case.input, case.output), c, Lengths::Fixed))?;
+            let p = run(point(case, c, case.input, case.output, c))?;
             (p.ttft_seconds, p.tpot_seconds)
         }
         Method::Served { requests } => {
             let c = case.concurrency;
-            let lengths = case.lengths.clone();
-            let p = run(point(case, c, (case.input, case.output), requests, lengths))?;
+            let p = run(point(case, c, case.input, case.output, requests))?;
             (p.ttft_seconds, p.tpot_seconds)
         }
     })
@@ -506,9 +455,6 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let method = match case.method {
         Method::Served { requests } if case.per_token == "ITL" => {
             format!("served, {requests} requests, ITL")
-        }
-        Method::Served { requests } if !case.lengths.is_fixed() => {
-            format!("served, {requests} requests, listed lengths")
         }
         Method::Served { requests } => format!("served, {requests} requests"),
         Method::StaticBatch => "static batch".to_owned(),
@@ -623,8 +569,7 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
     let mut context: std::collections::BTreeMap<Key, u64> = Default::default();
     for c in &cases {
         let e = context.entry(key(c)).or_default();
-        let (input, output) = c.lengths.longest(c.input, c.output);
-        *e = (*e).max(input + output + 1);
+        *e = (*e).max(c.input + c.output + 1);
     }
     let mut models: std::collections::BTreeMap<Key, Result<TimeModel, String>> = Default::default();
     for c in cases {
@@ -674,7 +619,7 @@ fn summary(rows: &[&Row], pick: Pick) -> String {
 
 fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, Fit) {
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency (ITL) where it reports no TPOT; on ShareGPT runs (request lengths vary widely) the mean ITL when it is below the mean TPOT (`served, N requests, ITL`), the token-weighted figure a simulation at the mean lengths predicts; where the run's result file lists each request's lengths (`served, N requests, listed lengths`: docs/data/request-lengths.json) the simulation runs those and the mean TPOT is compared (I/O: their means). `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
+    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency (ITL) where it reports no TPOT; on ShareGPT runs (request lengths vary widely) the mean ITL when it is below the mean TPOT (`served, N requests, ITL`), the token-weighted figure a simulation at the mean lengths predicts. `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s).\n\n");
     out.push_str("| id | half | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
     out.push_str("|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for row in rows {
