@@ -115,9 +115,13 @@ impl Mt19937 {
         y ^ (y >> 18)
     }
 
-    /// An integer of `[low, high]` (a span below 2^32, as lengths are).
+    /// An integer of `[low, high]` (a span below 2^32, as lengths are); numpy draws
+    /// nothing for an empty span.
     fn bounded(&mut self, low: u64, high: u64) -> u64 {
         let range = (high - low) as u32;
+        if range == 0 {
+            return low;
+        }
         let mut mask = range;
         for shift in [1, 2, 4, 8, 16] {
             mask |= mask >> shift;
