@@ -27,13 +27,15 @@ pub struct ServingFlags {
     #[arg(long, value_name = "O")]
     pub output_tokens: Option<u64>,
     /// How the requests' lengths vary around I and O, as a serving benchmark draws them:
-    /// `fixed` (default: every request I and O); `sglang[:R]`, `sglang.bench_serving
+    /// `fixed` (default: every request I and O); `sglang[:R[:SEED]]`, `sglang.bench_serving
     /// --dataset-name random --random-input-len I --random-output-len O
-    /// --random-range-ratio R` (each length uniform in [max(floor(L*R), 1), L]; R in [0, 1],
-    /// SGLang's default 0); `vllm[:R]`, `vllm bench serve --dataset-name random` (uniform in
-    /// [floor(L*(1-R)), ceil(L*(1+R))]; R in [0, 1), vLLM's default 0 is fixed). The
-    /// simulated means follow the drawn lengths (docs/performance-model.md#request-lengths).
-    #[arg(long, value_name = "fixed|sglang[:R]|vllm[:R]")]
+    /// --random-range-ratio R --seed SEED` (each length uniform in [max(floor(L*R), 1), L];
+    /// R in [0, 1], SGLang's default 0; SEED default 1: the benchmark's own draws when its
+    /// --num-prompts is the 4 x C requests simulated); `vllm[:R]`, `vllm bench serve
+    /// --dataset-name random` (uniform in [floor(L*(1-R)), ceil(L*(1+R))]; R in [0, 1),
+    /// vLLM's default 0 is fixed). The simulated means follow the drawn lengths
+    /// (docs/performance-model.md#request-lengths).
+    #[arg(long, value_name = "fixed|sglang[:R[:SEED]]|vllm[:R]")]
     pub lengths: Option<String>,
     /// Calibration file of measured kernel times that replace the roofline
     /// (docs/performance-model.md#calibration).
