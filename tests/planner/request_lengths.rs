@@ -200,6 +200,13 @@ fn bad_ratios_name_the_flag_and_the_benchmark_domain() {
         source: String::new(),
     };
     assert!(p.validate().is_err());
+    // vLLM's range reaches past the nominal lengths: the longest request is held to the
+    // simulation's limit, naming --lengths (the nominal one alone is within it).
+    p = point(4, 1_500_000, 1000, Lengths::VllmRandom { range_ratio: 0.5 });
+    let e = p.validate().unwrap_err().to_string();
+    assert!(e.starts_with("--lengths: the longest request"), "{e}");
+    p.lengths = Lengths::Fixed;
+    assert!(p.validate().is_ok());
 }
 
 #[test]
