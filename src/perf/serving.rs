@@ -1,7 +1,7 @@
 //! The serving model: a closed loop of `C` clients, each sending a request of `I` prompt
-//! tokens and `O` output tokens and the next one when it completes, run through a
-//! continuous-batching scheduler with chunked prefill, step by step, each step priced by the
-//! [`TimeModel`].
+//! tokens and `O` output tokens (or lengths drawn around them, [`super::lengths`]) and the
+//! next one when it completes, run through a continuous-batching scheduler with chunked
+//! prefill, step by step, each step priced by the [`TimeModel`].
 //!
 //! Scheduling rules (vLLM V1's default, which SGLang and TensorRT-LLM follow in aggregated
 //! serving): at most `max_sequences` requests run; each step first gives every decoding
