@@ -80,6 +80,7 @@ pub fn given_pricing(
         input_tokens: point.input_tokens,
         output_tokens: point.output_tokens,
         engine: point.engine,
+        lengths: point.lengths,
     };
     let calibration = match &serving.calibration {
         Some(file) => Calibration::read(file).map_err(perf)?,
