@@ -308,7 +308,7 @@ pub(crate) fn reduced_cost_fixing(
         for &i in &order {
             star_update(i, &unary[i], &incident[i], &mut terms, &domain);
         }
-        let bound = float_bound(&unary, &terms, &incident, &domain) + constant as f64;
+        let bound = float_bound(&unary, &mut terms, &incident, &domain) + constant as f64;
         if sweep % 20 == 19 {
             decode(&terms, &mut best);
         }
@@ -330,9 +330,8 @@ pub(crate) fn reduced_cost_fixing(
     let rounded: Vec<Vec<Vec<i128>>> = terms
         .iter()
         .map(|t| {
-            t.delta
-                .iter()
-                .map(|d| d.iter().map(|x| x.round() as i128).collect())
+            (0..t.scope.len())
+                .map(|p| t.delta(p).iter().map(|x| x.round() as i128).collect())
                 .collect()
         })
         .collect();
@@ -414,17 +413,19 @@ fn star_update(
     let mut mu: Vec<Vec<f64>> = Vec::with_capacity(incident.len());
     let mut total: Vec<f64> = unary.iter().map(|&x| x as f64).collect();
     for &(t, p) in incident {
-        let m = terms[t].marginal(p, |_, _| true);
+        let mut m = vec![0.0; d];
+        terms[t].star_marginal(p, &mut m);
         for (tc, mc) in total.iter_mut().zip(&m) {
             *tc += mc;
         }
         mu.push(m);
     }
     let share = (incident.len() + 1) as f64;
-    for (&(t, p), m) in incident.iter().zip(&mu) {
-        for c in 0..d {
-            terms[t].delta[p][c] = m[c] - total[c] / share;
+    for (&(t, p), m) in incident.iter().zip(&mut mu) {
+        for (mc, tc) in m.iter_mut().zip(&total) {
+            *mc -= tc / share;
         }
+        terms[t].set_delta(p, m);
     }
 }
 
@@ -479,7 +480,7 @@ fn reparametrised(
             unary[c] as f64
                 + incident
                     .iter()
-                    .map(|&(t, p)| terms[t].delta[p][c])
+                    .map(|&(t, p)| terms[t].delta(p)[c])
                     .sum::<f64>()
         })
         .collect()
@@ -488,12 +489,12 @@ fn reparametrised(
 /// The bound in floating point (to follow the ascent).
 fn float_bound(
     unary: &[Vec<i128>],
-    terms: &[Term],
+    terms: &mut [Term],
     incident: &[Vec<(usize, usize)>],
     domain: &[usize],
 ) -> f64 {
     let mut sum = 0.0;
-    for term in terms {
+    for term in terms.iter_mut() {
         sum += term.least();
     }
     for (i, u) in unary.iter().enumerate() {

@@ -37,8 +37,18 @@ pub(super) struct Term {
     pub cost: Vec<i128>,
     /// The same in floating point.
     costf: Vec<f64>,
-    /// The messages to the scope's nodes, `delta[p][c]`.
-    pub delta: Vec<Vec<f64>>,
+    /// The messages to the scope's nodes, `delta[p][c]` (set by
+    /// [`Term::set_delta`], which keeps the passes below in step).
+    delta: Vec<Vec<f64>>,
+    /// `fwd[p][s]`: the least of `−Σ_{q<p} δ_q` over the choices of the
+    /// first `p` positions reaching state `s` (infinite: none); valid for
+    /// `p ≤ fwd_ok`.
+    fwd: Vec<Vec<f64>>,
+    fwd_ok: usize,
+    /// `bwd[p][s]`: the least of `cost − Σ_{q≥p} δ_q` over the choices of
+    /// positions `p..` from state `s`; valid for `p ≥ bwd_ok`.
+    bwd: Vec<Vec<f64>>,
+    bwd_ok: usize,
 }
 
 impl Term {
@@ -85,16 +95,104 @@ impl Term {
             layer = after;
         }
         let cost: Vec<i128> = layer.iter().map(|&s| price(s)).collect();
-        let costf = cost.iter().map(|&x| x as f64).collect();
+        let costf: Vec<f64> = cost.iter().map(|&x| x as f64).collect();
         let delta = scope.iter().map(|&i| vec![0.0; domain[i]]).collect();
-        Some(Term {
+        let len = scope.len();
+        let fwd = states.iter().map(|&k| vec![f64::INFINITY; k]).collect();
+        let mut bwd: Vec<Vec<f64>> = states.iter().map(|&k| vec![f64::INFINITY; k]).collect();
+        bwd[len] = costf.clone();
+        let mut term = Term {
             scope,
             next,
             states,
             cost,
             costf,
             delta,
-        })
+            fwd,
+            fwd_ok: 0,
+            bwd,
+            bwd_ok: len,
+        };
+        term.fwd[0][0] = 0.0;
+        Some(term)
+    }
+
+    /// The messages to position `p`'s node.
+    pub fn delta(&self, p: usize) -> &[f64] {
+        &self.delta[p]
+    }
+
+    /// Sets the messages to position `p`'s node.
+    pub fn set_delta(&mut self, p: usize, values: &[f64]) {
+        self.delta[p].copy_from_slice(values);
+        self.fwd_ok = self.fwd_ok.min(p);
+        self.bwd_ok = self.bwd_ok.max(p + 1);
+    }
+
+    /// Brings `fwd[..=p]` and `bwd[q..]` up to date with the messages.
+    fn refresh(&mut self, p: usize, q: usize) {
+        while self.fwd_ok < p {
+            let at = self.fwd_ok;
+            let d = self.width(at);
+            let (done, rest) = self.fwd.split_at_mut(at + 1);
+            let out = &mut rest[0];
+            out.fill(f64::INFINITY);
+            for (s, &v) in done[at].iter().enumerate() {
+                if v == f64::INFINITY {
+                    continue;
+                }
+                let row = &self.next[at][s * d..(s + 1) * d];
+                for (c, &t) in row.iter().enumerate() {
+                    let w = v - self.delta[at][c];
+                    if w < out[t as usize] {
+                        out[t as usize] = w;
+                    }
+                }
+            }
+            self.fwd_ok += 1;
+        }
+        while self.bwd_ok > q {
+            let at = self.bwd_ok - 1;
+            let d = self.width(at);
+            let (head, done) = self.bwd.split_at_mut(at + 1);
+            let out = &mut head[at];
+            for (s, o) in out.iter_mut().enumerate() {
+                let row = &self.next[at][s * d..(s + 1) * d];
+                let mut least = f64::INFINITY;
+                for (c, &t) in row.iter().enumerate() {
+                    let w = done[0][t as usize] - self.delta[at][c];
+                    if w < least {
+                        least = w;
+                    }
+                }
+                *o = least;
+            }
+            self.bwd_ok -= 1;
+        }
+    }
+
+    /// The min-marginal at position `p` of the term without its message to
+    /// `p` (as [`Term::marginal`] with every candidate allowed), written to
+    /// `out`, from the passes kept between calls: visiting a term's positions
+    /// in order (or in reverse), as the sweeps of the ascent do, costs one pass
+    /// over the chain in all instead of one per position.
+    pub fn star_marginal(&mut self, p: usize, out: &mut [f64]) {
+        self.refresh(p, p + 1);
+        let d = self.width(p);
+        out.fill(f64::INFINITY);
+        let after = &self.bwd[p + 1];
+        for (s, &v) in self.fwd[p].iter().enumerate() {
+            if v == f64::INFINITY {
+                continue;
+            }
+            let row = &self.next[p][s * d..(s + 1) * d];
+            for (c, &t) in row.iter().enumerate() {
+                let w = v + after[t as usize];
+                if w < out[c] {
+                    out[c] = w;
+                }
+            }
+        }
     }
 
     /// The domain of position `p`.
@@ -163,19 +261,9 @@ impl Term {
 
     /// The least cell of the reparametrised term, `min (cost − Σ_q δ_q)`, in
     /// floating point.
-    pub fn least(&self) -> f64 {
-        let mut bwd = self.costf.clone();
-        for q in (0..self.scope.len()).rev() {
-            let d = self.width(q);
-            bwd = (0..self.states[q])
-                .map(|s| {
-                    (0..d)
-                        .map(|c| bwd[self.next[q][s * d + c] as usize] - self.delta[q][c])
-                        .fold(f64::INFINITY, f64::min)
-                })
-                .collect();
-        }
-        bwd[0]
+    pub fn least(&mut self) -> f64 {
+        self.refresh(0, 0);
+        self.bwd[0][0]
     }
 
     /// The least cell of the term reparametrised by the integer messages
@@ -263,7 +351,8 @@ mod tests {
                     .map(|&i| (0..domain[i]).map(|_| rng.below(40) as i128 - 20).collect())
                     .collect();
                 for (p, row) in rounded.iter().enumerate() {
-                    term.delta[p] = row.iter().map(|&x| x as f64).collect();
+                    let row: Vec<f64> = row.iter().map(|&x| x as f64).collect();
+                    term.set_delta(p, &row);
                 }
                 // A random restriction: each candidate allowed with
                 // probability 2/3 (position 0's candidate 0 always).
@@ -303,6 +392,20 @@ mod tests {
                 for p in 0..scope.len() {
                     assert_eq!(term.marginal(p, |_, _| true), marginal[p]);
                     assert_eq!(term.marginal(p, |q, c| allowed[q][c]), restricted[p]);
+                }
+                // The kept passes, visiting the positions forward then back,
+                // each message changed after its visit as a sweep does.
+                let order: Vec<usize> = (0..scope.len()).chain((0..scope.len()).rev()).collect();
+                for &p in &order {
+                    let mut out = vec![0.0; domain[scope[p]]];
+                    term.star_marginal(p, &mut out);
+                    assert_eq!(out, term.marginal(p, |_, _| true));
+                    let shifted: Vec<f64> = term
+                        .delta(p)
+                        .iter()
+                        .map(|&x| x + rng.below(9) as f64 - 4.0)
+                        .collect();
+                    term.set_delta(p, &shifted);
                 }
                 checked += 1;
             }
