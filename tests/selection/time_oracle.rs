@@ -366,3 +366,84 @@ fn timed_levels_by_the_dual_bound_match_the_independent_oracle() {
         "the dual bound set candidates aside in {fired} solves only"
     );
 }
+
+/// The benchmark's time costs (`instances::with_time_costs`) on long-range parts of 30 to
+/// 50 nodes, too many to enumerate: every time objective's answer, by default and with the
+/// dual bound's path forced (no frontier sub-parts, a tiny elimination budget; there a
+/// refusal of the integer program is allowed, never another answer), equals the exact
+/// closure frontier's (`Method::Dp`, a different exact method), and the dual bound fires.
+#[test]
+fn timed_long_range_parts_match_the_frontier() {
+    use jointplan::selection::{instances, Method, Status};
+    let (mut compared, mut fired) = (0usize, 0usize);
+    for (n, seed) in [(30, 1u64), (40, 2), (50, 3)] {
+        let params = instances::Params::default();
+        let problem =
+            instances::with_time_costs(&instances::long_range(n, 0.5, &params, seed), 7, n);
+        for name in ["min-tpot", "min-ttft", "max-throughput"] {
+            let objective: Arc<dyn jointplan::selection::Objective> =
+                Arc::from(objective_by_name(name, None).unwrap());
+            let frontier = solve(
+                &problem,
+                &SolveOptions {
+                    objective: objective.clone(),
+                    method: Method::Dp,
+                    dp_state_budget: 4_000_000,
+                    timings: false,
+                    ..SolveOptions::default()
+                },
+            );
+            let Ok(frontier) = frontier else {
+                continue; // over the frontier's budget: nothing to compare with
+            };
+            let by_default = solve(
+                &problem,
+                &SolveOptions {
+                    objective: objective.clone(),
+                    timings: false,
+                    ..SolveOptions::default()
+                },
+            )
+            .unwrap_or_else(|e| panic!("n {n} {name}: {e}"));
+            assert_eq!(by_default.status, Status::Optimal, "n {n} {name}");
+            assert_eq!(frontier.status, Status::Optimal, "n {n} {name}");
+            assert_eq!(by_default.choices, frontier.choices, "n {n} {name}");
+            assert_eq!(by_default.profiles, frontier.profiles, "n {n} {name}");
+            compared += 1;
+            // Forced to the dual bound: the same answer, or the integer program's refusal
+            // of a level beyond its exact range where the bound leaves a gap.
+            let bounded = solve(
+                &problem,
+                &SolveOptions {
+                    objective,
+                    timings: false,
+                    subpart_dp_states: 0,
+                    elimination_budget: 1 << 4,
+                    ..SolveOptions::default()
+                },
+            );
+            match bounded {
+                Ok(bounded) => {
+                    assert_eq!(bounded.status, Status::Optimal, "n {n} {name}");
+                    assert_eq!(bounded.choices, frontier.choices, "n {n} {name}");
+                    assert_eq!(bounded.profiles, frontier.profiles, "n {n} {name}");
+                    fired += usize::from(
+                        bounded
+                            .components
+                            .iter()
+                            .any(|c| c.certificate.contains("dual bound")),
+                    );
+                }
+                Err(e) => assert!(
+                    e.to_string().contains("above the exact limit"),
+                    "n {n} {name}: {e}"
+                ),
+            }
+        }
+    }
+    assert!(compared >= 9, "only {compared} comparisons");
+    assert!(
+        fired >= 6,
+        "the dual bound set candidates aside in {fired} solves only"
+    );
+}

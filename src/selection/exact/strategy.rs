@@ -349,7 +349,16 @@ impl PartSolver<'_> {
             if let Some(r) = self.by_optimal_supports(comp, levels)? {
                 return Ok(r);
             }
-            if !dominated_first {
+            // A timed first level (picoseconds, rarely tied) of a part far
+            // beyond the frontier's reach is bounded on the whole part all
+            // the same: its dual bound is tight there on long-range sharing, and one bound of the whole part with every
+            // level after it costs less than the bound of the part without
+            // the dominated candidates followed by a second one for the
+            // provider ids (docs/solver.md, "Timed levels").
+            let timed = levels.first() == Some(&Level::Weighted)
+                && self.weights.is_some_and(Weights::has_time)
+                && bound > threshold.saturating_mul(FRONTIER_TRY_REACH);
+            if !dominated_first || timed {
                 if let Some(r) = self.by_reduced_costs(comp, levels, warm)? {
                     return Ok(r);
                 }

@@ -31,7 +31,7 @@
 //! Infeasible combinations cost a large finite `M` here instead of infinity:
 //! feasible choices keep their value, so the inequalities above hold for
 //! every feasible choice, which is all the claim uses. Resource terms with
-//! more cells than [`MAX_TERM_CELLS`] are left out: their costs are never
+//! more states than [`MAX_TERM_STATES`] are left out: their costs are never
 //! negative, so leaving one out only lowers the bound.
 //!
 //! **Exact arithmetic.** The `δ` are found by block-coordinate ascent in
@@ -67,15 +67,19 @@ use crate::selection::exact::propagation::Domains;
 use crate::selection::exact::strategy::{start_of, PartResult, PartSolver};
 use crate::selection::model::objective::{Level, Weights};
 use crate::selection::model::problem::{best_rank, Mask};
-use crate::selection::reduce::components::{advance, CCand, Comp, ResourceState};
+use crate::selection::reduce::components::{CCand, Comp};
 use crate::selection::reduce::optimal_supports::restrict;
+
+mod term;
+use term::Term;
 
 /// Costs are multiplied by this before the ascent; messages are rounded to
 /// integers at this scale.
 const SCALE: i128 = 256;
 
-/// Resource terms with more cells are left out of the bound.
-pub(crate) const MAX_TERM_CELLS: usize = 1 << 16;
+/// Resource terms with more states in total (over the positions of their
+/// chain, `term.rs`) are left out of the bound.
+pub(crate) const MAX_TERM_STATES: usize = 1 << 16;
 
 /// Sweeps of the ascent at most (one sweep updates every node twice, in
 /// node order and back). The count, not a clock, ends it, so the result is
@@ -85,14 +89,6 @@ const MAX_SWEEPS: usize = 400;
 /// The ascent stops earlier when a sweep raises the bound by less than
 /// this fraction of one unit of the level.
 const MIN_GAIN: f64 = 1e-3;
-
-/// A resource term: costs per cell (mixed radix over `scope`, last node
-/// fastest), scaled, and the messages to its scope's nodes.
-struct Term {
-    scope: Vec<usize>,
-    cost: Vec<i128>,
-    delta: Vec<Vec<f64>>,
-}
 
 /// The first level's costs, unscaled.
 struct LevelCosts<'a> {
@@ -253,26 +249,26 @@ pub(crate) fn reduced_cost_fixing(
     for (r, scope) in touchers.iter().enumerate() {
         let r32 = r as u32;
         let (scope, base_used, base_mask) = comp.deciding_touchers(r32, scope);
-        let cells = scope
-            .iter()
-            .try_fold(1usize, |p, &i| p.checked_mul(domain[i]))
-            .filter(|&c| c <= MAX_TERM_CELLS);
-        let Some(cells) = cells else {
+        let price = |(used, mask): (bool, Mask)| match (used, mask) {
+            (false, _) => 0,
+            (true, 0) => big,
+            (true, m) => costs.rank(comp, r32, best_rank(m)) * SCALE,
+        };
+        let Some(term) = Term::new(
+            comp,
+            r32,
+            scope,
+            (base_used, base_mask),
+            &domain,
+            MAX_TERM_STATES,
+            price,
+        ) else {
             continue;
         };
-        let mut cost = Vec::with_capacity(cells);
-        comp.for_each_resource_state(r32, &scope, (base_used, base_mask), &domain, |state| {
-            cost.push(match state {
-                ResourceState::Unused => 0,
-                ResourceState::Infeasible => big,
-                ResourceState::Rank(k) => costs.rank(comp, r32, k) * SCALE,
-            })
-        });
-        if scope.is_empty() {
-            constant += cost[0];
-        } else if cost.iter().any(|&x| x != 0) {
-            let delta = scope.iter().map(|&i| vec![0.0; domain[i]]).collect();
-            terms.push(Term { scope, cost, delta });
+        if term.scope.is_empty() {
+            constant += term.cost[0];
+        } else if term.costs_anything() {
+            terms.push(term);
         }
     }
     let mut incident: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
@@ -312,7 +308,7 @@ pub(crate) fn reduced_cost_fixing(
         for &i in &order {
             star_update(i, &unary[i], &incident[i], &mut terms, &domain);
         }
-        let bound = float_bound(&unary, &terms, &incident, &domain) + constant as f64;
+        let bound = float_bound(&unary, &mut terms, &incident, &domain) + constant as f64;
         if sweep % 20 == 19 {
             decode(&terms, &mut best);
         }
@@ -334,25 +330,14 @@ pub(crate) fn reduced_cost_fixing(
     let rounded: Vec<Vec<Vec<i128>>> = terms
         .iter()
         .map(|t| {
-            t.delta
-                .iter()
-                .map(|d| d.iter().map(|x| x.round() as i128).collect())
+            (0..t.scope.len())
+                .map(|p| t.delta(p).iter().map(|x| x.round() as i128).collect())
                 .collect()
         })
         .collect();
     let mut bound = constant;
-    for (t, term) in terms.iter().enumerate() {
-        let mut digits = vec![0usize; term.scope.len()];
-        let mut least = i128::MAX;
-        for &cost in &term.cost {
-            let mut v = cost;
-            for (p, &c) in digits.iter().enumerate() {
-                v -= rounded[t][p][c];
-            }
-            least = least.min(v);
-            advance(&mut digits, &term.scope, &domain);
-        }
-        bound = bound.checked_add(least)?;
+    for (term, rounded) in terms.iter().zip(&rounded) {
+        bound = bound.checked_add(term.least_exact(rounded)?)?;
     }
     let node_terms: Vec<Vec<i128>> = (0..n)
         .map(|i| {
@@ -428,32 +413,19 @@ fn star_update(
     let mut mu: Vec<Vec<f64>> = Vec::with_capacity(incident.len());
     let mut total: Vec<f64> = unary.iter().map(|&x| x as f64).collect();
     for &(t, p) in incident {
-        let term = &terms[t];
-        let mut m = vec![f64::INFINITY; d];
-        let mut digits = vec![0usize; term.scope.len()];
-        for &cost in &term.cost {
-            let mut v = cost as f64;
-            for (q, &c) in digits.iter().enumerate() {
-                if q != p {
-                    v -= term.delta[q][c];
-                }
-            }
-            let x = &mut m[digits[p]];
-            if v < *x {
-                *x = v;
-            }
-            advance(&mut digits, &term.scope, domain);
-        }
+        let mut m = vec![0.0; d];
+        terms[t].star_marginal(p, &mut m);
         for (tc, mc) in total.iter_mut().zip(&m) {
             *tc += mc;
         }
         mu.push(m);
     }
     let share = (incident.len() + 1) as f64;
-    for (&(t, p), m) in incident.iter().zip(&mu) {
-        for c in 0..d {
-            terms[t].delta[p][c] = m[c] - total[c] / share;
+    for (&(t, p), m) in incident.iter().zip(&mut mu) {
+        for (mc, tc) in m.iter_mut().zip(&total) {
+            *mc -= tc / share;
         }
+        terms[t].set_delta(p, m);
     }
 }
 
@@ -475,26 +447,10 @@ fn sequential_decode(
         let mut score = reparametrised(&unary[u], &incident[u], terms, domain[u]);
         for &(t, p) in &incident[u] {
             let term = &terms[t];
-            let mut m = vec![f64::INFINITY; domain[u]];
-            let mut digits = vec![0usize; term.scope.len()];
-            for &cost in &term.cost {
-                let agrees = term
-                    .scope
-                    .iter()
-                    .zip(&digits)
-                    .all(|(&j, &c)| choice[j] == usize::MAX || choice[j] == c);
-                if agrees {
-                    let mut v = cost as f64;
-                    for (q, &c) in digits.iter().enumerate() {
-                        v -= term.delta[q][c];
-                    }
-                    let x = &mut m[digits[p]];
-                    if v < *x {
-                        *x = v;
-                    }
-                }
-                advance(&mut digits, &term.scope, domain);
-            }
+            let m = term.marginal(p, |q, c| {
+                let j = term.scope[q];
+                choice[j] == usize::MAX || choice[j] == c
+            });
             for (s, x) in score.iter_mut().zip(&m) {
                 *s += x;
             }
@@ -524,7 +480,7 @@ fn reparametrised(
             unary[c] as f64
                 + incident
                     .iter()
-                    .map(|&(t, p)| terms[t].delta[p][c])
+                    .map(|&(t, p)| terms[t].delta(p)[c])
                     .sum::<f64>()
         })
         .collect()
@@ -533,23 +489,13 @@ fn reparametrised(
 /// The bound in floating point (to follow the ascent).
 fn float_bound(
     unary: &[Vec<i128>],
-    terms: &[Term],
+    terms: &mut [Term],
     incident: &[Vec<(usize, usize)>],
     domain: &[usize],
 ) -> f64 {
     let mut sum = 0.0;
-    for term in terms {
-        let mut digits = vec![0usize; term.scope.len()];
-        let mut least = f64::INFINITY;
-        for &cost in &term.cost {
-            let mut v = cost as f64;
-            for (p, &c) in digits.iter().enumerate() {
-                v -= term.delta[p][c];
-            }
-            least = least.min(v);
-            advance(&mut digits, &term.scope, domain);
-        }
-        sum += least;
+    for term in terms.iter_mut() {
+        sum += term.least();
     }
     for (i, u) in unary.iter().enumerate() {
         let r = reparametrised(u, &incident[i], terms, domain[i]);

@@ -6,6 +6,7 @@ use std::cmp::Ordering;
 use super::*;
 use crate::selection::exact::elimination::tests::{best_by_enumeration, small_parts};
 use crate::selection::model::objective::compare_scores;
+use crate::selection::reduce::components::advance;
 use crate::selection::reduce::components::Score;
 
 /// Every candidate some optimum of `level` takes is kept, and the
