@@ -484,7 +484,10 @@ pub fn record(
         },
         devices_used: solution.devices,
         kv_tokens_that_fit: tokens,
-        single_device_plan: facts.plan_id.clone(),
+        single_device_plan: facts
+            .plan_id()
+            .ok_or_else(|| internal("the single-device plan is not sealed: `ModelFacts::seal` it first".to_owned()))?
+            .to_owned(),
     };
     let digest = crate::canonical::canonical_fingerprint("placement", &payload)
         .map_err(|e| internal(format!("cannot hash the placement: {e}")))?;
