@@ -309,8 +309,8 @@ fn placements_are_deterministic() {
     let b = placed(&source, &set, &settings(Objective::MostKvTokens));
     assert_eq!(a.plan.placement_id, b.plan.placement_id);
     assert_eq!(
-        serde_json::to_string(&a.plan).unwrap(),
-        serde_json::to_string(&b.plan).unwrap()
+        a.plan.to_json_text().unwrap(),
+        b.plan.to_json_text().unwrap()
     );
 }
 
