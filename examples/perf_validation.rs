@@ -369,7 +369,7 @@ struct Row {
     tpot_measured: Option<f64>,
     /// The predicted TPOT as `A + s x h + B / m` (`[A, s, B]`) in the engine's host time
     /// per step `h` and the device's memory factor `m` (fit half only; [`decomposition`]).
-    tpot_parts: Option<[f64; 3]>,
+    tpot_parts: Option<[f64; 4]>,
     /// One line of residuals, for `--residuals`.
     residual: String,
     /// The record's source: its URL and title.
@@ -494,13 +494,9 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         pct(ttft_error),
         pct(tpot_error),
         match (tpot_parts, tpot_measured) {
-            (Some([a, s, b]), Some(t)) => format!(
+            (Some([a, s, k, b]), Some(t)) => format!(
                 "{:.2}",
-                b / (t - a - s * if case.engine == "vllm" {
-                    perf::engine_profile::VLLM_STEP_OVERHEAD_SECONDS
-                } else {
-                    profile.step_overhead_seconds
-                })
+                b / (t - a - s * profile.step_overhead_seconds - k * profile.decode_launch_factor)
             ),
             _ => "-".to_owned(),
         },
@@ -666,16 +662,19 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
     let fit = fit(rows);
     let _ = writeln!(
         out,
-        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |\n| vllm host time per step | {:.1} ms | the value in 0-3 ms (0.1 ms steps) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |",
+        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |\n| vllm host time per step | {:.1} ms | with the decode launch factor, the pair (host time in 0-3 ms by 0.1 ms, factor in 0-3 by 0.05) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |\n| vllm decode launch factor | {:.2} (x 4 us = {:.1} us per kernel on the NVIDIA devices) | fitted with the host time (above); SGLang takes the same factor | {} |",
         fit.request_overhead.0 * 1e3,
         fit.request_overhead.1,
         fit.vllm_step.0 * 1e3,
+        fit.vllm_step.1,
+        fit.decode_launch,
+        fit.decode_launch * 4.0,
         fit.vllm_step.1,
     );
     for (device, factor, n) in &fit.devices {
         let _ = writeln!(
             out,
-            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors at the fitted host time (the factor that makes the predicted TPOT the measured one), at most 1 / 0.80 | {n} |"
+            "| memory factor, {device} | {factor:.2} | median of the rows' implied factors at the fitted host time and launch factor (the factor that makes the predicted TPOT the measured one), at most 1 / 0.80 | {n} |"
         );
     }
     out.push_str(&sources(rows.iter().map(|r| (&r.cited, r.id.as_str()))));
@@ -729,9 +728,10 @@ fn main() {
     let (table, fit) = table_of(&rows, &skipped, records);
     print!("{table}");
     println!(
-        "\nfitted request overhead: {:.1} ms, vllm host time per step {:.1} ms",
+        "\nfitted request overhead: {:.1} ms, vllm host time per step {:.1} ms, decode launch factor {:.2}",
         fit.request_overhead.0 * 1e3,
-        fit.vllm_step.0 * 1e3
+        fit.vllm_step.0 * 1e3,
+        fit.decode_launch
     );
     for (device, factor, n) in &fit.devices {
         println!("fitted memory factor of {device}: {factor:.2} over {n} rows");

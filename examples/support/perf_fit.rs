@@ -7,29 +7,34 @@ use jointplan::perf::{self, EngineProfile, TimeModel};
 
 use super::{median, predicted, Case, Row};
 
-/// The case's predicted TPOT as `A + s x h + B / m` in the engine's host time per step `h`
-/// and the device's memory factor `m`: `A` at `h = 0, m = 1`, `B` from `m = 1/2`, `s`
-/// (steps per output token) from `h = 1 ms`. Decode steps are memory-bound and the
-/// simulation's step count does not depend on `h` or `m` at a fixed concurrency, so the
-/// form is exact up to the nodes that change side of the roofline.
+/// The case's predicted TPOT as `A + s x h + K x f + B / m` in the engine's host time per
+/// step `h`, its decode launch factor `f` (the share of the device's per-kernel launch time
+/// a kernel of a decode step costs) and the device's memory factor `m`: `A` at
+/// `h = 0, f = 0, m = 1`, `B` from `m = 1/2`, `s` (steps per output token) from `h = 1 ms`,
+/// `K` (launch time per output token at `f = 1`) from `f = 1`. Decode steps are
+/// memory-bound and the simulation's step count does not depend on `h`, `f` or `m` at a
+/// fixed concurrency, so the form is exact up to the nodes that change side of the
+/// roofline.
 pub fn decomposition(
     case: &Case,
     model: &TimeModel,
     engine: &EngineProfile,
-) -> Result<[f64; 3], String> {
-    let at = |m: f64, h: f64| {
+) -> Result<[f64; 4], String> {
+    let at = |m: f64, h: f64, f: f64| {
         let mut scaled = model.clone();
         scaled.memory_factor = m;
         let engine = EngineProfile {
             step_overhead_seconds: h,
+            decode_launch_factor: f,
             ..*engine
         };
         predicted(case, &scaled, &engine).map(|p| p.1)
     };
-    let one = at(1.0, 0.0)?;
-    let b = at(0.5, 0.0)? - one;
-    let s = (at(1.0, 1e-3)? - one) / 1e-3;
-    Ok([one - b, s, b])
+    let one = at(1.0, 0.0, 0.0)?;
+    let b = at(0.5, 0.0, 0.0)? - one;
+    let s = (at(1.0, 1e-3, 0.0)? - one) / 1e-3;
+    let k = at(1.0, 0.0, 1.0)? - one;
+    Ok([one - b, s, k, b])
 }
 
 /// The constants fitted on the fit half.
@@ -39,25 +44,32 @@ pub struct Fit {
     pub request_overhead: (f64, usize),
     /// vLLM's host time per step (seconds), to 0.1 ms, and the TPOT rows of the fit.
     pub vllm_step: (f64, usize),
+    /// vLLM's decode launch factor (the share of the device's per-kernel launch time a
+    /// kernel of a CUDA-graph decode step costs), to 0.05.
+    pub decode_launch: f64,
     /// Per device (its `name`): the median of its fit rows' implied memory factors at the
-    /// fitted host time, rounded to 0.01 and capped at `1 / MAX_CLASS_MEMORY` (no class
-    /// above the datasheet bandwidth); and the rows it is the median of.
+    /// fitted host time and launch factor, rounded to 0.01 and capped at
+    /// `1 / MAX_CLASS_MEMORY` (no class above the datasheet bandwidth); and the rows it is
+    /// the median of.
     pub devices: Vec<(String, f64, usize)>,
 }
 
 /// A fit TPOT row: its decomposition, measured TPOT, device, and the host time per step
-/// of its engine other than the fitted one (`None` for vLLM).
-type FitRow<'a> = ([f64; 3], f64, &'a str, Option<f64>);
+/// and decode launch factor of its engine when it is not the fitted one (`None` for vLLM).
+type FitRow<'a> = ([f64; 4], f64, &'a str, Option<(f64, f64)>);
 
-/// The devices' memory factors at vLLM host time `h`: per device, the median over its
-/// rows of the factor that makes the row exact (`B / (T - A - s h)`), rounded and capped.
+/// The devices' memory factors at vLLM host time `h` and decode launch factor `f`: per
+/// device, the median over its rows of the factor that makes the row exact
+/// (`B / (T - A - s h - K f)`), rounded and capped.
 fn device_factors<'a>(
     rows: &[FitRow<'a>],
     h: f64,
+    f: f64,
 ) -> std::collections::BTreeMap<&'a str, (f64, usize)> {
     let mut by: std::collections::BTreeMap<&str, Vec<f64>> = Default::default();
-    for ([a, s, b], t, device, step) in rows {
-        let rest = t - a - s * step.unwrap_or(h);
+    for ([a, s, k, b], t, device, own) in rows {
+        let (h, f) = own.unwrap_or((h, f));
+        let rest = t - a - s * h - k * f;
         if *b > 0.0 && rest > 0.0 {
             by.entry(device).or_default().push(b / rest);
         }
@@ -71,39 +83,50 @@ fn device_factors<'a>(
 }
 
 /// The fit of the fit half's rows: vLLM's host time per step `h` (0 to 3 ms in 0.1 ms
-/// steps) minimizing the median absolute TPOT error of the fit rows with each device's
-/// factor at that `h` (the smallest `h` on a tie); then the request overhead.
+/// steps) and decode launch factor `f` (0 to 3 in steps of 0.05) minimizing the median
+/// absolute TPOT error of the fit rows with each device's factor at that `h` and `f` (the
+/// smallest `h`, then the smallest `f`, on a tie); then the request overhead.
 pub fn fit(rows: &[Row]) -> Fit {
     let fit_rows: Vec<FitRow> = rows
         .iter()
         .filter(|r| r.fit)
         .filter_map(|r| {
-            let step = (r.engine != "vllm")
-                .then(|| perf::engine_profile(r.engine).map(|e| e.step_overhead_seconds))
+            let own = (r.engine != "vllm")
+                .then(|| {
+                    perf::engine_profile(r.engine)
+                        .map(|e| (e.step_overhead_seconds, e.decode_launch_factor))
+                })
                 .flatten();
-            Some((r.tpot_parts?, r.tpot_measured?, r.device.as_str(), step))
+            Some((r.tpot_parts?, r.tpot_measured?, r.device.as_str(), own))
         })
         .collect();
-    let mean_error = |h: f64| {
-        let factors = device_factors(&fit_rows, h);
+    let median_error = |h: f64, f: f64| {
+        let factors = device_factors(&fit_rows, h, f);
         let errors: Vec<f64> = fit_rows
             .iter()
-            .filter_map(|([a, s, b], t, device, step)| {
+            .filter_map(|([a, s, k, b], t, device, own)| {
                 let m = factors.get(device)?.0;
-                Some(((a + s * step.unwrap_or(h) + b / m - t) / t).abs())
+                let (h, f) = own.unwrap_or((h, f));
+                Some(((a + s * h + k * f + b / m - t) / t).abs())
             })
             .collect();
         median(errors)
     };
-    let mut best = (f64::INFINITY, 0.0);
+    let mut best = (f64::INFINITY, 0.0, 0.0);
     for tenths in 0..=30u32 {
         let h = f64::from(tenths) * 1e-4;
-        let e = mean_error(h);
-        if e < best.0 - 1e-12 {
-            best = (e, h);
+        for twentieths in 0..=60u32 {
+            let f = f64::from(twentieths) * 0.05;
+            let e = median_error(h, f);
+            if std::env::var_os("FIT_TRACE").is_some() {
+                println!("fit h {:.1} ms f {f:.2}: {:.2}%", h * 1e3, e * 100.0);
+            }
+            if e < best.0 - 1e-12 {
+                best = (e, h, f);
+            }
         }
     }
-    let h = best.1;
+    let (_, h, f) = best;
     let residuals: Vec<f64> = rows
         .iter()
         .filter(|r| r.fit)
@@ -115,7 +138,8 @@ pub fn fit(rows: &[Row]) -> Fit {
             residuals.len(),
         ),
         vllm_step: (h, fit_rows.len()),
-        devices: device_factors(&fit_rows, h)
+        decode_launch: f,
+        devices: device_factors(&fit_rows, h, f)
             .into_iter()
             .map(|(d, (m, n))| (d.to_owned(), m, n))
             .collect(),

@@ -143,11 +143,11 @@ pub const DEVICE_FACTORS: &[DeviceFactor] = &[
     },
     DeviceFactor {
         device: "NVIDIA GeForce RTX 4090",
-        memory: 1.13,
+        memory: 1.12,
     },
     DeviceFactor {
         device: "NVIDIA H100 80GB HBM3",
-        memory: 0.71,
+        memory: 0.73,
     },
 ];
 

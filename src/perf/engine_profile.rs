@@ -28,27 +28,35 @@ pub struct EngineProfile {
 /// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the fit part
 /// of the validation table (`examples/perf_validation.rs` prints the fit, and
 /// `tests/planner/perf_validation.rs` checks this constant against it).
-pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0114;
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0124;
 
 /// vLLM's host time per scheduler step not overlapped with the device: fitted on the fit
 /// half of the validation table jointly with the devices' memory factors
 /// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
 /// checks this constant against it).
-pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0012;
+pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0002;
+
+/// The share of the device's per-kernel launch time a kernel of a vLLM decode step costs
+/// (CUDA-graph replay: the graph node's launch, the ramp-up and tail of a kernel too small
+/// to fill the device): fitted on the fit half of the validation table jointly with the
+/// host time per step and the devices' memory factors (`examples/perf_validation.rs`
+/// prints the fit, `tests/planner/perf_validation.rs` checks this constant against it).
+/// SGLang replays CUDA graphs of the same kernel families and takes the same figure.
+pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 0.95;
 
 /// The profiles, by name.
 pub const ENGINES: &[EngineProfile] = &[
     EngineProfile {
         name: "vllm",
         step_overhead_seconds: VLLM_STEP_OVERHEAD_SECONDS,
-        decode_launch_factor: 0.25,
+        decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: 1.0,
         request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
     },
     EngineProfile {
         name: "sglang",
         step_overhead_seconds: 0.001,
-        decode_launch_factor: 0.25,
+        decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: 1.0,
         request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
     },

@@ -324,8 +324,8 @@ fn plan_at(n: u64, extra: &[&str]) -> Output {
 
 #[test]
 fn fit_with_a_tpot_target_is_the_largest_concurrency_plan_says_meets_it() {
-    let target_ms = 1.8;
-    let answer = json(&fit(&["--max-tpot-ms", "1.8"]));
+    let target_ms = 0.8;
+    let answer = json(&fit(&["--max-tpot-ms", "0.8"]));
     let n = answer["largest"]
         .as_u64()
         .expect("some concurrency meets it");

@@ -28,6 +28,12 @@ fn perf_validation_table_is_current() {
         "VLLM_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
         fit.vllm_step.0
     );
+    let launch = jointplan::perf::engine_profile::VLLM_DECODE_LAUNCH_FACTOR;
+    assert!(
+        (launch - fit.decode_launch).abs() < 1e-9,
+        "VLLM_DECODE_LAUNCH_FACTOR is {launch}, the fit half gives {}",
+        fit.decode_launch
+    );
     // Every fitted device factor is in the table of the model, and nothing else is.
     for (device, factor, _) in &fit.devices {
         assert!(
@@ -55,4 +61,48 @@ fn the_split_is_by_the_hash_of_the_id() {
     // FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c (even), of "b" 0xaf63df4c8601f1a5 (odd).
     assert!(example::fit_half("a"));
     assert!(!example::fit_half("b"));
+}
+
+/// The engines' table of `docs/performance-model.md` ("Engines") states the profiles the
+/// code uses: host time per step, decode and prefill launch factors, request overhead.
+#[test]
+fn the_engine_table_states_the_profiles() {
+    let docs = std::fs::read_to_string(example::DOCS).unwrap();
+    let section = docs
+        .split("\n## Engines\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/performance-model.md has an Engines section");
+    let millis = |cell: &str| -> f64 {
+        let cell = cell.trim();
+        let number = cell.strip_suffix(" ms").unwrap_or(cell);
+        number
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("not a time: {cell:?}"))
+            * 1e-3
+    };
+    for engine in jointplan::perf::engine_profile::ENGINES {
+        let row = section
+            .lines()
+            .find(|l| l.starts_with(&format!("| {} |", engine.name)))
+            .unwrap_or_else(|| panic!("no row for {} in the Engines table", engine.name));
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        assert!(
+            close(millis(cells[2]), engine.step_overhead_seconds),
+            "{row}"
+        );
+        assert!(
+            close(cells[3].parse().unwrap(), engine.decode_launch_factor),
+            "{row}"
+        );
+        assert!(
+            close(cells[4].parse().unwrap(), engine.prefill_launch_factor),
+            "{row}"
+        );
+        assert!(
+            close(millis(cells[5]), engine.request_overhead_seconds),
+            "{row}"
+        );
+    }
 }

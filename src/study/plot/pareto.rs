@@ -339,11 +339,15 @@ impl ParetoFigure {
             c.layout.marks.extend(marks);
             for (i, rect, label) in &placed.boxes {
                 if let Some((x, y)) = pixel(&self.points[*i]) {
-                    let (cx, cy) = ((rect.x0 + rect.x1) / 2.0, (rect.y0 + rect.y1) / 2.0);
-                    // A leader line from a label set apart from its point.
-                    let gap = (cx - x).abs().max((cy - y).abs());
-                    if gap > rect.x1 - rect.x0 + 12.0 || (cy - y).abs() > 26.0 {
-                        c.line(&[(x, y), (cx, cy)], NEUTRAL, 1, None)?;
+                    // A leader line from the ring to a label that does not touch it: the
+                    // nearest point of the label's box, when it is more than a few pixels
+                    // off the ring (a label beside its point needs none).
+                    let (nx, ny) = (x.clamp(rect.x0, rect.x1), y.clamp(rect.y0, rect.y1));
+                    let gap = (nx - x).hypot(ny - y);
+                    if gap > RING + 10.0 {
+                        let along = RING / gap;
+                        let from = (x + (nx - x) * along, y + (ny - y) * along);
+                        c.line(&[from, (nx, ny)], NEUTRAL, 1, None)?;
                     }
                 }
                 let t = c.small(label, rect.x0, (rect.y0 + rect.y1) / 2.0, false)?;
