@@ -596,7 +596,9 @@ impl ExecutionPlan {
         options: &BuildOptions,
         file: W,
     ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
-        Self::on_pool(options, || Self::build_on_current_pool(request, options, file))
+        Self::on_pool(options, || {
+            Self::build_on_current_pool(request, options, file)
+        })
     }
 
     fn build_on_current_pool<W: Write + Send>(

@@ -500,7 +500,11 @@ pub fn record(
         kv_tokens_that_fit: tokens,
         single_device_plan: facts
             .plan_id()
-            .ok_or_else(|| internal("the single-device plan is not sealed: `ModelFacts::seal` it first".to_owned()))?
+            .ok_or_else(|| {
+                internal(
+                    "the single-device plan is not sealed: `ModelFacts::seal` it first".to_owned(),
+                )
+            })?
             .to_owned(),
     };
     let digest = crate::canonical::canonical_fingerprint("placement", &payload)

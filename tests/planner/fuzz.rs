@@ -97,8 +97,8 @@ fn requests() -> Vec<(String, Value)> {
 
 fn run_request_case(text: &str, tally: &mut Tally, label: &str) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let request = PlanRequest::parse(Path::new("mutated.json"), text)
-            .map_err(jointplan::Error::from)?;
+        let request =
+            PlanRequest::parse(Path::new("mutated.json"), text).map_err(jointplan::Error::from)?;
         jointplan::build(&request, &BuildOptions::default()).map(drop)
     }));
     match outcome {

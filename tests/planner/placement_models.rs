@@ -96,7 +96,11 @@ fn the_single_device_plan_is_sealed_only_when_written_out() {
             .unwrap()
             .request;
         let built = jointplan::ExecutionPlan::build(&request, &options).unwrap();
-        assert_eq!(sealed.plan_id(), Some(built.payload.plan_id.as_str()), "{model}");
+        assert_eq!(
+            sealed.plan_id(),
+            Some(built.payload.plan_id.as_str()),
+            "{model}"
+        );
         let recorded = record(&sealed, &set, &formed, &solution).unwrap();
         let placed = placed(&source, &set, &fewest);
         assert_eq!(recorded.placement_id, placed.plan.placement_id, "{model}");
