@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use jointplan::perf::profile::ComputeType;
 use jointplan::perf::work::{work, StepShape};
-use jointplan::perf::{self, Calibration, EngineProfile, ServingPoint, TimeModel};
+use jointplan::perf::{self, Calibration, EngineProfile, Lengths, ServingPoint, TimeModel};
 use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
@@ -319,6 +319,12 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
         scheduled_token_budget: BUDGET,
         maximum_sequences: concurrency,
         simulated_requests: requests,
+        // Each request at the record's lengths: no record here ran a random dataset at other
+        // than its default range (fixed lengths); the ShareGPT runs are simulated at their
+        // mean lengths against their token-weighted ITL, which the fit is built on (the
+        // multi-GPU table runs its Lambda points at their listed lengths,
+        // docs/performance-model.md, "Request lengths").
+        lengths: Lengths::Fixed,
     }
 }
 

@@ -22,6 +22,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use jointplan::perf::Lengths;
 use jointplan::placement::{self, timing::Serving, DeviceSet, Objective, Settings};
 use jointplan::synth::ModelSource;
 use jointplan::BuildOptions;
@@ -30,6 +31,8 @@ use serde_json::Value;
 
 const POINTS: &str = "docs/data/perf-validation-multi-gpu.json";
 const DATA: &str = "docs/data/serving-measurements.json";
+/// The per-request lengths of the runs whose result files list them.
+const REQUEST_LENGTHS: &str = "docs/data/request-lengths.json";
 /// The docs holding the table.
 pub const DOCS: &str = "docs/performance-model.md";
 /// The table's first marker.
@@ -49,6 +52,8 @@ pub struct Row {
     concurrency: u64,
     input: u64,
     output: u64,
+    /// How the requests' lengths were drawn (`fixed`, `sglang-random`, `listed`).
+    lengths: &'static str,
     placement: String,
     /// The tensor-parallel degree the point is placed at.
     tensor_parallel: u32,
@@ -88,6 +93,99 @@ fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, String> {
         .ok_or_else(|| format!("no `{key}`"))
 }
 
+/// The lengths a point is simulated at: `(input, output, distribution, requests)` from its
+/// `lengths` (the source's random dataset, or `listed`: the per-request lengths of
+/// `docs/data/request-lengths.json`), else the record's mean lengths, fixed. A distribution
+/// is checked against the record: its draws' means are the measured ones.
+fn lengths_of(
+    point: &Value,
+    record: &Value,
+    id: &str,
+) -> Result<Option<(u64, u64, Lengths, u64)>, String> {
+    let Some(spec) = point.get("lengths") else {
+        return Ok(None);
+    };
+    let count = |key: &str| {
+        spec.get(key)
+            .and_then(Value::as_u64)
+            .ok_or_else(|| format!("lengths.{key}: not a count"))
+    };
+    let measured = |key: &str| number(record, key).ok_or(format!("no {key}"));
+    let (measured_in, measured_out) = (measured("input_tokens")?, measured("output_tokens")?);
+    match text(spec, "kind")? {
+        "sglang-random" => {
+            let (input, output, requests) = (
+                count("random_input_len")?,
+                count("random_output_len")?,
+                count("num_prompts")?,
+            );
+            let lengths = Lengths::SglangRandom {
+                range_ratio: number(spec, "range_ratio").ok_or("lengths.range_ratio")?,
+                seed: u32::try_from(count("seed")?).map_err(|e| e.to_string())?,
+            };
+            lengths.validate().map_err(|e| e.to_string())?;
+            // The benchmark prints its total prompt tokens (the drawn lengths) and total
+            // generated tokens (one fewer per request where the server does not count the
+            // last token: the Qwen3 rows).
+            let drawn = lengths.draws(requests, input, output);
+            let n = drawn.len().max(1) as f64;
+            let mean_in = drawn.iter().map(|d| d.0 as f64).sum::<f64>() / n;
+            let mean_out = drawn.iter().map(|d| d.1 as f64).sum::<f64>() / n;
+            if (mean_in - measured_in).abs() > 0.051 || (mean_out - measured_out).abs() > 1.051 {
+                return Err(format!(
+                    "{id}: the SGLang draws' means {mean_in:.2}/{mean_out:.2} are not the measured {measured_in}/{measured_out}"
+                ));
+            }
+            Ok(Some((input, output, lengths, requests)))
+        }
+        "listed" => {
+            let file: Value = serde_json::from_str(
+                &std::fs::read_to_string(REQUEST_LENGTHS).map_err(|e| e.to_string())?,
+            )
+            .map_err(|e| e.to_string())?;
+            let run = file["runs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["id"].as_str() == Some(id))
+                .ok_or(format!("{id}: not a run of {REQUEST_LENGTHS}"))?;
+            let list = |key: &str| -> Vec<u64> {
+                run[key]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_u64)
+                    .collect()
+            };
+            let requests: Vec<(u64, u64)> = list("input_lens")
+                .into_iter()
+                .zip(list("output_lens"))
+                .collect();
+            let n = requests.len().max(1) as f64;
+            let mean_in = requests.iter().map(|r| r.0 as f64).sum::<f64>() / n;
+            let mean_out = requests.iter().map(|r| r.1 as f64).sum::<f64>() / n;
+            if (mean_in - measured_in).abs() > 0.051 || (mean_out - measured_out).abs() > 0.051 {
+                return Err(format!(
+                    "{id}: the listed lengths' means {mean_in:.2}/{mean_out:.2} are not the record's {measured_in}/{measured_out}"
+                ));
+            }
+            let count = requests.len() as u64;
+            let lengths = Lengths::Listed {
+                requests,
+                source: text(run, "source")?.to_owned(),
+            };
+            lengths.validate().map_err(|e| e.to_string())?;
+            Ok(Some((
+                measured_in.round() as u64,
+                (measured_out.round() as u64).max(1),
+                lengths,
+                count,
+            )))
+        }
+        other => Err(format!("lengths.kind {other}: not sglang-random or listed")),
+    }
+}
+
 fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let id = text(point, "id")?.to_owned();
     let measured = record.get("measured").ok_or("no `measured`")?;
@@ -98,13 +196,19 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         return Err("no mean TTFT, TPOT or ITL".to_owned());
     }
     let concurrency = number(record, "concurrency").ok_or("no concurrency")? as u64;
-    let input = number(record, "input_tokens")
-        .ok_or("no input tokens")?
-        .round() as u64;
-    let output = number(record, "output_tokens")
-        .ok_or("no output tokens")?
-        .round()
-        .max(1.0) as u64;
+    let drawn = lengths_of(point, record, &id)?;
+    let (input, output) = match &drawn {
+        Some((input, output, _, _)) => (*input, *output),
+        None => (
+            number(record, "input_tokens")
+                .ok_or("no input tokens")?
+                .round() as u64,
+            number(record, "output_tokens")
+                .ok_or("no output tokens")?
+                .round()
+                .max(1.0) as u64,
+        ),
+    };
     // A TTFT-only point (one output token) has no TPOT to compare.
     let tpot_measured = tpot_measured.filter(|_| output > 1);
     let engine = text(record, "engine")?
@@ -142,13 +246,20 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     // prompt and output, the engines' default budget.
     let mut policy = source.policy_preset().map_err(|e| e.to_string())?;
     policy.maximum_active_sequences = u32::try_from(concurrency).map_err(|e| e.to_string())?;
-    policy.maximum_context_tokens = Some((input + output).div_ceil(256) * 256);
+    let lengths = drawn
+        .as_ref()
+        .map_or(Lengths::Fixed, |(_, _, l, _)| l.clone());
+    let (longest_in, longest_out) = lengths.longest(input, output);
+    policy.maximum_context_tokens = Some((longest_in + longest_out).div_ceil(256) * 256);
     policy.maximum_scheduled_tokens = BUDGET;
     // Simulated the way it was measured, as the single-device table does: one batch of the
-    // `C` requests for a static batch, else the benchmark's request count (`4 x C` when the
-    // source does not say).
+    // `C` requests for a static batch, else the benchmark's request count (its
+    // `--num-prompts` where the point's lengths give it, `4 x C` when the source does not
+    // say).
     let requests = if number(record, "batch_size").is_some() {
         concurrency
+    } else if let Some((_, _, _, requests)) = &drawn {
+        *requests
     } else {
         number(record, "requests")
             .map_or(4 * concurrency, |r| r as u64)
@@ -166,6 +277,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             output_tokens: output,
             engine: engine.clone(),
             simulated_requests: Some(requests),
+            lengths: lengths.clone(),
         }),
         policy: Some(policy),
         why_not: None,
@@ -193,6 +305,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         concurrency,
         input,
         output,
+        lengths: lengths.name(),
         placement: format!(
             "tp {} pp {}",
             chosen.tensor_parallel(),
@@ -396,11 +509,21 @@ fn summary(errors: &[(f64, &Row)], chosen: impl Fn(&Row) -> bool) -> String {
     }
 }
 
+/// A row's `I/O` cell: the fixed lengths, SGLang's nominal (largest) lengths with `random`,
+/// or a list's mean lengths with `listed`.
+fn io(r: &Row) -> String {
+    match r.lengths {
+        "fixed" => format!("{}/{}", r.input, r.output),
+        "sglang-random" => format!("{}/{} random", r.input, r.output),
+        other => format!("{}/{} {other}", r.input, r.output),
+    }
+}
+
 /// The table and its median absolute TPOT error over all points.
 pub fn table() -> (String, f64) {
     let (rows, skipped, records) = rows();
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's serving simulation (docs/placement.md, \"Time across devices\"): the single-device closed loop of C clients (continuous batching, decodes first, chunked prompts, the engine's request overhead and host time per step), each step priced on the placement (node times split over the ranks, all-reduces); TTFT and TPOT are the simulated means. As in the single-device table, a static batch is one batch of `C` requests and a served run sends the benchmark's request count (`4 x C` when the source does not say). The last rows of the summary compare the objective's linear estimate the placement solver ranks by (TPOT: the decode step plus the other requests' prompts' share; TTFT: one prompt alone) on the same points. Nothing is fitted here; the device memory factors and the request overhead are the single-device fit's, and `half` is the point's half of the same split (FNV-1a 64-bit hash of the id even: fit). Times in ms; error = (predicted - measured) / measured. Every other record of `docs/data/serving-measurements.json` on several devices is listed below the summaries with the reason it is not predicted.\n\n");
+    out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's serving simulation (docs/placement.md, \"Time across devices\"): the single-device closed loop of C clients (continuous batching, decodes first, chunked prompts, the engine's request overhead and host time per step), each step priced on the placement (node times split over the ranks, all-reduces); TTFT and TPOT are the simulated means. As in the single-device table, a static batch is one batch of `C` requests and a served run sends the benchmark's request count (`4 x C` when the source does not say). Request lengths follow the source (docs/performance-model.md, \"Request lengths\"): `I/O random` is SGLang's random dataset at its nominal `--random-input-len/--random-output-len`, simulated at the benchmark's own draws (its generator at its seed, for its `--num-prompts`: their means are the record's measured ones); `listed` runs each request at the lengths its result file lists (their means shown); otherwise every request has the record's lengths. The last rows of the summary compare the objective's linear estimate the placement solver ranks by (TPOT: the decode step plus the other requests' prompts' share; TTFT: one prompt alone) on the same points. Nothing is fitted here; the device memory factors and the request overhead are the single-device fit's, and `half` is the point's half of the same split (FNV-1a 64-bit hash of the id even: fit). Times in ms; error = (predicted - measured) / measured. Every other record of `docs/data/serving-measurements.json` on several devices is listed below the summaries with the reason it is not predicted.\n\n");
     out.push_str("| id | half | engine | GPUs | model | weights | placement | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n|---|---|---|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     // (|error|, row) per phase.
     let mut tpot_errors: Vec<(f64, &Row)> = Vec::new();
@@ -421,7 +544,7 @@ pub fn table() -> (String, f64) {
         }
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.id,
             if r.fit { "fit" } else { "test" },
             r.engine,
@@ -430,8 +553,7 @@ pub fn table() -> (String, f64) {
             r.weights,
             r.placement,
             r.concurrency,
-            r.input,
-            r.output,
+            io(r),
             ttft.0,
             ttft.1,
             ttft.2,

@@ -49,7 +49,8 @@ def _forbids(forbids: Optional[Mapping[str, Union[str, Iterable[str]]]]) -> Opti
 def serving(concurrency: Optional[int] = None, input_tokens: Optional[int] = None,
             output_tokens: Optional[int] = None, engine: Optional[str] = None,
             performance_device: Optional[PathLike] = None,
-            calibration: Optional[PathLike] = None, fit: bool = False) -> Optional[dict]:
+            calibration: Optional[PathLike] = None, fit: bool = False,
+            lengths: Optional[str] = None) -> Optional[dict]:
     """A serving point (the command line's ``--concurrency --input-tokens --output-tokens
     --engine --performance-device --calibration``), or ``None`` when none is given. A
     partial one names the missing keyword; a fit's has no concurrency (each value probed
@@ -62,7 +63,7 @@ def serving(concurrency: Optional[int] = None, input_tokens: Optional[int] = Non
             raise bad_input("concurrency= does not apply to fit: each value of the knob is "
                             "the concurrency")
     extras = {"engine": engine, "performance_device": performance_device,
-              "calibration": calibration}
+              "calibration": calibration, "lengths": lengths}
     if all(v is None for v in counts.values()):
         given = [name for name, v in extras.items() if v is not None]
         if given and not fit:
@@ -84,6 +85,10 @@ def serving(concurrency: Optional[int] = None, input_tokens: Optional[int] = Non
         performance_device)
     out["calibration"] = None if calibration is None else os.fspath(calibration)
     out["fit"] = fit
+    if lengths is not None:
+        if not isinstance(lengths, str):
+            raise bad_input("lengths must be a string: fixed, sglang[:R[:SEED]] or vllm[:R]")
+        out["lengths"] = lengths
     return out
 
 

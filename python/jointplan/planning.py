@@ -132,7 +132,7 @@ def plan(request: Optional[PathOrDict] = None, *, model=None, config=None, devic
          allow_uncertified: bool = False, threads: Optional[int] = None,
          concurrency: Optional[int] = None, input_tokens: Optional[int] = None,
          output_tokens: Optional[int] = None, engine: Optional[str] = None,
-         performance_device=None, calibration=None) -> Plan:
+         performance_device=None, calibration=None, lengths: Optional[str] = None) -> Plan:
     """Builds, checks and hashes the plan of a request (path or dict) or of a model
     folder (``model=``, with the synthesis choices as keywords). ``pins`` maps a node to
     the provider it must take and ``forbids`` a node to providers it must not (the
@@ -145,9 +145,11 @@ def plan(request: Optional[PathOrDict] = None, *, model=None, config=None, devic
     raised to the concurrency when lower, and ``objective="min-tpot"|"min-ttft"|
     "max-throughput"`` records the point in the plan. ``engine`` (``"vllm"``,
     ``"vllm@0.6"``, ...; a model folder only) also holds the plan to the engine's memory
-    budget, as the command line's ``--engine``."""
+    budget, as the command line's ``--engine``. ``lengths`` (``"fixed"``,
+    ``"sglang[:R[:SEED]]"``, ``"vllm[:R]"``) draws the requests' lengths as a serving
+    benchmark's random dataset does, as the command line's ``--lengths``."""
     point = serving(concurrency, input_tokens, output_tokens, engine, performance_device,
-                    calibration)
+                    calibration, lengths=lengths)
     call_options = options(threads, objective, weights, node_limit, time_limit,
                            allow_uncertified, pins=pins, forbids=forbids, serving=point)
     request_json, source_json = request_or_source(

@@ -77,8 +77,7 @@ fn plan_batch(py: Python<'_>, task_json: String) -> PyResult<String> {
             threads: Some(task.threads),
             ..BuildOptions::default()
         };
-        let rows =
-            plan_points(
+        let rows = plan_points(
             &task.points,
             task.base.as_deref(),
             &task.done,

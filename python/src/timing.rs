@@ -1,11 +1,12 @@
 //! The serving point of a call: `serving` in the options JSON (`concurrency`,
-//! `input_tokens`, `output_tokens`, `engine`, `performance_device`, `calibration`), read
+//! `input_tokens`, `output_tokens`, `engine`, `performance_device`, `calibration`,
+//! `lengths`), read
 //! into the library's pricing ([`jointplan::study::timing`]) so that Python prices plans
 //! with the same queries as the command line.
 
 use std::path::Path;
 
-use jointplan::perf::{Calibration, PerfError, DEFAULT_ENGINE};
+use jointplan::perf::{Calibration, Lengths, PerfError, DEFAULT_ENGINE};
 use jointplan::study::diff::GivenPricing;
 use jointplan::study::timing::{Load, Pricer};
 use jointplan::synth::DeviceDescription;
@@ -60,6 +61,10 @@ pub(crate) fn serving_options(options_json: &str) -> Result<Option<ServingOption
         input_tokens: count("input_tokens")?,
         output_tokens: count("output_tokens")?,
         engine: text("engine").unwrap_or_else(|| DEFAULT_ENGINE.to_owned()),
+        lengths: match text("lengths") {
+            Some(spec) => Lengths::parse(&spec).map_err(perf_failure)?,
+            None => Lengths::Fixed,
+        },
     };
     let device = match text("performance_device") {
         Some(file) => Some(DeviceDescription::read(Path::new(&file)).map_err(|e| {

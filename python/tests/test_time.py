@@ -38,6 +38,20 @@ def test_a_plan_at_a_serving_point_carries_the_command_lines_performance():
     assert jointplan.plan(model=LLAMA, layers=2, threads=1).performance is None
 
 
+def test_request_lengths_carry_into_the_performance_as_on_the_command_line():
+    plan = jointplan.plan(model=LLAMA, layers=2, device=H100, threads=1, concurrency=8,
+                          input_tokens=128, output_tokens=8, lengths="sglang:0")
+    line = cli_json("plan", str(LLAMA), "--layers", "2", "--device", str(H100), "--json",
+                    "--concurrency", "8", "--input-tokens", "128", "--output-tokens", "8",
+                    "--lengths", "sglang:0")
+    assert plan.performance == line["performance"]
+    assert plan.performance["serving_point"]["lengths"] == {
+        "kind": "sglang-random", "range_ratio": 0.0, "seed": 1}
+    with pytest.raises(jointplan.BadInput, match="lengths: vllm:1"):
+        jointplan.plan(model=LLAMA, layers=2, threads=1, concurrency=2, input_tokens=8,
+                       output_tokens=8, lengths="vllm:1")
+
+
 def test_a_time_objective_records_its_point_and_verifies(server):
     plan = jointplan.plan(server, objective="min-tpot", performance_device=H100, threads=1,
                           **POINT)

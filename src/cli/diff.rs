@@ -69,12 +69,18 @@ pub fn given_pricing(
         }
         return Ok(None);
     };
+    if !point.lengths.is_fixed() {
+        return Err(Error::Usage(
+            "--lengths applies to a plan's or a placement's predicted performance (the serving simulation); diff and explain price their changes at fixed lengths: drop --lengths".to_owned(),
+        ));
+    }
     let perf = |e: jointplan::perf::PerfError| Error::Library(jointplan::Error::from(e));
     let load = Load {
         concurrency: point.concurrency,
         input_tokens: point.input_tokens,
         output_tokens: point.output_tokens,
         engine: point.engine,
+        lengths: point.lengths,
     };
     let calibration = match &serving.calibration {
         Some(file) => Calibration::read(file).map_err(perf)?,

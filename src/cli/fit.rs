@@ -166,6 +166,7 @@ fn latency_query(args: &Args) -> Result<Option<LatencyQuery>, Error> {
                 .engine
                 .clone()
                 .unwrap_or_else(|| jointplan::perf::DEFAULT_ENGINE.to_owned()),
+            lengths: jointplan::perf::Lengths::Fixed,
         },
         device,
         calibration,

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use jointplan::perf::{self, Calibration, Performance, ServingPoint, DEFAULT_ENGINE};
+use jointplan::perf::{self, Calibration, Lengths, Performance, ServingPoint, DEFAULT_ENGINE};
 use jointplan::plan::ExecutionPlan;
 use jointplan::request::PlanRequest;
 use jointplan::synth::DeviceDescription;
@@ -26,6 +26,17 @@ pub struct ServingFlags {
     /// Output tokens of each request.
     #[arg(long, value_name = "O")]
     pub output_tokens: Option<u64>,
+    /// How the requests' lengths vary around I and O, as a serving benchmark draws them:
+    /// `fixed` (default: every request I and O); `sglang[:R[:SEED]]`, `sglang.bench_serving
+    /// --dataset-name random --random-input-len I --random-output-len O
+    /// --random-range-ratio R --seed SEED` (each length uniform in [max(floor(L*R), 1), L];
+    /// R in [0, 1], SGLang's default 0; SEED default 1: the benchmark's own draws when its
+    /// --num-prompts is the 4 x C requests simulated); `vllm[:R]`, `vllm bench serve
+    /// --dataset-name random` (uniform in [floor(L*(1-R)), ceil(L*(1+R))]; R in [0, 1),
+    /// vLLM's default 0 is fixed). The simulated means follow the drawn lengths
+    /// (docs/performance-model.md#request-lengths).
+    #[arg(long, value_name = "fixed|sglang[:R[:SEED]]|vllm[:R]")]
+    pub lengths: Option<String>,
     /// Calibration file of measured kernel times that replace the roofline
     /// (docs/performance-model.md#calibration).
     #[arg(long, value_name = "FILE")]
@@ -47,6 +58,8 @@ pub struct Requested {
     pub output_tokens: u64,
     /// Engine spelling.
     pub engine: String,
+    /// How the requests' lengths are drawn (`--lengths`).
+    pub lengths: Lengths,
 }
 
 impl ServingFlags {
@@ -59,6 +72,7 @@ impl ServingFlags {
             ("--output-tokens", self.output_tokens),
         ];
         let others = [
+            ("--lengths", self.lengths.is_some()),
             ("--calibration", self.calibration.is_some()),
             ("--performance-device", self.performance_device.is_some()),
         ];
@@ -93,11 +107,16 @@ impl ServingFlags {
                 })?
                 .to_owned(),
         };
+        let lengths = match &self.lengths {
+            None => Lengths::Fixed,
+            Some(spec) => Lengths::parse(spec).map_err(|e| Error::Usage(e.to_string()))?,
+        };
         Ok(Some(Requested {
             concurrency,
             input_tokens,
             output_tokens,
             engine,
+            lengths,
         }))
     }
 }
@@ -188,6 +207,7 @@ pub fn predict(
         scheduled_token_budget: request.policy.maximum_scheduled_tokens,
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: point.concurrency.saturating_mul(4),
+        lengths: point.lengths.clone(),
     };
     Ok(perf::predict(&model, &serving)?)
 }

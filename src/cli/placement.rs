@@ -119,6 +119,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             output_tokens: r.output_tokens,
             engine: r.engine,
             simulated_requests: None,
+            lengths: r.lengths,
         });
     let why_not = flags
         .why_not

@@ -10,6 +10,7 @@ pub mod calibration;
 pub mod communication;
 pub mod efficiency;
 pub mod engine_profile;
+pub mod lengths;
 pub mod model;
 pub mod profile;
 pub mod selection_time;
@@ -26,6 +27,7 @@ use crate::synth::DeviceDescription;
 
 pub use calibration::{Calibration, CalibrationEntry};
 pub use engine_profile::{engine_names, engine_profile, EngineProfile, DEFAULT_ENGINE, ENGINES};
+pub use lengths::Lengths;
 pub use model::{PhaseTime, TimeModel};
 pub use selection_time::CandidateTimes;
 pub use serving::{ServingPoint, ServingPrediction};
@@ -133,9 +135,10 @@ pub struct Performance {
     pub output_tokens_per_second_per_device: f64,
     /// Output tokens per second of one request (`1 / tpot`).
     pub output_tokens_per_second_per_user: f64,
-    /// One prompt alone, in chunks of the budget.
+    /// One prompt alone, in chunks of the budget (at the mean lengths when they vary).
     pub prefill: PhaseTime,
-    /// The steady decode step (`min(C, max_sequences)` requests at context `I + O/2`).
+    /// The steady decode step (`min(C, max_sequences)` requests at context `I + O/2`; at
+    /// the mean lengths when they vary).
     pub decode_step: PhaseTime,
     /// Node kinds by decode time, largest first.
     pub by_kind: Vec<KindTime>,
@@ -200,9 +203,14 @@ pub fn predict(model: &TimeModel, point: &ServingPoint) -> Result<Performance, P
         known: engine_names(),
     })?;
     let served = serving::simulate(model, &engine, point)?;
-    let prefill = serving::prefill_time(model, &engine, point);
-    let decode_step = serving::decode_step_time(model, &engine, point);
-    let by_kind = by_kind(model, &engine, point);
+    // One prompt and the steady decode step at the mean lengths (the point itself when
+    // they are fixed).
+    let mean = point.at_mean_lengths();
+    let prefill = serving::prefill_time(model, &engine, &mean);
+    let decode_step = serving::decode_step_time(model, &engine, &mean);
+    let by_kind = by_kind(model, &engine, &mean);
+    let mut rules = RULES.to_vec();
+    rules.extend(point.lengths.rule());
     Ok(Performance {
         serving_point: point.clone(),
         device: model.device_name.clone(),
@@ -216,7 +224,7 @@ pub fn predict(model: &TimeModel, point: &ServingPoint) -> Result<Performance, P
         decode_step,
         by_kind,
         simulated_steps: served.steps,
-        rules: RULES.to_vec(),
+        rules,
     })
 }
 

@@ -1,7 +1,7 @@
 //! The serving model: a closed loop of `C` clients, each sending a request of `I` prompt
-//! tokens and `O` output tokens and the next one when it completes, run through a
-//! continuous-batching scheduler with chunked prefill, step by step, each step priced by the
-//! [`TimeModel`].
+//! tokens and `O` output tokens (or lengths drawn around them, [`super::lengths`]) and the
+//! next one when it completes, run through a continuous-batching scheduler with chunked
+//! prefill, step by step, each step priced by the [`TimeModel`].
 //!
 //! Scheduling rules (vLLM V1's default, which SGLang and TensorRT-LLM follow in aggregated
 //! serving): at most `max_sequences` requests run; each step first gives every decoding
@@ -15,6 +15,7 @@
 use serde::Serialize;
 
 use super::engine_profile::EngineProfile;
+use super::lengths::Lengths;
 use super::model::{PhaseTime, TimeModel};
 use super::work::{Segment, StepShape};
 use super::PerfError;
@@ -37,6 +38,10 @@ pub struct ServingPoint {
     /// Requests simulated (4 x concurrency: the first wave arrives together, later ones as
     /// earlier ones complete), over which the means are taken.
     pub simulated_requests: u64,
+    /// How each request's prompt and output lengths are drawn around `input_tokens` and
+    /// `output_tokens` (fixed: all equal, and not serialized).
+    #[serde(skip_serializing_if = "Lengths::is_fixed")]
+    pub lengths: Lengths,
 }
 
 impl ServingPoint {
@@ -65,6 +70,15 @@ impl ServingPoint {
                 "input plus output tokens must be at most 2097152",
             ));
         }
+        self.lengths.validate()?;
+        let (longest_input, longest_output) =
+            self.lengths.longest(self.input_tokens, self.output_tokens);
+        if longest_input.saturating_add(longest_output) > 1 << 21 {
+            return Err(bad(
+                "--lengths",
+                "the longest request's input plus output tokens must be at most 2097152",
+            ));
+        }
         if self.scheduled_token_budget == 0 || self.maximum_sequences == 0 {
             return Err(bad(
                 "--concurrency",
@@ -72,6 +86,22 @@ impl ServingPoint {
             ));
         }
         Ok(())
+    }
+
+    /// The point with every request at the distribution's mean lengths (rounded, at least
+    /// 1), fixed: what the linear figures (one prompt, the steady decode step) are priced
+    /// at. A fixed point is itself.
+    pub fn at_mean_lengths(&self) -> ServingPoint {
+        if self.lengths.is_fixed() {
+            return self.clone();
+        }
+        let (input, output) = self.lengths.mean(self.input_tokens, self.output_tokens);
+        ServingPoint {
+            input_tokens: (input.round() as u64).max(1),
+            output_tokens: (output.round() as u64).max(1),
+            lengths: Lengths::Fixed,
+            ..self.clone()
+        }
     }
 }
 
@@ -92,6 +122,12 @@ pub struct ServingPrediction {
 
 struct Running {
     arrival: f64,
+    /// The request's prompt and output tokens.
+    input: u64,
+    output: u64,
+    /// Whether the client sees a token (a listed response of none does not: the benchmark
+    /// records its TTFT as 0).
+    streamed: bool,
     prefilled: u64,
     generated: u64,
     first_token: f64,
@@ -123,11 +159,22 @@ pub fn simulate_steps(
     let total = point.simulated_requests.max(1);
     let slots = point.maximum_sequences.min(point.concurrency);
     let budget = point.scheduled_token_budget;
-    let (input, output) = (point.input_tokens, point.output_tokens);
-    let mut waiting: std::collections::VecDeque<f64> = std::collections::VecDeque::new();
+    // Request `k` (in the order the clients send them) has the `k`-th drawn lengths.
+    let drawn = point
+        .lengths
+        .draws(total, point.input_tokens, point.output_tokens);
+    let lengths = |k: u64| {
+        drawn
+            .get(k as usize)
+            .copied()
+            .unwrap_or((point.input_tokens, point.output_tokens))
+    };
+    let mut waiting: std::collections::VecDeque<(f64, u64, u64)> =
+        std::collections::VecDeque::new();
     let mut issued = 0u64;
     while issued < point.concurrency.min(total) {
-        waiting.push_back(0.0);
+        let (input, output) = lengths(issued);
+        waiting.push_back((0.0, input, output));
         issued += 1;
     }
     let mut running: Vec<Running> = Vec::new();
@@ -138,12 +185,12 @@ pub fn simulate_steps(
         // A request reaches the scheduler `request_overhead` after it arrives; with nothing
         // running, time moves on to the first one that does.
         if running.is_empty() {
-            if let Some(&arrival) = waiting.front() {
+            if let Some(&(arrival, _, _)) = waiting.front() {
                 now = now.max(arrival + engine.request_overhead_seconds);
             }
         }
         while running.len() < slots as usize {
-            let Some(&arrival) = waiting.front() else {
+            let Some(&(arrival, input, output)) = waiting.front() else {
                 break;
             };
             if arrival + engine.request_overhead_seconds > now {
@@ -152,6 +199,10 @@ pub fn simulate_steps(
             waiting.pop_front();
             running.push(Running {
                 arrival,
+                input,
+                // A listed response of no tokens still takes its first step.
+                output: output.max(1),
+                streamed: output > 0,
                 prefilled: 0,
                 generated: 0,
                 first_token: 0.0,
@@ -167,9 +218,9 @@ pub fn simulate_steps(
         let mut decode_context = 0u64;
         let mut decoding = Vec::new();
         for (i, r) in running.iter().enumerate() {
-            if r.prefilled == input && r.generated < output && left > 0 {
+            if r.prefilled == r.input && r.generated < r.output && left > 0 {
                 decoding.push(i);
-                decode_context += input + r.generated - 1;
+                decode_context += r.input + r.generated - 1;
                 left -= 1;
             }
         }
@@ -187,8 +238,8 @@ pub fn simulate_steps(
             if left == 0 {
                 break;
             }
-            if r.prefilled < input {
-                let chunk = (input - r.prefilled).min(left);
+            if r.prefilled < r.input {
+                let chunk = (r.input - r.prefilled).min(left);
                 left -= chunk;
                 segments.push(Segment {
                     sequences: 1,
@@ -213,7 +264,7 @@ pub fn simulate_steps(
         for &(i, chunk) in &chunks {
             let r = &mut running[i];
             r.prefilled += chunk;
-            if r.prefilled == input {
+            if r.prefilled == r.input {
                 r.generated = 1;
                 r.first_token = now;
                 generated_total += 1;
@@ -221,15 +272,18 @@ pub fn simulate_steps(
         }
         let mut kept = Vec::with_capacity(running.len());
         for r in running.drain(..) {
-            if r.prefilled == input && r.generated >= output {
-                ttft_sum += r.first_token - r.arrival;
-                if output > 1 {
-                    tpot_sum += (now - r.first_token) / (output - 1) as f64;
+            if r.prefilled == r.input && r.generated >= r.output {
+                if r.streamed {
+                    ttft_sum += r.first_token - r.arrival;
+                }
+                if r.output > 1 {
+                    tpot_sum += (now - r.first_token) / (r.output - 1) as f64;
                     tpot_count += 1;
                 }
                 done += 1;
                 if issued < total {
-                    waiting.push_back(now);
+                    let (input, output) = lengths(issued);
+                    waiting.push_back((now, input, output));
                     issued += 1;
                 }
             } else {

@@ -121,6 +121,7 @@ pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, Place
     .map_err(|e| PlacementError::Internal(format!("the serving simulation: {e}")))?;
     run.engine_seconds = served.steps as f64 * engine.step_overhead_seconds;
     let mut rules: Vec<&'static str> = RULES.to_vec();
+    rules.extend(timing.point.lengths.rule());
     rules.extend_from_slice(crate::perf::communication::RULES);
     Ok(Prediction {
         serving_point: timing.point.clone(),

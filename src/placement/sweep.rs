@@ -59,6 +59,7 @@ impl Placer for SweepPlacer {
                 output_tokens: s.output_tokens,
                 engine: job.engine.to_owned(),
                 simulated_requests: None,
+                lengths: crate::perf::Lengths::Fixed,
             }),
             policy: Some(job.preset.clone()),
             ..Settings::default()

@@ -13,7 +13,7 @@ use crate::perf::communication::{self, LinkClass, LinkFigures};
 use crate::perf::engine_profile::EngineProfile;
 use crate::perf::model::{NodeGroup, PhaseTime, TimeModel};
 use crate::perf::work::{Segment, StepShape};
-use crate::perf::{engine_names, engine_profile, serving, Calibration, ServingPoint};
+use crate::perf::{engine_names, engine_profile, serving, Calibration, Lengths, ServingPoint};
 use crate::synth::architecture::MixerKind;
 
 use super::device_set::{DeviceSet, Link, LinkKind};
@@ -35,6 +35,9 @@ pub struct Serving {
     /// Requests the serving simulation runs (`None`: `4 x concurrency`, as a single-device
     /// plan's `--concurrency` runs): a benchmark's own request count, when it is known.
     pub simulated_requests: Option<u64>,
+    /// How the requests' lengths are drawn around `input_tokens` and `output_tokens`
+    /// (`--lengths`; fixed by default).
+    pub lengths: Lengths,
 }
 
 /// A phase's time on one device by what bounds it, seconds.
@@ -386,10 +389,14 @@ pub fn attach(
         simulated_requests: serving
             .simulated_requests
             .unwrap_or_else(|| serving.concurrency.saturating_mul(4)),
+        lengths: serving.lengths.clone(),
     };
     point
         .validate()
         .map_err(|e| PlacementError::Usage(e.to_string()))?;
+    // The linear figures (every option's per-layer times, the solver's estimate) are at the
+    // mean lengths; the simulation draws each request's own.
+    let mean = point.at_mean_lengths();
     let mut models = Vec::with_capacity(set.kinds.len());
     for kind in &set.kinds {
         let figures = kind.description.performance.as_ref().ok_or_else(|| {
@@ -408,15 +415,15 @@ pub fn attach(
         .map_err(|e| PlacementError::Model(e.to_string()))?;
         models.push(model);
     }
-    let chunks = prefill_chunks(&point).len() as f64;
-    let share = prompt_share(&point);
+    let chunks = prefill_chunks(&mean).len() as f64;
+    let share = prompt_share(&mean);
     let host = set.host_link.as_ref().map(figures);
     if problem.host_bytes.is_some() && host.is_none() {
         // Offloaded bytes cross the host link every step: unpriced, they would look free.
         return Err(no_links("host link"));
     }
     let boundary_link = set.boundary_link().map(figures);
-    let decode_tokens = serving::decode_shape(&point).tokens();
+    let decode_tokens = serving::decode_shape(&mean).tokens();
     let hidden_bytes = |tokens: u64| {
         tokens
             .saturating_mul(facts.architecture.hidden_size)
@@ -426,7 +433,7 @@ pub fn attach(
         Some(link) => {
             let decode = communication::point_to_point(link, hidden_bytes(decode_tokens));
             let mut prefill = 0.0;
-            for chunk in prefill_chunks(&point) {
+            for chunk in prefill_chunks(&mean) {
                 prefill += communication::point_to_point(link, hidden_bytes(chunk.tokens()));
             }
             [decode, prefill]
@@ -445,7 +452,7 @@ pub fn attach(
                 option,
                 link.as_ref(),
                 host.as_ref(),
-                &point,
+                &mean,
                 &engine,
             )?;
             times.push(KindTimes {

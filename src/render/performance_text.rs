@@ -2,7 +2,30 @@
 //! TPOT, tokens/s, the prefill and decode-step split, the roofline table of the node kinds that
 //! take the most time, and the rules every figure follows (docs/performance-model.md).
 
-use crate::perf::Performance;
+use crate::perf::{Performance, ServingPoint};
+
+/// The line saying how the requests' lengths were drawn, when they vary (`--lengths`).
+pub fn lengths_line(s: &ServingPoint) -> Option<String> {
+    if s.lengths.is_fixed() {
+        return None;
+    }
+    let (input, output) = s.lengths.mean(s.input_tokens, s.output_tokens);
+    let (il, ih) = s.lengths.range(s.input_tokens, false);
+    let (ol, oh) = s.lengths.range(s.output_tokens, true);
+    let ratio = match &s.lengths {
+        crate::perf::Lengths::SglangRandom { range_ratio, seed } => {
+            format!(" (range ratio {range_ratio}, seed {seed})")
+        }
+        crate::perf::Lengths::VllmRandom { range_ratio } => {
+            format!(" (range ratio {range_ratio})")
+        }
+        _ => String::new(),
+    };
+    Some(format!(
+        "{}{ratio}: prompts {il}..{ih} tokens (mean {input:.1}), outputs {ol}..{oh} (mean {output:.1}); one prompt and the decode step below at the mean lengths",
+        s.lengths.name()
+    ))
+}
 
 fn ms(seconds: f64) -> String {
     format!("{:.2} ms", seconds * 1e3)
@@ -21,6 +44,9 @@ pub fn performance_text(p: &Performance, raised_from: Option<u32>) -> String {
         "  serving point           concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences\n",
         s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
     ));
+    if let Some(lengths) = lengths_line(s) {
+        out.push_str(&format!("  request lengths         {lengths}\n"));
+    }
     if let Some(old) = raised_from {
         out.push_str(&format!(
             "  policy sequence ceiling raised from {old} to {} to follow --concurrency\n",

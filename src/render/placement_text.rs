@@ -174,6 +174,9 @@ pub fn placement_performance_text(perf: &crate::placement::prediction::Predictio
         "\nperformance ({} engine profile; concurrency {}, {} input tokens, {} output tokens, budget {} tokens/step, at most {} sequences):",
         s.engine, s.concurrency, s.input_tokens, s.output_tokens, s.scheduled_token_budget, s.maximum_sequences
     );
+    if let Some(lengths) = super::performance_text::lengths_line(s) {
+        let _ = writeln!(out, "  request lengths: {lengths}");
+    }
     let _ = writeln!(
         out,
         "  simulated ({} steps, {} requests): TTFT {}, TPOT {}, output tokens/s {:.1} total, {:.1} per device, {:.1} per user",

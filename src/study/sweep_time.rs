@@ -153,6 +153,7 @@ pub fn serving_point(request: &PlanRequest, terms: ServingTerms, engine: &str) -
         scheduled_token_budget: request.policy.maximum_scheduled_tokens,
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: terms.concurrency.saturating_mul(4),
+        lengths: crate::perf::Lengths::Fixed,
     }
 }
 

@@ -31,6 +31,11 @@ pub struct Load {
     /// The engine whose time profile prices the steps (`vllm`, `sglang`, `trtllm`,
     /// `llama.cpp`; a `@VERSION` suffix is dropped: every version shares the profile).
     pub engine: String,
+    /// How the requests' lengths vary around the input and output tokens (Python's
+    /// `lengths=`, the command line's `--lengths`; fixed by default). Never recorded: a time
+    /// objective ranks at the fixed lengths.
+    #[serde(default, skip)]
+    pub lengths: crate::perf::Lengths,
 }
 
 /// What prices plans: a load, a device's figures and measured kernel times.
@@ -114,6 +119,7 @@ impl Pricer {
                 input_tokens: serving.input_tokens,
                 output_tokens: serving.output_tokens,
                 engine: serving.engine.clone(),
+                lengths: crate::perf::Lengths::Fixed,
             },
             &serving.device,
             figures,
@@ -144,6 +150,7 @@ impl Pricer {
             scheduled_token_budget: budget,
             maximum_sequences: sequences,
             simulated_requests: self.load.concurrency.saturating_mul(4),
+            lengths: self.load.lengths.clone(),
         }
     }
 

@@ -72,6 +72,71 @@ fn a_serving_point_adds_performance_and_leaves_the_rest_unchanged() {
 }
 
 #[test]
+fn random_lengths_are_simulated_and_said_and_fixed_ones_change_nothing() {
+    let h100 = device("h100-sxm-80gb.json");
+    let point = [
+        "--device",
+        h100.as_str(),
+        "--concurrency",
+        "8",
+        "--input-tokens",
+        "1000",
+        "--output-tokens",
+        "100",
+    ];
+    let with = |lengths: Option<&str>| {
+        let mut args = point.to_vec();
+        if let Some(l) = lengths {
+            args.extend_from_slice(&["--lengths", l]);
+        }
+        plan_json(&args)
+    };
+    let fixed = with(None);
+    // `fixed` is the default: the same bytes, no `lengths` key.
+    assert_eq!(with(Some("fixed")), fixed);
+    assert!(fixed["performance"]["serving_point"]
+        .get("lengths")
+        .is_none());
+    let random = with(Some("sglang:0"));
+    let p = &random["performance"];
+    assert_eq!(
+        p["serving_point"]["lengths"],
+        serde_json::json!({"kind": "sglang-random", "range_ratio": 0.0, "seed": 1})
+    );
+    let rules: Vec<&str> = p["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        rules
+            .iter()
+            .any(|r| r.starts_with("lengths = SGLang's random dataset")),
+        "{rules:?}"
+    );
+    // Prompts of 500 tokens on average: one prompt alone is shorter than at 1000.
+    let prefill = |v: &Value| v["performance"]["prefill"]["seconds"].as_f64().unwrap();
+    assert!(prefill(&random) < prefill(&fixed));
+    assert_ne!(
+        p["ttft_seconds"], fixed["performance"]["ttft_seconds"],
+        "the random lengths change the simulated run"
+    );
+    // The text says which lengths ran.
+    let model = folder("llama-3.2-1b");
+    let mut args = vec!["plan", model.as_str(), "--layers", "2"];
+    args.extend_from_slice(&point);
+    args.extend_from_slice(&["--lengths", "vllm:0.5"]);
+    let result = jointplan(&args);
+    ok(&result);
+    let out = text(&result.stdout);
+    assert!(
+        out.contains("request lengths         vllm-random (range ratio 0.5): prompts 500..1500 tokens (mean 1000.0), outputs 50..150 (mean 100.0)"),
+        "{out}"
+    );
+}
+
+#[test]
 fn the_text_summary_prints_the_predictions_and_the_roofline() {
     let model = folder("llama-3.2-1b");
     let result = jointplan(&[
@@ -125,6 +190,36 @@ fn bad_serving_flags_name_the_flag() {
         (
             &["--calibration", "c.json"],
             "--calibration applies to a serving point",
+        ),
+        (
+            &["--lengths", "sglang"],
+            "--lengths applies to a serving point",
+        ),
+        (
+            &[
+                "--concurrency",
+                "2",
+                "--input-tokens",
+                "8",
+                "--output-tokens",
+                "8",
+                "--lengths",
+                "vllm:1",
+            ],
+            "--lengths: vllm:1: vLLM's range ratio must be within [0, 1)",
+        ),
+        (
+            &[
+                "--concurrency",
+                "2",
+                "--input-tokens",
+                "8",
+                "--output-tokens",
+                "8",
+                "--lengths",
+                "uniform:0.5",
+            ],
+            "--lengths: `uniform`: expected fixed, sglang[:R[:SEED]] or vllm[:R]",
         ),
         (
             &[

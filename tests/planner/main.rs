@@ -38,6 +38,7 @@ mod policy_agreement;
 mod quant_formats;
 mod recorded_settings;
 mod request_fuzz;
+mod request_lengths;
 mod request_props;
 mod request_schema;
 mod request_validation;

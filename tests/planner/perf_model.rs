@@ -249,6 +249,7 @@ fn point(concurrency: u64, input: u64, output: u64) -> ServingPoint {
         scheduled_token_budget: 8192,
         maximum_sequences: 256,
         simulated_requests: concurrency * 4,
+        lengths: jointplan::perf::Lengths::Fixed,
     }
 }
 

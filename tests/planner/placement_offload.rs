@@ -252,6 +252,7 @@ fn host_offload_with_a_serving_point_needs_the_host_link() {
         output_tokens: 16,
         engine: "vllm".to_owned(),
         simulated_requests: None,
+        lengths: jointplan::perf::Lengths::Fixed,
     });
     let error = place(
         &source,

@@ -40,6 +40,7 @@ fn serving(concurrency: u64, input_tokens: u64, output_tokens: u64) -> Serving {
         output_tokens,
         engine: "vllm".to_owned(),
         simulated_requests: None,
+        lengths: jointplan::perf::Lengths::Fixed,
     }
 }
 
@@ -147,4 +148,48 @@ fn queueing_makes_the_simulated_ttft_exceed_one_prompt_alone() {
         .rules
         .iter()
         .all(|r| r.contains("linear estimate")));
+}
+
+#[test]
+fn a_placement_simulates_the_requests_at_their_drawn_lengths() {
+    let mut source = ModelSource::folder("models/llama-3.1-8b");
+    source.layers = Some(2);
+    let devices = set("models/devices/sets/a100-80gb-x2.json");
+    let at = |lengths: jointplan::perf::Lengths| {
+        let mut s = serving(16, 1000, 64);
+        s.lengths = lengths;
+        placed(&source, &devices, &settings(Some(2), Some(1), false, s))
+    };
+    let fixed = at(jointplan::perf::Lengths::Fixed);
+    // Every request listed at the nominal lengths: the same run, the same figures.
+    let listed = at(jointplan::perf::Lengths::Listed {
+        requests: vec![(1000, 64)],
+        source: "one entry".to_owned(),
+    });
+    let (f, l) = (performance(&fixed), performance(&listed));
+    assert_eq!(
+        (f.ttft_seconds, f.tpot_seconds, f.simulated_steps),
+        (l.ttft_seconds, l.tpot_seconds, l.simulated_steps)
+    );
+    assert_eq!(f.linear_estimate, l.linear_estimate);
+    // SGLang's random lengths (prompts of 1..1000 tokens, mean about 500): shorter prompts,
+    // a shorter prompt alone in the linear estimate, the rule said, the point serialized.
+    let random = at(jointplan::perf::Lengths::SglangRandom {
+        range_ratio: 0.0,
+        seed: 1,
+    });
+    let r = performance(&random);
+    assert!(r.linear_estimate.ttft.seconds < f.linear_estimate.ttft.seconds);
+    assert!(r.ttft_seconds < f.ttft_seconds);
+    assert!(r
+        .rules
+        .iter()
+        .any(|rule| rule.starts_with("lengths = SGLang")));
+    assert!(!f.rules.iter().any(|rule| rule.starts_with("lengths")));
+    let json = serde_json::to_value(&r.serving_point).unwrap();
+    assert_eq!(json["lengths"]["kind"], "sglang-random");
+    assert!(serde_json::to_value(&f.serving_point)
+        .unwrap()
+        .get("lengths")
+        .is_none());
 }

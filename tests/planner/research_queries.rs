@@ -470,6 +470,7 @@ fn a_priced_diff_splits_each_change_by_node_and_the_parts_add_up() {
         input_tokens: 300,
         output_tokens: 8,
         engine: "vllm".to_owned(),
+        lengths: jointplan::perf::Lengths::Fixed,
     };
     let pricer = Pricer::on_device(load, &device, Default::default()).unwrap();
     // llama-3.2-1b's first two layers under the server policy: `min-penalty` moves the
