@@ -282,7 +282,9 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         policy: Some(policy),
         why_not: None,
     };
-    let placed = placement::place(
+    // Chosen and certified as `plan --devices` places it; the table needs no placement
+    // plan written out (nor the single-device plan's hash and checks it quotes).
+    let chosen = placement::choose(
         &source,
         &set,
         &settings,
@@ -290,8 +292,10 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         placement::DEFAULT_ENUMERATION_BUDGET,
     )
     .map_err(|e| e.to_string())?;
-    let perf = placed.performance.ok_or("no performance")?;
-    let p = &placed.plan.payload;
+    let perf = chosen
+        .performance()
+        .map_err(|e| e.to_string())?
+        .ok_or("no performance")?;
     Ok(Row {
         id,
         engine,
@@ -302,8 +306,12 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         input,
         output,
         lengths: lengths.name(),
-        placement: format!("tp {} pp {}", p.tensor_parallel, p.pipeline_parallel),
-        tensor_parallel: p.tensor_parallel,
+        placement: format!(
+            "tp {} pp {}",
+            chosen.tensor_parallel(),
+            chosen.pipeline_parallel()
+        ),
+        tensor_parallel: chosen.tensor_parallel(),
         architecture,
         fit: fit_half(text(point, "id")?),
         cited: (

@@ -596,17 +596,9 @@ impl ExecutionPlan {
         options: &BuildOptions,
         file: W,
     ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
-        match options.threads {
-            None => Self::build_on_current_pool(request, options, file),
-            Some(threads) => rayon::ThreadPoolBuilder::new()
-                .num_threads(threads.get())
-                .build()
-                .map_err(|e| PlanError::ThreadPool {
-                    threads: threads.get(),
-                    message: e.to_string(),
-                })?
-                .install(|| Self::build_on_current_pool(request, options, file)),
-        }
+        Self::on_pool(options, || {
+            Self::build_on_current_pool(request, options, file)
+        })
     }
 
     fn build_on_current_pool<W: Write + Send>(
@@ -614,6 +606,59 @@ impl ExecutionPlan {
         options: &BuildOptions,
         file: W,
     ) -> Result<(BuildOutcome, PlanFileWrite), PlanError> {
+        let (payload, selection) = Self::payload_on_current_pool(request, options)?;
+        let (plan, written) = hash_check_and_write(payload, request, options, file)?;
+        Ok((BuildOutcome { plan, selection }, written))
+    }
+
+    /// Steps 1-17 of a build and the payload of step 18 without its hash: the payload with
+    /// the plan id unset ([`UNSET_PLAN_ID`]), and the solver's per-component report. What
+    /// reads a plan's contents without writing or quoting it (a placement's per-model facts,
+    /// `crate::placement::model`) needs no more; [`ExecutionPlan::seal`] finishes it into
+    /// the plan [`ExecutionPlan::build`] returns, with the same checks.
+    pub fn build_payload(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<(ExecutionPlanPayload, Vec<ComponentReport>), PlanError> {
+        Self::on_pool(options, || Self::payload_on_current_pool(request, options))
+    }
+
+    /// The rest of a build after [`ExecutionPlan::build_payload`]: the payload hashed into
+    /// its plan id, the internal validation, the independent checker and the plan file's
+    /// wire limit ([`hash_check_and_write`], the file written into a sink). The plan and
+    /// the errors are those [`ExecutionPlan::build`] gives for the same request.
+    pub fn seal(
+        payload: ExecutionPlanPayload,
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<ExecutionPlan, PlanError> {
+        Self::on_pool(options, || {
+            Ok(hash_check_and_write(payload, request, options, std::io::sink())?.0)
+        })
+    }
+
+    /// `work` on the current rayon pool, or on a pool of `options.threads` threads.
+    fn on_pool<T: Send>(
+        options: &BuildOptions,
+        work: impl FnOnce() -> Result<T, PlanError> + Send,
+    ) -> Result<T, PlanError> {
+        match options.threads {
+            None => work(),
+            Some(threads) => rayon::ThreadPoolBuilder::new()
+                .num_threads(threads.get())
+                .build()
+                .map_err(|e| PlanError::ThreadPool {
+                    threads: threads.get(),
+                    message: e.to_string(),
+                })?
+                .install(work),
+        }
+    }
+
+    fn payload_on_current_pool(
+        request: &PlanRequest,
+        options: &BuildOptions,
+    ) -> Result<(ExecutionPlanPayload, Vec<ComponentReport>), PlanError> {
         let core = build_core(request, options)?;
         // Step 17: the memory plan.
         options.stage(BuildStage::Memory);
@@ -672,13 +717,6 @@ impl ExecutionPlan {
             memory,
             selection_settings: core.settings,
         };
-        let (plan, written) = hash_check_and_write(payload, request, options, file)?;
-        Ok((
-            BuildOutcome {
-                plan,
-                selection: core.selection,
-            },
-            written,
-        ))
+        Ok((payload, core.selection))
     }
 }

@@ -114,7 +114,7 @@ fn placement(args: &Args, text: &str) -> Result<(), Error> {
             "{shown} is a placement plan: --node and --request apply to execution plans"
         )));
     }
-    let plan: jointplan::placement::PlacementPlan = serde_json::from_str(text)
+    let plan = jointplan::placement::PlacementPlan::from_json_text(text)
         .map_err(|e| Error::Usage(format!("{shown}: not a placement plan: {e}")))?;
     let alternative = jointplan::placement::alternative::Alternative::parse(question)?;
     let answer = jointplan::placement::alternative::compare_stored(&plan, alternative)

@@ -6,12 +6,14 @@
 //!
 //! The flow (docs/placement.md):
 //! 1. [`model::ModelFacts::gather`]: the model synthesized on a roomy copy of the set's
-//!    first device and planned; its tensors, states and step bytes read from the request and
-//!    the plan;
+//!    first device and planned up to its payload (hashed and checked only when a placement
+//!    is written out, [`model::ModelFacts::seal`]); its tensors, states and step bytes read
+//!    from the request and the plan;
 //! 2. [`options::form`]: every parallel option's per-device costs, the placement
 //!    [`problem::Problem`];
 //! 3. [`solve::solve`]: the exact dynamic program; [`enumerate::enumerate`], sharing no code
 //!    with it, certifies the answer where the placements can be counted within a budget;
+//!    ([`choose`] ends here);
 //! 4. [`record::record`]: the placement plan, hashed; [`check::check`]: the independent
 //!    checker.
 //! 5. with a serving point, [`prediction::predict`]: the closed-loop serving simulation of
@@ -170,16 +172,51 @@ fn compatible(set: &DeviceSet) -> Result<(), PlacementError> {
     Ok(())
 }
 
-/// Places `source` on `set`: the optimal placement under `settings`, certified (by the
-/// enumeration within `budget` placements, else by the dynamic program's proof), written
-/// out and checked.
-pub fn place(
+/// A placement chosen and certified, not yet written out: the model's facts (their
+/// single-device plan built, not sealed), the problem and the optimal solution.
+pub struct Chosen {
+    /// The model's facts.
+    pub facts: model::ModelFacts,
+    /// The placement problem.
+    pub formed: options::Formed,
+    /// The optimal solution.
+    pub solution: problem::Solution,
+    /// How it was proved optimal.
+    pub certificate: Certificate,
+}
+
+impl Chosen {
+    /// The tensor-parallel degree of the solution.
+    pub fn tensor_parallel(&self) -> u32 {
+        self.formed.problem.options[self.solution.option as usize].degree
+    }
+
+    /// The pipeline stages of the solution.
+    pub fn pipeline_parallel(&self) -> usize {
+        self.solution.stages.len()
+    }
+
+    /// The predicted times at the serving point (with a serving point).
+    pub fn performance(&self) -> Result<Option<prediction::Prediction>, PlacementError> {
+        self.formed
+            .timing
+            .as_ref()
+            .map(|t| prediction::predict(t, &self.solution))
+            .transpose()
+    }
+}
+
+/// The optimal placement of `source` on `set` under `settings`, certified (by the
+/// enumeration within `budget` placements, else by the dynamic program's proof): what
+/// [`place`] writes out. A model that places nowhere is [`PlacementError::Infeasible`]
+/// with the levers that would make it fit.
+pub fn choose(
     source: &ModelSource,
     set: &DeviceSet,
     settings: &Settings,
     options: &BuildOptions,
     budget: u64,
-) -> Result<Placed, PlacementError> {
+) -> Result<Chosen, PlacementError> {
     compatible(set)?;
     let first = &set.kinds[0];
     let preset = match &settings.policy {
@@ -226,6 +263,30 @@ pub fn place(
             budget,
         },
     };
+    Ok(Chosen {
+        facts,
+        formed,
+        solution,
+        certificate,
+    })
+}
+
+/// Places `source` on `set`: the optimal placement under `settings` ([`choose`]), its
+/// single-device plan sealed, written out and checked.
+pub fn place(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+) -> Result<Placed, PlacementError> {
+    let Chosen {
+        facts,
+        formed,
+        solution,
+        certificate,
+    } = choose(source, set, settings, options, budget)?;
+    let facts = facts.seal(options)?;
     let plan = record::record(&facts, set, &formed, &solution)?;
     let violations = check::check(&plan);
     let performance = match &formed.timing {

@@ -3,11 +3,17 @@
 //! splits it), every layer's KV state as the plan provisions it, and the activation and
 //! workspace bytes of the plan's memory report. Placement never re-derives a byte count the
 //! single-device plan has: a placement on one device holds what that plan holds.
+//!
+//! The facts need the plan's contents, not its hash: the plan is built up to its payload
+//! ([`ExecutionPlan::build_payload`]) and sealed (hashed and checked, as `plan` seals it)
+//! only when a placement is written out and quotes its id ([`ModelFacts::seal`]). A search
+//! that only asks whether a model places (the levers of an infeasible placement, the
+//! validation tables' timings) never pays for a hash or a check of a plan it does not keep.
 
 use std::collections::BTreeMap;
 
 use crate::builder::BuildOptions;
-use crate::plan::{AllocationLifetime, DynamicResourceDemand, ExecutionPlan};
+use crate::plan::{AllocationLifetime, DynamicResourceDemand, ExecutionPlan, ExecutionPlanPayload};
 use crate::request::{
     align_up, BufferUsage, PlanRequest, StateCapacityDemand, StateLifetime, StorageProfile,
     WeightComponentRole, WeightComponentSpec, WeightEncoding, WeightId,
@@ -114,6 +120,15 @@ pub struct StateFacts {
     pub mixer: MixerKind,
 }
 
+/// The single-device plan of a model's facts: built, or sealed into its plan id.
+#[derive(Clone, Debug)]
+pub enum SingleDevicePlan {
+    /// Built up to its payload (the plan id unset), neither hashed nor checked.
+    Built(Box<ExecutionPlanPayload>),
+    /// Hashed and checked: its plan id.
+    Sealed(String),
+}
+
 /// The model as placement sees it.
 #[derive(Clone, Debug)]
 pub struct ModelFacts {
@@ -137,8 +152,8 @@ pub struct ModelFacts {
     pub plan_weight_bytes: u64,
     /// KV bytes per sequence of the single-device plan's report.
     pub plan_kv_bytes_per_sequence: u64,
-    /// The single-device plan's id.
-    pub plan_id: String,
+    /// The single-device plan the facts were read from.
+    pub single_device: SingleDevicePlan,
     /// The policy's sequences.
     pub sequences: u64,
     /// The policy's context (the largest token-scaled state's maximum tokens).
@@ -327,16 +342,35 @@ impl ModelFacts {
             .synthesize_on_with_policy(&roomy(device), file, policy)
             .map_err(|e| PlacementError::Synth(Box::new(e)))?;
         let request = synthesized.request;
-        let outcome = ExecutionPlan::build_with_report(&request, options)
+        let (payload, _) = ExecutionPlan::build_payload(&request, options)
             .map_err(|e| PlacementError::Plan(Box::new(e)))?;
-        let report = ServingReport::of(&request, &outcome.plan)
+        let (report, _) = ServingReport::of_payload(&request, &payload)
             .map_err(|e| PlacementError::Study(Box::new(e)))?;
-        Self::read(&request, &outcome.plan, &report, synthesized.weight_format)
+        Self::read(request, payload, &report, synthesized.weight_format)
+    }
+
+    /// The facts with their single-device plan sealed: hashed and checked as `plan` seals
+    /// it (the same errors), its payload dropped for its id.
+    pub fn seal(mut self, options: &BuildOptions) -> Result<ModelFacts, PlacementError> {
+        if let SingleDevicePlan::Built(payload) = self.single_device {
+            let plan = ExecutionPlan::seal(*payload, &self.request, options)
+                .map_err(|e| PlacementError::Plan(Box::new(e)))?;
+            self.single_device = SingleDevicePlan::Sealed(plan.payload.plan_id);
+        }
+        Ok(self)
+    }
+
+    /// The single-device plan's id, once [`ModelFacts::seal`]ed.
+    pub fn plan_id(&self) -> Option<&str> {
+        match &self.single_device {
+            SingleDevicePlan::Sealed(id) => Some(id),
+            SingleDevicePlan::Built(_) => None,
+        }
     }
 
     fn read(
-        request: &PlanRequest,
-        plan: &ExecutionPlan,
+        request: PlanRequest,
+        plan: ExecutionPlanPayload,
         report: &ServingReport,
         format: WeightFormat,
     ) -> Result<ModelFacts, PlacementError> {
@@ -420,8 +454,13 @@ impl ModelFacts {
                 names,
             });
         }
-        let states = Self::states(request, plan, &architecture)?;
+        let states = Self::states(&request, &plan, &architecture)?;
         let context_tokens = states.iter().map(|s| s.maximum_tokens).max().unwrap_or(0);
+        let providers = plan
+            .nodes
+            .iter()
+            .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
+            .collect();
         Ok(ModelFacts {
             family: request.family.family_id.to_string(),
             format,
@@ -432,30 +471,24 @@ impl ModelFacts {
             workspace_bytes: report.workspace_bytes,
             plan_weight_bytes: report.weights_bytes,
             plan_kv_bytes_per_sequence: report.kv_bytes_per_sequence,
-            plan_id: plan.payload.plan_id.clone(),
+            single_device: SingleDevicePlan::Built(Box::new(plan)),
             sequences: u64::from(request.policy.maximum_active_sequences),
             context_tokens,
             scheduled_tokens: request.policy.maximum_scheduled_tokens,
             policy: request.policy.policy_id.to_string(),
             activation_element_bytes: format.activation_type().byte_size(),
             architecture,
-            request: request.clone(),
-            providers: plan
-                .payload
-                .nodes
-                .iter()
-                .map(|n| (n.id.clone(), n.selection.selected_provider.clone()))
-                .collect(),
+            providers,
+            request,
         })
     }
 
     fn states(
         request: &PlanRequest,
-        plan: &ExecutionPlan,
+        plan: &ExecutionPlanPayload,
         architecture: &Architecture,
     ) -> Result<Vec<StateFacts>, PlacementError> {
         let descriptors: BTreeMap<&str, _> = plan
-            .payload
             .memory
             .dynamic_descriptors
             .iter()

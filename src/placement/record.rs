@@ -203,6 +203,20 @@ pub struct PlacementPlan {
     pub solved: Option<Solved>,
 }
 
+impl PlacementPlan {
+    /// The plan as compact JSON text (its serde form, as `-o PLACEMENT.json` holds it up to
+    /// layout): one instance of the serializer, in the library, shared by every caller.
+    pub fn to_json_text(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// A placement plan from JSON text (the inverse of [`PlacementPlan::to_json_text`],
+    /// whatever the layout).
+    pub fn from_json_text(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text)
+    }
+}
+
 /// A placement problem and its optimal solution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Solved {
@@ -484,7 +498,14 @@ pub fn record(
         },
         devices_used: solution.devices,
         kv_tokens_that_fit: tokens,
-        single_device_plan: facts.plan_id.clone(),
+        single_device_plan: facts
+            .plan_id()
+            .ok_or_else(|| {
+                internal(
+                    "the single-device plan is not sealed: `ModelFacts::seal` it first".to_owned(),
+                )
+            })?
+            .to_owned(),
     };
     let digest = crate::canonical::canonical_fingerprint("placement", &payload)
         .map_err(|e| internal(format!("cannot hash the placement: {e}")))?;

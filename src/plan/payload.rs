@@ -353,6 +353,12 @@ impl ExecutionPlan {
         serde_json::to_value(self)
     }
 
+    /// The plan as compact JSON text (its serde form): one instance of the serializer, in
+    /// the library, shared by every caller.
+    pub fn to_json_text(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
     /// A plan from its JSON tree (the inverse of [`ExecutionPlan::to_json_tree`]).
     pub fn from_json_tree(tree: serde_json::Value) -> Result<Self, serde_json::Error> {
         serde_json::from_value(tree)

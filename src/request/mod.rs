@@ -152,6 +152,16 @@ impl PlanRequest {
         serde_json::to_value(self)
     }
 
+    /// The request as JSON text (its serde form), compact or `pretty`: one instance of
+    /// each serializer, in the library, shared by every caller.
+    pub fn to_json_text(&self, pretty: bool) -> Result<String, serde_json::Error> {
+        if pretty {
+            serde_json::to_string_pretty(self)
+        } else {
+            serde_json::to_string(self)
+        }
+    }
+
     /// A request from its JSON tree (serde's reading, without the strict checks of
     /// [`PlanRequest::parse`]).
     pub fn from_json_tree(tree: serde_json::Value) -> Result<Self, serde_json::Error> {

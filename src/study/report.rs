@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use crate::memory::{quantized_bytes, theoretical_maximum_shape, InvocationPhases};
 use crate::plan::{
     AllocationLifetime, DynamicResourceDemand, DynamicResourceDescriptor, ExecutionPlan,
+    ExecutionPlanPayload,
 };
 use crate::request::{
     BufferUsage, IdMap, PlanRequest, SemanticValue, StateCapacityDemand, StateLifetime,
@@ -167,7 +168,16 @@ impl ServingReport {
         request: &PlanRequest,
         plan: &ExecutionPlan,
     ) -> Result<(ServingReport, ServingLimits), StudyError> {
-        let memory = &plan.payload.memory;
+        Self::of_payload(request, &plan.payload)
+    }
+
+    /// [`ServingReport::with_limits`] of a plan's payload, hashed or not (the report reads
+    /// its memory plan and nodes only).
+    pub fn of_payload(
+        request: &PlanRequest,
+        payload: &ExecutionPlanPayload,
+    ) -> Result<(ServingReport, ServingLimits), StudyError> {
+        let memory = &payload.memory;
         let sequences = u64::from(memory.maximum_active_sequences);
         let mut weights = 0u64;
         let mut activations = 0u64;
@@ -205,7 +215,7 @@ impl ServingReport {
                 AllocationLifetime::Step | AllocationLifetime::Invocation => {}
             }
         }
-        let mut invocation_phases = InvocationPhases::new(&plan.payload.nodes);
+        let mut invocation_phases = InvocationPhases::new(&payload.nodes);
         for pool in &memory.dynamic_pools {
             let usage = pool.compatibility.usage;
             let (slot, what) = if usage == BufferUsage::Activations {

@@ -83,22 +83,22 @@ fn requests() -> Vec<(String, Value)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out: Vec<(String, Value)> = shipped_models()
         .into_iter()
-        .map(|(name, r)| (name.to_owned(), serde_json::to_value(&r).unwrap()))
+        .map(|(name, r)| (name.to_owned(), r.to_json_tree().unwrap()))
         .collect();
     let mut source = ModelSource::folder(root.join("models/llama-3.2-1b"));
     source.layers = Some(1);
     let request = source.synthesize().unwrap().request;
     out.push((
         "llama-3.2-1b (1 layer)".to_owned(),
-        serde_json::to_value(&request).unwrap(),
+        request.to_json_tree().unwrap(),
     ));
     out
 }
 
 fn run_request_case(text: &str, tally: &mut Tally, label: &str) {
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let request: PlanRequest = jointplan::request::parse_json(Path::new("mutated.json"), text)
-            .map_err(jointplan::Error::from)?;
+        let request =
+            PlanRequest::parse(Path::new("mutated.json"), text).map_err(jointplan::Error::from)?;
         jointplan::build(&request, &BuildOptions::default()).map(drop)
     }));
     match outcome {

@@ -66,6 +66,54 @@ fn one_device_holds_what_the_single_device_plan_holds() {
     }
 }
 
+/// The facts' single-device plan is built without its hash and sealed only when a
+/// placement is written out: its sealed id is the id `ExecutionPlan::build` gives the same
+/// request (a whole build, sharing none of the sealing's calls), the one the placement
+/// quotes; unsealed facts cannot be written out.
+#[test]
+fn the_single_device_plan_is_sealed_only_when_written_out() {
+    use jointplan::placement::model::ModelFacts;
+    use jointplan::placement::{choose, options::form, record::record};
+    for (model, experts) in [("llama-3.1-8b", None), ("mixtral-8x7b", Some(8))] {
+        let source = source(model, 2, experts);
+        let set = a100(2);
+        let kind = &set.kinds[0];
+        let options = BuildOptions::default();
+        let preset = source.policy_preset().unwrap();
+        let facts =
+            ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset).unwrap();
+        assert_eq!(facts.plan_id(), None, "{model}");
+        let fewest = settings(Objective::FewestDevices);
+        let formed = form(&facts, &set, &preset, &fewest).unwrap();
+        let solution = jointplan::placement::solve::solve(&formed.problem).unwrap();
+        let unsealed = record(&facts, &set, &formed, &solution).unwrap_err();
+        assert!(unsealed.to_string().contains("not sealed"), "{unsealed}");
+        let sealed = facts.seal(&options).unwrap();
+        let mut roomy = kind.description.clone();
+        roomy.total_memory_bytes = 1 << 50;
+        let request = source
+            .synthesize_on_with_policy(&roomy, &kind.file, &preset)
+            .unwrap()
+            .request;
+        let built = jointplan::ExecutionPlan::build(&request, &options).unwrap();
+        assert_eq!(
+            sealed.plan_id(),
+            Some(built.payload.plan_id.as_str()),
+            "{model}"
+        );
+        let recorded = record(&sealed, &set, &formed, &solution).unwrap();
+        let placed = placed(&source, &set, &fewest);
+        assert_eq!(recorded.placement_id, placed.plan.placement_id, "{model}");
+        assert_eq!(
+            placed.plan.payload.single_device_plan, built.payload.plan_id,
+            "{model}"
+        );
+        let chosen = choose(&source, &set, &fewest, &options, 1_000_000).unwrap();
+        assert_eq!(chosen.solution, solution, "{model}");
+        assert_eq!(chosen.certificate, placed.certificate, "{model}");
+    }
+}
+
 #[test]
 fn tensor_parallel_splits_heads_and_replicates_kv_heads() {
     // llama-3.1-8b: 32 query heads, 8 KV heads. At degree 2 the K/V projections split in
@@ -265,8 +313,8 @@ fn placements_are_deterministic() {
     let b = placed(&source, &set, &settings(Objective::MostKvTokens));
     assert_eq!(a.plan.placement_id, b.plan.placement_id);
     assert_eq!(
-        serde_json::to_string(&a.plan).unwrap(),
-        serde_json::to_string(&b.plan).unwrap()
+        a.plan.to_json_text().unwrap(),
+        b.plan.to_json_text().unwrap()
     );
 }
 

@@ -151,8 +151,8 @@ fn a_stored_placement_answers_why_not_as_plan_does() {
     let placed = placed(&source, &set, &asked);
     let at_plan = placed.why_not.clone().unwrap();
     // Through the file: written, read back, asked.
-    let text = serde_json::to_string(&placed.plan).unwrap();
-    let stored: PlacementPlan = serde_json::from_str(&text).unwrap();
+    let text = placed.plan.to_json_text().unwrap();
+    let stored = PlacementPlan::from_json_text(&text).unwrap();
     let answer = compare_stored(&stored, Alternative::TensorParallel(2)).unwrap();
     assert_eq!(answer, at_plan);
     for alternative in [

@@ -130,8 +130,9 @@ fn gpt_oss_places_at_two_and_four_with_both_expert_splits() {
         let preset = source.policy_preset().unwrap();
         let set = a100(4);
         let kind = &set.kinds[0];
-        let facts =
-            ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset).unwrap();
+        let facts = ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset)
+            .and_then(|facts| facts.seal(&options))
+            .unwrap();
         for t in [2u32, 4] {
             let set = a100(t);
             let formed = form(&facts, &set, &preset, &settings(Some(t))).unwrap();

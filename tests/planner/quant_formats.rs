@@ -399,8 +399,8 @@ fn quant_kv_cache_dtype_fp8_and_int8_keep_one_byte_per_element() {
         .unwrap()
         .request;
     assert_eq!(
-        serde_json::to_string(&plain).unwrap(),
-        serde_json::to_string(&auto).unwrap()
+        plain.to_json_text(false).unwrap(),
+        auto.to_json_text(false).unwrap()
     );
     // DeepSeek-V3's latent cache: kv_lora_rank 512 + rope 64 values per token.
     let mut deepseek = source("deepseek-v3", Some("fp8"));

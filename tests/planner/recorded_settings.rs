@@ -119,7 +119,7 @@ fn every_objectives_plan_verifies_with_default_verify_options() {
 #[test]
 fn a_default_plan_has_no_settings_field() {
     let plan = build(&BuildOptions::default());
-    let text = serde_json::to_string(&plan).unwrap();
+    let text = plan.to_json_text().unwrap();
     assert!(!text.contains("selection_settings"));
     assert!(plan.payload.selection_settings.is_default());
 }

@@ -214,7 +214,7 @@ fn build_and_verify(request: &PlanRequest) -> Result<(), TestCaseError> {
     let options = BuildOptions::default();
     match ExecutionPlan::build(request, &options) {
         Ok(plan) => {
-            let stored = serde_json::to_string(&plan).unwrap();
+            let stored = plan.to_json_text().unwrap();
             if let Err(error) = verify_text(request, &stored, &options) {
                 return Err(TestCaseError::fail(format!(
                     "a plan built from the request does not verify: {error}"
@@ -234,7 +234,7 @@ proptest! {
         buildable in any::<bool>(),
         edits in proptest::collection::vec(edit(), 1..6),
     ) {
-        let mut document = serde_json::to_value(base_request(buildable)).unwrap();
+        let mut document = base_request(buildable).to_json_tree().unwrap();
         for e in &edits {
             apply(&mut document, e);
         }
@@ -253,7 +253,7 @@ proptest! {
 
     #[test]
     fn truncated_text_never_panics(cut in any::<usize>()) {
-        let text = serde_json::to_string(&request_fixture::valid_request()).unwrap();
+        let text = request_fixture::valid_request().to_json_text(false).unwrap();
         let cut = cut % text.len();
         let cut = (0..=cut).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0);
         prop_assert!(PlanRequest::parse(Path::new("cut.json"), &text[..cut]).is_err());
@@ -266,7 +266,7 @@ proptest! {
 fn single_nudges_reach_validation() {
     let (mut rejected, mut passed, mut built) = (0, 0, 0);
     for buildable in [false, true] {
-        let base = serde_json::to_value(base_request(buildable)).unwrap();
+        let base = base_request(buildable).to_json_tree().unwrap();
         let mut count = Vec::new();
         pointers(&base, "", &mut count);
         for at in 0..count.len() {

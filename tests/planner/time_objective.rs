@@ -147,7 +147,7 @@ fn a_time_objective_is_recorded_verified_and_its_tampering_rejected() {
     let mut tampered = ExecutionPlan::from_json_tree(tree).unwrap();
     tampered.plan_hash = plan_hash(&tampered.payload).unwrap();
     tampered.payload.plan_id = plan_id(&tampered.plan_hash);
-    let text = serde_json::to_string(&tampered).unwrap();
+    let text = tampered.to_json_text().unwrap();
     let err = verify_text(request(), &text, &BuildOptions::default()).unwrap_err();
     assert!(err.to_string().contains("serving point"), "{err}");
     // Every other objective records no serving point (plans keep their bytes).

@@ -51,7 +51,7 @@ fn check(
         message.contains(needle),
         "{message:?} does not name {needle:?}"
     );
-    let document = serde_json::to_value(request).unwrap();
+    let document = request.to_json_tree().unwrap();
     assert!(
         resolve(&document, path).is_some(),
         "path {path} does not exist in the request document"
@@ -137,8 +137,8 @@ fn the_fixture_is_valid() {
 
 #[test]
 fn the_fixture_survives_a_json_round_trip() {
-    let text = serde_json::to_string_pretty(&valid_request()).unwrap();
-    let parsed: PlanRequest = parse_json(std::path::Path::new("fixture.json"), &text).unwrap();
+    let text = valid_request().to_json_text(true).unwrap();
+    let parsed = PlanRequest::parse(std::path::Path::new("fixture.json"), &text).unwrap();
     assert_eq!(parsed, valid_request());
     validate_request(&parsed).unwrap();
 }
@@ -321,7 +321,7 @@ fn the_format_example_is_valid_and_current() {
         .expect("example end marker in docs/format.md");
     let block = &doc[start..end];
     let json = &block[block.find("```json").unwrap() + 7..block.rfind("```").unwrap()];
-    let expected = serde_json::to_string_pretty(&tiny_request()).unwrap();
+    let expected = tiny_request().to_json_text(true).unwrap();
     if std::env::var_os("JOINTPLAN_BLESS").is_some_and(|v| v == "1") {
         let fresh = format!(
             "{}<!-- example:begin -->\n```json\n{expected}\n```\n{}",
@@ -335,7 +335,7 @@ fn the_format_example_is_valid_and_current() {
         .unwrap();
         return;
     }
-    let parsed: PlanRequest = parse_json(std::path::Path::new("docs/format.md"), json).unwrap();
+    let parsed = PlanRequest::parse(std::path::Path::new("docs/format.md"), json).unwrap();
     validate_request(&parsed).unwrap();
     assert!(
         json.trim() == expected.trim(),
