@@ -172,56 +172,45 @@ fn the_text_summary_prints_the_predictions_and_the_roofline() {
 #[test]
 fn bad_serving_flags_name_the_flag() {
     let model = folder("llama-3.2-1b");
-    let cases: &[(&[&str], &str)] = &[
-        (&["--concurrency", "2"], "--input-tokens is missing"),
+    // A valid serving point, the flags of the cases that need one.
+    const POINT: &[&str] = &[
+        "--concurrency",
+        "2",
+        "--input-tokens",
+        "8",
+        "--output-tokens",
+        "8",
+    ];
+    // (after a valid serving point?, flags, what the error says)
+    let cases: &[(bool, &[&str], &str)] = &[
+        (false, &["--concurrency", "2"], "--input-tokens is missing"),
         (
-            &[
-                "--concurrency",
-                "2",
-                "--input-tokens",
-                "8",
-                "--output-tokens",
-                "8",
-                "--engine",
-                "x",
-            ],
+            true,
+            &["--engine", "x"],
             "--engine x: not one of vllm, sglang, trtllm, llama.cpp",
         ),
         (
+            false,
             &["--calibration", "c.json"],
             "--calibration applies to a serving point",
         ),
         (
+            false,
             &["--lengths", "sglang"],
             "--lengths applies to a serving point",
         ),
         (
-            &[
-                "--concurrency",
-                "2",
-                "--input-tokens",
-                "8",
-                "--output-tokens",
-                "8",
-                "--lengths",
-                "vllm:1",
-            ],
+            true,
+            &["--lengths", "vllm:1"],
             "--lengths: vllm:1: vLLM's range ratio must be within [0, 1)",
         ),
         (
-            &[
-                "--concurrency",
-                "2",
-                "--input-tokens",
-                "8",
-                "--output-tokens",
-                "8",
-                "--lengths",
-                "uniform:0.5",
-            ],
+            true,
+            &["--lengths", "uniform:0.5"],
             "--lengths: `uniform`: expected fixed, sglang[:R[:SEED]] or vllm[:R]",
         ),
         (
+            false,
             &[
                 "--concurrency",
                 "0",
@@ -233,13 +222,16 @@ fn bad_serving_flags_name_the_flag() {
             "--concurrency: must be at least 1",
         ),
     ];
-    for (flags, message) in cases {
+    for (point, flags, message) in cases {
         let mut args = vec!["plan", model.as_str(), "--layers", "2"];
+        if *point {
+            args.extend_from_slice(POINT);
+        }
         args.extend_from_slice(flags);
         let result = jointplan(&args);
-        assert_eq!(result.status.code(), Some(2), "{flags:?}");
+        assert_eq!(result.status.code(), Some(2), "{args:?}");
         let err = text(&result.stderr);
-        assert!(err.contains(message), "{flags:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
     }
 }
 
