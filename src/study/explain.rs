@@ -272,7 +272,7 @@ fn explain_node(
     NodeExplanation {
         node: node.id.clone(),
         operation: node.operation_id.clone(),
-        operation_version: node.operation_version.clone(),
+        operation_version: node.operation_version,
         selection: node.selection.clone(),
         profiles,
         resources: node

@@ -240,11 +240,7 @@ pub fn short_value(knob: &str, value: &str) -> String {
 /// short values, the status, the context used where the model capped it, the tokens of KV
 /// cache that fit, the serving point's times, and the wall time.
 pub fn progress_line(row: &SweepRow, finished: usize, total: usize, varying: &[&str]) -> String {
-    let percent = if total == 0 {
-        100
-    } else {
-        finished * 100 / total
-    };
+    let percent = (finished * 100).checked_div(total).unwrap_or(100);
     let knobs: Vec<String> = varying
         .iter()
         .map(|k| format!("{k}={}", short_value(k, &row.point.value(k))))

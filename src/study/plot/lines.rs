@@ -293,13 +293,11 @@ impl LineFigure {
                         }
                         draw_marker(c, marker, (x, y), colour, p.fits)?;
                     }
-                    None if p.y.is_none() => {
-                        if !crosses.contains(&(s.style, x.round() as i64)) {
-                            crosses.push((s.style, x.round() as i64));
-                            let colour = if combined { colour } else { NEUTRAL };
-                            let y = area.y1 - 7.0 - 11.0 * s.style as f64;
-                            cross(c, (x, y), colour)?;
-                        }
+                    None if p.y.is_none() && !crosses.contains(&(s.style, x.round() as i64)) => {
+                        crosses.push((s.style, x.round() as i64));
+                        let colour = if combined { colour } else { NEUTRAL };
+                        let y = area.y1 - 7.0 - 11.0 * s.style as f64;
+                        cross(c, (x, y), colour)?;
                     }
                     None => {}
                 }
