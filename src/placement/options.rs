@@ -438,11 +438,11 @@ fn option_of(
     }
     let overflow = || "bytes overflow".to_owned();
     let mut layers: Vec<LayerCost> = Vec::with_capacity(n);
-    for layer in 0..n {
+    for (layer, &groups) in groups_in_layer.iter().enumerate() {
         let (kv_sequence_bytes, kv_token_bytes) = layer_state(facts, layer as u32, degree, None)?;
         let units = match split {
-            ExpertSplit::Tensor => groups_in_layer[layer],
-            ExpertSplit::Expert => groups_in_layer[layer] / d,
+            ExpertSplit::Tensor => groups,
+            ExpertSplit::Expert => groups / d,
         };
         layers.push(LayerCost {
             weight_bytes: 0,
