@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, ok_json, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text, SERVING_FIGURES};
 
 fn folder(name: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -47,13 +47,7 @@ fn a_serving_point_adds_performance_and_leaves_the_rest_unchanged() {
         "16",
     ]);
     let p = &served["performance"];
-    for key in [
-        "ttft_seconds",
-        "tpot_seconds",
-        "output_tokens_per_second",
-        "output_tokens_per_second_per_device",
-        "output_tokens_per_second_per_user",
-    ] {
+    for key in SERVING_FIGURES {
         let v = p[key].as_f64().unwrap_or_else(|| panic!("{key} in {p}"));
         assert!(v > 0.0 && v.is_finite(), "{key} = {v}");
     }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, ok_json, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text, SERVING_FIGURES};
 
 fn path(relative: &str) -> String {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -359,13 +359,7 @@ fn a_one_device_placement_simulates_as_the_single_device_plan() {
     assert_eq!(placed["plan"]["payload"]["tensor_parallel"], 1);
     assert_eq!(placed["plan"]["payload"]["pipeline_parallel"], 1);
     assert_eq!(a["simulated_steps"], b["simulated_steps"]);
-    for key in [
-        "ttft_seconds",
-        "tpot_seconds",
-        "output_tokens_per_second",
-        "output_tokens_per_second_per_device",
-        "output_tokens_per_second_per_user",
-    ] {
+    for key in SERVING_FIGURES {
         let (x, y) = (a[key].as_f64().unwrap(), b[key].as_f64().unwrap());
         assert!(
             (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),

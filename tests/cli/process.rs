@@ -38,3 +38,12 @@ pub fn ok_json(args: &[&str]) -> serde_json::Value {
     ok(&result);
     serde_json::from_slice(&result.stdout).expect("the command prints JSON")
 }
+
+/// The serving figures a `performance` object (and a sweep row's `time`) carries.
+pub const SERVING_FIGURES: [&str; 5] = [
+    "ttft_seconds",
+    "tpot_seconds",
+    "output_tokens_per_second",
+    "output_tokens_per_second_per_device",
+    "output_tokens_per_second_per_user",
+];

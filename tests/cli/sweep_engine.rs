@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, ok_json, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text, SERVING_FIGURES};
 
 fn path(relative: &str) -> String {
     s(&Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
@@ -87,13 +87,7 @@ fn engine_rows_are_plan_engine_figures_and_times() {
         assert_eq!(timed["plan_id"], row["plan_id"], "{engine}");
         let p = &timed["performance"];
         let t = &row["time"];
-        for key in [
-            "ttft_seconds",
-            "tpot_seconds",
-            "output_tokens_per_second",
-            "output_tokens_per_second_per_device",
-            "output_tokens_per_second_per_user",
-        ] {
+        for key in SERVING_FIGURES {
             assert_eq!(f(&t[key]), f(&p[key]), "{engine} {key}");
         }
         let profile = engine.split('@').next().unwrap();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::process::{jointplan, ok, ok_json, s, text};
+use crate::process::{jointplan, ok, ok_json, s, text, SERVING_FIGURES};
 
 fn path(relative: &str) -> String {
     s(&Path::new(env!("CARGO_MANIFEST_DIR")).join(relative))
@@ -67,13 +67,7 @@ fn single_device_time_columns_are_plans_figures() {
         let plan = plan_json(&[&[model.as_str(), "--concurrency", &c], &fixed[..]].concat());
         let p = &plan["performance"];
         let t = &row["time"];
-        for key in [
-            "ttft_seconds",
-            "tpot_seconds",
-            "output_tokens_per_second",
-            "output_tokens_per_second_per_device",
-            "output_tokens_per_second_per_user",
-        ] {
+        for key in SERVING_FIGURES {
             assert_eq!(f(&t[key]), f(&p[key]), "c={c} {key}");
         }
         assert_eq!(t["rule"], "serving-simulation");
