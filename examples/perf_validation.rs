@@ -366,7 +366,8 @@ struct Row {
     ttft_error: Option<f64>,
     tpot_error: Option<f64>,
     /// Measured TTFT minus the predicted TTFT without the engine's request overhead
-    /// (seconds), for the served (HTTP) engines: the residual the overhead is fitted to.
+    /// (seconds), for the rows served by vLLM: the residual its overhead is fitted to
+    /// (SGLang's is fitted on the multi-GPU table, `examples/placement_validation.rs`).
     ttft_residual: Option<f64>,
     /// The engine (its profile's spelling).
     engine: &'static str,
@@ -442,7 +443,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
         .filter(|_| {
             !impossible
                 && matches!(case.method, Method::Served { .. })
-                && profile.request_overhead_seconds > 0.0
+                && profile.name == "vllm"
         })
         .map(|t| t - (ttft - profile.request_overhead_seconds));
     let tpot_measured = case.tpot.filter(|_| !tpot_impossible);
@@ -668,7 +669,7 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
     let fit = fit(rows);
     let _ = writeln!(
         out,
-        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| request overhead (vllm, sglang) | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served rows | {} |\n| vllm host time per step | {:.1} ms | with the decode launch factor, the pair (host time in 0-3 ms by 0.1 ms, factor in 0-3 by 0.05) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |\n| vllm decode launch factor | {:.2} (x 4 us = {:.1} us per kernel on the NVIDIA devices) | fitted with the host time (above); SGLang takes the same factor | {} |",
+        "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| vllm request overhead | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served vLLM rows (SGLang's is fitted on the multi-GPU table) | {} |\n| vllm host time per step | {:.1} ms | with the decode launch factor, the pair (host time in 0-3 ms by 0.1 ms, factor in 0-3 by 0.05) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |\n| vllm decode launch factor | {:.2} (x 4 us = {:.1} us per kernel on the NVIDIA devices) | fitted with the host time (above); SGLang takes the same factor | {} |",
         fit.request_overhead.0 * 1e3,
         fit.request_overhead.1,
         fit.vllm_step.0 * 1e3,

@@ -1,6 +1,6 @@
 //! The constants `examples/perf_validation.rs` fits on the fit half: vLLM's host time per
-//! step and the devices' memory factors (from each fit row's TPOT decomposition), and the
-//! HTTP engines' request overhead. The rules are in `docs/performance-model.md#validation`.
+//! step and the devices' memory factors (from each fit row's TPOT decomposition), and
+//! vLLM's request overhead. The rules are in `docs/performance-model.md#validation`.
 
 use jointplan::perf::efficiency::MAX_CLASS_MEMORY;
 use jointplan::perf::{self, EngineProfile, TimeModel};
@@ -39,8 +39,8 @@ pub fn decomposition(
 
 /// The constants fitted on the fit half.
 pub struct Fit {
-    /// The HTTP engines' request overhead (seconds): the median TTFT residual of the fit
-    /// half's served rows, rounded to 0.1 ms; and the rows it is the median of.
+    /// vLLM's request overhead (seconds): the median TTFT residual of the fit half's rows
+    /// served by vLLM, rounded to 0.1 ms; and the rows it is the median of.
     pub request_overhead: (f64, usize),
     /// vLLM's host time per step (seconds), to 0.1 ms, and the TPOT rows of the fit.
     pub vllm_step: (f64, usize),

@@ -25,10 +25,25 @@ pub struct EngineProfile {
     pub request_overhead_seconds: f64,
 }
 
-/// The request overhead of the HTTP-served engines (vLLM, SGLang): fitted on the fit part
-/// of the validation table (`examples/perf_validation.rs` prints the fit, and
-/// `tests/planner/perf_validation.rs` checks this constant against it).
+/// vLLM's request overhead (HTTP, tokenization, queueing into the engine): fitted on the
+/// fit half of the single-device validation table (`examples/perf_validation.rs` prints
+/// the fit, and `tests/planner/perf_validation.rs` checks this constant against it).
 pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0124;
+
+/// SGLang's request overhead: the HTTP server and tokenizer manager, the request's
+/// broadcast to the tensor-parallel schedulers and the first token's way back through the
+/// detokenizer process (docs/performance-model.md, "Engines"). Fitted with
+/// [`SGLANG_PREFILL_LAUNCH_FACTOR`] on the SGLang points of the multi-GPU table's fit half
+/// (`examples/placement_validation.rs` prints the fit, `tests/planner/multi_gpu_validation.rs`
+/// checks this constant against it).
+pub const SGLANG_REQUEST_OVERHEAD_SECONDS: f64 = 0.072;
+
+/// The share of the device's per-kernel launch time a kernel of an SGLang step with
+/// prompt tokens costs: SGLang replays CUDA graphs for decode batches only and launches a
+/// prompt's kernels eagerly. The prior, 1 (every kernel launched from the host at the
+/// device's launch time): the fit (with [`SGLANG_REQUEST_OVERHEAD_SECONDS`]) keeps it
+/// while its rows do not determine the factor, and says so.
+pub const SGLANG_PREFILL_LAUNCH_FACTOR: f64 = 1.0;
 
 /// vLLM's host time per scheduler step not overlapped with the device: fitted on the fit
 /// half of the validation table jointly with the devices' memory factors
@@ -57,8 +72,8 @@ pub const ENGINES: &[EngineProfile] = &[
         name: "sglang",
         step_overhead_seconds: 0.001,
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
-        prefill_launch_factor: 1.0,
-        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
+        prefill_launch_factor: SGLANG_PREFILL_LAUNCH_FACTOR,
+        request_overhead_seconds: SGLANG_REQUEST_OVERHEAD_SECONDS,
     },
     EngineProfile {
         name: "trtllm",

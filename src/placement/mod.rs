@@ -196,6 +196,19 @@ impl Chosen {
         self.solution.stages.len()
     }
 
+    /// The serving simulation at the serving point (with a serving point) run with
+    /// `engine` in place of the point's engine profile ([`prediction::simulate_with`]).
+    pub fn simulate_with(
+        &self,
+        engine: &crate::perf::EngineProfile,
+    ) -> Result<Option<crate::perf::ServingPrediction>, PlacementError> {
+        self.formed
+            .timing
+            .as_ref()
+            .map(|t| prediction::simulate_with(t, &self.solution, engine))
+            .transpose()
+    }
+
     /// The predicted times at the serving point (with a serving point).
     pub fn performance(&self) -> Result<Option<prediction::Prediction>, PlacementError> {
         self.formed

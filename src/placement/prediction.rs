@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::perf::{serving, ServingPoint};
+use crate::perf::{serving, EngineProfile, ServingPoint, ServingPrediction};
 
 use super::problem::Solution;
 use super::step_price::{StepParts, StepPricer};
@@ -137,6 +137,24 @@ pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, Place
         linear_estimate,
         links: timing.links.clone(),
     })
+}
+
+/// The serving simulation of `solution` (timed by `timing`) run with `engine` instead of
+/// the serving point's own engine profile: how a fit (`examples/placement_validation.rs`)
+/// sees the simulated figures move with an engine constant, on the same placement and
+/// pricing.
+pub fn simulate_with(
+    timing: &Timing,
+    solution: &Solution,
+    engine: &EngineProfile,
+) -> Result<ServingPrediction, PlacementError> {
+    let pricer = StepPricer::new(&timing.pricing, solution)?;
+    serving::simulate_steps(
+        |shape, launch| pricer.price(shape, launch).seconds(),
+        engine,
+        &timing.point,
+    )
+    .map_err(|e| PlacementError::Internal(format!("the serving simulation: {e}")))
 }
 
 /// The objective's linear estimate of `solution` (timed by `timing`), part by part.

@@ -2,7 +2,8 @@
 //! `examples/placement_validation.rs` places and times every point of
 //! `docs/data/perf-validation-multi-gpu.json`, and the table it prints must equal the one
 //! committed between the `placement-validation` markers (rewrite it with
-//! `cargo run --release --example placement_validation -- --write`).
+//! `cargo run --release --example placement_validation -- --write`); SGLang's request
+//! overhead and prefill launch factor must be the ones its fit half gives.
 
 #[allow(dead_code)]
 #[path = "../../examples/placement_validation.rs"]
@@ -10,7 +11,22 @@ mod example;
 
 #[test]
 fn multi_gpu_validation_table_is_current() {
-    let (table, _) = example::table();
+    let (table, fit) = example::table();
+    // SGLang's constants are the fit the table states (on its SGLang points of the fit
+    // half).
+    let fit = fit.expect("the table has SGLang points in its fit half");
+    let overhead = jointplan::perf::engine_profile::SGLANG_REQUEST_OVERHEAD_SECONDS;
+    assert!(
+        (overhead - fit.request_overhead).abs() < 1e-9,
+        "SGLANG_REQUEST_OVERHEAD_SECONDS is {overhead}, the fit half gives {}",
+        fit.request_overhead
+    );
+    let launch = jointplan::perf::engine_profile::SGLANG_PREFILL_LAUNCH_FACTOR;
+    assert!(
+        (launch - fit.prefill_launch).abs() < 1e-9,
+        "SGLANG_PREFILL_LAUNCH_FACTOR is {launch}, the fit half gives {}",
+        fit.prefill_launch
+    );
     let docs = std::fs::read_to_string(example::DOCS).unwrap();
     let current = example::with_table(&docs, &table).expect("the docs have the markers");
     assert!(
