@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use jointplan::placement::problem::ExpertSplit;
 use jointplan::placement::{
     self, DeviceSet, Objective, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET,
 };
@@ -26,6 +27,11 @@ pub struct PlacementFlags {
     /// Pin the pipeline depth (otherwise the solver chooses).
     #[arg(long, value_name = "N")]
     pub pipeline_parallel: Option<u32>,
+    /// Pin how routed experts split under tensor parallelism: `tensor` (every expert's
+    /// matrices split over the group) or `expert` (whole experts per rank); otherwise the
+    /// solver tries both.
+    #[arg(long, value_name = "SPLIT")]
+    pub expert_split: Option<String>,
     /// Allow host memory: routed expert groups, whole layers' weights (streamed) and layers'
     /// KV cache, chosen by the solver.
     #[arg(long)]
@@ -58,6 +64,7 @@ impl PlacementFlags {
         [
             (self.tensor_parallel.is_some(), "--tensor-parallel"),
             (self.pipeline_parallel.is_some(), "--pipeline-parallel"),
+            (self.expert_split.is_some(), "--expert-split"),
             (self.host_offload, "--host-offload"),
             (self.host_memory.is_some(), "--host-memory"),
             (self.placement_objective.is_some(), "--placement-objective"),
@@ -104,6 +111,14 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             ))
         })?,
     };
+    let expert_split = match &flags.expert_split {
+        None => None,
+        Some(name) => Some(ExpertSplit::from_name(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "--expert-split {name}: expected `tensor` (every expert split over the group) or `expert` (whole experts per rank)"
+            ))
+        })?),
+    };
     let set = set_of(flags, args.synth.device.as_deref())?;
     if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
         return Err(Error::Usage(
@@ -132,6 +147,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         serving,
         tensor_parallel: flags.tensor_parallel,
         pipeline_parallel: flags.pipeline_parallel,
+        expert_split,
         host_offload: flags.host_offload,
         host_memory: flags.host_memory,
         objective,

@@ -13,7 +13,11 @@
 //!    many as the stage says;
 //! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
 //!    every holder of a part holds the same bytes, and the parts add up to the tensor
-//!    (bytes every part holds whole, a per-tensor scale, counted once);
+//!    (bytes every part holds whole, a per-tensor scale, counted once); a tensor split
+//!    block-rounded (`blocks`) instead has `count x bytes` its bytes, every part a buffer
+//!    of `⌈count / parts⌉` blocks holding at most that many of the tensor's blocks, the
+//!    runs contiguous from part 0 (vLLM's loader bounds), and its parts' blocks add up to
+//!    `count`;
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
 //!    its bytes per sequence, its staging the largest streamed layer's host bytes over the
 //!    group's ranks plus sequences x its largest host KV layer's bytes, its total the sum
@@ -45,8 +49,8 @@ pub struct Violation {
 
 struct Report(Vec<Violation>);
 
-/// Per part of a tensor, the (bytes, bytes held whole) each holder records.
-type Holders = BTreeMap<u64, Vec<(u64, u64)>>;
+/// Per part of a tensor, the (bytes, bytes held whole, blocks held) each holder records.
+type Holders = BTreeMap<u64, Vec<(u64, u64, Option<u64>)>>;
 
 impl Report {
     fn add(&mut self, rule: &str, path: impl Into<String>, message: impl Into<String>) {
@@ -176,11 +180,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        entry
-            .1
-            .entry(shard.part)
-            .or_default()
-            .push((shard.bytes, shard.replicated_bytes));
+        entry.1.entry(shard.part).or_default().push((
+            shard.bytes,
+            shard.replicated_bytes,
+            shard.blocks,
+        ));
         true
     };
     for (i, device) in p.devices.iter().enumerate() {
@@ -285,6 +289,10 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 format!("{id}: parts {present:?} held, {count} expected"),
             );
         }
+        if let Some(blocks) = total.blocks {
+            block_rounded(&mut report, &path, id, total.bytes, blocks, *count, held);
+            continue;
+        }
         // Bytes every part holds whole (a per-tensor scale) count once.
         let mut sum: u128 = 0;
         let mut replicated: BTreeSet<u64> = BTreeSet::new();
@@ -296,7 +304,16 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                     format!("{id}: holders of part {part} differ: {bytes:?}"),
                 );
             }
-            let (part_bytes, copy) = bytes[0];
+            let (part_bytes, copy, blocks) = bytes[0];
+            if blocks.is_some() {
+                report.add(
+                    "shards",
+                    &path,
+                    format!(
+                        "{id}: part {part} records blocks, the tensor is not split block-rounded"
+                    ),
+                );
+            }
             replicated.insert(copy);
             sum += u128::from(part_bytes.saturating_sub(copy));
         }
@@ -510,4 +527,100 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         Err(e) => report.add("id", ".payload", format!("cannot be hashed: {e}")),
     }
     report.0
+}
+
+/// The `shards` rule for a tensor split block-rounded into `parts` parts of `blocks.count`
+/// blocks of `blocks.bytes` bytes: the blocks are the tensor's bytes; every part is a
+/// buffer of `⌈count / parts⌉` blocks (the padded size) with none held whole, holding
+/// `min(⌈count / parts⌉, count - part x ⌈count / parts⌉)` of the tensor's blocks (at most
+/// the padded size, contiguous runs from part 0); and the parts' blocks add up to `count`.
+fn block_rounded(
+    report: &mut Report,
+    path: &str,
+    id: &str,
+    tensor_bytes: u64,
+    blocks: super::record::TensorBlocks,
+    parts: u64,
+    held: &Holders,
+) {
+    if u128::from(blocks.count) * u128::from(blocks.bytes) != u128::from(tensor_bytes) {
+        report.add(
+            "shards",
+            path,
+            format!(
+                "{id}: {} blocks of {} bytes, the tensor has {tensor_bytes} bytes",
+                blocks.count, blocks.bytes
+            ),
+        );
+    }
+    let Some(run) = blocks.count.checked_div(parts) else {
+        return;
+    };
+    let run = if blocks.count % parts == 0 {
+        run
+    } else {
+        run + 1
+    };
+    let padded = u128::from(run) * u128::from(blocks.bytes);
+    let mut sum: u128 = 0;
+    for (part, holders) in held {
+        if holders.iter().any(|h| *h != holders[0]) {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: holders of part {part} differ: {holders:?}"),
+            );
+        }
+        let (bytes, copy, real) = holders[0];
+        let Some(real) = real else {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: part {part} records no blocks, the tensor is split block-rounded"),
+            );
+            continue;
+        };
+        sum += u128::from(real);
+        if u128::from(bytes) != padded || copy != 0 {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "{id}: part {part} is a buffer of {bytes} bytes ({copy} held whole), the \
+                     padded size is {run} blocks of {} bytes, {padded}",
+                    blocks.bytes
+                ),
+            );
+        }
+        let expected = blocks
+            .count
+            .saturating_sub(part.saturating_mul(run))
+            .min(run);
+        if real > run {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: part {part} holds {real} blocks, more than the padded {run}"),
+            );
+        } else if real != expected {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "{id}: part {part} holds {real} blocks, the contiguous runs of {run} give it \
+                     {expected}"
+                ),
+            );
+        }
+    }
+    if sum != u128::from(blocks.count) {
+        report.add(
+            "shards",
+            path,
+            format!(
+                "{id}: its parts hold {sum} blocks, the tensor has {}",
+                blocks.count
+            ),
+        );
+    }
 }

@@ -46,6 +46,13 @@ impl ExpertSplit {
             ExpertSplit::Expert => "expert",
         }
     }
+
+    /// The split named `name` (`tensor`, `expert`), `None` for another name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [ExpertSplit::Tensor, ExpertSplit::Expert]
+            .into_iter()
+            .find(|s| s.name() == name)
+    }
 }
 
 /// What one device of a stage holds for one layer under one option.

@@ -21,6 +21,20 @@ pub struct TensorTotal {
     pub layer: Option<u32>,
     /// `first`, `layer` or `last`.
     pub home: String,
+    /// How it splits block-rounded, when it does (absent: an even split, or held whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<TensorBlocks>,
+}
+
+/// A tensor split block-rounded over the ranks (vLLM's gpt-oss mxfp4 loader,
+/// docs/placement.md "Quantized shards"): `count` blocks along its split axis of `bytes`
+/// bytes each (every component's share), each rank a buffer of `⌈count / parts⌉` blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorBlocks {
+    /// Blocks along the split axis.
+    pub count: u64,
+    /// Bytes of one block.
+    pub bytes: u64,
 }
 
 /// One part of a tensor held by a device or the host.
@@ -39,6 +53,10 @@ pub struct ShardRecord {
     /// Bytes of the part every part holds whole (a per-tensor scale; absent: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replicated_bytes: u64,
+    /// Under a block-rounded split, the blocks of the tensor the part holds; `bytes` is the
+    /// padded buffer of `⌈count / parts⌉` blocks, zeros past them (absent: an even split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
 }
 
 /// A device's memory, item by item (docs/placement.md says which rule each follows).
@@ -316,6 +334,7 @@ pub fn record(
                     bytes: share.part_bytes,
                     arena_bytes: share.arena_bytes,
                     replicated_bytes: share.replicated_bytes,
+                    blocks: share.blocks.map(|b| b.held),
                 };
                 // The stage's first `offloaded_layers` layers are streamed: their shares
                 // live on the host.
@@ -460,7 +479,8 @@ pub fn record(
     let tensors = facts
         .tensors
         .iter()
-        .map(|t| TensorTotal {
+        .zip(&detail.shares)
+        .map(|(t, shares)| TensorTotal {
             id: t.id.clone(),
             bytes: t.bytes,
             layer: match t.home {
@@ -473,6 +493,10 @@ pub fn record(
                 Home::Last => "last",
             }
             .to_owned(),
+            blocks: shares.first().and_then(|s| s.blocks).map(|b| TensorBlocks {
+                count: b.count,
+                bytes: b.block_bytes,
+            }),
         })
         .collect();
     let payload = PlacementPayload {
