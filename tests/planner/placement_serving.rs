@@ -24,6 +24,7 @@ fn settings(
     Settings {
         tensor_parallel,
         pipeline_parallel,
+        expert_split: None,
         host_offload,
         host_memory: None,
         objective: Objective::FewestDevices,
