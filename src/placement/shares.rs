@@ -241,6 +241,15 @@ fn padded_part(
                 t.id, t.bytes
             ));
         }
+        // vLLM's fused MoE still needs the intermediate size to divide by the degree
+        // (`FusedMoE.__init__`: `assert intermediate_size % self.tp_size == 0`,
+        // `vllm/model_executor/layers/fused_moe/layer.py`).
+        if extent % degree != 0 {
+            return Err(format!(
+                "{}: dimension {axis} ({extent}) does not divide by {degree}",
+                t.id
+            ));
+        }
         let per_rank = count.div_ceil(degree);
         let mut dims = t.dims.clone();
         dims[axis] = per_rank

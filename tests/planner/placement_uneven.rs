@@ -1,7 +1,7 @@
 //! vLLM's block-rounded uneven split of gpt-oss's mxfp4 routed experts at tensor parallel
-//! 4 (docs/placement.md, "Quantized shards"): the intermediate axis holds 90 blocks of 32
-//! columns, each rank allocates a buffer of ⌈90 / 4⌉ = 23 blocks, ranks 0-2 hold 23 of the
-//! tensor's blocks and rank 3 the last 21. The bytes of every expert shard are counted here
+//! 4 and 8 (docs/placement.md, "Quantized shards"): the intermediate axis holds 90 blocks
+//! of 32 columns; at 4 each rank allocates a buffer of ⌈90 / 4⌉ = 23 blocks, ranks 0-2
+//! hold 23 of the tensor's blocks and rank 3 the last 21 (at 8: 12 each, the last 6). The bytes of every expert shard are counted here
 //! by hand from the config's numbers; the placement is the exhaustive enumeration's and
 //! passes the checker, which rejects a tampered split (blocks that do not add up, a part
 //! past the padded size, runs out of vLLM's order, a part without its blocks, a buffer of
@@ -25,9 +25,9 @@ fn gpt_oss(layers: u64) -> ModelSource {
     source
 }
 
-fn pinned(split: ExpertSplit) -> Settings {
+fn pinned(t: u32, split: ExpertSplit) -> Settings {
     Settings {
-        tensor_parallel: Some(4),
+        tensor_parallel: Some(t),
         expert_split: Some(split),
         ..Settings::default()
     }
@@ -41,11 +41,11 @@ fn sizes() -> (u64, u64) {
     (n("hidden_size"), n("intermediate_size"))
 }
 
-fn placed_at_four() -> PlacementPlan {
+fn placed_at(t: u32) -> PlacementPlan {
     let placed = place(
         &gpt_oss(2),
-        &a100(4),
-        &pinned(ExpertSplit::Tensor),
+        &a100(t),
+        &pinned(t, ExpertSplit::Tensor),
         &BuildOptions::default(),
         1_000_000,
     )
@@ -71,61 +71,71 @@ fn shards(plan: &PlacementPlan, tensor: &str) -> Vec<(u64, u64, u64, Option<u64>
 #[test]
 fn experts_split_block_rounded_into_padded_buffers_counted_by_hand() {
     let (hidden, intermediate) = sizes();
-    // 2880 columns are 90 blocks of 32; over 4 ranks, runs of 23 (92 > 90 >= 69).
+    // 2880 columns are 90 blocks of 32. Over 4 ranks, runs of 23 (4 x 23 = 92 >= 90 >
+    // 4 x 22); over 8, runs of 12 (96 >= 90 > 88): the last rank holds what is left.
     let blocks = intermediate / 32;
     assert_eq!(blocks, 90);
-    let run = 23u64;
-    assert!(run * 4 >= blocks && (run - 1) * 4 < blocks);
-    let held = [23u64, 23, 23, 21];
-    assert_eq!(held.iter().sum::<u64>(), blocks);
-    let plan = placed_at_four();
-    let p = &plan.payload;
-    assert_eq!((p.tensor_parallel, p.expert_split), (4, ExpertSplit::Tensor));
-    // mxfp4: a block of 32 values is 16 bytes of e2m1 values and one e8m0 scale byte.
-    let mxfp4_block = 16 + 1;
-    // down: hidden rows x 23 blocks of its 2880 input columns.
-    let down = hidden * run * mxfp4_block;
-    // gate_up: gate and up, 736 rows each, of hidden / 32 blocks.
-    let gate_up = 2 * run * 32 * (hidden / 32) * mxfp4_block;
-    // gate_up's bias: gate and up, 736 16-bit values each.
-    let gate_up_bias = 2 * run * 32 * 2;
-    assert_eq!((down, gate_up, gate_up_bias), (1_126_080, 2_252_160, 2_944));
-    for (name, bytes) in [
-        ("down", down),
-        ("gate_up", gate_up),
-        ("gate_up.bias", gate_up_bias),
-    ] {
-        let tensor = format!("weight.layer.1.experts.31.{name}");
-        let expected: Vec<_> = (0..4u64)
-            .map(|rank| (rank, 4, bytes, Some(held[rank as usize])))
-            .collect();
-        assert_eq!(shards(&plan, &tensor), expected, "{tensor}");
-        let total = p.tensors.iter().find(|t| t.id == tensor).unwrap();
-        let blocks_of = total.blocks.unwrap();
-        assert_eq!(blocks_of.count, blocks, "{tensor}");
-        // The tensor is its 90 blocks; every rank allocates 23 of them.
-        assert_eq!(blocks_of.count * blocks_of.bytes, total.bytes, "{tensor}");
-        assert_eq!(run * blocks_of.bytes, bytes, "{tensor}");
-    }
-    // The down projection's bias is whole on every rank (not split, no blocks).
-    let bias = shards(&plan, "weight.layer.0.experts.0.down.bias");
-    assert_eq!(bias, vec![(0, 1, hidden * 2, None); 4]);
-    // Every other tensor splits evenly, as before: no blocks recorded.
-    for device in &p.devices {
-        for s in &device.shards {
-            assert_eq!(
-                s.blocks.is_some(),
-                s.tensor.contains(".experts.") && !s.tensor.ends_with("down.bias"),
-                "{}",
-                s.tensor
-            );
+    let cases: [(u32, u64, &[u64]); 2] = [
+        (4, 23, &[23, 23, 23, 21]),
+        (8, 12, &[12, 12, 12, 12, 12, 12, 12, 6]),
+    ];
+    for (t, run, held) in cases {
+        assert_eq!(held.iter().sum::<u64>(), blocks);
+        let plan = placed_at(t);
+        let p = &plan.payload;
+        assert_eq!(
+            (p.tensor_parallel, p.expert_split),
+            (t, ExpertSplit::Tensor)
+        );
+        // mxfp4: a block of 32 values is 16 bytes of e2m1 values and one e8m0 scale byte.
+        let mxfp4_block = 16 + 1;
+        // down: hidden rows x `run` blocks of its 2880 input columns.
+        let down = hidden * run * mxfp4_block;
+        // gate_up: gate and up, `run` x 32 rows each, of hidden / 32 blocks.
+        let gate_up = 2 * run * 32 * (hidden / 32) * mxfp4_block;
+        // gate_up's bias: gate and up, `run` x 32 16-bit values each.
+        let gate_up_bias = 2 * run * 32 * 2;
+        if t == 4 {
+            assert_eq!((down, gate_up, gate_up_bias), (1_126_080, 2_252_160, 2_944));
+        }
+        for (name, bytes) in [
+            ("down", down),
+            ("gate_up", gate_up),
+            ("gate_up.bias", gate_up_bias),
+        ] {
+            let tensor = format!("weight.layer.1.experts.31.{name}");
+            let d = u64::from(t);
+            let expected: Vec<_> = (0..d)
+                .map(|rank| (rank, d, bytes, Some(held[rank as usize])))
+                .collect();
+            assert_eq!(shards(&plan, &tensor), expected, "{tensor} t={t}");
+            let total = p.tensors.iter().find(|x| x.id == tensor).unwrap();
+            let blocks_of = total.blocks.unwrap();
+            assert_eq!(blocks_of.count, blocks, "{tensor}");
+            // The tensor is its 90 blocks; every rank allocates `run` of them.
+            assert_eq!(blocks_of.count * blocks_of.bytes, total.bytes, "{tensor}");
+            assert_eq!(run * blocks_of.bytes, bytes, "{tensor}");
+        }
+        // The down projection's bias is whole on every rank (not split, no blocks).
+        let bias = shards(&plan, "weight.layer.0.experts.0.down.bias");
+        assert_eq!(bias, vec![(0, 1, hidden * 2, None); t as usize]);
+        // Every other tensor splits evenly, as before: no blocks recorded.
+        for device in &p.devices {
+            for s in &device.shards {
+                assert_eq!(
+                    s.blocks.is_some(),
+                    s.tensor.contains(".experts.") && !s.tensor.ends_with("down.bias"),
+                    "{}",
+                    s.tensor
+                );
+            }
         }
     }
 }
 
 #[test]
 fn the_checker_rejects_a_tampered_uneven_split() {
-    let plan = placed_at_four();
+    let plan = placed_at(4);
     let tensor = "weight.layer.0.experts.5.down";
     let shards_rule = |plan: &PlacementPlan| -> Vec<String> {
         check(plan)
@@ -170,7 +180,10 @@ fn the_checker_rejects_a_tampered_uneven_split() {
         _ => {}
     });
     expect(moved.clone(), "more than the padded 23");
-    expect(moved, "part 3 holds 20 blocks, the contiguous runs of 23 give it 21");
+    expect(
+        moved,
+        "part 3 holds 20 blocks, the contiguous runs of 23 give it 21",
+    );
     // The short run first: 90 blocks, each at most 23, but not vLLM's contiguous runs.
     expect(
         tamper(&|rank, s| match rank {
@@ -234,10 +247,8 @@ fn expert_parallelism_stays_the_cheaper_choice_and_a_pin_on_a_dense_model_is_ref
     .unwrap();
     assert_eq!(placed.rejected, vec![]);
     assert_eq!(placed.plan.payload.expert_split, ExpertSplit::Expert);
-    let tensor = placed_at_four();
-    assert!(
-        tensor.payload.devices[0].items.weights > placed.plan.payload.devices[0].items.weights
-    );
+    let tensor = placed_at(4);
+    assert!(tensor.payload.devices[0].items.weights > placed.plan.payload.devices[0].items.weights);
     // A dense model has no experts to split.
     let mut llama = ModelSource::folder("models/llama-3.1-8b");
     llama.layers = Some(1);
