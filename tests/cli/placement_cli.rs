@@ -173,7 +173,10 @@ fn bad_placement_flags_exit_2_naming_the_flag() {
             ],
             "--placement-objective cheapest",
         ),
-        (&["--expert-split", "tensor"], "--expert-split applies to a placement"),
+        (
+            &["--expert-split", "tensor"],
+            "--expert-split applies to a placement",
+        ),
         (
             &[
                 "--devices",

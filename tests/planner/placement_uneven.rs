@@ -5,12 +5,19 @@
 //! by hand from the config's numbers; the placement is the exhaustive enumeration's and
 //! passes the checker, which rejects a tampered split (blocks that do not add up, a part
 //! past the padded size, runs out of vLLM's order, a part without its blocks, a buffer of
-//! another size).
+//! another size). Squeezed so that it must offload, the uneven option's placement under
+//! each memory objective is the exhaustive enumeration's and passes the checker with
+//! padded expert shards on the host.
 
 use std::path::Path;
 
 use jointplan::placement::check::check;
-use jointplan::placement::problem::ExpertSplit;
+use jointplan::placement::enumerate::{enumerate, Enumerated};
+use jointplan::placement::model::ModelFacts;
+use jointplan::placement::options::form;
+use jointplan::placement::problem::{ExpertSplit, Objective};
+use jointplan::placement::record::record;
+use jointplan::placement::solve::solve;
 use jointplan::placement::{place, DeviceSet, PlacementError, PlacementPlan, Settings};
 use jointplan::synth::ModelSource;
 use jointplan::BuildOptions;
@@ -271,4 +278,64 @@ fn expert_parallelism_stays_the_cheaper_choice_and_a_pin_on_a_dense_model_is_ref
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn offloaded_uneven_experts_match_the_enumeration_and_pass_the_checker() {
+    // The uneven option with the devices squeezed so that each memory objective must move
+    // expert groups (padded shards), layers or KV to the host: the solver's answer is the
+    // exhaustive enumeration's, and the written placement passes the checker (its host
+    // shards are padded buffers with their blocks, the staging their largest layer's).
+    let options = BuildOptions::default();
+    let source = gpt_oss(2);
+    let preset = source.policy_preset().unwrap();
+    let set =
+        DeviceSet::uniform(Path::new("models/devices/a100-80gb.json"), 4, Some(1 << 40)).unwrap();
+    let kind = &set.kinds[0];
+    let facts = ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset)
+        .and_then(|facts| facts.seal(&options))
+        .unwrap();
+    let settings = Settings {
+        host_offload: true,
+        ..pinned(4, ExpertSplit::Tensor)
+    };
+    let formed = form(&facts, &set, &preset, &settings).unwrap();
+    assert_eq!(formed.problem.options.len(), 1);
+    let roomy = solve(&formed.problem).unwrap();
+    let plan = record(&facts, &set, &formed, &roomy).unwrap();
+    let total = plan.payload.devices[0].total_bytes;
+    let unit = formed.problem.options[0].unit_bytes;
+    assert!(unit > 0);
+    let mut moved = 0;
+    for objective in [
+        Objective::FewestDevices,
+        Objective::MostKvTokens,
+        Objective::LeastOffloaded,
+    ] {
+        let mut squeezed = formed.clone();
+        let usable = total - 5 * unit / 2;
+        squeezed.problem.kinds[0].usable_bytes = usable;
+        squeezed.usable = vec![usable];
+        squeezed.problem.objective = objective;
+        let solution = solve(&squeezed.problem).unwrap();
+        match enumerate(&squeezed.problem, 1_000_000) {
+            Enumerated::Complete { best, .. } => {
+                assert_eq!(best.as_ref(), Some(&solution), "{objective:?}")
+            }
+            Enumerated::OverBudget { placements } => panic!("{placements} placements"),
+        }
+        assert!(solution.offloaded_bytes > 0, "{objective:?}");
+        let plan = record(&facts, &set, &squeezed, &solution).unwrap();
+        assert_eq!(check(&plan), vec![], "{objective:?}");
+        let host_blocks = plan
+            .payload
+            .host
+            .shards
+            .iter()
+            .filter(|s| s.blocks.is_some())
+            .count();
+        moved += host_blocks;
+    }
+    // At least one objective moves expert groups: padded shards on the host.
+    assert!(moved > 0);
 }
