@@ -271,6 +271,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         expert_split: None,
         host_offload: false,
         host_memory: None,
+        kv_sequence_grain: false,
         objective: Objective::MinTpot,
         serving: Some(Serving {
             concurrency,

@@ -36,6 +36,11 @@ pub struct PlacementFlags {
     /// KV cache, chosen by the solver.
     #[arg(long)]
     pub host_offload: bool,
+    /// With --host-offload, the KV cache's offload unit: `layer` (default: whole layers'
+    /// KV) or `sequence` (the last host-KV layer of a stage keeps only the fewest sequences
+    /// that fit on the host).
+    #[arg(long, value_name = "GRAIN")]
+    pub kv_offload_grain: Option<String>,
     /// Host memory offload may use, bytes (default: the set's host tier).
     #[arg(long, value_name = "BYTES")]
     pub host_memory: Option<u64>,
@@ -67,6 +72,7 @@ impl PlacementFlags {
             (self.expert_split.is_some(), "--expert-split"),
             (self.host_offload, "--host-offload"),
             (self.host_memory.is_some(), "--host-memory"),
+            (self.kv_offload_grain.is_some(), "--kv-offload-grain"),
             (self.placement_objective.is_some(), "--placement-objective"),
             (self.why_not.is_some(), "--why-not"),
         ]
@@ -119,6 +125,20 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             ))
         })?),
     };
+    let kv_sequence_grain = match flags.kv_offload_grain.as_deref() {
+        None | Some("layer") => false,
+        Some("sequence") if flags.host_offload => true,
+        Some("sequence") => {
+            return Err(Error::Usage(
+                "--kv-offload-grain sequence needs --host-offload (it says how KV goes to the host)".to_owned(),
+            ))
+        }
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "--kv-offload-grain {other}: expected `layer` (whole layers' KV) or `sequence` (the last host-KV layer trimmed to the fewest sequences)"
+            )))
+        }
+    };
     let set = set_of(flags, args.synth.device.as_deref())?;
     if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
         return Err(Error::Usage(
@@ -150,6 +170,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         expert_split,
         host_offload: flags.host_offload,
         host_memory: flags.host_memory,
+        kv_sequence_grain,
         objective,
     };
     let source = args.synth.source(Some(&args.request));

@@ -10,7 +10,8 @@
 //! 3. `home`: a device holds only shards of its stage's layers (the embedding on the first
 //!    stage, the final norm and head on the last), none of a layer it streams; the layers
 //!    it streams and those whose KV it keeps on the host are its stage's first ones, as
-//!    many as the stage says;
+//!    many as the stage says, then (the sequence grain) the next layer with the stage's
+//!    `kv_offloaded_sequences`, fewer than the policy's sequences;
 //! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
 //!    every holder of a part holds the same bytes, and the parts add up to the tensor
 //!    (bytes every part holds whole, a per-tensor scale, counted once); a tensor split
@@ -19,13 +20,14 @@
 //!    runs contiguous from part 0 (vLLM's loader bounds), and its parts' blocks add up to
 //!    `count`;
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
-//!    its bytes per sequence, its staging the largest streamed layer's host bytes over the
-//!    group's ranks plus sequences x its largest host KV layer's bytes, its total the sum
-//!    of its items, its headroom usable - total;
+//!    its bytes per sequence less a partly offloaded layer's host sequences, its staging
+//!    the largest streamed layer's host bytes over the group's ranks plus the largest host
+//!    KV layer's bytes (its host sequences x its bytes per sequence), its total the sum of
+//!    its items, its headroom usable - total;
 //! 6. `capacity`: every device within its usable bytes;
-//! 7. `host`: the host's bytes are the sum of its shards plus its KV bytes (sequences x
-//!    every device's host KV bytes per sequence), within its memory (none without a host
-//!    tier);
+//! 7. `host`: the host's bytes are the sum of its shards plus its KV bytes (every
+//!    device's host KV layers, their host sequences x their bytes per sequence), within its
+//!    memory (none without a host tier);
 //! 8. `totals`: devices used and KV tokens that fit follow from the devices (a device with
 //!    KV on the host serves at most sequences x context tokens);
 //! 9. `id`: the placement id is the canonical SHA-256 of the payload.
@@ -241,22 +243,39 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        let kv: Vec<u32> = device.host_kv.iter().map(|h| h.layer).collect();
-        let expected: Vec<u32> = (stage.first_layer
-            ..stage.first_layer.saturating_add(stage.kv_offloaded_layers))
+        let kv: Vec<(u32, Option<u64>)> = device
+            .host_kv
+            .iter()
+            .map(|h| (h.layer, h.sequences))
             .collect();
+        let whole_end = stage.first_layer.saturating_add(stage.kv_offloaded_layers);
+        let mut expected: Vec<(u32, Option<u64>)> =
+            (stage.first_layer..whole_end).map(|l| (l, None)).collect();
+        if stage.kv_offloaded_sequences > 0 {
+            expected.push((whole_end, Some(stage.kv_offloaded_sequences)));
+        }
         if kv != expected {
             report.add(
                 "home",
                 format!("{path}.host_kv"),
                 format!(
-                    "layers {kv:?}, its stage keeps the KV of its first {} layer(s) {expected:?} on the host",
-                    stage.kv_offloaded_layers
+                    "layers {kv:?}, its stage keeps the KV of its first {} layer(s) and {} sequence(s) of the next on the host: {expected:?}",
+                    stage.kv_offloaded_layers, stage.kv_offloaded_sequences
+                ),
+            );
+        }
+        if stage.kv_offloaded_sequences >= p.sequences.max(1) {
+            report.add(
+                "stages",
+                format!(".payload.stages[{}].kv_offloaded_sequences", device.stage),
+                format!(
+                    "{} sequences of a layer, the policy has {} (all of them: a whole layer)",
+                    stage.kv_offloaded_sequences, p.sequences
                 ),
             );
         }
         if streamed.last().is_some_and(|l| *l >= stage.end_layer)
-            || expected.last().is_some_and(|l| *l >= stage.end_layer)
+            || expected.last().is_some_and(|(l, _)| *l >= stage.end_layer)
         {
             report.add(
                 "stages",
@@ -351,13 +370,23 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 format!("{} bytes, its shards take {shards}", device.items.weights),
             );
         }
-        let kv = u128::from(device.kv_sequence_bytes) * u128::from(p.sequences);
+        // A layer whose KV is partly on the host: those sequences' bytes are not here.
+        let partial: u128 = device
+            .host_kv
+            .iter()
+            .filter_map(|h| {
+                h.sequences
+                    .map(|s| u128::from(s) * u128::from(h.sequence_bytes))
+            })
+            .sum();
+        let kv = (u128::from(device.kv_sequence_bytes) * u128::from(p.sequences))
+            .saturating_sub(partial);
         if kv != u128::from(device.items.kv_cache) {
             report.add(
                 "items",
                 format!("{path}.items.kv_cache"),
                 format!(
-                    "{} bytes, {} sequences x {} bytes are {kv}",
+                    "{} bytes, {} sequences x {} bytes less {partial} on the host are {kv}",
                     device.items.kv_cache, p.sequences, device.kv_sequence_bytes
                 ),
             );
@@ -384,7 +413,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         let kv_staging = device
             .host_kv
             .iter()
-            .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+            .map(|h| u128::from(h.sequence_bytes) * u128::from(h.sequences.unwrap_or(p.sequences)))
             .max()
             .unwrap_or(0);
         if weights_staging + kv_staging != u128::from(device.items.staging) {
@@ -435,7 +464,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         .devices
         .iter()
         .flat_map(|d| d.host_kv.iter())
-        .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+        .map(|h| u128::from(h.sequence_bytes) * u128::from(h.sequences.unwrap_or(p.sequences)))
         .sum();
     if kv_host != u128::from(p.host.kv_bytes) {
         report.add(

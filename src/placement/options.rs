@@ -41,6 +41,9 @@ pub struct Settings {
     pub host_offload: bool,
     /// Host memory (overrides the set's host tier).
     pub host_memory: Option<u64>,
+    /// With host offload, whether a stage's last host-KV layer keeps only the fewest
+    /// sequences that fit on the host (`--kv-offload-grain sequence`) instead of all.
+    pub kv_sequence_grain: bool,
     /// The objective.
     pub objective: Objective,
     /// The serving point to time the placement at (needed by the time objectives).
@@ -439,6 +442,7 @@ pub fn form(
         sequences: facts.sequences,
         layer_offload: host_bytes.is_some(),
         kv_offload: host_bytes.is_some(),
+        kv_sequence_grain: host_bytes.is_some() && settings.kv_sequence_grain,
         kv_worst_case_tokens: facts.sequences.saturating_mul(facts.context_tokens),
         host_bytes,
         pipeline_stages,

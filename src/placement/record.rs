@@ -89,6 +89,10 @@ pub struct HostKv {
     pub layer: u32,
     /// Its KV bytes of one sequence (the device's share).
     pub sequence_bytes: u64,
+    /// The sequences whose KV of the layer is on the host, when not all (the sequence
+    /// grain: the others stay on the device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<u64>,
 }
 
 /// One device of the placement.
@@ -106,7 +110,8 @@ pub struct PlacedDevice {
     pub rank: u32,
     /// Usable bytes (the policy's share less its reserve).
     pub usable_bytes: u64,
-    /// KV bytes of one sequence on it.
+    /// KV bytes of one sequence on it (a layer whose KV is partly on the host counted
+    /// whole).
     pub kv_sequence_bytes: u64,
     /// KV bytes one token adds on it.
     pub kv_token_bytes: u64,
@@ -144,6 +149,10 @@ pub struct PlacedStage {
     /// Its first layers whose KV cache each device keeps on the host.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub kv_offloaded_layers: u32,
+    /// Sequences of its next layer whose KV cache each device keeps on the host (the
+    /// sequence grain).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_offloaded_sequences: u64,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -371,20 +380,34 @@ pub fn record(
             let mut kv_token = 0u64;
             let mut host_kv = Vec::new();
             let mut kv_staging = 0u64;
+            // Bytes of the device's KV that sit on the host (the sequence grain's partial
+            // layer): its KV cache is `sequences x kv_sequence` less these.
+            let mut partial_on_host = 0u64;
             for l in start..stage.end_layer {
                 let layer = &option.layers[l as usize];
-                if l < kv_end {
+                let partial = l == kv_end && stage.kv_offloaded_sequences > 0;
+                if l < kv_end || partial {
+                    let on_host = if partial {
+                        stage.kv_offloaded_sequences
+                    } else {
+                        facts.sequences
+                    };
                     host_kv.push(HostKv {
                         layer: l,
                         sequence_bytes: layer.kv_sequence_bytes,
+                        sequences: partial.then_some(on_host),
                     });
                     let all = layer
                         .kv_sequence_bytes
-                        .checked_mul(facts.sequences)
+                        .checked_mul(on_host)
                         .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
                     kv_staging = kv_staging.max(all);
                     host_kv_bytes = add(host_kv_bytes, all)?;
-                } else {
+                    if partial {
+                        partial_on_host = all;
+                    }
+                }
+                if l >= kv_end {
                     kv_sequence = add(kv_sequence, layer.kv_sequence_bytes)?;
                     kv_token = add(kv_token, layer.kv_token_bytes)?;
                 }
@@ -392,6 +415,7 @@ pub fn record(
             let staging = add(streamed.values().copied().max().unwrap_or(0), kv_staging)?;
             let kv_cache = kv_sequence
                 .checked_mul(facts.sequences)
+                .and_then(|b| b.checked_sub(partial_on_host))
                 .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
             let all_reduce = option
                 .device_bytes
@@ -440,6 +464,7 @@ pub fn record(
             offloaded_units: stage.offloaded_units,
             offloaded_layers: stage.offloaded_layers,
             kv_offloaded_layers: stage.kv_offloaded_layers,
+            kv_offloaded_sequences: stage.kv_offloaded_sequences,
         });
         start = stage.end_layer;
     }

@@ -27,6 +27,7 @@ fn settings(
         expert_split: None,
         host_offload,
         host_memory: None,
+        kv_sequence_grain: false,
         objective: Objective::FewestDevices,
         serving: Some(serving),
         policy: None,
