@@ -441,9 +441,7 @@ fn predict(case: &Case, model: &TimeModel) -> Result<Row, String> {
     let ttft_residual = case
         .ttft
         .filter(|_| {
-            !impossible
-                && matches!(case.method, Method::Served { .. })
-                && profile.name == "vllm"
+            !impossible && matches!(case.method, Method::Served { .. }) && profile.name == "vllm"
         })
         .map(|t| t - (ttft - profile.request_overhead_seconds));
     let tpot_measured = case.tpot.filter(|_| !tpot_impossible);

@@ -310,8 +310,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let fit = fit_half(text(point, "id")?);
     let sglang_fit = match ttft_measured {
         Some(measured) if fit && engine == "sglang" && concurrency == 1 => {
-            let profile =
-                jointplan::perf::engine_profile("sglang").ok_or("no sglang profile")?;
+            let profile = jointplan::perf::engine_profile("sglang").ok_or("no sglang profile")?;
             let ttft = |overhead: f64, factor: f64| -> Result<f64, String> {
                 let engine = EngineProfile {
                     request_overhead_seconds: overhead,
