@@ -255,8 +255,22 @@ mod tests {
         .unwrap();
         mtp.check(Engine::Vllm).unwrap();
         assert_eq!(mtp.speculative_method().as_deref(), Some("deepseek_mtp"));
+        let eagle = EngineArgs::parse(&[r#"speculative_config={"method":"eagle"}"#])
+            .unwrap()
+            .check(Engine::Vllm)
+            .unwrap_err();
+        assert!(
+            eagle
+                .to_string()
+                .contains("speculative_config.model is missing"),
+            "{eagle}"
+        );
+        let named = EngineArgs::parse(&[r#"speculative_config={"model":"x/EAGLE-head"}"#]).unwrap();
+        named.check(Engine::Vllm).unwrap();
+        assert_eq!(named.speculative_method().as_deref(), Some("eagle"));
+        assert_eq!(named.speculative_model().as_deref(), Some("x/EAGLE-head"));
         for bad in [
-            r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
+            r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
             r#"speculative_config={"method":"mtp","num_speculative_tokens":0}"#,
             "speculative_config=mtp",
         ] {
