@@ -268,8 +268,10 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let settings = Settings {
         tensor_parallel: Some(degree),
         pipeline_parallel: Some(1),
+        expert_split: None,
         host_offload: false,
         host_memory: None,
+        kv_sequence_grain: false,
         objective: Objective::MinTpot,
         serving: Some(Serving {
             concurrency,

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use jointplan::placement::problem::ExpertSplit;
 use jointplan::placement::{
     self, DeviceSet, Objective, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET,
 };
@@ -26,10 +27,20 @@ pub struct PlacementFlags {
     /// Pin the pipeline depth (otherwise the solver chooses).
     #[arg(long, value_name = "N")]
     pub pipeline_parallel: Option<u32>,
+    /// Pin how routed experts split under tensor parallelism: `tensor` (every expert's
+    /// matrices split over the group) or `expert` (whole experts per rank); otherwise the
+    /// solver tries both.
+    #[arg(long, value_name = "SPLIT")]
+    pub expert_split: Option<String>,
     /// Allow host memory: routed expert groups, whole layers' weights (streamed) and layers'
     /// KV cache, chosen by the solver.
     #[arg(long)]
     pub host_offload: bool,
+    /// With --host-offload, the KV cache's offload unit: `layer` (default: whole layers'
+    /// KV) or `sequence` (the last host-KV layer of a stage keeps only the fewest sequences
+    /// that fit on the host).
+    #[arg(long, value_name = "GRAIN")]
+    pub kv_offload_grain: Option<String>,
     /// Host memory offload may use, bytes (default: the set's host tier).
     #[arg(long, value_name = "BYTES")]
     pub host_memory: Option<u64>,
@@ -58,8 +69,10 @@ impl PlacementFlags {
         [
             (self.tensor_parallel.is_some(), "--tensor-parallel"),
             (self.pipeline_parallel.is_some(), "--pipeline-parallel"),
+            (self.expert_split.is_some(), "--expert-split"),
             (self.host_offload, "--host-offload"),
             (self.host_memory.is_some(), "--host-memory"),
+            (self.kv_offload_grain.is_some(), "--kv-offload-grain"),
             (self.placement_objective.is_some(), "--placement-objective"),
             (self.why_not.is_some(), "--why-not"),
         ]
@@ -104,6 +117,28 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             ))
         })?,
     };
+    let expert_split = match &flags.expert_split {
+        None => None,
+        Some(name) => Some(ExpertSplit::from_name(name).ok_or_else(|| {
+            Error::Usage(format!(
+                "--expert-split {name}: expected `tensor` (every expert split over the group) or `expert` (whole experts per rank)"
+            ))
+        })?),
+    };
+    let kv_sequence_grain = match flags.kv_offload_grain.as_deref() {
+        None | Some("layer") => false,
+        Some("sequence") if flags.host_offload => true,
+        Some("sequence") => {
+            return Err(Error::Usage(
+                "--kv-offload-grain sequence needs --host-offload (it says how KV goes to the host)".to_owned(),
+            ))
+        }
+        Some(other) => {
+            return Err(Error::Usage(format!(
+                "--kv-offload-grain {other}: expected `layer` (whole layers' KV) or `sequence` (the last host-KV layer trimmed to the fewest sequences)"
+            )))
+        }
+    };
     let set = set_of(flags, args.synth.device.as_deref())?;
     if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
         return Err(Error::Usage(
@@ -132,8 +167,10 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         serving,
         tensor_parallel: flags.tensor_parallel,
         pipeline_parallel: flags.pipeline_parallel,
+        expert_split,
         host_offload: flags.host_offload,
         host_memory: flags.host_memory,
+        kv_sequence_grain,
         objective,
     };
     let source = args.synth.source(Some(&args.request));

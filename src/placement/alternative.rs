@@ -191,6 +191,7 @@ pub fn compare_stored(
                 && a.offloaded_units == b.offloaded_units
                 && a.offloaded_layers == b.offloaded_layers
                 && a.kv_offloaded_layers == b.kv_offloaded_layers
+                && a.kv_offloaded_sequences == b.kv_offloaded_sequences
         });
     if option.degree != p.tensor_parallel
         || option.split != p.expert_split

@@ -10,18 +10,24 @@
 //! 3. `home`: a device holds only shards of its stage's layers (the embedding on the first
 //!    stage, the final norm and head on the last), none of a layer it streams; the layers
 //!    it streams and those whose KV it keeps on the host are its stage's first ones, as
-//!    many as the stage says;
+//!    many as the stage says, then (the sequence grain) the next layer with the stage's
+//!    `kv_offloaded_sequences`, fewer than the policy's sequences;
 //! 4. `shards`: the parts of every tensor (on devices and the host) are exactly `0..parts`,
 //!    every holder of a part holds the same bytes, and the parts add up to the tensor
-//!    (bytes every part holds whole, a per-tensor scale, counted once);
+//!    (bytes every part holds whole, a per-tensor scale, counted once); a tensor split
+//!    block-rounded (`blocks`) instead has `count x bytes` its bytes, every part a buffer
+//!    of `⌈count / parts⌉` blocks holding at most that many of the tensor's blocks, the
+//!    runs contiguous from part 0 (vLLM's loader bounds), and its parts' blocks add up to
+//!    `count`;
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
-//!    its bytes per sequence, its staging the largest streamed layer's host bytes over the
-//!    group's ranks plus sequences x its largest host KV layer's bytes, its total the sum
-//!    of its items, its headroom usable - total;
+//!    its bytes per sequence less a partly offloaded layer's host sequences, its staging
+//!    the largest streamed layer's host bytes over the group's ranks plus the largest host
+//!    KV layer's bytes (its host sequences x its bytes per sequence), its total the sum of
+//!    its items, its headroom usable - total;
 //! 6. `capacity`: every device within its usable bytes;
-//! 7. `host`: the host's bytes are the sum of its shards plus its KV bytes (sequences x
-//!    every device's host KV bytes per sequence), within its memory (none without a host
-//!    tier);
+//! 7. `host`: the host's bytes are the sum of its shards plus its KV bytes (every
+//!    device's host KV layers, their host sequences x their bytes per sequence), within its
+//!    memory (none without a host tier);
 //! 8. `totals`: devices used and KV tokens that fit follow from the devices (a device with
 //!    KV on the host serves at most sequences x context tokens);
 //! 9. `id`: the placement id is the canonical SHA-256 of the payload.
@@ -45,8 +51,8 @@ pub struct Violation {
 
 struct Report(Vec<Violation>);
 
-/// Per part of a tensor, the (bytes, bytes held whole) each holder records.
-type Holders = BTreeMap<u64, Vec<(u64, u64)>>;
+/// Per part of a tensor, the (bytes, bytes held whole, blocks held) each holder records.
+type Holders = BTreeMap<u64, Vec<(u64, u64, Option<u64>)>>;
 
 impl Report {
     fn add(&mut self, rule: &str, path: impl Into<String>, message: impl Into<String>) {
@@ -176,11 +182,11 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        entry
-            .1
-            .entry(shard.part)
-            .or_default()
-            .push((shard.bytes, shard.replicated_bytes));
+        entry.1.entry(shard.part).or_default().push((
+            shard.bytes,
+            shard.replicated_bytes,
+            shard.blocks,
+        ));
         true
     };
     for (i, device) in p.devices.iter().enumerate() {
@@ -237,22 +243,39 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        let kv: Vec<u32> = device.host_kv.iter().map(|h| h.layer).collect();
-        let expected: Vec<u32> = (stage.first_layer
-            ..stage.first_layer.saturating_add(stage.kv_offloaded_layers))
+        let kv: Vec<(u32, Option<u64>)> = device
+            .host_kv
+            .iter()
+            .map(|h| (h.layer, h.sequences))
             .collect();
+        let whole_end = stage.first_layer.saturating_add(stage.kv_offloaded_layers);
+        let mut expected: Vec<(u32, Option<u64>)> =
+            (stage.first_layer..whole_end).map(|l| (l, None)).collect();
+        if stage.kv_offloaded_sequences > 0 {
+            expected.push((whole_end, Some(stage.kv_offloaded_sequences)));
+        }
         if kv != expected {
             report.add(
                 "home",
                 format!("{path}.host_kv"),
                 format!(
-                    "layers {kv:?}, its stage keeps the KV of its first {} layer(s) {expected:?} on the host",
-                    stage.kv_offloaded_layers
+                    "layers {kv:?}, its stage keeps the KV of its first {} layer(s) and {} sequence(s) of the next on the host: {expected:?}",
+                    stage.kv_offloaded_layers, stage.kv_offloaded_sequences
+                ),
+            );
+        }
+        if stage.kv_offloaded_sequences >= p.sequences.max(1) {
+            report.add(
+                "stages",
+                format!(".payload.stages[{}].kv_offloaded_sequences", device.stage),
+                format!(
+                    "{} sequences of a layer, the policy has {} (all of them: a whole layer)",
+                    stage.kv_offloaded_sequences, p.sequences
                 ),
             );
         }
         if streamed.last().is_some_and(|l| *l >= stage.end_layer)
-            || expected.last().is_some_and(|l| *l >= stage.end_layer)
+            || expected.last().is_some_and(|(l, _)| *l >= stage.end_layer)
         {
             report.add(
                 "stages",
@@ -285,6 +308,10 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 format!("{id}: parts {present:?} held, {count} expected"),
             );
         }
+        if let Some(blocks) = total.blocks {
+            block_rounded(&mut report, &path, id, total.bytes, blocks, *count, held);
+            continue;
+        }
         // Bytes every part holds whole (a per-tensor scale) count once.
         let mut sum: u128 = 0;
         let mut replicated: BTreeSet<u64> = BTreeSet::new();
@@ -296,7 +323,16 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                     format!("{id}: holders of part {part} differ: {bytes:?}"),
                 );
             }
-            let (part_bytes, copy) = bytes[0];
+            let (part_bytes, copy, blocks) = bytes[0];
+            if blocks.is_some() {
+                report.add(
+                    "shards",
+                    &path,
+                    format!(
+                        "{id}: part {part} records blocks, the tensor is not split block-rounded"
+                    ),
+                );
+            }
             replicated.insert(copy);
             sum += u128::from(part_bytes.saturating_sub(copy));
         }
@@ -334,13 +370,23 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 format!("{} bytes, its shards take {shards}", device.items.weights),
             );
         }
-        let kv = u128::from(device.kv_sequence_bytes) * u128::from(p.sequences);
+        // A layer whose KV is partly on the host: those sequences' bytes are not here.
+        let partial: u128 = device
+            .host_kv
+            .iter()
+            .filter_map(|h| {
+                h.sequences
+                    .map(|s| u128::from(s) * u128::from(h.sequence_bytes))
+            })
+            .sum();
+        let kv = (u128::from(device.kv_sequence_bytes) * u128::from(p.sequences))
+            .saturating_sub(partial);
         if kv != u128::from(device.items.kv_cache) {
             report.add(
                 "items",
                 format!("{path}.items.kv_cache"),
                 format!(
-                    "{} bytes, {} sequences x {} bytes are {kv}",
+                    "{} bytes, {} sequences x {} bytes less {partial} on the host are {kv}",
                     device.items.kv_cache, p.sequences, device.kv_sequence_bytes
                 ),
             );
@@ -367,7 +413,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         let kv_staging = device
             .host_kv
             .iter()
-            .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+            .map(|h| u128::from(h.sequence_bytes) * u128::from(h.sequences.unwrap_or(p.sequences)))
             .max()
             .unwrap_or(0);
         if weights_staging + kv_staging != u128::from(device.items.staging) {
@@ -418,7 +464,7 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         .devices
         .iter()
         .flat_map(|d| d.host_kv.iter())
-        .map(|h| u128::from(h.sequence_bytes) * u128::from(p.sequences))
+        .map(|h| u128::from(h.sequence_bytes) * u128::from(h.sequences.unwrap_or(p.sequences)))
         .sum();
     if kv_host != u128::from(p.host.kv_bytes) {
         report.add(
@@ -510,4 +556,100 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
         Err(e) => report.add("id", ".payload", format!("cannot be hashed: {e}")),
     }
     report.0
+}
+
+/// The `shards` rule for a tensor split block-rounded into `parts` parts of `blocks.count`
+/// blocks of `blocks.bytes` bytes: the blocks are the tensor's bytes; every part is a
+/// buffer of `⌈count / parts⌉` blocks (the padded size) with none held whole, holding
+/// `min(⌈count / parts⌉, count - part x ⌈count / parts⌉)` of the tensor's blocks (at most
+/// the padded size, contiguous runs from part 0); and the parts' blocks add up to `count`.
+fn block_rounded(
+    report: &mut Report,
+    path: &str,
+    id: &str,
+    tensor_bytes: u64,
+    blocks: super::record::TensorBlocks,
+    parts: u64,
+    held: &Holders,
+) {
+    if u128::from(blocks.count) * u128::from(blocks.bytes) != u128::from(tensor_bytes) {
+        report.add(
+            "shards",
+            path,
+            format!(
+                "{id}: {} blocks of {} bytes, the tensor has {tensor_bytes} bytes",
+                blocks.count, blocks.bytes
+            ),
+        );
+    }
+    let Some(run) = blocks.count.checked_div(parts) else {
+        return;
+    };
+    let run = if blocks.count % parts == 0 {
+        run
+    } else {
+        run + 1
+    };
+    let padded = u128::from(run) * u128::from(blocks.bytes);
+    let mut sum: u128 = 0;
+    for (part, holders) in held {
+        if holders.iter().any(|h| *h != holders[0]) {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: holders of part {part} differ: {holders:?}"),
+            );
+        }
+        let (bytes, copy, real) = holders[0];
+        let Some(real) = real else {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: part {part} records no blocks, the tensor is split block-rounded"),
+            );
+            continue;
+        };
+        sum += u128::from(real);
+        if u128::from(bytes) != padded || copy != 0 {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "{id}: part {part} is a buffer of {bytes} bytes ({copy} held whole), the \
+                     padded size is {run} blocks of {} bytes, {padded}",
+                    blocks.bytes
+                ),
+            );
+        }
+        let expected = blocks
+            .count
+            .saturating_sub(part.saturating_mul(run))
+            .min(run);
+        if real > run {
+            report.add(
+                "shards",
+                path,
+                format!("{id}: part {part} holds {real} blocks, more than the padded {run}"),
+            );
+        } else if real != expected {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "{id}: part {part} holds {real} blocks, the contiguous runs of {run} give it \
+                     {expected}"
+                ),
+            );
+        }
+    }
+    if sum != u128::from(blocks.count) {
+        report.add(
+            "shards",
+            path,
+            format!(
+                "{id}: its parts hold {sum} blocks, the tensor has {}",
+                blocks.count
+            ),
+        );
+    }
 }

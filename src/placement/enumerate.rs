@@ -154,12 +154,14 @@ fn better(objective: Objective, a: &Solution, b: &Solution) -> bool {
                 x.kind,
                 x.offloaded_layers,
                 x.kv_offloaded_layers,
+                x.kv_offloaded_sequences,
             ),
             (
                 y.end_layer,
                 y.kind,
                 y.offloaded_layers,
                 y.kv_offloaded_layers,
+                y.kv_offloaded_sequences,
             ),
         );
         if x != y {
@@ -202,6 +204,7 @@ fn next_kinds(sequence: &mut [u32], kinds: u32) -> bool {
 struct Way {
     layers: u32,
     kv_layers: u32,
+    kv_sequences: u64,
     units: u128,
     host: u128,
     tokens: Option<u128>,
@@ -209,16 +212,16 @@ struct Way {
     prefill: u128,
 }
 
-/// What a stage holds with its first `l` layers' weights and first `x` layers' KV on the
-/// host and `e` units offloaded: `(device bytes, units it may offload, device KV bytes per
-/// token, device KV bytes)`, summed layer by layer.
+/// What a stage holds with its first `l` layers' weights, its first `x` layers' KV and
+/// `s` sequences' KV of the layer after them on the host: `(device bytes, units it may
+/// offload, device KV bytes per token, device KV bytes)`, summed layer by layer.
 fn held(
     problem: &Problem,
     index: usize,
     range: (usize, usize),
     extra: u128,
     l: usize,
-    x: usize,
+    (x, s): (usize, u128),
 ) -> (u128, u128, u128, u128) {
     let option = &problem.options[index];
     let sequences = u128::from(problem.sequences);
@@ -237,6 +240,11 @@ fn held(
         }
         if i < x {
             kv_staging = kv_staging.max(u128::from(layer.kv_sequence_bytes) * sequences);
+        } else if i == x && s > 0 {
+            // `s` sequences on the host, the others on the device with the layer's tokens.
+            kv_staging = kv_staging.max(u128::from(layer.kv_sequence_bytes) * s);
+            kv += u128::from(layer.kv_sequence_bytes) * (sequences - s);
+            per_token += u128::from(layer.kv_token_bytes);
         } else {
             kv += u128::from(layer.kv_sequence_bytes) * sequences;
             per_token += u128::from(layer.kv_token_bytes);
@@ -271,13 +279,14 @@ fn stage_ways(
     };
     let max_x = if host && problem.kv_offload { len } else { 0 };
     let fits = |l: usize, x: usize, e: u128| {
-        let (bytes, units, _, _) = held(problem, index, range, extra, l, x);
+        let (bytes, units, _, _) = held(problem, index, range, extra, l, (x, 0));
         e <= units && bytes <= usable + e * unit
     };
+    let sequences = u128::from(problem.sequences);
     let mut ways = Vec::new();
     for l in 0..=max_l {
         for x in 0..=max_x {
-            let (bytes, units, per_token, kv) = held(problem, index, range, extra, l, x);
+            let (bytes, units, _, _) = held(problem, index, range, extra, l, (x, 0));
             // The fewest units: none, or (with a host tier) by stepping from an estimate.
             let mut e: u128 = 0;
             let mut found = bytes <= usable;
@@ -300,18 +309,38 @@ fn stage_ways(
             if (l > 0 && fits(l - 1, x, e)) || (x > 0 && fits(l, x - 1, e)) {
                 continue;
             }
+            // The sequence grain: the fewest sequences of the last host-KV layer that fit
+            // (all of them: the whole layer).
+            let (x, s) = if problem.kv_sequence_grain && x > 0 && sequences > 1 {
+                let fewest = (1..sequences)
+                    .find(|&s| {
+                        let (bytes, _, _, _) = held(problem, index, range, extra, l, (x - 1, s));
+                        bytes <= usable + e * unit
+                    })
+                    .unwrap_or(sequences);
+                if fewest == sequences {
+                    (x, 0)
+                } else {
+                    (x - 1, fewest)
+                }
+            } else {
+                (x, 0)
+            };
+            let (bytes, _, per_token, kv) = held(problem, index, range, extra, l, (x, s));
             let mut freed = e * unit;
             for (i, layer) in option.layers[range.0..range.1].iter().enumerate() {
                 if i < l {
                     freed += u128::from(layer.weight_bytes);
                 }
                 if i < x {
-                    freed += u128::from(layer.kv_sequence_bytes) * u128::from(problem.sequences);
+                    freed += u128::from(layer.kv_sequence_bytes) * sequences;
+                } else if i == x {
+                    freed += u128::from(layer.kv_sequence_bytes) * s;
                 }
             }
             let room = usable + e * unit - (bytes - kv);
             let mut tokens = (per_token > 0).then(|| room / per_token);
-            if x > 0 {
+            if x > 0 || s > 0 {
                 let worst = u128::from(problem.kv_worst_case_tokens);
                 tokens = Some(tokens.map_or(worst, |t| t.min(worst)));
             }
@@ -332,6 +361,11 @@ fn stage_ways(
                             decode += u128::from(t.decode);
                             prefill += u128::from(t.prefill);
                         }
+                    } else if i - range.0 == x && s > 0 {
+                        if let Some(t) = on.kv_from_host.get(i) {
+                            decode += u128::from(t.decode) * s / sequences;
+                            prefill += u128::from(t.prefill) * s / sequences;
+                        }
                     }
                 }
                 decode += e * u128::from(on.unit.decode);
@@ -340,6 +374,7 @@ fn stage_ways(
             ways.push(Way {
                 layers: l as u32,
                 kv_layers: x as u32,
+                kv_sequences: u64::try_from(s).unwrap_or(u64::MAX),
                 units: e,
                 host: freed * u128::from(option.degree),
                 tokens,
@@ -451,6 +486,7 @@ fn combine(
             offloaded_units: u64::try_from(way.units).ok()?,
             offloaded_layers: way.layers,
             kv_offloaded_layers: way.kv_layers,
+            kv_offloaded_sequences: way.kv_sequences,
         });
     }
     if let Some(host) = problem.host_bytes {

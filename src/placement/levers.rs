@@ -41,7 +41,9 @@ pub enum Lever {
         /// the stages).
         #[serde(default)]
         layers: u64,
-        /// Layers whose KV cache lives on the host (summed over the stages).
+        /// Layers whose KV cache lives on the host, whole (summed over the stages; a layer
+        /// of which the sequence grain keeps some sequences there counts in `kv_bytes`
+        /// only).
         #[serde(default)]
         kv_layers: u64,
         /// Host bytes of the expert groups.
@@ -186,14 +188,18 @@ fn offload_lever(problem: &Problem, solution: &super::problem::Solution) -> Leve
             if i < stage.offloaded_layers as usize {
                 layer_bytes = layer_bytes.saturating_add(layer.weight_bytes.saturating_mul(t));
             }
-            if i < stage.kv_offloaded_layers as usize {
-                kv_bytes = kv_bytes.saturating_add(
-                    layer
-                        .kv_sequence_bytes
-                        .saturating_mul(problem.sequences)
-                        .saturating_mul(t),
-                );
-            }
+            // Whole layers' KV, then (the sequence grain) some sequences' of the next.
+            let on_host = match i.cmp(&(stage.kv_offloaded_layers as usize)) {
+                std::cmp::Ordering::Less => problem.sequences,
+                std::cmp::Ordering::Equal => stage.kv_offloaded_sequences,
+                std::cmp::Ordering::Greater => 0,
+            };
+            kv_bytes = kv_bytes.saturating_add(
+                layer
+                    .kv_sequence_bytes
+                    .saturating_mul(on_host)
+                    .saturating_mul(t),
+            );
         }
         start = stage.end_layer as usize;
     }

@@ -31,6 +31,7 @@ pub mod options;
 pub mod prediction;
 pub mod problem;
 pub mod record;
+pub mod shares;
 pub mod solve;
 pub mod step_price;
 pub mod sweep;

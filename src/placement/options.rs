@@ -6,13 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use crate::request::WeightEncoding;
 use crate::synth::architecture::MixerKind;
 use crate::synth::PolicyPreset;
 
 use super::device_set::DeviceSet;
-use super::model::{layout_of, names_key, ModelFacts, Rule};
+use super::model::{ModelFacts, Rule};
 use super::problem::{ExpertSplit, KindCapacity, LayerCost, Objective, ParallelOption, Problem};
+use super::shares::{shares_of, ShardCache};
+pub use super::shares::{BlockShare, Share};
 use super::PlacementError;
 
 /// Bytes of vLLM's custom all-reduce buffers on each rank of a tensor-parallel group of
@@ -33,11 +34,16 @@ pub struct Settings {
     pub tensor_parallel: Option<u32>,
     /// A pinned pipeline depth.
     pub pipeline_parallel: Option<u32>,
+    /// A pinned split of routed experts under `t > 1` (otherwise the solver tries both).
+    pub expert_split: Option<ExpertSplit>,
     /// Whether offload to host memory is allowed: routed expert groups, whole layers'
     /// weights and layers' KV cache, chosen by the solver.
     pub host_offload: bool,
     /// Host memory (overrides the set's host tier).
     pub host_memory: Option<u64>,
+    /// With host offload, whether a stage's last host-KV layer keeps only the fewest
+    /// sequences that fit on the host (`--kv-offload-grain sequence`) instead of all.
+    pub kv_sequence_grain: bool,
     /// The objective.
     pub objective: Objective,
     /// The serving point to time the placement at (needed by the time objectives).
@@ -47,23 +53,6 @@ pub struct Settings {
     pub policy: Option<PolicyPreset>,
     /// An alternative whose cost to report against the placement (`--why-not`).
     pub why_not: Option<super::alternative::Alternative>,
-}
-
-/// One tensor's share on one rank of a group of `degree`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Share {
-    /// The part held (`None`: this rank holds nothing of it).
-    pub part: Option<u64>,
-    /// Parts the tensor is split into.
-    pub parts: u64,
-    /// Physical bytes of one part.
-    pub part_bytes: u64,
-    /// Bytes of one part as a weight arena lays it out (components aligned).
-    pub arena_bytes: u64,
-    /// Bytes of `part_bytes` every part holds whole (a per-tensor scale, or per-channel
-    /// scales under a split of the input axis): the parts add up to the tensor plus
-    /// `parts - 1` copies of them.
-    pub replicated_bytes: u64,
 }
 
 /// What one option means tensor by tensor: the detail the placement record needs.
@@ -101,230 +90,6 @@ pub struct Formed {
     pub notes: Vec<String>,
     /// The times by part, with a serving point.
     pub timing: Option<super::timing::Timing>,
-}
-
-type ShardCache = BTreeMap<String, Result<(u64, u64, u64), String>>;
-
-/// The physical, arena and replicated bytes of one part of a tensor with `axis` divided by
-/// `divisor`, in the format and class of the tensor, when the part keeps the tensor's
-/// encodings. Each component of the part is laid out as the single-device plan lays out the
-/// tensor; a component whose dimensions the split leaves unchanged (a per-tensor scale, or
-/// per-channel scales when the input axis is split) is held whole by every part, as vLLM's
-/// linear layers load it; every other component must split exactly (`divisor` parts add up
-/// to it). A block-quantized format (fp8 128x128 blocks with one f32 scale each) needs each
-/// shard boundary on a block boundary: the part's extent along the split axis must be a
-/// multiple of the block, else the engine refuses the degree (vLLM's
-/// `Fp8LinearMethod.create_weights`, docs/placement.md "Quantized shards").
-fn part_bytes(
-    facts: &ModelFacts,
-    tensor: usize,
-    axis: usize,
-    divisor: u64,
-    cache: &mut ShardCache,
-) -> Result<(u64, u64, u64), String> {
-    let t = &facts.tensors[tensor];
-    let key = format!(
-        "{:?} {:?} {:?} {axis} {divisor}",
-        t.dims,
-        t.class,
-        names_key(&t.names)
-    );
-    if let Some(hit) = cache.get(&key) {
-        return hit.clone();
-    }
-    let answer = (|| {
-        let extent = *t.dims.get(axis).ok_or("no such axis")?;
-        if divisor == 0 || extent % divisor != 0 {
-            return Err(format!(
-                "{}: dimension {axis} ({extent}) does not divide by {divisor}",
-                t.id
-            ));
-        }
-        let mut dims = t.dims.clone();
-        dims[axis] = extent / divisor;
-        if let Some(block) = block_along(facts.format, &t.components, t.dims.len(), axis) {
-            if dims[axis] % block != 0 {
-                return Err(format!(
-                    "{}: a part of {} along dimension {axis} does not end on a {block}-value \
-                     block of the {} format (the engine refuses a shard boundary inside a block)",
-                    t.id,
-                    dims[axis],
-                    facts.format.name()
-                ));
-            }
-        }
-        let components =
-            layout_of(facts.format, &t.id, &dims, t.class, &t.names).ok_or_else(|| {
-                format!(
-                    "{}: a part of {} along dimension {axis} is not a whole number of the {} \
-                     format's blocks (no layout of the part {dims:?})",
-                    t.id,
-                    dims[axis],
-                    facts.format.name()
-                )
-            })?;
-        let same_encodings = components.len() == t.components.len()
-            && components
-                .iter()
-                .zip(&t.components)
-                .all(|((_, a), (_, b))| encoding_kind(a) == encoding_kind(b));
-        if !same_encodings {
-            return Err(format!(
-                "{}: a part {dims:?} does not keep the {} format's blocks",
-                t.id,
-                facts.format.name()
-            ));
-        }
-        let bytes_of = |d: &[u64], e: &WeightEncoding| {
-            d.iter()
-                .try_fold(1u64, |a, &x| a.checked_mul(x))
-                .and_then(|n| e.physical_bytes(n))
-        };
-        let (mut physical, mut replicated) = (0u64, 0u64);
-        for ((part_dims, encoding), (whole_dims, _)) in components.iter().zip(&t.components) {
-            let part = bytes_of(part_dims, encoding).ok_or("bytes overflow")?;
-            physical = physical.checked_add(part).ok_or("bytes overflow")?;
-            if part_dims == whole_dims {
-                replicated = replicated.checked_add(part).ok_or("bytes overflow")?;
-                continue;
-            }
-            let whole = bytes_of(whole_dims, encoding).ok_or("bytes overflow")?;
-            if part.checked_mul(divisor) != Some(whole) {
-                return Err(format!(
-                    "{}: {divisor} parts {part_dims:?} of its component {whole_dims:?} \
-                     ({part} bytes each) do not add up to its {whole} bytes",
-                    t.id
-                ));
-            }
-        }
-        let split = physical - replicated;
-        if split
-            .checked_mul(divisor)
-            .and_then(|b| b.checked_add(replicated))
-            != Some(t.bytes)
-        {
-            return Err(format!(
-                "{}: {divisor} parts of {physical} bytes ({replicated} held by every part) \
-                 do not add up to its {} bytes",
-                t.id, t.bytes
-            ));
-        }
-        let arena = ModelFacts::arena_bytes(&components).ok_or("bytes overflow")?;
-        Ok((physical, arena, replicated))
-    })();
-    cache.insert(key, answer.clone());
-    answer
-}
-
-/// The block (values along `axis`) of a block-quantized weight format's scale grid: the
-/// scales component has the tensor's rank and one entry per `block x block` tile.
-fn block_along(
-    format: crate::synth::WeightFormat,
-    components: &[(Vec<u64>, WeightEncoding)],
-    rank: usize,
-    axis: usize,
-) -> Option<u64> {
-    let crate::synth::WeightFormat::Quantized(scheme) = format else {
-        return None;
-    };
-    let crate::synth::quantization::Granularity::Block(rows, columns) = scheme.granularity else {
-        return None;
-    };
-    // Only a tensor the scheme quantized carries the block grid (a dense head does not).
-    let quantized = components
-        .iter()
-        .any(|(_, e)| matches!(e, WeightEncoding::BlockQuantized(_)));
-    if !quantized || rank < 2 {
-        return None;
-    }
-    if axis == rank - 1 {
-        Some(columns)
-    } else if axis == rank - 2 {
-        Some(rows)
-    } else {
-        None
-    }
-}
-
-fn encoding_kind(encoding: &WeightEncoding) -> String {
-    format!("{encoding:?}")
-}
-
-/// Every rank's share of tensor `index` at `degree` under `split`.
-fn shares_of(
-    facts: &ModelFacts,
-    index: usize,
-    degree: u32,
-    split: ExpertSplit,
-    groups_in_layer: u64,
-    cache: &mut ShardCache,
-) -> Result<Vec<Share>, String> {
-    let t = &facts.tensors[index];
-    let d = u64::from(degree);
-    let whole = ModelFacts::arena_bytes(&t.components).ok_or("bytes overflow")?;
-    let all = |share: Share| Ok(vec![share; degree as usize]);
-    let replicated = Share {
-        part: Some(0),
-        parts: 1,
-        part_bytes: t.bytes,
-        arena_bytes: whole,
-        replicated_bytes: 0,
-    };
-    if degree == 1 {
-        return all(replicated);
-    }
-    let split_by =
-        |axis: usize, parts: u64, cache: &mut ShardCache| -> Result<Vec<Share>, String> {
-            let (physical, arena, replicated) = part_bytes(facts, index, axis, parts, cache)?;
-            Ok((0..d)
-                .map(|rank| Share {
-                    part: Some(rank * parts / d),
-                    parts,
-                    part_bytes: physical,
-                    arena_bytes: arena,
-                    replicated_bytes: replicated,
-                })
-                .collect())
-        };
-    match t.rule {
-        Rule::Replicate => all(replicated),
-        Rule::Split { axis } => split_by(axis, d, cache),
-        Rule::KvHeads { axis, heads } => {
-            if heads >= d {
-                if heads % d != 0 {
-                    return Err(format!("{heads} KV heads do not divide by {degree}"));
-                }
-                split_by(axis, d, cache)
-            } else {
-                if d % heads != 0 {
-                    return Err(format!(
-                        "{degree} ranks are not a multiple of the {heads} KV heads"
-                    ));
-                }
-                split_by(axis, heads, cache)
-            }
-        }
-        Rule::Expert { axis, group } => match split {
-            ExpertSplit::Tensor => match axis {
-                Some(axis) => split_by(axis, d, cache),
-                None => all(replicated),
-            },
-            ExpertSplit::Expert => {
-                if groups_in_layer % d != 0 {
-                    return Err(format!(
-                        "{groups_in_layer} expert groups per layer do not divide by {degree}"
-                    ));
-                }
-                let owner = group / (groups_in_layer / d);
-                Ok((0..d)
-                    .map(|rank| Share {
-                        part: (rank == owner).then_some(0),
-                        ..replicated.clone()
-                    })
-                    .collect())
-            }
-        },
-    }
 }
 
 /// KV bytes of one sequence and per token on one rank of `degree`, for layer `layer`, at
@@ -585,6 +350,12 @@ pub fn form(
         .tensors
         .iter()
         .any(|t| matches!(t.rule, Rule::Expert { .. }));
+    if let (Some(split), false) = (settings.expert_split, has_experts) {
+        return Err(PlacementError::Usage(format!(
+            "--expert-split {}: the model has no routed experts to split; drop the flag",
+            split.name()
+        )));
+    }
     let mut notes = Vec::new();
     let tied = facts.architecture.tie_word_embeddings
         && !facts.tensors.iter().any(|t| t.id == "weight.lm_head");
@@ -606,7 +377,7 @@ pub fn form(
     let mut options = Vec::new();
     let mut details = Vec::new();
     let mut rejected = Vec::new();
-    let mut cache = ShardCache::new();
+    let mut cache = ShardCache::default();
     for degree in degrees {
         if set
             .kinds
@@ -616,10 +387,11 @@ pub fn form(
         {
             continue;
         }
-        let splits: &[ExpertSplit] = if has_experts && degree > 1 {
-            &[ExpertSplit::Tensor, ExpertSplit::Expert]
-        } else {
-            &[ExpertSplit::Tensor]
+        let splits: &[ExpertSplit] = match settings.expert_split {
+            _ if !has_experts || degree == 1 => &[ExpertSplit::Tensor],
+            Some(ExpertSplit::Tensor) => &[ExpertSplit::Tensor],
+            Some(ExpertSplit::Expert) => &[ExpertSplit::Expert],
+            None => &[ExpertSplit::Tensor, ExpertSplit::Expert],
         };
         for &split in splits {
             match option_of(facts, degree, split, &mut cache) {
@@ -670,6 +442,7 @@ pub fn form(
         sequences: facts.sequences,
         layer_offload: host_bytes.is_some(),
         kv_offload: host_bytes.is_some(),
+        kv_sequence_grain: host_bytes.is_some() && settings.kv_sequence_grain,
         kv_worst_case_tokens: facts.sequences.saturating_mul(facts.context_tokens),
         host_bytes,
         pipeline_stages,

@@ -175,6 +175,15 @@ fn linear(timing: &Timing, solution: &Solution) -> Result<LinearEstimate, Placem
                 .kv_from_host
                 .get(from..kv_end)
                 .map_or(0.0, |l| l.iter().map(|t| t[phase]).sum::<f64>());
+            if stage.kv_offloaded_sequences > 0 {
+                // That share of the next layer's sequences streams that share of its KV.
+                let share =
+                    stage.kv_offloaded_sequences as f64 / timing.pricing.sequences.max(1) as f64;
+                transfer += kind
+                    .kv_from_host
+                    .get(kv_end)
+                    .map_or(0.0, |t| share * t[phase]);
+            }
             host += transfer;
             stages_total += here.total() + transfer;
             parts.add(&here);

@@ -18,6 +18,13 @@
 //!   `e = ceil(excess / unit_bytes)` routed expert groups of its other layers. A
 //!   combination is minimal when the stage fits and lowering any one of `l`, `x`, `e` by
 //!   one (the others fixed) does not; the host takes `t x` the offloaded bytes;
+//! * with `Problem::kv_sequence_grain`, each minimal combination with `x > 0` keeps on
+//!   the host only the fewest sequences `s` (`1..=sequences`) of its last host-KV layer
+//!   `j = a + x - 1` with which the stage still fits (`s = sequences` is the whole layer,
+//!   recorded as `x` layers): the other `sequences - s` sequences' `kv_sequence_bytes(j)`
+//!   stay on the device with layer `j`'s bytes per token, its staging buffer is
+//!   `s x kv_sequence_bytes(j)` (the largest with the whole layers'), its transfer time
+//!   `s / sequences` of the layer's, rounded down to the nanosecond;
 //! * its KV tokens: the device's room over its device-resident layers' bytes per token
 //!   (unbounded without token-scaled state); a stage with KV on the host serves exactly
 //!   the policy's worst case, `min(that, kv_worst_case_tokens)`.
@@ -45,6 +52,13 @@ impl ExpertSplit {
             ExpertSplit::Tensor => "tensor",
             ExpertSplit::Expert => "expert",
         }
+    }
+
+    /// The split named `name` (`tensor`, `expert`), `None` for another name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [ExpertSplit::Tensor, ExpertSplit::Expert]
+            .into_iter()
+            .find(|s| s.name() == name)
     }
 }
 
@@ -243,6 +257,10 @@ pub struct Problem {
     /// Whether a stage may offload layers' KV cache (with a host tier).
     #[serde(default)]
     pub kv_offload: bool,
+    /// Whether a stage's last host-KV layer is trimmed to the fewest sequences that fit
+    /// (KV offload by one sequence of one layer; docs/placement.md, "Host offload").
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub kv_sequence_grain: bool,
     /// The policy's worst case in tokens (sequences x context): what a stage with KV on
     /// the host serves.
     #[serde(default)]
@@ -272,21 +290,39 @@ pub struct StageChoice {
     /// Its first layers whose KV cache each device keeps on the host.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub kv_offloaded_layers: u32,
+    /// With the sequence grain, the sequences of its next layer (the one after its
+    /// `kv_offloaded_layers`) whose KV cache each device keeps on the host, `1..sequences`
+    /// (0: none).
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub kv_offloaded_sequences: u64,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
     *n == 0
 }
 
+fn is_zero_u64(n: &u64) -> bool {
+    *n == 0
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A stage's decisions in the canonical tie-break order: end layer, kind, streamed layers,
+/// host-KV layers, host-KV sequences of the next layer.
+pub type Decision = (u32, u32, u32, u32, u64);
+
 impl StageChoice {
     /// The stage's decisions in the canonical tie-break order: `(end layer, kind, layers
-    /// offloaded, KV layers offloaded)`.
-    pub fn decision(&self) -> (u32, u32, u32, u32) {
+    /// offloaded, KV layers offloaded, KV sequences of the next layer offloaded)`.
+    pub fn decision(&self) -> Decision {
         (
             self.end_layer,
             self.kind,
             self.offloaded_layers,
             self.kv_offloaded_layers,
+            self.kv_offloaded_sequences,
         )
     }
 }
@@ -314,10 +350,9 @@ pub struct Solution {
 
 impl Solution {
     /// The full order key: the objective's key, then the option index, then the stages
-    /// as `(end layer, kind, layers offloaded, KV layers offloaded)` in order (the
-    /// canonical tie-break).
-    #[allow(clippy::type_complexity)]
-    pub fn order_key(&self, objective: Objective) -> ([u128; 4], u32, Vec<(u32, u32, u32, u32)>) {
+    /// as `(end layer, kind, layers offloaded, KV layers offloaded, KV sequences
+    /// offloaded)` in order (the canonical tie-break).
+    pub fn order_key(&self, objective: Objective) -> ([u128; 4], u32, Vec<Decision>) {
         (
             objective.key(self),
             self.option,

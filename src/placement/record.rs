@@ -21,6 +21,20 @@ pub struct TensorTotal {
     pub layer: Option<u32>,
     /// `first`, `layer` or `last`.
     pub home: String,
+    /// How it splits block-rounded, when it does (absent: an even split, or held whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<TensorBlocks>,
+}
+
+/// A tensor split block-rounded over the ranks (vLLM's gpt-oss mxfp4 loader,
+/// docs/placement.md "Quantized shards"): `count` blocks along its split axis of `bytes`
+/// bytes each (every component's share), each rank a buffer of `⌈count / parts⌉` blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorBlocks {
+    /// Blocks along the split axis.
+    pub count: u64,
+    /// Bytes of one block.
+    pub bytes: u64,
 }
 
 /// One part of a tensor held by a device or the host.
@@ -39,6 +53,10 @@ pub struct ShardRecord {
     /// Bytes of the part every part holds whole (a per-tensor scale; absent: none).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replicated_bytes: u64,
+    /// Under a block-rounded split, the blocks of the tensor the part holds; `bytes` is the
+    /// padded buffer of `⌈count / parts⌉` blocks, zeros past them (absent: an even split).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
 }
 
 /// A device's memory, item by item (docs/placement.md says which rule each follows).
@@ -71,6 +89,10 @@ pub struct HostKv {
     pub layer: u32,
     /// Its KV bytes of one sequence (the device's share).
     pub sequence_bytes: u64,
+    /// The sequences whose KV of the layer is on the host, when not all (the sequence
+    /// grain: the others stay on the device).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequences: Option<u64>,
 }
 
 /// One device of the placement.
@@ -88,7 +110,8 @@ pub struct PlacedDevice {
     pub rank: u32,
     /// Usable bytes (the policy's share less its reserve).
     pub usable_bytes: u64,
-    /// KV bytes of one sequence on it.
+    /// KV bytes of one sequence on it (a layer whose KV is partly on the host counted
+    /// whole).
     pub kv_sequence_bytes: u64,
     /// KV bytes one token adds on it.
     pub kv_token_bytes: u64,
@@ -126,6 +149,10 @@ pub struct PlacedStage {
     /// Its first layers whose KV cache each device keeps on the host.
     #[serde(default, skip_serializing_if = "is_zero_u32")]
     pub kv_offloaded_layers: u32,
+    /// Sequences of its next layer whose KV cache each device keeps on the host (the
+    /// sequence grain).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub kv_offloaded_sequences: u64,
 }
 
 fn is_zero_u32(n: &u32) -> bool {
@@ -316,6 +343,7 @@ pub fn record(
                     bytes: share.part_bytes,
                     arena_bytes: share.arena_bytes,
                     replicated_bytes: share.replicated_bytes,
+                    blocks: share.blocks.map(|b| b.held),
                 };
                 // The stage's first `offloaded_layers` layers are streamed: their shares
                 // live on the host.
@@ -352,20 +380,34 @@ pub fn record(
             let mut kv_token = 0u64;
             let mut host_kv = Vec::new();
             let mut kv_staging = 0u64;
+            // Bytes of the device's KV that sit on the host (the sequence grain's partial
+            // layer): its KV cache is `sequences x kv_sequence` less these.
+            let mut partial_on_host = 0u64;
             for l in start..stage.end_layer {
                 let layer = &option.layers[l as usize];
-                if l < kv_end {
+                let partial = l == kv_end && stage.kv_offloaded_sequences > 0;
+                if l < kv_end || partial {
+                    let on_host = if partial {
+                        stage.kv_offloaded_sequences
+                    } else {
+                        facts.sequences
+                    };
                     host_kv.push(HostKv {
                         layer: l,
                         sequence_bytes: layer.kv_sequence_bytes,
+                        sequences: partial.then_some(on_host),
                     });
                     let all = layer
                         .kv_sequence_bytes
-                        .checked_mul(facts.sequences)
+                        .checked_mul(on_host)
                         .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
                     kv_staging = kv_staging.max(all);
                     host_kv_bytes = add(host_kv_bytes, all)?;
-                } else {
+                    if partial {
+                        partial_on_host = all;
+                    }
+                }
+                if l >= kv_end {
                     kv_sequence = add(kv_sequence, layer.kv_sequence_bytes)?;
                     kv_token = add(kv_token, layer.kv_token_bytes)?;
                 }
@@ -373,6 +415,7 @@ pub fn record(
             let staging = add(streamed.values().copied().max().unwrap_or(0), kv_staging)?;
             let kv_cache = kv_sequence
                 .checked_mul(facts.sequences)
+                .and_then(|b| b.checked_sub(partial_on_host))
                 .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
             let all_reduce = option
                 .device_bytes
@@ -421,6 +464,7 @@ pub fn record(
             offloaded_units: stage.offloaded_units,
             offloaded_layers: stage.offloaded_layers,
             kv_offloaded_layers: stage.kv_offloaded_layers,
+            kv_offloaded_sequences: stage.kv_offloaded_sequences,
         });
         start = stage.end_layer;
     }
@@ -460,7 +504,8 @@ pub fn record(
     let tensors = facts
         .tensors
         .iter()
-        .map(|t| TensorTotal {
+        .zip(&detail.shares)
+        .map(|(t, shares)| TensorTotal {
             id: t.id.clone(),
             bytes: t.bytes,
             layer: match t.home {
@@ -473,6 +518,10 @@ pub fn record(
                 Home::Last => "last",
             }
             .to_owned(),
+            blocks: shares.first().and_then(|s| s.blocks).map(|b| TensorBlocks {
+                count: b.count,
+                bytes: b.block_bytes,
+            }),
         })
         .collect();
     let payload = PlacementPayload {

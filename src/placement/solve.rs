@@ -8,7 +8,7 @@
 //! returns the optimum under the objective's lexicographic key with the canonical
 //! tie-break is in docs/solver.md, "Placement across devices".
 
-use super::problem::{Objective, ParallelOption, Problem, Solution, StageChoice, StepNs};
+use super::problem::{Decision, Objective, ParallelOption, Problem, Solution, StageChoice, StepNs};
 
 /// A partial placement reaching a state: its host bytes, KV tokens, the objective's stage
 /// time (0 under a memory objective), both phases' stage times, and its stages.
@@ -19,7 +19,7 @@ struct Label {
     time: u128,
     decode: u128,
     prefill: u128,
-    path: Vec<(u32, u32, u32, u32)>,
+    path: Vec<Decision>,
     units: Vec<u64>,
 }
 
@@ -57,6 +57,7 @@ impl Prefix {
 pub(crate) struct StageCost {
     pub layers: u32,
     pub kv_layers: u32,
+    pub kv_sequences: u64,
     pub units: u64,
     pub host: u128,
     pub tokens: u64,
@@ -212,12 +213,44 @@ fn stage_variants(
             if x > 0 && fits(need_w[l] + kv_part[x - 1], e, l) {
                 continue;
             }
+            // With the sequence grain, the last host-KV layer keeps only the fewest of its
+            // sequences on the host that fit: `whole` layers and `partial` sequences of
+            // layer `start + whole`.
+            let (whole, partial) = if problem.kv_sequence_grain && x > 0 && sequences > 1 {
+                let j = start + x - 1;
+                let k = u128::from(option.layers[j].kv_sequence_bytes);
+                let rest = sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[j]);
+                let need = |s: u128| need_w[l] + rest - s * k + kv_staging[x - 1].max(s * k);
+                let (mut low, mut high) = (1u128, sequences);
+                while low < high {
+                    let mid = (low + high) / 2;
+                    if need(mid) <= usable + e * unit {
+                        high = mid;
+                    } else {
+                        low = mid + 1;
+                    }
+                }
+                if low == sequences {
+                    (x, 0)
+                } else {
+                    (x - 1, low)
+                }
+            } else {
+                (x, 0)
+            };
+            let k_partial = if partial > 0 {
+                u128::from(option.layers[start + whole].kv_sequence_bytes)
+            } else {
+                0
+            };
+            let staged = kv_staging[whole].max(partial * k_partial);
             let freed = prefix.weights[start + l] - prefix.weights[start]
                 + e * unit
-                + sequences * (prefix.kv_sequence[start + x] - prefix.kv_sequence[start]);
+                + sequences * (prefix.kv_sequence[start + whole] - prefix.kv_sequence[start])
+                + partial * k_partial;
             let host = u128::from(option.degree) * freed;
-            let per_token = prefix.kv_token[end] - prefix.kv_token[start + x];
-            let room = usable + e * unit - need_w[l] - kv_staging[x];
+            let per_token = prefix.kv_token[end] - prefix.kv_token[start + whole];
+            let room = usable + e * unit - need_w[l] - staged;
             let mut tokens = room
                 .checked_div(per_token)
                 .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
@@ -231,14 +264,24 @@ fn stage_variants(
                     + e * u128::from(k.unit.decode)
                     + t.layer_decode[start + l]
                     - t.layer_decode[start]
-                    + t.kv_decode[start + x]
+                    + t.kv_decode[start + whole]
                     - t.kv_decode[start];
                 prefill = t.prefill[end] - t.prefill[start]
                     + e * u128::from(k.unit.prefill)
                     + t.layer_prefill[start + l]
                     - t.layer_prefill[start]
-                    + t.kv_prefill[start + x]
+                    + t.kv_prefill[start + whole]
                     - t.kv_prefill[start];
+                if partial > 0 {
+                    // `partial / sequences` of the layer's transfer, rounded down.
+                    let step = k
+                        .kv_from_host
+                        .get(start + whole)
+                        .copied()
+                        .unwrap_or_default();
+                    decode += u128::from(step.decode) * partial / sequences;
+                    prefill += u128::from(step.prefill) * partial / sequences;
+                }
                 if start == 0 {
                     decode += u128::from(k.first.decode);
                     prefill += u128::from(k.first.prefill);
@@ -248,12 +291,13 @@ fn stage_variants(
                     prefill += u128::from(k.last.prefill);
                 }
             }
-            let Ok(units) = u64::try_from(e) else {
+            let (Ok(units), Ok(kv_sequences)) = (u64::try_from(e), u64::try_from(partial)) else {
                 continue;
             };
             variants.push(StageCost {
                 layers: l as u32,
-                kv_layers: x as u32,
+                kv_layers: whole as u32,
+                kv_sequences,
                 units,
                 host,
                 tokens,
@@ -270,13 +314,19 @@ fn stage_variants(
         time: label_time(problem.objective, c.decode, c.prefill),
         decode: 0,
         prefill: 0,
-        path: vec![(end as u32, kind as u32, c.layers, c.kv_layers)],
+        path: vec![(
+            end as u32,
+            kind as u32,
+            c.layers,
+            c.kv_layers,
+            c.kv_sequences,
+        )],
         units: Vec::new(),
     };
     let labels: Vec<Label> = variants.iter().map(as_label).collect();
     let mut kept = Vec::new();
     for (i, v) in variants.iter().enumerate() {
-        // Distinct variants differ in `(l, x)`: no two cover each other.
+        // Distinct variants differ in `(l, x, s)`: no two cover each other.
         let covered = labels
             .iter()
             .enumerate()
@@ -395,7 +445,13 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
                                 continue;
                             }
                             let mut path = label.path.clone();
-                            path.push((end as u32, kind as u32, cost.layers, cost.kv_layers));
+                            path.push((
+                                end as u32,
+                                kind as u32,
+                                cost.layers,
+                                cost.kv_layers,
+                                cost.kv_sequences,
+                            ));
                             let mut units = label.units.clone();
                             units.push(cost.units);
                             insert(
@@ -444,13 +500,16 @@ fn solution_of(
         .path
         .iter()
         .zip(&label.units)
-        .map(|(&(end, kind, layers, kv_layers), &units)| StageChoice {
-            end_layer: end,
-            kind,
-            offloaded_units: units,
-            offloaded_layers: layers,
-            kv_offloaded_layers: kv_layers,
-        })
+        .map(
+            |(&(end, kind, layers, kv_layers, kv_sequences), &units)| StageChoice {
+                end_layer: end,
+                kind,
+                offloaded_units: units,
+                offloaded_layers: layers,
+                kv_offloaded_layers: kv_layers,
+                kv_offloaded_sequences: kv_sequences,
+            },
+        )
         .collect();
     let (tpot_ns, ttft_ns) = match (&option.time, problem.fixed_time) {
         (Some(t), Some(fixed)) => {

@@ -40,8 +40,10 @@ struct StagePrice {
     /// Per step, seconds of weights from the host (offloaded expert groups and streamed
     /// layers): they cross the host link once whatever the step's shape.
     weights_from_host: f64,
-    /// Per layer whose KV cache is on the host, the bytes one token's KV takes on a rank.
-    kv_from_host: Vec<u64>,
+    /// Per layer whose KV cache is on the host, the bytes one token's KV takes on a rank
+    /// and the share of the sequences whose KV is there (1 but for a partly offloaded
+    /// layer).
+    kv_from_host: Vec<(u64, f64)>,
 }
 
 /// A step's time by part, seconds (on the critical path: stages one after another).
@@ -142,11 +144,19 @@ impl<'a> StepPricer<'a> {
                 }
                 let kv_end = (start + stage.kv_offloaded_layers as usize).min(end);
                 for &(_, per_token) in option.layers.get(start..kv_end).unwrap_or(&[]) {
-                    kv_from_host.push(per_token);
+                    kv_from_host.push((per_token, 1.0));
+                }
+                if stage.kv_offloaded_sequences > 0 {
+                    if let Some(&(_, per_token)) = option.layers.get(kv_end) {
+                        let share =
+                            stage.kv_offloaded_sequences as f64 / pricing.sequences.max(1) as f64;
+                        kv_from_host.push((per_token, share));
+                    }
                 }
             } else if stage.offloaded_units > 0
                 || stage.offloaded_layers > 0
                 || stage.kv_offloaded_layers > 0
+                || stage.kv_offloaded_sequences > 0
             {
                 return Err(internal("an offloading stage without a host link"));
             }
@@ -206,9 +216,9 @@ impl<'a> StepPricer<'a> {
             }
             if let Some(host) = &p.host {
                 out.host_transfer_seconds += stage.weights_from_host;
-                for &per_token in &stage.kv_from_host {
-                    out.host_transfer_seconds +=
-                        communication::host_to_device(host, kv_tokens.saturating_mul(per_token));
+                for &(per_token, share) in &stage.kv_from_host {
+                    out.host_transfer_seconds += share
+                        * communication::host_to_device(host, kv_tokens.saturating_mul(per_token));
                 }
             }
         }

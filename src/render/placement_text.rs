@@ -78,6 +78,14 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
                 stage.first_layer + stage.kv_offloaded_layers - 1
             );
         }
+        if stage.kv_offloaded_sequences > 0 {
+            let _ = write!(
+                host,
+                ", the KV cache of {} sequence(s) of layer {} on the host",
+                stage.kv_offloaded_sequences,
+                stage.first_layer + stage.kv_offloaded_layers
+            );
+        }
         let _ = writeln!(
             out,
             "  stage {s}  layers {}-{} ({})  {}  {host}",

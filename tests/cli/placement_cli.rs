@@ -132,7 +132,7 @@ fn policy_fields_serving_point_and_why_not_carry_into_a_placement() {
 #[test]
 fn bad_placement_flags_exit_2_naming_the_flag() {
     let model = path("models/llama-3.1-8b");
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 11] = [
         (&["--host-offload"], "--host-offload applies to a placement"),
         (
             &[
@@ -172,6 +172,47 @@ fn bad_placement_flags_exit_2_naming_the_flag() {
                 "cheapest",
             ],
             "--placement-objective cheapest",
+        ),
+        (
+            &["--expert-split", "tensor"],
+            "--expert-split applies to a placement",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--expert-split",
+                "sideways",
+            ],
+            "--expert-split sideways: expected `tensor`",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--expert-split",
+                "expert",
+            ],
+            "--expert-split expert: the model has no routed experts",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--kv-offload-grain",
+                "sequence",
+            ],
+            "--kv-offload-grain sequence needs --host-offload",
+        ),
+        (
+            &[
+                "--devices",
+                &path("models/devices/sets/a100-80gb-x2.json"),
+                "--host-offload",
+                "--kv-offload-grain",
+                "token",
+            ],
+            "--kv-offload-grain token: expected `layer`",
         ),
     ];
     for (flags, expected) in cases {

@@ -34,6 +34,7 @@ mod placement_oracle;
 mod placement_quantized;
 mod placement_serving;
 mod placement_tensor_parallel;
+mod placement_uneven;
 mod plan_file;
 mod policy_agreement;
 mod quant_formats;

@@ -1,5 +1,6 @@
 //! Host offload of whole layers and KV cache on synthesized models: the placement streams a
-//! stage's first layers or keeps their KV on the host only as far as it must, the checker
+//! stage's first layers or keeps their KV on the host only as far as it must (by layer, or
+//! by sequence of the last host-KV layer), the checker
 //! counts the host's bytes and the staging buffers and rejects each broken offload rule; a
 //! stored placement answers `--why-not` as `plan` does; `fit --by price` ranks priced device
 //! files and lists the others unranked.
@@ -103,6 +104,71 @@ fn a_dense_model_offloads_layers_or_kv_only_as_far_as_it_must() {
     );
     // The certificate: one device, one stage, every way of it enumerated.
     assert_eq!(placed.certificate.method, "exhaustive");
+}
+
+#[test]
+fn kv_by_sequence_offloads_less_and_the_checker_counts_the_partial_layer() {
+    let set = rtx_4090(Some(1 << 40));
+    let by_layer = placed(&dense(), &set, &settings(Objective::LeastOffloaded, true));
+    let by_sequence_settings = Settings {
+        kv_sequence_grain: true,
+        ..settings(Objective::LeastOffloaded, true)
+    };
+    let placed = placed(&dense(), &set, &by_sequence_settings);
+    assert_eq!(placed.certificate.method, "exhaustive");
+    let p = &placed.plan.payload;
+    assert!(
+        p.host.offloaded_bytes < by_layer.plan.payload.host.offloaded_bytes,
+        "{} against {}",
+        p.host.offloaded_bytes,
+        by_layer.plan.payload.host.offloaded_bytes
+    );
+    let stage = &p.stages[0];
+    let device = &p.devices[0];
+    let s = stage.kv_offloaded_sequences;
+    assert!(s > 0 && s < p.sequences, "{stage:?}");
+    // The host keeps the whole layers' KV for every sequence and `s` sequences' of the
+    // next layer; the device the other sequences' of that layer.
+    let partial = device.host_kv.last().unwrap();
+    assert_eq!(partial.layer, stage.first_layer + stage.kv_offloaded_layers);
+    assert_eq!(partial.sequences, Some(s));
+    let whole: u64 = device.host_kv[..device.host_kv.len() - 1]
+        .iter()
+        .map(|h| h.sequence_bytes * p.sequences)
+        .sum();
+    assert_eq!(p.host.kv_bytes, whole + s * partial.sequence_bytes);
+    assert_eq!(
+        device.items.kv_cache,
+        device.kv_sequence_bytes * p.sequences - s * partial.sequence_bytes
+    );
+    assert!(check(&placed.plan).is_empty());
+    // Least offloaded, exactly: one byte less of host memory and nothing fits.
+    let tight = rtx_4090(Some(p.host.offloaded_bytes - 1));
+    let refused = place(
+        &dense(),
+        &tight,
+        &by_sequence_settings,
+        &BuildOptions::default(),
+        1_000_000,
+    );
+    assert!(
+        matches!(refused, Err(PlacementError::Infeasible(_))),
+        "{refused:?}"
+    );
+    // The checker: a partial layer's sequences the stage does not say, or every sequence.
+    let mut broken = placed.plan.clone();
+    broken.payload.devices[0]
+        .host_kv
+        .last_mut()
+        .unwrap()
+        .sequences = Some(s + 1);
+    let found = rules(&broken);
+    assert!(found.contains(&"home".to_owned()), "{found:?}");
+    assert!(found.contains(&"items".to_owned()), "{found:?}");
+    let mut broken = placed.plan.clone();
+    broken.payload.stages[0].kv_offloaded_sequences = p.sequences;
+    let found = rules(&broken);
+    assert!(found.contains(&"stages".to_owned()), "{found:?}");
 }
 
 #[test]

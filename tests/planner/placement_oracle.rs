@@ -2,7 +2,8 @@
 //! enumeration (`placement::enumerate`, which shares no code with it) on random small
 //! problems: up to 8 layers, up to 4 devices of up to 2 kinds, tensor-parallel degrees 1
 //! and 2 with both expert splits, with and without host offload (expert groups, and each of
-//! whole layers' weights and layers' KV cache allowed or not) and a pinned depth, with
+//! whole layers' weights and layers' KV cache allowed or not, KV by layer or by sequence)
+//! and a pinned depth, with
 //! and without times (random per-layer, per-kind nanoseconds, offload transfers, streamed
 //! layers and KV, and stage sends), under every objective (the time objectives too). The answers must be identical: the same option, the same stages, the
 //! same offload and figures (the tie-break is part of the answer).
@@ -85,13 +86,13 @@ fn problem() -> impl Strategy<Value = Problem> {
             option(layers, 2, ExpertSplit::Tensor),
             option(layers, 2, ExpertSplit::Expert),
             prop::collection::vec((10u64..90, 1u32..=4), kind_count),
-            1u64..4,
+            1u64..5,
             prop::option::of(0u64..120),
             prop::option::of(1u32..=3),
             prop::sample::select(Objective::ALL.to_vec()),
             0usize..3,
             prop::option::of(step()),
-            (any::<bool>(), any::<bool>(), 0u64..30),
+            (any::<bool>(), any::<bool>(), any::<bool>(), 0u64..30),
         )
             .prop_map(
                 move |(
@@ -105,7 +106,7 @@ fn problem() -> impl Strategy<Value = Problem> {
                     objective,
                     drop,
                     fixed,
-                    (layer_offload, kv_offload, worst),
+                    (layer_offload, kv_offload, kv_sequence_grain, worst),
                 )| {
                     // At most 4 devices in all: the first kind keeps its count, the second
                     // what is left.
@@ -142,6 +143,7 @@ fn problem() -> impl Strategy<Value = Problem> {
                         host_bytes: host,
                         layer_offload,
                         kv_offload,
+                        kv_sequence_grain,
                         kv_worst_case_tokens: worst,
                         pipeline_stages: pin,
                         objective,
@@ -200,6 +202,7 @@ fn four_layers(objective: Objective, host: Option<u64>) -> Problem {
         host_bytes: host,
         layer_offload: false,
         kv_offload: false,
+        kv_sequence_grain: false,
         kv_worst_case_tokens: 4,
         pipeline_stages: None,
         objective,
@@ -266,6 +269,7 @@ fn offload_fits_four_layers_on_one_device() {
             offloaded_units: 5,
             offloaded_layers: 0,
             kv_offloaded_layers: 0,
+            kv_offloaded_sequences: 0,
         }]
     );
     assert_eq!(answer.offloaded_bytes, 20);
@@ -337,4 +341,53 @@ fn least_offloaded_mixes_layers_and_kv() {
     assert_eq!((stage.offloaded_layers, stage.kv_offloaded_layers), (4, 0));
     assert_eq!(answer.kv_tokens, 3);
     assert_eq!(answer, exhaustive(&most).unwrap());
+}
+
+/// Four layers of 4 weight bytes and 1 KV byte per sequence (1 per token), 4 sequences, on
+/// one device of 25 usable bytes with KV offload only: 16 bytes of weights and 16 of KV.
+fn kv_only(objective: Objective, by_sequence: bool) -> Problem {
+    let mut problem = four_layers(objective, Some(1000));
+    for layer in &mut problem.options[0].layers {
+        layer.units = 0;
+        layer.weight_bytes = 4;
+        layer.kv_sequence_bytes = 1;
+    }
+    problem.options[0].unit_bytes = 0;
+    problem.kinds = vec![KindCapacity {
+        usable_bytes: 25,
+        groups: vec![(1, 1)],
+    }];
+    problem.sequences = 4;
+    problem.kv_offload = true;
+    problem.kv_sequence_grain = by_sequence;
+    problem.kv_worst_case_tokens = 8;
+    problem
+}
+
+#[test]
+fn kv_by_sequence_trims_the_last_host_layer() {
+    // By layer: 16 + 4 (4 - x) + a staging buffer of 4 is 32, 28, 24 for x = 1, 2, 3: the
+    // KV of 3 layers (12 bytes) goes to the host; room 25 - 16 - 4 = 5 bytes over the last
+    // layer's 1 byte per token: 5 tokens.
+    let by_layer = kv_only(Objective::LeastOffloaded, false);
+    let answer = solve(&by_layer).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!(
+        (stage.kv_offloaded_layers, stage.kv_offloaded_sequences),
+        (3, 0)
+    );
+    assert_eq!((answer.offloaded_bytes, answer.kv_tokens), (12, 5));
+    assert_eq!(answer, exhaustive(&by_layer).unwrap());
+    // By sequence: 2 layers whole and s of the third's 4 sequences: 16 + 8 - s + a staging
+    // buffer of max(4, s) = 28 - s fits 25 from s = 3: 11 bytes on the host; room 5 bytes
+    // over the 2 bytes per token of the last two layers: 2 tokens.
+    let by_sequence = kv_only(Objective::LeastOffloaded, true);
+    let answer = solve(&by_sequence).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!(
+        (stage.kv_offloaded_layers, stage.kv_offloaded_sequences),
+        (2, 3)
+    );
+    assert_eq!((answer.offloaded_bytes, answer.kv_tokens), (11, 2));
+    assert_eq!(answer, exhaustive(&by_sequence).unwrap());
 }

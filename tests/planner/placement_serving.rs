@@ -24,8 +24,10 @@ fn settings(
     Settings {
         tensor_parallel,
         pipeline_parallel,
+        expert_split: None,
         host_offload,
         host_memory: None,
+        kv_sequence_grain: false,
         objective: Objective::FewestDevices,
         serving: Some(serving),
         policy: None,
@@ -118,6 +120,29 @@ fn at_one_client_the_simulation_is_the_linear_estimate_with_host_offload() {
     let p = performance(&placed);
     assert!(p.simulated_time.device.host_transfer_seconds > 0.0);
     agrees_with_the_linear_estimate("host offload", p);
+}
+
+#[test]
+fn at_one_client_the_simulation_is_the_linear_estimate_with_kv_by_sequence() {
+    // The same model with the KV offloaded by sequence: the last host-KV layer streams the
+    // share of its sequences on the host, in the simulation and in the linear estimate.
+    let mut source = ModelSource::folder("models/llama-3.1-70b");
+    source.layers = Some(8);
+    source.weight_format = Some("dense-bf16".to_owned());
+    let settings = Settings {
+        kv_sequence_grain: true,
+        ..settings(None, None, true, serving(1, 512, 2))
+    };
+    let placed = placed(
+        &source,
+        &set("models/devices/sets/h100-sxm-80gb-x1.json"),
+        &settings,
+    );
+    let stage = &placed.plan.payload.stages[0];
+    assert!(stage.kv_offloaded_sequences > 0, "{stage:?}");
+    let p = performance(&placed);
+    assert!(p.simulated_time.device.host_transfer_seconds > 0.0);
+    agrees_with_the_linear_estimate("KV by sequence", p);
 }
 
 #[test]
