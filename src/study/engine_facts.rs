@@ -231,9 +231,16 @@ fn draft_facts(
                     })?;
             }
         }
-        let fc = 2 * draft.hidden_size * draft.hidden_size * model.dtype_bytes;
+        let overflow = || StudyError::Overflow {
+            what: "draft weights".to_owned(),
+        };
+        let fc = draft
+            .hidden_size
+            .checked_mul(draft.hidden_size)
+            .and_then(|b| b.checked_mul(2 * model.dtype_bytes))
+            .ok_or_else(overflow)?;
         (
-            layers + fc,
+            layers.checked_add(fc).ok_or_else(overflow)?,
             format!(
                 "an EAGLE head: its decoder layers ({layers} B, without layer 0's input norm) + fc 2 x {h} x {h} x {} B ({fc} B); the embedding and head are the model's (vllm/model_executor/models/llama_eagle.py, vllm/v1/spec_decode/eagle.py load_model)",
                 model.dtype_bytes,

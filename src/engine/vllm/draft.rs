@@ -140,7 +140,11 @@ pub fn terms(
             add(12, mul(2, draft_row, "draft buffers")?, "draft buffers")?,
             "draft buffers",
         )?,
-        mul((max_num_seqs + 1).max(batched_tokens), 4, "draft buffers")?,
+        mul(
+            max_num_seqs.saturating_add(1).max(batched_tokens),
+            4,
+            "draft buffers",
+        )?,
         "draft buffers",
     )?;
     let activation = add(peak.max(forward), buffers, "activation peak")?;
