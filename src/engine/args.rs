@@ -110,9 +110,11 @@ impl EngineArgs {
     }
 
     /// The `method` of a `speculative_config` JSON object, if one is given; without one, the
-    /// method vLLM infers from its draft `model` (`vllm/config/speculative.py`
-    /// `__post_init__`: a name containing `eagle3` is `eagle3`, one containing `eagle` is
-    /// `eagle`, any other `draft_model`).
+    /// method vLLM infers from its draft `model`'s name (`vllm/config/speculative.py`
+    /// `SpeculativeConfig.__post_init__`, the same in v0.10 and later: a name containing
+    /// `eagle-` is `eagle`, else one containing `eagle3` is `eagle3`; vLLM then reads the
+    /// draft's `model_type` for Medusa, MLP speculators and multi-token-prediction layers,
+    /// whose configurations synthesis refuses; any other is `draft_model`).
     pub fn speculative_method(&self) -> Option<String> {
         let value: serde_json::Value =
             serde_json::from_str(self.given.get("speculative_config")?).ok()?;
@@ -121,10 +123,10 @@ impl EngineArgs {
         }
         let model = value.get("model")?.as_str()?.to_lowercase();
         Some(
-            if model.contains("eagle3") {
-                "eagle3"
-            } else if model.contains("eagle") {
+            if model.contains("eagle-") {
                 "eagle"
+            } else if model.contains("eagle3") {
+                "eagle3"
             } else {
                 "draft_model"
             }
@@ -269,6 +271,23 @@ mod tests {
         named.check(Engine::Vllm).unwrap();
         assert_eq!(named.speculative_method().as_deref(), Some("eagle"));
         assert_eq!(named.speculative_model().as_deref(), Some("x/EAGLE-head"));
+        // vLLM's name rule: `eagle-` before `eagle3`; a name with neither is a draft model.
+        for (model, method) in [
+            ("yuhuili/EAGLE-LLaMA3-Instruct-8B", "eagle"),
+            ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3"),
+            ("AngelSlim/Qwen3-8B_eagle3", "eagle3"),
+            ("my_eagle_head", "draft_model"),
+            ("models/llama-3.2-1b", "draft_model"),
+        ] {
+            let args =
+                EngineArgs::parse(&[&format!(r#"speculative_config={{"model":"{model}"}}"#)])
+                    .unwrap();
+            assert_eq!(
+                args.speculative_method().as_deref(),
+                Some(method),
+                "{model}"
+            );
+        }
         for bad in [
             r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
             r#"speculative_config={"method":"mtp","num_speculative_tokens":0}"#,
