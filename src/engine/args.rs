@@ -109,11 +109,36 @@ impl EngineArgs {
         self.given.get(key).map(String::as_str)
     }
 
-    /// The `method` of a `speculative_config` JSON object, if one is given and names one.
+    /// The `method` of a `speculative_config` JSON object, if one is given; without one, the
+    /// method vLLM infers from its draft `model`'s name (`vllm/config/speculative.py`
+    /// `SpeculativeConfig.__post_init__`, the same in v0.10 and later: a name containing
+    /// `eagle-` is `eagle`, else one containing `eagle3` is `eagle3`; vLLM then reads the
+    /// draft's `model_type` for Medusa, MLP speculators and multi-token-prediction layers,
+    /// whose configurations synthesis refuses; any other is `draft_model`).
     pub fn speculative_method(&self) -> Option<String> {
         let value: serde_json::Value =
             serde_json::from_str(self.given.get("speculative_config")?).ok()?;
-        value.get("method")?.as_str().map(str::to_owned)
+        if let Some(method) = value.get("method").and_then(|m| m.as_str()) {
+            return Some(method.to_owned());
+        }
+        let model = value.get("model")?.as_str()?.to_lowercase();
+        Some(
+            if model.contains("eagle-") {
+                "eagle"
+            } else if model.contains("eagle3") {
+                "eagle3"
+            } else {
+                "draft_model"
+            }
+            .to_owned(),
+        )
+    }
+
+    /// The draft `model` of a `speculative_config` JSON object, if one is given.
+    pub fn speculative_model(&self) -> Option<String> {
+        let value: serde_json::Value =
+            serde_json::from_str(self.given.get("speculative_config")?).ok()?;
+        value.get("model")?.as_str().map(str::to_owned)
     }
 }
 
@@ -150,15 +175,26 @@ fn check_value(arg: &KnownArg, value: &str) -> Result<(), EngineError> {
         ArgKind::SpeculativeConfig(methods) => {
             let expected = || {
                 bad(format!(
-                    "expected a JSON object such as {{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}} whose method is one of {} (the modelled methods: the checkpoint's own multi-token-prediction layers)",
+                    "expected a JSON object such as {{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}} or {{\"method\":\"eagle\",\"model\":\"path/to/the/draft/config.json\",\"num_speculative_tokens\":3}} whose method is one of {} (the modelled methods: the checkpoint's own multi-token-prediction layers; an EAGLE head or a draft model whose configuration is at `model`; eagle3, n-gram and the others are not modelled)",
                     methods.join(", ")
                 ))
             };
             let Ok(serde_json::Value::Object(map)) = serde_json::from_str(value) else {
                 return Err(expected());
             };
-            match map.get("method").and_then(|m| m.as_str()) {
-                Some(method) if methods.contains(&method) => {}
+            let model = map.get("model").and_then(|m| m.as_str());
+            let method = EngineArgs {
+                given: [("speculative_config".to_owned(), value.to_owned())].into(),
+            }
+            .speculative_method();
+            match method.as_deref() {
+                Some(method) if methods.contains(&method) => {
+                    if matches!(method, "eagle" | "draft_model") && model.is_none() {
+                        return Err(bad(format!(
+                            "speculative_config.model is missing: method {method} loads a drafter whose configuration is read from `model` (a config.json file, or a folder holding one such as models/<name>)"
+                        )));
+                    }
+                }
                 _ => return Err(expected()),
             }
             match map.get("num_speculative_tokens") {
@@ -221,8 +257,39 @@ mod tests {
         .unwrap();
         mtp.check(Engine::Vllm).unwrap();
         assert_eq!(mtp.speculative_method().as_deref(), Some("deepseek_mtp"));
+        let eagle = EngineArgs::parse(&[r#"speculative_config={"method":"eagle"}"#])
+            .unwrap()
+            .check(Engine::Vllm)
+            .unwrap_err();
+        assert!(
+            eagle
+                .to_string()
+                .contains("speculative_config.model is missing"),
+            "{eagle}"
+        );
+        let named = EngineArgs::parse(&[r#"speculative_config={"model":"x/EAGLE-head"}"#]).unwrap();
+        named.check(Engine::Vllm).unwrap();
+        assert_eq!(named.speculative_method().as_deref(), Some("eagle"));
+        assert_eq!(named.speculative_model().as_deref(), Some("x/EAGLE-head"));
+        // vLLM's name rule: `eagle-` before `eagle3`; a name with neither is a draft model.
+        for (model, method) in [
+            ("yuhuili/EAGLE-LLaMA3-Instruct-8B", "eagle"),
+            ("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "eagle3"),
+            ("AngelSlim/Qwen3-8B_eagle3", "eagle3"),
+            ("my_eagle_head", "draft_model"),
+            ("models/llama-3.2-1b", "draft_model"),
+        ] {
+            let args =
+                EngineArgs::parse(&[&format!(r#"speculative_config={{"model":"{model}"}}"#)])
+                    .unwrap();
+            assert_eq!(
+                args.speculative_method().as_deref(),
+                Some(method),
+                "{model}"
+            );
+        }
         for bad in [
-            r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
+            r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
             r#"speculative_config={"method":"mtp","num_speculative_tokens":0}"#,
             "speculative_config=mtp",
         ] {

@@ -88,6 +88,26 @@ pub struct Mxfp4Experts {
     pub stored_bytes: u64,
 }
 
+/// A speculative-decoding drafter vLLM loads beside the model (`speculative_config` naming a
+/// draft `model`: an EAGLE head or a smaller model), as its accounting sees it: the weights
+/// it adds, the KV cache layers it adds to the model's, and its shapes for the profile run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftFacts {
+    /// The speculative method (`eagle`, `draft_model`).
+    pub method: String,
+    /// Where the draft's configuration was read (for the rules printed).
+    pub source: String,
+    /// Bytes the drafter adds to the weights (before tensor parallelism): an EAGLE head's
+    /// decoder layers and its `fc` (the target's embedding and head are shared), or a draft
+    /// model's whole parameters.
+    pub weights_bytes: u64,
+    /// How `weights_bytes` was counted.
+    pub weights_rule: String,
+    /// The draft's own facts: its layers (their KV cache joins the model's), widths and
+    /// vocabulary (its forward pass in the profile run).
+    pub model: ModelFacts,
+}
+
 /// A model as an engine's accounting sees it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ModelFacts {
@@ -134,6 +154,10 @@ pub struct ModelFacts {
     pub latent_attention: bool,
     /// Decoder layers, in order.
     pub layers: Vec<CacheLayer>,
+    /// A speculative-decoding drafter loaded beside the model, if the engine's arguments name
+    /// one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<Box<DraftFacts>>,
 }
 
 impl ModelFacts {

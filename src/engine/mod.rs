@@ -31,7 +31,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use args::{ArgKind, EngineArgs, KnownArg};
-pub use facts::{CacheLayer, DeviceFacts, ModelFacts, MoeFacts, Mxfp4Experts};
+pub use facts::{CacheLayer, DeviceFacts, DraftFacts, ModelFacts, MoeFacts, Mxfp4Experts};
 pub use report::{BudgetTerm, EngineReport, LogLine};
 /// vLLM's profile-run rules per version (the activation peak, the non-torch memory and
 /// their constants), for the validation that fits and tests them.

@@ -162,6 +162,103 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         trained_context: arch.trained_context,
         latent_attention: arch.latent.is_some(),
         layers,
+        draft: None,
+    })
+}
+
+/// The drafter a vLLM `speculative_config` names (method `eagle` or `draft_model`), read
+/// from the configuration at its `model` key (a `config.json`, or a folder holding one such
+/// as a shipped `models/<name>`), synthesized on `device` in the format of its own
+/// `quantization_config` (else 16-bit, the model's dtype): an EAGLE head adds its decoder
+/// layers (without layer 0's input norm, which vLLM's `llama_eagle.py` deletes) and its `fc`
+/// (`2h x h`, no bias) and shares the model's embedding and head; a draft model adds all its
+/// parameters. A draft whose vocabulary differs from the model's is refused, as vLLM refuses
+/// it.
+fn draft_facts(
+    model: &ModelFacts,
+    method: &str,
+    args: &EngineArgs,
+    device: &DeviceDescription,
+    policy: &PolicyPreset,
+) -> Result<engine::DraftFacts, StudyError> {
+    let key = "--engine-arg speculative_config.model".to_owned();
+    let settings = |message: String| StudyError::Settings {
+        path: key.clone(),
+        message,
+    };
+    let given = args
+        .speculative_model()
+        .ok_or_else(|| settings(format!("method {method} needs the draft's configuration")))?;
+    let path = std::path::PathBuf::from(&given);
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else {
+        path
+    };
+    if !file.is_file() {
+        return Err(settings(format!(
+            "{given}: no draft configuration there; give the draft's config.json (a file, or a folder holding one such as models/<name>): a Hugging Face id is not fetched, download its config.json"
+        )));
+    }
+    let config = ModelConfig::read(&file)?;
+    let options =
+        crate::synth::SynthOptions::new("speculative-draft").with_config_quantization(&config)?;
+    let draft_request = crate::synth::synthesize(&config, device, policy, &options)?;
+    let mut draft = model_facts(&draft_request)?;
+    draft.dtype_bytes = model.dtype_bytes;
+    if draft.vocab_size != model.vocab_size {
+        return Err(settings(format!(
+            "{given}: the draft's vocabulary ({}) is not the model's ({}); vLLM refuses such a drafter",
+            draft.vocab_size, model.vocab_size
+        )));
+    }
+    let (weights_bytes, weights_rule) = if method == "eagle" {
+        let mut layers = 0u64;
+        for component in &draft_request.family.weight_schema.components {
+            let in_layers = component.external_names.iter().any(|n| {
+                n.starts_with("model.layers.") && !n.starts_with("model.layers.0.input_layernorm")
+            });
+            if in_layers {
+                let bytes = component
+                    .physical_bytes()
+                    .ok_or_else(|| StudyError::Overflow {
+                        what: format!("bytes of draft weight component {}", component.id),
+                    })?;
+                layers = layers
+                    .checked_add(bytes)
+                    .ok_or_else(|| StudyError::Overflow {
+                        what: "draft weights".to_owned(),
+                    })?;
+            }
+        }
+        let overflow = || StudyError::Overflow {
+            what: "draft weights".to_owned(),
+        };
+        let fc = draft
+            .hidden_size
+            .checked_mul(draft.hidden_size)
+            .and_then(|b| b.checked_mul(2 * model.dtype_bytes))
+            .ok_or_else(overflow)?;
+        (
+            layers.checked_add(fc).ok_or_else(overflow)?,
+            format!(
+                "an EAGLE head: its decoder layers ({layers} B, without layer 0's input norm) + fc 2 x {h} x {h} x {} B ({fc} B); the embedding and head are the model's (vllm/model_executor/models/llama_eagle.py, vllm/v1/spec_decode/eagle.py load_model)",
+                model.dtype_bytes,
+                h = draft.hidden_size
+            ),
+        )
+    } else {
+        (
+            draft.weights_bytes,
+            "a draft model: all its parameters (vllm/v1/spec_decode/draft_model.py)".to_owned(),
+        )
+    };
+    Ok(engine::DraftFacts {
+        method: method.to_owned(),
+        source: file.display().to_string(),
+        weights_bytes,
+        weights_rule,
+        model: draft,
     })
 }
 
@@ -204,9 +301,18 @@ pub fn engine_report(
     choice: &EngineChoice,
     args: &EngineArgs,
 ) -> Result<EngineReport, StudyError> {
-    let model = model_facts(request)?;
+    let mut model = model_facts(request)?;
     let mut args = args.clone();
     args.check(choice.engine)?;
+    if choice.engine == engine::Engine::Vllm {
+        if let Some(method) = args.speculative_method() {
+            if matches!(method.as_str(), "eagle" | "draft_model") {
+                model.draft = Some(Box::new(draft_facts(
+                    &model, &method, &args, device, policy,
+                )?));
+            }
+        }
+    }
     let key = context_key(choice);
     if !args.given().contains_key(key) {
         let context = policy.context_tokens(model.trained_context);

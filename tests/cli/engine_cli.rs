@@ -251,16 +251,20 @@ fn vllm_speculative_config_builds_the_mtp_layer_and_echoes_the_flag() {
         "{}",
         text(&out.stderr)
     );
-    let out = deepseek(&[
-        "--engine",
-        "vllm",
-        "--engine-arg",
-        r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("deepseek_mtp"),
-        "{}",
-        text(&out.stderr)
-    );
+    // An unmodelled method is refused listing the modelled ones; EAGLE without its head's
+    // configuration names the missing key.
+    for (config, says) in [
+        (
+            r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
+            "deepseek_mtp",
+        ),
+        (
+            r#"speculative_config={"method":"eagle","num_speculative_tokens":1}"#,
+            "speculative_config.model is missing",
+        ),
+    ] {
+        let out = deepseek(&["--engine", "vllm", "--engine-arg", config]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(says), "{}", text(&out.stderr));
+    }
 }

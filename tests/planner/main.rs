@@ -13,6 +13,7 @@ mod build_rules;
 mod build_stages;
 mod checker;
 mod checker_mutants;
+mod engine_draft;
 mod engine_rules;
 mod every_folder;
 mod fuzz;

@@ -125,6 +125,49 @@ fn gpt_oss_20b_by_hand() {
 }
 
 #[test]
+fn gpt_oss_120b_by_hand() {
+    // The gpt-oss-20b shapes with 36 layers of 128 experts (models/gpt-oss-120b/README.md).
+    let (h, v, q, kv) = (2880u64, 201_088u64, 4096u64, 512u64);
+    let attention = 2 * q * h + 2 * kv * h + (q + 2 * kv + h) + 64;
+    // One expert: gate/up 2 x 2880 x 2880 and down 2880 x 2880, with 3 x 2880 biases.
+    let expert_weights = 3 * h * h;
+    let expert_biases = 3 * h;
+    let moe = 128 * h + 128 + 128 * (expert_weights + expert_biases);
+    let per_layer = attention + moe + 2 * h;
+    assert_eq!(per_layer, 3_213_080_192);
+    let total = 2 * v * h + 36 * per_layer + h;
+    assert_eq!(total, 116_829_156_672); // the model card's 117B (116.8B)
+    let active =
+        v * h + h + 36 * (attention + 128 * h + 128 + 4 * (expert_weights + expert_biases) + 2 * h);
+    assert_eq!(active, 5_132_849_472); // the model card's 5.1B active (head, not embedding)
+    let bf16 = synthesized("gpt-oss-120b");
+    assert_eq!(parameters(&bf16), total);
+    assert_eq!(operations(&bf16, "biased_routed_expert_swiglu"), 36 * 128);
+    assert_eq!(operations(&bf16, "causal_paged_sink_attention"), 36);
+    // The folder's own format: the checkpoint's mxfp4 experts (32 values in 16 bytes and
+    // one e8m0 scale byte: 17 bytes per 32), bf16 biases; every other weight bf16.
+    let expert_bytes = expert_weights / 32 * 17 + expert_biases * 2;
+    assert_eq!(expert_bytes, 13_236_480);
+    let experts = 36 * 128 * expert_bytes;
+    let rest = (total - 36 * 128 * (expert_weights + expert_biases)) * 2;
+    assert_eq!(experts + rest, 65_248_815_744); // 60.77 GiB: the card's 60.8 GiB checkpoint
+    let folder = ModelSource::folder("models/gpt-oss-120b")
+        .synthesize()
+        .unwrap();
+    assert_eq!(folder.weight_format.name(), "config:mxfp4");
+    assert_eq!(weight_bytes(&folder.request), experts + rest);
+    // KV as gpt-oss-20b's, per layer; 18 sliding layers of 128 tokens, 18 at the server
+    // preset's 32,768-token context.
+    let demands = kv_demands(&folder.request);
+    assert_eq!(demands.len(), 36);
+    for (layer, &(bytes, tokens)) in demands.iter().enumerate() {
+        assert_eq!(bytes, 2048, "layer {layer}");
+        let expected = if layer % 2 == 0 { 128 } else { 32_768 };
+        assert_eq!(tokens, expected, "layer {layer}");
+    }
+}
+
+#[test]
 fn glm_4_5_air_by_hand() {
     let request = synthesized("glm-4.5-air");
     // Untied head, vocabulary 151,552 x 4096. Attention: 96 query heads and 8 KV heads of

@@ -25,6 +25,7 @@ use super::report::{BudgetTerm, EngineReport, LogLine};
 use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
+pub mod draft;
 pub mod mxfp4;
 
 pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
@@ -88,8 +89,8 @@ pub const ARGS: &[KnownArg] = &[
     },
     KnownArg {
         key: "speculative_config",
-        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp"]),
-        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp)",
+        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp", "eagle", "draft_model"]),
+        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp); {\"method\":\"eagle\"|\"draft_model\",\"model\":PATH} loads a drafter whose config.json is at PATH (a file, or a folder holding one such as models/<name>): its weights, KV layers and profile-run activation are added (0.10 and 0.19)",
     },
 ];
 
@@ -178,9 +179,9 @@ struct Group {
 /// vLLM 0.10's KV cache groups (`_get_kv_cache_groups_uniform_page_size`): each attention
 /// kind's layers are split into groups of `group_size` layers, the smallest kind's layer
 /// count (or the largest's when it is under 1.25 times the smallest).
-fn groups(model: &ModelFacts) -> (u64, Vec<Group>) {
+fn groups(layers: &[CacheLayer]) -> (u64, Vec<Group>) {
     let mut kinds: BTreeMap<Option<u64>, u64> = BTreeMap::new();
-    for layer in &model.layers {
+    for layer in layers {
         match layer {
             CacheLayer::Full { .. } => *kinds.entry(None).or_default() += 1,
             CacheLayer::Sliding { window, .. } => *kinds.entry(Some(*window)).or_default() += 1,
@@ -262,6 +263,15 @@ pub fn account(
             feature: "a hybrid model with recurrent (linear-attention) layers (vLLM unifies their state pages with the attention pages)".to_owned(),
         });
     }
+    if matches!(
+        args.speculative_method().as_deref(),
+        Some("eagle" | "draft_model")
+    ) && model.draft.is_none()
+    {
+        return Err(EngineError::Facts {
+            what: "speculative_config names a drafter, but the model's facts carry none (study::engine_facts::engine_report reads it from speculative_config.model)".to_owned(),
+        });
+    }
     let r = resolve(v1, model, device, args)?;
     let (source, tag) = match version {
         "0.19" => (
@@ -289,7 +299,11 @@ pub fn account(
         )?,
         "rotary cache",
     )?;
-    let (weights, experts_rule, mxfp4_backend) = weights_term(version, model, device, tp, rope)?;
+    let (mut weights, mut experts_rule, mxfp4_backend) =
+        weights_term(version, model, device, tp, rope)?;
+    if let Some(d) = &model.draft {
+        draft::check(version, model, d, tp)?;
+    }
     // vLLM v0.19.0's MXFP4 TRITON and FlashInfer TRT-LLM experts are monolithic kernels,
     // which hold no fused-MoE workspaces (`oracle/mxfp4.py` `backend_to_kernel_cls` prefers
     // their Monolithic classes).
@@ -305,11 +319,21 @@ pub fn account(
         r.max_num_seqs,
         moe_workspaces,
     )?;
-    let activation = peak.bytes;
+    let (mut activation, mut activation_rule) = (peak.bytes, peak.rule.clone());
+    // A speculative drafter: its weights, its forward in the profile run and its buffers;
+    // its KV layers join the model's below.
+    let mut layers = model.layers.clone();
+    if let Some(d) = &model.draft {
+        let terms = draft::terms(model, d, tp, activation, r.batched_tokens, r.max_num_seqs)?;
+        weights = super::add(weights, terms.weights, "weights")?;
+        experts_rule.push_str(&terms.weights_rule);
+        activation = terms.activation;
+        activation_rule.push_str(&terms.activation_rule);
+        layers.extend(d.model.layers.iter().copied());
+    }
     let (non_torch, non_torch_rule) = activation::non_torch(version, tp);
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
-    let per_token_per_layer: Vec<u64> = model
-        .layers
+    let per_token_per_layer: Vec<u64> = layers
         .iter()
         .map(|l| l.elements_per_token_per_rank(tp) * r.kv_element_bytes)
         .collect();
@@ -340,7 +364,7 @@ pub fn account(
         BudgetTerm {
             name: "activation_peak".to_owned(),
             bytes: activation,
-            rule: peak.rule.clone(),
+            rule: activation_rule,
         },
         BudgetTerm {
             name: "non_torch".to_owned(),
@@ -369,7 +393,7 @@ pub fn account(
     let mut refusal = None;
     let (blocks, tokens, concurrency, kv_bytes);
     if v1 {
-        let (group_size, groups) = groups(model);
+        let (group_size, groups) = groups(&layers);
         let num_blocks = if available > 0.0 {
             (available / page as f64 / group_size as f64).floor() as u64
         } else {
