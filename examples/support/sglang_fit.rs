@@ -12,6 +12,8 @@
 //! engine's scheduling policy, which the simulation does not reproduce (SGLang runs a
 //! batch of prompts apart from the decodes); those points are held out.
 
+use super::median;
+
 /// The request overheads tried (seconds): 0 to 200 ms by 0.5 ms.
 pub fn overheads() -> Vec<f64> {
     (0..=400u32).map(|k| f64::from(k) * 0.5e-3).collect()
@@ -57,15 +59,6 @@ pub struct SglangFit {
     pub median_error: f64,
     /// The fit rows.
     pub rows: usize,
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
 }
 
 /// The pair among `overheads` x `factors` minimizing the median absolute TTFT error over

@@ -122,12 +122,7 @@ fn part_bytes(
                     facts.format.name()
                 )
             })?;
-        let same_encodings = components.len() == t.components.len()
-            && components
-                .iter()
-                .zip(&t.components)
-                .all(|((_, a), (_, b))| encoding_kind(a) == encoding_kind(b));
-        if !same_encodings {
+        if !same_encodings(&components, &t.components) {
             return Err(format!(
                 "{}: a part {dims:?} does not keep the {} format's blocks",
                 t.id,
@@ -263,12 +258,7 @@ fn padded_part(
                     facts.format.name()
                 )
             })?;
-        let same_encodings = components.len() == t.components.len()
-            && components
-                .iter()
-                .zip(&t.components)
-                .all(|((_, a), (_, b))| encoding_kind(a) == encoding_kind(b));
-        if !same_encodings {
+        if !same_encodings(&components, &t.components) {
             return Err(format!(
                 "{}: a padded part {dims:?} does not keep the {} format's blocks",
                 t.id,
@@ -338,6 +328,19 @@ fn block_along(
 
 fn encoding_kind(encoding: &WeightEncoding) -> String {
     format!("{encoding:?}")
+}
+
+/// Whether a part's components keep the whole tensor's encodings, one for one (a split
+/// must not change a quantized tensor's blocks into another layout).
+fn same_encodings(
+    part: &[(Vec<u64>, WeightEncoding)],
+    whole: &[(Vec<u64>, WeightEncoding)],
+) -> bool {
+    part.len() == whole.len()
+        && part
+            .iter()
+            .zip(whole)
+            .all(|((_, a), (_, b))| encoding_kind(a) == encoding_kind(b))
 }
 
 /// Every rank's share of tensor `index` at `degree` under `split`.
