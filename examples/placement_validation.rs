@@ -137,9 +137,7 @@ fn lengths_of(
             // generated tokens (one fewer per request where the server does not count the
             // last token: the Qwen3 rows).
             let drawn = lengths.draws(requests, input, output);
-            let n = drawn.len().max(1) as f64;
-            let mean_in = drawn.iter().map(|d| d.0 as f64).sum::<f64>() / n;
-            let mean_out = drawn.iter().map(|d| d.1 as f64).sum::<f64>() / n;
+            let (mean_in, mean_out) = mean_lengths(&drawn);
             if (mean_in - measured_in).abs() > 0.051 || (mean_out - measured_out).abs() > 1.051 {
                 return Err(format!(
                     "{id}: the SGLang draws' means {mean_in:.2}/{mean_out:.2} are not the measured {measured_in}/{measured_out}"
@@ -170,9 +168,7 @@ fn lengths_of(
                 .into_iter()
                 .zip(list("output_lens"))
                 .collect();
-            let n = requests.len().max(1) as f64;
-            let mean_in = requests.iter().map(|r| r.0 as f64).sum::<f64>() / n;
-            let mean_out = requests.iter().map(|r| r.1 as f64).sum::<f64>() / n;
+            let (mean_in, mean_out) = mean_lengths(&requests);
             if (mean_in - measured_in).abs() > 0.051 || (mean_out - measured_out).abs() > 0.051 {
                 return Err(format!(
                     "{id}: the listed lengths' means {mean_in:.2}/{mean_out:.2} are not the record's {measured_in}/{measured_out}"
@@ -488,6 +484,13 @@ pub fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
         skipped.push((id.to_owned(), reason));
     }
     (rows, skipped, several.len())
+}
+
+/// The mean input and output lengths of a run's requests.
+fn mean_lengths(requests: &[(u64, u64)]) -> (f64, f64) {
+    let n = requests.len().max(1) as f64;
+    let sum = |f: fn(&(u64, u64)) -> u64| requests.iter().map(|r| f(r) as f64).sum::<f64>() / n;
+    (sum(|r| r.0), sum(|r| r.1))
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

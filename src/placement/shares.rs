@@ -11,7 +11,7 @@ use crate::request::WeightEncoding;
 use crate::synth::quantization::Method;
 use crate::synth::WeightFormat;
 
-use super::model::{layout_of, names_key, ModelFacts, Rule};
+use super::model::{layout_of, names_key, ModelFacts, Rule, TensorFacts};
 use super::problem::ExpertSplit;
 
 /// The values of one mxfp4 block along the axis it quantizes (OCP microscaling: 32 e2m1
@@ -82,12 +82,7 @@ fn part_bytes(
     cache: &mut ShardCache,
 ) -> Result<(u64, u64, u64), String> {
     let t = &facts.tensors[tensor];
-    let key = format!(
-        "{:?} {:?} {:?} {axis} {divisor}",
-        t.dims,
-        t.class,
-        names_key(&t.names)
-    );
+    let key = cache_key(t, axis, divisor);
     if let Some(hit) = cache.even.get(&key) {
         return hit.clone();
     }
@@ -217,12 +212,7 @@ fn padded_part(
     cache: &mut ShardCache,
 ) -> Result<PaddedPart, String> {
     let t = &facts.tensors[tensor];
-    let key = format!(
-        "{:?} {:?} {:?} {axis} {degree}",
-        t.dims,
-        t.class,
-        names_key(&t.names)
-    );
+    let key = cache_key(t, axis, degree);
     if let Some(hit) = cache.padded.get(&key) {
         return hit.clone();
     }
@@ -324,6 +314,17 @@ fn block_along(
     } else {
         None
     }
+}
+
+/// The cache key of a part: what the part's bytes depend on (shape, class, component
+/// names), the axis and the degree or divisor it is cut by.
+fn cache_key(t: &TensorFacts, axis: usize, parts: u64) -> String {
+    format!(
+        "{:?} {:?} {:?} {axis} {parts}",
+        t.dims,
+        t.class,
+        names_key(&t.names)
+    )
 }
 
 fn encoding_kind(encoding: &WeightEncoding) -> String {
