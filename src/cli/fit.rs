@@ -173,6 +173,88 @@ fn latency_query(args: &Args) -> Result<Option<LatencyQuery>, Error> {
     }))
 }
 
+/// `fit MODEL --devices DIR --max-count N [--context T] [--engine E]`: the fewest devices
+/// of each file that serve the model at the context, at the engine's degree with one
+/// (`placement::fit::smallest_counts_for`). A latency target is refused: a device file
+/// states no links to time tensor parallelism by (a set file does: `plan MODEL --devices
+/// SET.json --placement-objective min-tpot ...`).
+fn device_counts(
+    args: &Args,
+    dir: &std::path::Path,
+    max_count: u32,
+    folder: bool,
+    options: &BuildOptions,
+) -> Result<(), Error> {
+    use jointplan::placement::fit::{CountQuery, RankBy};
+    if !folder {
+        return Err(Error::Usage(format!(
+            "--devices needs a model folder; {} is a request file with its own device",
+            args.input.display()
+        )));
+    }
+    for (flag, given) in [
+        ("--max-tpot-ms", args.max_tpot_ms.is_some()),
+        ("--max-ttft-ms", args.max_ttft_ms.is_some()),
+        ("--input-tokens", args.input_tokens.is_some()),
+        ("--output-tokens", args.output_tokens.is_some()),
+        ("--performance-device", args.performance_device.is_some()),
+        ("--calibration", args.calibration.is_some()),
+    ] {
+        if given {
+            return Err(Error::Usage(format!(
+                "{flag} does not apply to --max-count: a device file states no links to time tensor parallelism by; time a set file instead (plan MODEL --devices SET.json --placement-objective min-tpot --concurrency C --input-tokens I --output-tokens O)"
+            )));
+        }
+    }
+    let by = match args.by.as_deref() {
+        None => RankBy::Count,
+        Some(name) => RankBy::from_name(name)
+            .ok_or_else(|| Error::Usage(format!("--by {name}: expected count or price")))?,
+    };
+    let source = args.synth.source(Some(&args.input));
+    let engine = match &args.engine {
+        None => None,
+        Some(name) => {
+            let choice: jointplan::engine::EngineChoice =
+                name.parse().map_err(|e: jointplan::engine::EngineError| {
+                    Error::Usage(format!("--engine {name}: {e}"))
+                })?;
+            Some((choice, jointplan::engine::EngineArgs::default()))
+        }
+    };
+    let policy = match args.context {
+        None => None,
+        Some(context) => Some(
+            jointplan::study::sweep::PolicyFields {
+                context: Some(context),
+                ..Default::default()
+            }
+            .preset(&source)
+            .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?,
+        ),
+    };
+    let query = CountQuery { policy, engine };
+    let rows = jointplan::placement::fit::smallest_counts_for(
+        &source,
+        dir,
+        max_count,
+        options,
+        jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
+        by,
+        &query,
+    )?;
+    if args.json {
+        print(&rows)
+    } else {
+        Ok(write_stdout(&counts_text(
+            &rows,
+            max_count,
+            by,
+            args.engine.as_deref(),
+        ))?)
+    }
+}
+
 /// Runs `jointplan fit`.
 pub fn run(args: &Args) -> Result<(), Error> {
     let options = BuildOptions {
@@ -180,10 +262,13 @@ pub fn run(args: &Args) -> Result<(), Error> {
         ..BuildOptions::default()
     };
     let folder = args.input.is_dir();
+    if let (Some(dir), Some(max_count)) = (&args.devices, args.max_count) {
+        return device_counts(args, dir, max_count, folder, &options);
+    }
     if let Some(dir) = &args.devices {
         if latency_query(args)?.is_some() || args.engine.is_some() || args.context.is_some() {
             return Err(Error::Usage(
-                "--max-tpot-ms, --max-ttft-ms, --engine and --context apply to --maximize, not to --devices".to_owned(),
+                "--max-tpot-ms, --max-ttft-ms, --engine and --context apply to --maximize or to --devices DIR --max-count N, not to --devices alone".to_owned(),
             ));
         }
         if !folder {
@@ -193,27 +278,6 @@ pub fn run(args: &Args) -> Result<(), Error> {
             )));
         }
         let source = args.synth.source(Some(&args.input));
-        if let Some(max_count) = args.max_count {
-            use jointplan::placement::fit::RankBy;
-            let by = match args.by.as_deref() {
-                None => RankBy::Count,
-                Some(name) => RankBy::from_name(name)
-                    .ok_or_else(|| Error::Usage(format!("--by {name}: expected count or price")))?,
-            };
-            let rows = jointplan::placement::fit::smallest_counts_by(
-                &source,
-                dir,
-                max_count,
-                &options,
-                jointplan::placement::DEFAULT_ENUMERATION_BUDGET,
-                by,
-            )?;
-            return if args.json {
-                print(&rows)
-            } else {
-                Ok(write_stdout(&counts_text(&rows, max_count, by))?)
-            };
-        }
         let rows = fit_devices(&source, dir, &options)
             .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?;
         return if args.json {

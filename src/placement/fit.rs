@@ -65,6 +65,18 @@ impl RankBy {
     }
 }
 
+/// What the fewest devices must serve besides the model's policy (`fit --devices DIR
+/// --max-count N` with `--context` or `--engine`).
+#[derive(Clone, Debug, Default)]
+pub struct CountQuery {
+    /// The policy preset with the command line's fields (`None`: the model's own).
+    pub policy: Option<crate::synth::PolicyPreset>,
+    /// A serving engine and its arguments: each count `n` is the engine at tensor
+    /// parallel `n` in one stage, every device held to its budget
+    /// ([`super::serving_engine`]).
+    pub engine: Option<(crate::engine::EngineChoice, crate::engine::EngineArgs)>,
+}
+
 /// Every `*.json` device file of `dir`, each with the fewest devices (at most `max_count`)
 /// that serve `source` under its policy: serving files first, least total memory first.
 pub fn smallest_counts(
@@ -86,6 +98,31 @@ pub fn smallest_counts_by(
     budget: u64,
     by: RankBy,
 ) -> Result<Vec<CountFit>, PlacementError> {
+    smallest_counts_for(
+        source,
+        dir,
+        max_count,
+        options,
+        budget,
+        by,
+        &CountQuery::default(),
+    )
+}
+
+/// [`smallest_counts_by`] under `query`. Without an engine, one placement of `max_count`
+/// devices under `fewest-devices` answers each file exactly (the fewest devices it uses).
+/// With an engine, which runs at one tensor-parallel degree in one stage, each count `n`
+/// from 1 is placed at degree `n` with the engine's budget, and the answer is the first
+/// that places.
+pub fn smallest_counts_for(
+    source: &ModelSource,
+    dir: &Path,
+    max_count: u32,
+    options: &BuildOptions,
+    budget: u64,
+    by: RankBy,
+    query: &CountQuery,
+) -> Result<Vec<CountFit>, PlacementError> {
     let entries = std::fs::read_dir(dir).map_err(|e| {
         PlacementError::Usage(format!(
             "--devices {}: cannot read the directory: {e}",
@@ -103,7 +140,10 @@ pub fn smallest_counts_by(
             dir.display()
         )));
     }
-    let settings = Settings::default();
+    let settings = Settings {
+        policy: query.policy.clone(),
+        ..Settings::default()
+    };
     let mut rows = Vec::with_capacity(files.len());
     for file in files {
         let set = DeviceSet::uniform(&file, max_count, None)?;
@@ -122,7 +162,12 @@ pub fn smallest_counts_by(
             price_per_hour: price,
             total_price_per_hour: None,
         };
-        match place(source, &set, &settings, options, budget) {
+        let outcome = if query.engine.is_some() {
+            first_count(source, &file, max_count, &settings, options, budget, query)?
+        } else {
+            place(source, &set, &settings, options, budget)
+        };
+        match outcome {
             Ok(placed) => {
                 let p = &placed.plan.payload;
                 row.count = Some(p.devices_used);
@@ -165,4 +210,55 @@ pub fn smallest_counts_by(
         }),
     }
     Ok(rows)
+}
+
+/// The placement of the first count `n` in `1..=max_count` of `file`'s devices that places
+/// under `settings` at the engine's degree `n`, or why none does (the last count's reason).
+/// Errors other than a count that cannot serve stop the search.
+fn first_count(
+    source: &ModelSource,
+    file: &Path,
+    max_count: u32,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+    query: &CountQuery,
+) -> Result<Result<super::Placed, PlacementError>, PlacementError> {
+    let mut last = format!("no count up to {max_count} serves it");
+    for n in 1..=max_count {
+        let set = DeviceSet::uniform(file, n, None)?;
+        let settings = match &query.engine {
+            Some((choice, args)) => {
+                let policy = match &settings.policy {
+                    Some(policy) => policy.clone(),
+                    None => source
+                        .policy_preset()
+                        .map_err(|e| PlacementError::Synth(Box::new(e)))?,
+                };
+                let engine = super::serving_engine::engine_on_set(
+                    source,
+                    &set,
+                    &policy,
+                    choice,
+                    args,
+                    Some(n),
+                    None,
+                )?;
+                engine.settings(settings)
+            }
+            None => settings.clone(),
+        };
+        match place(source, &set, &settings, options, budget) {
+            Ok(placed) => return Ok(Ok(placed)),
+            Err(PlacementError::Infeasible(why)) => {
+                last = format!("{n} device(s): {}", why.lines().next().unwrap_or(&why))
+            }
+            // A degree the model cannot take at `n` (the engine's pinned degree).
+            Err(PlacementError::Usage(why)) if query.engine.is_some() => {
+                last = format!("{n} device(s): {why}")
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(Err(PlacementError::Infeasible(last)))
 }

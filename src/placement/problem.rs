@@ -27,7 +27,7 @@
 //!   `s / sequences` of the layer's, rounded down to the nanosecond;
 //! * its KV tokens: the device's room over its device-resident layers' bytes per token
 //!   (unbounded without token-scaled state); a stage with KV on the host serves exactly
-//!   the policy's worst case, `min(that, kv_worst_case_tokens)`.
+//!   the provisioned sequences at the context, `min(that, kv_worst_case_tokens)`.
 //!
 //! A placement fits when every stage fits and the host's bytes add up to at most its
 //! memory.
@@ -261,8 +261,8 @@ pub struct Problem {
     /// (KV offload by one sequence of one layer; docs/placement.md, "Host offload").
     #[serde(default, skip_serializing_if = "is_false")]
     pub kv_sequence_grain: bool,
-    /// The policy's worst case in tokens (sequences x context): what a stage with KV on
-    /// the host serves.
+    /// The provisioned tokens (the problem's sequences x the policy's context): what a
+    /// stage with KV on the host serves.
     #[serde(default)]
     pub kv_worst_case_tokens: u64,
     /// A pinned pipeline depth (stages).

@@ -484,7 +484,7 @@ pub fn record(
             solution.offloaded_bytes
         )));
     }
-    // A device with KV on the host serves exactly the policy's worst case.
+    // A device with KV on the host serves exactly the provisioned sequences.
     let worst = problem.kv_worst_case_tokens;
     let tokens = devices
         .iter()

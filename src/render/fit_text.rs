@@ -161,6 +161,7 @@ pub fn counts_text(
     rows: &[crate::placement::fit::CountFit],
     max_count: u32,
     by: crate::placement::fit::RankBy,
+    engine: Option<&str>,
 ) -> String {
     let order = match by {
         crate::placement::fit::RankBy::Count => "least total memory first",
@@ -168,8 +169,11 @@ pub fn counts_text(
             "least price per hour (count x the device file's price_per_hour) first; files without a price after, unranked"
         }
     };
+    let engine = engine.map_or(String::new(), |e| {
+        format!(", {e} running at tensor parallel = the count in one stage, each device held to its budget")
+    });
     let mut out = format!(
-        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's worst case; {order}; rules: docs/placement.md):\n"
+        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's requirement, one request of its context{engine}; {order}; rules: docs/placement.md, \"The fewest devices of each kind\"):\n"
     );
     for row in rows {
         let price = match (row.price_per_hour, row.total_price_per_hour) {

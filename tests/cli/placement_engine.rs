@@ -272,3 +272,73 @@ fn a_placement_provisions_the_requirement_and_a_serving_point_raises_it() {
         served["plan"]["payload"]
     );
 }
+
+#[test]
+fn fit_counts_devices_at_the_engine_degree_as_plan_places_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let device = dir.path().join("a100-80gb.json");
+    std::fs::copy(path("models/devices/a100-80gb.json"), &device).unwrap();
+    let model = path("models/llama-3.1-70b");
+    let rows = ok_json(&[
+        "fit",
+        &model,
+        "--weight-format",
+        "dense-bf16",
+        "--devices",
+        dir.path().to_str().unwrap(),
+        "--max-count",
+        "4",
+        "--context",
+        "8192",
+        "--engine",
+        "vllm",
+        "--json",
+    ]);
+    let row = &rows[0];
+    let count = row["count"].as_u64().unwrap();
+    assert_eq!(row["tensor_parallel"].as_u64(), Some(count), "{row}");
+    assert_eq!(row["pipeline_parallel"], 1, "{row}");
+    // `plan` at the engine's degree: the count places with the same placement, one fewer
+    // does not.
+    let at = |n: u64| {
+        jointplan(&[
+            "plan",
+            &model,
+            "--weight-format",
+            "dense-bf16",
+            "--device",
+            device.to_str().unwrap(),
+            "--count",
+            &n.to_string(),
+            "--context",
+            "8192",
+            "--engine",
+            "vllm",
+            "--engine-arg",
+            &format!("tensor_parallel_size={n}"),
+            "--json",
+        ])
+    };
+    let placed = at(count);
+    ok(&placed);
+    let placed: Value = serde_json::from_slice(&placed.stdout).unwrap();
+    assert_eq!(placed["plan"]["placement_id"], row["placement_id"]);
+    assert_eq!(at(count - 1).status.code(), Some(1));
+    // A latency target needs links a device file does not state.
+    let timed = jointplan(&[
+        "fit",
+        &model,
+        "--devices",
+        dir.path().to_str().unwrap(),
+        "--max-count",
+        "4",
+        "--max-tpot-ms",
+        "30",
+    ]);
+    assert_eq!(timed.status.code(), Some(2));
+    assert!(
+        text(&timed.stderr).contains("--max-tpot-ms does not apply to --max-count"),
+        "{}",
+        text(&timed.stderr)
+    );
+}
