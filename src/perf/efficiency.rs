@@ -143,7 +143,7 @@ pub const DEVICE_FACTORS: &[DeviceFactor] = &[
     },
     DeviceFactor {
         device: "NVIDIA GeForce RTX 4090",
-        memory: 1.12,
+        memory: 1.11,
     },
     DeviceFactor {
         device: "NVIDIA H100 80GB HBM3",

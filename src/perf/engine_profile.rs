@@ -28,7 +28,7 @@ pub struct EngineProfile {
 /// vLLM's request overhead (HTTP, tokenization, queueing into the engine): fitted on the
 /// fit half of the single-device validation table (`examples/perf_validation.rs` prints
 /// the fit, and `tests/planner/perf_validation.rs` checks this constant against it).
-pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0124;
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0131;
 
 /// SGLang's request overhead: the HTTP server and tokenizer manager, the request's
 /// broadcast to the tensor-parallel schedulers and the first token's way back through the
@@ -49,7 +49,7 @@ pub const SGLANG_PREFILL_LAUNCH_FACTOR: f64 = 1.0;
 /// half of the validation table jointly with the devices' memory factors
 /// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
 /// checks this constant against it).
-pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0002;
+pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0;
 
 /// The share of the device's per-kernel launch time a kernel of a vLLM decode step costs
 /// (CUDA-graph replay: the graph node's launch, the ramp-up and tail of a kernel too small
@@ -57,7 +57,7 @@ pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0002;
 /// host time per step and the devices' memory factors (`examples/perf_validation.rs`
 /// prints the fit, `tests/planner/perf_validation.rs` checks this constant against it).
 /// SGLang replays CUDA graphs of the same kernel families and takes the same figure.
-pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 0.95;
+pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 1.05;
 
 /// The profiles, by name.
 pub const ENGINES: &[EngineProfile] = &[

@@ -324,8 +324,10 @@ fn plan_at(n: u64, extra: &[&str]) -> Output {
 
 #[test]
 fn fit_with_a_tpot_target_is_the_largest_concurrency_plan_says_meets_it() {
-    let target_ms = 0.8;
-    let answer = json(&fit(&["--max-tpot-ms", "0.8"]));
+    // A target the latency binds (memory holds 147 sequences of this 2-layer model; TPOT
+    // passes 0.6 ms at 79 at the fitted vLLM constants).
+    let target_ms = 0.6;
+    let answer = json(&fit(&["--max-tpot-ms", "0.6"]));
     let n = answer["largest"]
         .as_u64()
         .expect("some concurrency meets it");
