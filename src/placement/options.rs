@@ -322,19 +322,19 @@ fn option_of(
 /// Sequences whose KV cache a placement provisions at the policy's context: the policy's
 /// requirement ([`ModelFacts::required_sequences`], one request of the maximum length unless
 /// the preset asks for more) and, with a serving point, enough for its `C` requests at their
-/// longest lengths, `ceil(C x (I + O) / context)` sequences of the context (exact for
-/// full-attention layers, whose KV grows with every token; more than enough for sliding
-/// ones), at most `C`.
+/// mean lengths, `ceil(C x (I + O) / context)` sequences of the context (the tokens a paged
+/// cache holds with every request at its end: exact for full-attention layers, whose KV
+/// grows with every token; more than enough for sliding ones), at most `C`.
 pub fn required_sequences(facts: &ModelFacts, serving: Option<&super::timing::Serving>) -> u64 {
     let Some(serving) = serving else {
         return facts.required_sequences;
     };
     let (input, output) = serving
         .lengths
-        .longest(serving.input_tokens, serving.output_tokens);
-    let tokens = u128::from(serving.concurrency) * u128::from(input.saturating_add(output));
-    let context = u128::from(facts.context_tokens.max(1));
-    let need = u64::try_from(tokens.div_ceil(context)).unwrap_or(u64::MAX);
+        .mean(serving.input_tokens, serving.output_tokens);
+    let tokens = serving.concurrency as f64 * (input + output);
+    let context = facts.context_tokens.max(1) as f64;
+    let need = (tokens / context).ceil().max(1.0) as u64;
     facts.required_sequences.max(need.min(serving.concurrency))
 }
 
