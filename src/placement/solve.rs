@@ -197,53 +197,50 @@ fn stage_variants(
     let unit = u128::from(option.unit_bytes);
     let available = |l: usize| prefix.units[end] - prefix.units[start + l];
     let fits = |need: u128, e: u128, l: usize| e <= available(l) && need <= usable + e * unit;
+    // The KV decision: `q` units of the stage's KV on the host, in layer order. By layer a
+    // unit is one layer (`q = x`); with the sequence grain one sequence of one layer, so `q`
+    // is `x = q / sequences` whole layers and `s = q % sequences` sequences of the next.
+    let grain = if problem.kv_sequence_grain {
+        sequences.max(1)
+    } else {
+        1
+    };
+    let max_q = max_x as u128 * grain;
+    // The KV bytes on the device and in the staging buffer at `q`: `(x, s, kv part, staging)`.
+    let kv_at = |q: u128| -> (usize, u128, u128, u128) {
+        let x = (q / grain) as usize;
+        let s = q % grain;
+        if s == 0 {
+            return (x, 0, kv_part[x], kv_staging[x]);
+        }
+        let k = u128::from(option.layers[start + x].kv_sequence_bytes);
+        let staged = kv_staging[x].max(s * k);
+        let part =
+            sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start + x]) - s * k + staged;
+        (x, s, part, staged)
+    };
     let mut variants: Vec<StageCost> = Vec::new();
     for l in 0..=max_l {
-        for x in 0..=max_x {
-            let need = need_w[l] + kv_part[x];
+        for q in 0..=max_q {
+            let (whole, partial, kv_q, staged) = kv_at(q);
+            let need = need_w[l] + kv_q;
             let Some(e) = fewest_units(need, usable, unit, available(l)) else {
                 continue;
             };
             if e > 0 && problem.host_bytes.is_none() {
                 continue;
             }
-            if l > 0 && fits(need_w[l - 1] + kv_part[x], e, l - 1) {
+            if l > 0 && fits(need_w[l - 1] + kv_q, e, l - 1) {
                 continue;
             }
-            if x > 0 && fits(need_w[l] + kv_part[x - 1], e, l) {
+            if q > 0 && fits(need_w[l] + kv_at(q - 1).2, e, l) {
                 continue;
             }
-            // With the sequence grain, the last host-KV layer keeps only the fewest of its
-            // sequences on the host that fit: `whole` layers and `partial` sequences of
-            // layer `start + whole`.
-            let (whole, partial) = if problem.kv_sequence_grain && x > 0 && sequences > 1 {
-                let j = start + x - 1;
-                let k = u128::from(option.layers[j].kv_sequence_bytes);
-                let rest = sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[j]);
-                let need = |s: u128| need_w[l] + rest - s * k + kv_staging[x - 1].max(s * k);
-                let (mut low, mut high) = (1u128, sequences);
-                while low < high {
-                    let mid = (low + high) / 2;
-                    if need(mid) <= usable + e * unit {
-                        high = mid;
-                    } else {
-                        low = mid + 1;
-                    }
-                }
-                if low == sequences {
-                    (x, 0)
-                } else {
-                    (x - 1, low)
-                }
-            } else {
-                (x, 0)
-            };
             let k_partial = if partial > 0 {
                 u128::from(option.layers[start + whole].kv_sequence_bytes)
             } else {
                 0
             };
-            let staged = kv_staging[whole].max(partial * k_partial);
             let freed = prefix.weights[start + l] - prefix.weights[start]
                 + e * unit
                 + sequences * (prefix.kv_sequence[start + whole] - prefix.kv_sequence[start])
@@ -254,7 +251,7 @@ fn stage_variants(
             let mut tokens = room
                 .checked_div(per_token)
                 .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
-            if x > 0 {
+            if q > 0 {
                 tokens = tokens.min(problem.kv_worst_case_tokens);
             }
             let (mut decode, mut prefill) = (0u128, 0u128);
