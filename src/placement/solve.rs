@@ -3,7 +3,8 @@
 //! each state the labels `(host bytes, KV tokens, stage time, stages)` that no other label
 //! of the state dominates (the stage time is the objective's phase, decode or prefill,
 //! under a time objective, else 0). A stage is appended in each of its ways to offload (the
-//! minimal combinations of streamed layers, host-KV layers and expert groups, problem.rs),
+//! minimal combinations of streamed layers, host-KV layers or sequences and expert groups,
+//! problem.rs),
 //! computed once per stage and pruned to those no other way covers. The proof that it
 //! returns the optimum under the objective's lexicographic key with the canonical
 //! tie-break is in docs/solver.md, "Placement across devices".
@@ -134,7 +135,8 @@ fn fewest_units(need: u128, usable: u128, unit: u128, available: u128) -> Option
 }
 
 /// Every minimal way the stage `start..end` of `kind` fits (problem.rs): one without
-/// offload when it fits as it is; otherwise each minimal `(l, x, e)`, pruned to those no
+/// offload when it fits as it is; otherwise each minimal `(l, q, e)` (`q` host-KV layers,
+/// or with the sequence grain host-KV sequences of layers in order), pruned to those no
 /// other of them covers (the label relation, docs/solver.md).
 #[allow(clippy::too_many_arguments)]
 fn stage_variants(
