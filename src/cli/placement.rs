@@ -38,8 +38,8 @@ pub struct PlacementFlags {
     #[arg(long)]
     pub host_offload: bool,
     /// With --host-offload, the KV cache's offload unit: `layer` (default: whole layers'
-    /// KV) or `sequence` (the last host-KV layer of a stage keeps only the fewest sequences
-    /// that fit on the host).
+    /// KV) or `sequence` (one sequence of one layer: a stage's host KV is whole layers and
+    /// some sequences of the next, every count searched).
     #[arg(long, value_name = "GRAIN")]
     pub kv_offload_grain: Option<String>,
     /// Host memory offload may use, bytes (default: the set's host tier).
@@ -180,7 +180,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         }
         Some(other) => {
             return Err(Error::Usage(format!(
-                "--kv-offload-grain {other}: expected `layer` (whole layers' KV) or `sequence` (the last host-KV layer trimmed to the fewest sequences)"
+                "--kv-offload-grain {other}: expected `layer` (whole layers' KV) or `sequence` (one sequence of one layer)"
             )))
         }
     };

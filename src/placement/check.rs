@@ -18,7 +18,8 @@
 //!    block-rounded (`blocks`) instead has `count x bytes` its bytes, every part a buffer
 //!    of `⌈count / parts⌉` blocks holding at most that many of the tensor's blocks, the
 //!    runs contiguous from part 0 (vLLM's loader bounds), and its parts' blocks add up to
-//!    `count`;
+//!    `count`; a buffer an engine's kernel backend pads (`padding_bytes`) holds its bytes
+//!    less the padding of the tensor, and every part of a tensor is padded alike;
 //! 5. `items`: a device's weights are the sum of its shards, its KV cache is sequences x
 //!    its bytes per sequence less a partly offloaded layer's host sequences, its staging
 //!    the largest streamed layer's host bytes over the group's ranks plus the largest host
@@ -160,6 +161,8 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
     let last = p.stages.len().saturating_sub(1);
     // tensor -> part -> (bytes of each holder)
     let mut parts: BTreeMap<&str, (u64, Holders)> = BTreeMap::new();
+    // tensor -> the padding bytes of its parts' buffers
+    let mut padding: BTreeMap<&str, BTreeSet<u64>> = BTreeMap::new();
     let mut note = |report: &mut Report, path: &str, shard: &ShardRecord| -> bool {
         let Some((_, total)) = tensors.get(shard.tensor.as_str()) else {
             report.add(
@@ -182,11 +185,28 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
                 ),
             );
         }
-        entry.1.entry(shard.part).or_default().push((
-            shard.bytes,
-            shard.replicated_bytes,
-            shard.blocks,
-        ));
+        // A buffer the engine's kernel backend pads holds `bytes - padding_bytes` of the
+        // tensor; every part of a tensor is padded alike (one buffer shape per rank).
+        let Some(loaded) = shard.bytes.checked_sub(shard.padding_bytes) else {
+            report.add(
+                "shards",
+                path,
+                format!(
+                    "{}: {} bytes of padding in a buffer of {}",
+                    shard.tensor, shard.padding_bytes, shard.bytes
+                ),
+            );
+            return false;
+        };
+        padding
+            .entry(total.id.as_str())
+            .or_default()
+            .insert(shard.padding_bytes);
+        entry
+            .1
+            .entry(shard.part)
+            .or_default()
+            .push((loaded, shard.replicated_bytes, shard.blocks));
         true
     };
     for (i, device) in p.devices.iter().enumerate() {
@@ -299,6 +319,13 @@ pub fn check(plan: &PlacementPlan) -> Vec<Violation> {
             report.add("shards", &path, format!("{id}: no device or host holds it"));
             continue;
         };
+        if let Some(padded) = padding.get(id).filter(|p| p.len() > 1) {
+            report.add(
+                "shards",
+                &path,
+                format!("{id}: its parts' buffers are padded differently: {padded:?} bytes"),
+            );
+        }
         let expected: BTreeSet<u64> = (0..*count).collect();
         let present: BTreeSet<u64> = held.keys().copied().collect();
         if expected != present {

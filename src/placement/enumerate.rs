@@ -61,14 +61,20 @@ pub fn count(problem: &Problem) -> u64 {
     total
 }
 
-/// An upper bound of a stage's ways to offload: `(n + 1)` per enabled kind of whole-layer
-/// or KV offload (with a host tier).
+/// An upper bound of a stage's ways to offload (with a host tier): `(n + 1)` choices of
+/// streamed layers when whole-layer offload is on, and of host-KV layers when KV offload
+/// is on (`n x sequences + 1` with the sequence grain).
 fn ways_bound(problem: &Problem, n: u64) -> u64 {
     if problem.host_bytes.is_none() {
         return 1;
     }
-    let kinds = u32::from(problem.layer_offload) + u32::from(problem.kv_offload);
-    (n + 1).saturating_pow(kinds)
+    let layers = if problem.layer_offload { n + 1 } else { 1 };
+    let kv = match (problem.kv_offload, problem.kv_sequence_grain) {
+        (false, _) => 1,
+        (true, false) => n + 1,
+        (true, true) => n.saturating_mul(problem.sequences.max(1)).saturating_add(1),
+    };
+    layers.saturating_mul(kv)
 }
 
 /// Every placement of `problem` evaluated, when there are at most `budget` of them.
@@ -258,8 +264,10 @@ fn held(
     )
 }
 
-/// Every minimal way the stage fits: `(l, x, e)` such that the stage fits and lowering any
-/// one of them by one does not (e is then the fewest for its `l` and `x`).
+/// Every minimal way the stage fits: `(l, q, e)` (`q` the KV units on the host: `x` whole
+/// layers, or with the sequence grain `x` layers and `s` sequences of the next) such that
+/// the stage fits and lowering any one of them by one does not (e is then the fewest for
+/// its `l` and `q`). Every `(l, q)` of the grain is tried.
 fn stage_ways(
     problem: &Problem,
     index: usize,
@@ -278,15 +286,24 @@ fn stage_ways(
         0
     };
     let max_x = if host && problem.kv_offload { len } else { 0 };
-    let fits = |l: usize, x: usize, e: u128| {
-        let (bytes, units, _, _) = held(problem, index, range, extra, l, (x, 0));
+    let sequences = u128::from(problem.sequences);
+    // The KV on the host is `q` units in layer order: whole layers by layer, single
+    // sequences of a layer with the sequence grain (`q = x x sequences + s`).
+    let per_layer = if problem.kv_sequence_grain {
+        sequences.max(1)
+    } else {
+        1
+    };
+    let split = |q: u128| ((q / per_layer) as usize, q % per_layer);
+    let fits = |l: usize, q: u128, e: u128| {
+        let (bytes, units, _, _) = held(problem, index, range, extra, l, split(q));
         e <= units && bytes <= usable + e * unit
     };
-    let sequences = u128::from(problem.sequences);
     let mut ways = Vec::new();
     for l in 0..=max_l {
-        for x in 0..=max_x {
-            let (bytes, units, _, _) = held(problem, index, range, extra, l, (x, 0));
+        for q in 0..=(max_x as u128 * per_layer) {
+            let (x, s) = split(q);
+            let (bytes, units, _, _) = held(problem, index, range, extra, l, (x, s));
             // The fewest units: none, or (with a host tier) by stepping from an estimate.
             let mut e: u128 = 0;
             let mut found = bytes <= usable;
@@ -306,26 +323,10 @@ fn stage_ways(
             if !found {
                 continue;
             }
-            if (l > 0 && fits(l - 1, x, e)) || (x > 0 && fits(l, x - 1, e)) {
+            // Minimal: one streamed layer fewer, or one unit of KV fewer, does not fit.
+            if (l > 0 && fits(l - 1, q, e)) || (q > 0 && fits(l, q - 1, e)) {
                 continue;
             }
-            // The sequence grain: the fewest sequences of the last host-KV layer that fit
-            // (all of them: the whole layer).
-            let (x, s) = if problem.kv_sequence_grain && x > 0 && sequences > 1 {
-                let fewest = (1..sequences)
-                    .find(|&s| {
-                        let (bytes, _, _, _) = held(problem, index, range, extra, l, (x - 1, s));
-                        bytes <= usable + e * unit
-                    })
-                    .unwrap_or(sequences);
-                if fewest == sequences {
-                    (x, 0)
-                } else {
-                    (x - 1, fewest)
-                }
-            } else {
-                (x, 0)
-            };
             let (bytes, _, per_token, kv) = held(problem, index, range, extra, l, (x, s));
             let mut freed = e * unit;
             for (i, layer) in option.layers[range.0..range.1].iter().enumerate() {

@@ -27,6 +27,7 @@ pub mod enumerate;
 pub mod fit;
 pub mod levers;
 pub mod model;
+pub mod mxfp4;
 pub mod options;
 pub mod prediction;
 pub mod problem;

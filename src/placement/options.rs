@@ -411,7 +411,7 @@ pub fn form(
     let mut options = Vec::new();
     let mut details = Vec::new();
     let mut rejected = Vec::new();
-    let mut cache = ShardCache::default();
+    let mut cache = ShardCache::new(super::mxfp4::padding_of(facts, set));
     for degree in degrees {
         if set
             .kinds

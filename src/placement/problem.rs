@@ -18,13 +18,14 @@
 //!   `e = ceil(excess / unit_bytes)` routed expert groups of its other layers. A
 //!   combination is minimal when the stage fits and lowering any one of `l`, `x`, `e` by
 //!   one (the others fixed) does not; the host takes `t x` the offloaded bytes;
-//! * with `Problem::kv_sequence_grain`, each minimal combination with `x > 0` keeps on
-//!   the host only the fewest sequences `s` (`1..=sequences`) of its last host-KV layer
-//!   `j = a + x - 1` with which the stage still fits (`s = sequences` is the whole layer,
-//!   recorded as `x` layers): the other `sequences - s` sequences' `kv_sequence_bytes(j)`
-//!   stay on the device with layer `j`'s bytes per token, its staging buffer is
-//!   `s x kv_sequence_bytes(j)` (the largest with the whole layers'), its transfer time
-//!   `s / sequences` of the layer's, rounded down to the nanosecond;
+//! * with `Problem::kv_sequence_grain`, the KV unit is one sequence of one layer: a
+//!   combination `(l, q, e)` keeps `q` sequences of layers on the host in layer order,
+//!   `x = q / sequences` whole layers and `s = q % sequences` sequences of layer
+//!   `j = a + x` (recorded as `x` layers and `s` sequences); the other `sequences - s`
+//!   sequences' `kv_sequence_bytes(j)` stay on the device with layer `j`'s bytes per
+//!   token, its staging buffer is `s x kv_sequence_bytes(j)` (the largest with the whole
+//!   layers'), its transfer time `s / sequences` of the layer's, rounded down to the
+//!   nanosecond; minimal is then minimal in `(l, q, e)`, every `q` searched;
 //! * its KV tokens: the device's room over its device-resident layers' bytes per token
 //!   (unbounded without token-scaled state); a stage with KV on the host serves exactly
 //!   the provisioned sequences at the context, `min(that, kv_worst_case_tokens)`.
@@ -257,8 +258,8 @@ pub struct Problem {
     /// Whether a stage may offload layers' KV cache (with a host tier).
     #[serde(default)]
     pub kv_offload: bool,
-    /// Whether a stage's last host-KV layer is trimmed to the fewest sequences that fit
-    /// (KV offload by one sequence of one layer; docs/placement.md, "Host offload").
+    /// Whether the KV offload unit is one sequence of one layer instead of a whole layer
+    /// (docs/placement.md, "Host offload").
     #[serde(default, skip_serializing_if = "is_false")]
     pub kv_sequence_grain: bool,
     /// The provisioned tokens (the problem's sequences x the policy's context): what a

@@ -57,6 +57,11 @@ pub struct ShardRecord {
     /// padded buffer of `⌈count / parts⌉` blocks, zeros past them (absent: an even split).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<u64>,
+    /// Bytes of `bytes` the engine's kernel backend allocates beyond the part as loaded
+    /// (vLLM's MXFP4 experts: their buffers rounded up and laid out for the kernel; absent:
+    /// none). The part holds `bytes - padding_bytes` of the tensor's layout.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub padding_bytes: u64,
 }
 
 /// A device's memory, item by item (docs/placement.md says which rule each follows).
@@ -350,6 +355,7 @@ pub fn record(
                     arena_bytes: share.arena_bytes,
                     replicated_bytes: share.replicated_bytes,
                     blocks: share.blocks.map(|b| b.held),
+                    padding_bytes: share.padding_bytes,
                 };
                 // The stage's first `offloaded_layers` layers are streamed: their shares
                 // live on the host.

@@ -12,6 +12,7 @@ use crate::synth::quantization::Method;
 use crate::synth::WeightFormat;
 
 use super::model::{layout_of, names_key, ModelFacts, Rule, TensorFacts};
+use super::mxfp4::{allocated, Padding};
 use super::problem::ExpertSplit;
 
 /// The values of one mxfp4 block along the axis it quantizes (OCP microscaling: 32 e2m1
@@ -36,6 +37,10 @@ pub struct Share {
     /// A part of a block-rounded split (`None`: an even split, or a tensor held whole):
     /// `part_bytes` is then the rank's padded buffer, of which it holds `held` blocks.
     pub blocks: Option<BlockShare>,
+    /// Bytes of `part_bytes` the engine's kernel backend allocates beyond the part as the
+    /// loader lays it out (vLLM's MXFP4 experts, [`super::mxfp4`]; 0: none): zeros and
+    /// layout padding, held and read like the rest.
+    pub padding_bytes: u64,
 }
 
 /// One rank's part of a tensor split block-rounded (vLLM's gpt-oss mxfp4 loader,
@@ -57,11 +62,23 @@ pub struct BlockShare {
 }
 
 /// Part bytes already worked out, by the tensor's shape, class and split: `even` for
-/// [`part_bytes`], `padded` for [`padded_part`].
+/// [`part_bytes`], `padded` for [`padded_part`]; and the set's MXFP4 kernel backend, which
+/// pads routed experts' buffers ([`super::mxfp4`]).
 #[derive(Default)]
 pub(super) struct ShardCache {
     even: BTreeMap<String, Result<(u64, u64, u64), String>>,
     padded: BTreeMap<String, Result<PaddedPart, String>>,
+    pub(super) padding: Padding,
+}
+
+impl ShardCache {
+    /// An empty cache for a set whose MXFP4 backend pads as `padding` says.
+    pub(super) fn new(padding: Padding) -> Self {
+        ShardCache {
+            padding,
+            ..ShardCache::default()
+        }
+    }
 }
 
 /// The physical, arena and replicated bytes of one part of a tensor with `axis` divided by
@@ -344,8 +361,42 @@ fn same_encodings(
             .all(|((_, a), (_, b))| encoding_kind(a) == encoding_kind(b))
 }
 
-/// Every rank's share of tensor `index` at `degree` under `split`.
+/// Every rank's share of tensor `index` at `degree` under `split`, with the buffers the
+/// set's MXFP4 kernel backend allocates for a routed expert's tensor ([`super::mxfp4`]).
 pub(super) fn shares_of(
+    facts: &ModelFacts,
+    index: usize,
+    degree: u32,
+    split: ExpertSplit,
+    groups_in_layer: u64,
+    cache: &mut ShardCache,
+) -> Result<Vec<Share>, String> {
+    let mut shares = loaded_shares(facts, index, degree, split, groups_in_layer, cache)?;
+    let loaded = shares
+        .iter()
+        .find(|s| s.part.is_some())
+        .map(|s| s.part_bytes);
+    let Some(physical) = loaded else {
+        return Ok(shares);
+    };
+    let d = u64::from(degree);
+    if let Some(bytes) = allocated(facts, &cache.padding, index, d, split, physical)? {
+        let padding = bytes - physical;
+        for share in &mut shares {
+            share.part_bytes = bytes;
+            share.arena_bytes = share
+                .arena_bytes
+                .checked_add(padding)
+                .ok_or("bytes overflow")?;
+            share.padding_bytes = padding;
+        }
+    }
+    Ok(shares)
+}
+
+/// Every rank's share of tensor `index` at `degree` under `split`, as the loader lays it
+/// out.
+fn loaded_shares(
     facts: &ModelFacts,
     index: usize,
     degree: u32,
@@ -364,6 +415,7 @@ pub(super) fn shares_of(
         arena_bytes: whole,
         replicated_bytes: 0,
         blocks: None,
+        padding_bytes: 0,
     };
     if degree == 1 {
         return all(replicated);
@@ -379,6 +431,7 @@ pub(super) fn shares_of(
                     arena_bytes: arena,
                     replicated_bytes: replicated,
                     blocks: None,
+                    padding_bytes: 0,
                 })
                 .collect())
         };
@@ -417,6 +470,7 @@ pub(super) fn shares_of(
                                 block_bytes: padded.block_bytes,
                                 held: padded.count.saturating_sub(rank * run).min(run),
                             }),
+                            padding_bytes: 0,
                         })
                         .collect())
                 }

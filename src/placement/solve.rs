@@ -3,7 +3,8 @@
 //! each state the labels `(host bytes, KV tokens, stage time, stages)` that no other label
 //! of the state dominates (the stage time is the objective's phase, decode or prefill,
 //! under a time objective, else 0). A stage is appended in each of its ways to offload (the
-//! minimal combinations of streamed layers, host-KV layers and expert groups, problem.rs),
+//! minimal combinations of streamed layers, host-KV layers or sequences and expert groups,
+//! problem.rs),
 //! computed once per stage and pruned to those no other way covers. The proof that it
 //! returns the optimum under the objective's lexicographic key with the canonical
 //! tie-break is in docs/solver.md, "Placement across devices".
@@ -134,7 +135,8 @@ fn fewest_units(need: u128, usable: u128, unit: u128, available: u128) -> Option
 }
 
 /// Every minimal way the stage `start..end` of `kind` fits (problem.rs): one without
-/// offload when it fits as it is; otherwise each minimal `(l, x, e)`, pruned to those no
+/// offload when it fits as it is; otherwise each minimal `(l, q, e)` (`q` host-KV layers,
+/// or with the sequence grain host-KV sequences of layers in order), pruned to those no
 /// other of them covers (the label relation, docs/solver.md).
 #[allow(clippy::too_many_arguments)]
 fn stage_variants(
@@ -197,53 +199,50 @@ fn stage_variants(
     let unit = u128::from(option.unit_bytes);
     let available = |l: usize| prefix.units[end] - prefix.units[start + l];
     let fits = |need: u128, e: u128, l: usize| e <= available(l) && need <= usable + e * unit;
+    // The KV decision: `q` units of the stage's KV on the host, in layer order. By layer a
+    // unit is one layer (`q = x`); with the sequence grain one sequence of one layer, so `q`
+    // is `x = q / sequences` whole layers and `s = q % sequences` sequences of the next.
+    let grain = if problem.kv_sequence_grain {
+        sequences.max(1)
+    } else {
+        1
+    };
+    let max_q = max_x as u128 * grain;
+    // The KV bytes on the device and in the staging buffer at `q`: `(x, s, kv part, staging)`.
+    let kv_at = |q: u128| -> (usize, u128, u128, u128) {
+        let x = (q / grain) as usize;
+        let s = q % grain;
+        if s == 0 {
+            return (x, 0, kv_part[x], kv_staging[x]);
+        }
+        let k = u128::from(option.layers[start + x].kv_sequence_bytes);
+        let staged = kv_staging[x].max(s * k);
+        let part =
+            sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start + x]) - s * k + staged;
+        (x, s, part, staged)
+    };
     let mut variants: Vec<StageCost> = Vec::new();
     for l in 0..=max_l {
-        for x in 0..=max_x {
-            let need = need_w[l] + kv_part[x];
+        for q in 0..=max_q {
+            let (whole, partial, kv_q, staged) = kv_at(q);
+            let need = need_w[l] + kv_q;
             let Some(e) = fewest_units(need, usable, unit, available(l)) else {
                 continue;
             };
             if e > 0 && problem.host_bytes.is_none() {
                 continue;
             }
-            if l > 0 && fits(need_w[l - 1] + kv_part[x], e, l - 1) {
+            if l > 0 && fits(need_w[l - 1] + kv_q, e, l - 1) {
                 continue;
             }
-            if x > 0 && fits(need_w[l] + kv_part[x - 1], e, l) {
+            if q > 0 && fits(need_w[l] + kv_at(q - 1).2, e, l) {
                 continue;
             }
-            // With the sequence grain, the last host-KV layer keeps only the fewest of its
-            // sequences on the host that fit: `whole` layers and `partial` sequences of
-            // layer `start + whole`.
-            let (whole, partial) = if problem.kv_sequence_grain && x > 0 && sequences > 1 {
-                let j = start + x - 1;
-                let k = u128::from(option.layers[j].kv_sequence_bytes);
-                let rest = sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[j]);
-                let need = |s: u128| need_w[l] + rest - s * k + kv_staging[x - 1].max(s * k);
-                let (mut low, mut high) = (1u128, sequences);
-                while low < high {
-                    let mid = (low + high) / 2;
-                    if need(mid) <= usable + e * unit {
-                        high = mid;
-                    } else {
-                        low = mid + 1;
-                    }
-                }
-                if low == sequences {
-                    (x, 0)
-                } else {
-                    (x - 1, low)
-                }
-            } else {
-                (x, 0)
-            };
             let k_partial = if partial > 0 {
                 u128::from(option.layers[start + whole].kv_sequence_bytes)
             } else {
                 0
             };
-            let staged = kv_staging[whole].max(partial * k_partial);
             let freed = prefix.weights[start + l] - prefix.weights[start]
                 + e * unit
                 + sequences * (prefix.kv_sequence[start + whole] - prefix.kv_sequence[start])
@@ -254,7 +253,7 @@ fn stage_variants(
             let mut tokens = room
                 .checked_div(per_token)
                 .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
-            if x > 0 {
+            if q > 0 {
                 tokens = tokens.min(problem.kv_worst_case_tokens);
             }
             let (mut decode, mut prefill) = (0u128, 0u128);
@@ -324,18 +323,77 @@ fn stage_variants(
         units: Vec::new(),
     };
     let labels: Vec<Label> = variants.iter().map(as_label).collect();
-    let mut kept = Vec::new();
-    for (i, v) in variants.iter().enumerate() {
-        // Distinct variants differ in `(l, x, s)`: no two cover each other.
-        let covered = labels
-            .iter()
-            .enumerate()
-            .any(|(j, a)| j != i && covers(time_objective, a, &labels[i]));
-        if !covered {
-            kept.push(*v);
+    let covered = covered_variants(time_objective, &labels);
+    variants
+        .into_iter()
+        .zip(covered)
+        .filter_map(|(v, covered)| (!covered).then_some(v))
+        .collect()
+}
+
+/// Which of one stage's variants another covers ([`covers`]), the labels given in path
+/// order (distinct paths, all of one length), in `O(V log V)`: exactly the pairwise test.
+/// First, under a time objective, a variant that a variant of no more host bytes beats in
+/// time is covered (a sweep by host bytes with the least time so far). A variant that
+/// survives is covered otherwise only by one of no more host bytes and the same time
+/// (a faster one would cover it already), which survives too (anything beating that one
+/// would beat it); so, per time among the survivors, a sweep in path order asks whether an
+/// earlier path has no more host bytes and no fewer KV tokens (a prefix maximum of the
+/// tokens over the host bytes, a Fenwick tree).
+fn covered_variants(time_objective: bool, labels: &[Label]) -> Vec<bool> {
+    let n = labels.len();
+    let mut covered = vec![false; n];
+    if time_objective {
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by_key(|&i| labels[i].host);
+        let mut fastest = u128::MAX;
+        let mut group = 0;
+        while group < n {
+            let host = labels[order[group]].host;
+            let end = order[group..]
+                .iter()
+                .position(|&i| labels[i].host != host)
+                .map_or(n, |k| group + k);
+            for &i in &order[group..end] {
+                fastest = fastest.min(labels[i].time);
+            }
+            for &i in &order[group..end] {
+                covered[i] = fastest < labels[i].time;
+            }
+            group = end;
         }
     }
-    kept
+    // Survivors by time (all 0 under a memory objective), each group in path order.
+    let mut by_time: std::collections::BTreeMap<u128, Vec<usize>> = Default::default();
+    for i in (0..n).filter(|&i| !covered[i]) {
+        by_time.entry(labels[i].time).or_default().push(i);
+    }
+    for group in by_time.values() {
+        let mut hosts: Vec<u128> = group.iter().map(|&i| labels[i].host).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        // tree[k]: 1 + the most tokens of a path seen so far in its range of host ranks
+        // (0: none).
+        let mut tree = vec![0u128; hosts.len() + 1];
+        for &i in group {
+            let rank = hosts.partition_point(|&h| h <= labels[i].host);
+            let mut most = 0u128;
+            let mut k = rank;
+            while k > 0 {
+                most = most.max(tree[k]);
+                k &= k - 1;
+            }
+            if most > u128::from(labels[i].tokens) {
+                covered[i] = true;
+            }
+            let mut k = rank;
+            while k <= hosts.len() {
+                tree[k] = tree[k].max(u128::from(labels[i].tokens) + 1);
+                k += k & k.wrapping_neg();
+            }
+        }
+    }
+    covered
 }
 
 /// Whether label `a` covers label `b` of the same state (docs/solver.md): `a` is no worse in

@@ -9,8 +9,8 @@
 //! * every node of the stage's layers (and the embedding on the first stage, the final
 //!   norm, head and sampling on the last) at `S` on the stage's device kind, on one rank of
 //!   its tensor-parallel group: FLOPs / r, bytes / r (attention's KV read / min(r, KV
-//!   heads); a latent cache whole), launches unchanged (the rules of
-//!   [`super::timing`]);
+//!   heads); a latent cache whole; padded MXFP4 expert buffers their fullest rank's
+//!   share), launches unchanged (the rules of [`super::timing`]);
 //! * two all-reduces per layer of `S`'s tokens x hidden x activation bytes over the
 //!   group's link (when r > 1);
 //! * the stage's offloaded expert groups and streamed layers' weights once, its host-held
@@ -25,7 +25,7 @@ use crate::perf::communication;
 use crate::perf::work::StepShape;
 
 use super::problem::Solution;
-use super::timing::{memory_divisor, on_rank, step_kv_tokens, Parts, Pricing};
+use super::timing::{on_rank, rank_divisors, step_kv_tokens, Parts, Pricing};
 use super::PlacementError;
 
 /// One stage's share of a step's pricing.
@@ -95,6 +95,8 @@ impl StepParts {
 pub struct StepPricer<'a> {
     pricing: &'a Pricing,
     degree: u32,
+    /// The option's expert work scale (padded expert buffers).
+    expert_scale: Option<f64>,
     stages: Vec<StagePrice>,
 }
 
@@ -175,6 +177,7 @@ impl<'a> StepPricer<'a> {
         Ok(StepPricer {
             pricing,
             degree: option.degree,
+            expert_scale: option.expert_scale,
             stages,
         })
     }
@@ -194,10 +197,12 @@ impl<'a> StepPricer<'a> {
                 if count == 0.0 {
                     continue;
                 }
+                let (compute_divisor, memory_divisor) =
+                    rank_divisors(group, degree, p.kv_heads, p.latent, self.expert_scale);
                 let t = on_rank(
                     model.node_time(group, shape, launch_factor),
-                    degree,
-                    memory_divisor(group, degree, p.kv_heads, p.latent),
+                    compute_divisor,
+                    memory_divisor,
                 );
                 nodes.compute += count * t.compute;
                 nodes.memory += count * t.memory;

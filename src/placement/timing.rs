@@ -110,6 +110,10 @@ pub(super) struct OptionShape {
     pub unit_bytes: u64,
     /// Per layer: weight bytes on one rank, and KV bytes one token adds on it.
     pub layers: Vec<(u64, u64)>,
+    /// How much more than an even share of the routed experts' work a rank runs when
+    /// their buffers are padded ([`super::mxfp4::expert_work_scale`]; `None`: the even
+    /// share).
+    pub expert_scale: Option<f64>,
 }
 
 /// Everything needed to price an arbitrary step shape on a placement: each device kind's
@@ -151,6 +155,25 @@ pub(super) fn memory_divisor(group: &NodeGroup, degree: f64, kv_heads: f64, late
         Some(_) if latent => 1.0,
         Some(_) => degree.min(kv_heads),
         None => degree,
+    }
+}
+
+/// The divisors of a group's FLOPs and bytes on one rank of `degree`: the degree, and
+/// [`memory_divisor`] for its bytes; a routed expert group whose buffers are padded
+/// (`expert_scale`: the rank's buffer over its even share) divides both by
+/// `degree / expert_scale`, the rank's fraction of the expert being its buffer's (the
+/// fullest rank's: every rank runs the kernel over its whole buffer, and the step waits for
+/// the slowest).
+pub(super) fn rank_divisors(
+    group: &NodeGroup,
+    degree: f64,
+    kv_heads: f64,
+    latent: bool,
+    expert_scale: Option<f64>,
+) -> (f64, f64) {
+    match expert_scale {
+        Some(scale) if group.cost.experts.is_some() => (degree / scale, degree / scale),
+        _ => (degree, memory_divisor(group, degree, kv_heads, latent)),
     }
 }
 
@@ -218,8 +241,8 @@ pub(super) fn slot_of(node: &str, layers: usize) -> Option<usize> {
     (layer < layers).then_some(layer)
 }
 
-/// A node's time on one rank of `degree`: FLOPs over the degree, bytes over
-/// `memory_divisor`, launches unchanged.
+/// A node's time on one rank: FLOPs over `degree` (the compute divisor of
+/// [`rank_divisors`]), bytes over `memory_divisor`, launches unchanged.
 pub(super) fn on_rank(t: PhaseTime, degree: f64, memory_divisor: f64) -> Parts {
     let compute = t.compute_seconds / degree;
     let memory = t.memory_seconds / memory_divisor;
@@ -256,10 +279,12 @@ fn prefill_chunks(point: &ServingPoint) -> Vec<StepShape> {
     chunks
 }
 
+#[allow(clippy::too_many_arguments)]
 fn kind_detail(
     facts: &ModelFacts,
     model: &TimeModel,
     option: &ParallelOption,
+    expert_scale: Option<f64>,
     link: Option<&LinkFigures>,
     host: Option<&LinkFigures>,
     point: &ServingPoint,
@@ -277,18 +302,20 @@ fn kind_detail(
     let chunks = prefill_chunks(point);
     let mut slots = vec![[Parts::default(); 2]; n + 2];
     for group in &model.groups {
-        // A latent cache is read whole on every rank; KV heads split up to their count.
-        let memory_divisor = memory_divisor(group, degree, kv_heads, latent);
+        // A latent cache is read whole on every rank; KV heads split up to their count;
+        // padded expert buffers take their fullest rank's share.
+        let (compute_divisor, memory_divisor) =
+            rank_divisors(group, degree, kv_heads, latent, expert_scale);
         let d = on_rank(
             model.node_time(group, &decode, engine.decode_launch_factor),
-            degree,
+            compute_divisor,
             memory_divisor,
         );
         let mut p = Parts::default();
         for chunk in &chunks {
             p.add(&on_rank(
                 model.node_time(group, chunk, engine.prefill_launch_factor),
-                degree,
+                compute_divisor,
                 memory_divisor,
             ));
         }
@@ -443,8 +470,21 @@ pub fn attach(
         }
         None => [0.0, 0.0],
     };
+    let padding = super::mxfp4::padding_of(facts, set);
+    let mut scales = Vec::with_capacity(problem.options.len());
+    for option in &problem.options {
+        scales.push(
+            super::mxfp4::expert_work_scale(
+                facts,
+                &padding,
+                u64::from(option.degree),
+                option.split,
+            )
+            .map_err(|e| PlacementError::Internal(format!("an option the shares accepted: {e}")))?,
+        );
+    }
     let mut options = Vec::with_capacity(problem.options.len());
-    for option in &mut problem.options {
+    for (option, &expert_scale) in problem.options.iter_mut().zip(&scales) {
         let mut kinds = Vec::with_capacity(models.len());
         let mut times = Vec::with_capacity(models.len());
         for (k, model) in models.iter().enumerate() {
@@ -453,6 +493,7 @@ pub fn attach(
                 facts,
                 model,
                 option,
+                expert_scale,
                 link.as_ref(),
                 host.as_ref(),
                 &mean,
@@ -482,7 +523,16 @@ pub fn attach(
         });
         options.push((kinds, boundary));
     }
-    let pricing = pricing(facts, set, problem, models, host, boundary_link, engine)?;
+    let pricing = pricing(
+        facts,
+        set,
+        problem,
+        &scales,
+        models,
+        host,
+        boundary_link,
+        engine,
+    )?;
     if pricing.boundary.is_none() && problem.pipeline_stages != Some(1) {
         // Without link figures a boundary cannot be priced: one stage only.
         problem.pipeline_stages = Some(1);
@@ -533,11 +583,14 @@ pub fn attach(
     })
 }
 
-/// What pricing an arbitrary step needs, gathered once per problem.
+/// What pricing an arbitrary step needs, gathered once per problem (`scales`: each
+/// option's expert work scale).
+#[allow(clippy::too_many_arguments)]
 fn pricing(
     facts: &ModelFacts,
     set: &DeviceSet,
     problem: &Problem,
+    scales: &[Option<f64>],
     models: Vec<TimeModel>,
     host: Option<LinkFigures>,
     boundary: Option<LinkFigures>,
@@ -587,7 +640,8 @@ fn pricing(
         options: problem
             .options
             .iter()
-            .map(|o| OptionShape {
+            .zip(scales)
+            .map(|(o, &expert_scale)| OptionShape {
                 degree: o.degree,
                 unit_bytes: o.unit_bytes,
                 layers: o
@@ -595,6 +649,7 @@ fn pricing(
                     .iter()
                     .map(|l| (l.weight_bytes, l.kv_token_bytes))
                     .collect(),
+                expert_scale,
             })
             .collect(),
     })

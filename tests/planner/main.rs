@@ -35,6 +35,7 @@ mod placement_quantized;
 mod placement_serving;
 mod placement_tensor_parallel;
 mod placement_uneven;
+mod placement_uneven_time;
 mod plan_file;
 mod policy_agreement;
 mod quant_formats;

@@ -391,3 +391,65 @@ fn kv_by_sequence_trims_the_last_host_layer() {
     assert_eq!((answer.offloaded_bytes, answer.kv_tokens), (11, 2));
     assert_eq!(answer, exhaustive(&by_sequence).unwrap());
 }
+
+#[test]
+fn kv_by_sequence_mixes_expert_groups_and_sequences() {
+    // Three layers of 7, 10 and 5 weight bytes holding 3, 4 and 1 expert groups of 1 byte,
+    // 4, 1 and 4 KV bytes per sequence (1 per token), 3 sequences, on one device of 37
+    // usable bytes with KV offload and expert groups: 22 bytes of weights and 27 of KV.
+    let mut problem = four_layers(Objective::LeastOffloaded, Some(1000));
+    problem.layer_count = 3;
+    let option = &mut problem.options[0];
+    option.layers = [(7, 4, 3), (10, 1, 4), (5, 4, 1)]
+        .into_iter()
+        .map(|(w, kv, units)| LayerCost {
+            weight_bytes: w,
+            kv_sequence_bytes: kv,
+            kv_token_bytes: 1,
+            units,
+        })
+        .collect();
+    option.unit_bytes = 1;
+    problem.kinds = vec![KindCapacity {
+        usable_bytes: 37,
+        groups: vec![(1, 1)],
+    }];
+    problem.sequences = 3;
+    problem.kv_offload = true;
+    problem.kv_worst_case_tokens = 100;
+    // By layer: the KV of 1 or 2 layers leaves 49 or 46 bytes (a staging buffer of 12, the
+    // first layer's 3 sequences), more than 37 + the 8 expert groups; all three leave
+    // 22 + 12 = 34: 27 bytes on the host, room 37 - 34 = 3 bytes and no KV per token on the
+    // device (the worst case, 100 tokens).
+    let answer = solve(&problem).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!(
+        (
+            stage.kv_offloaded_layers,
+            stage.kv_offloaded_sequences,
+            stage.offloaded_units
+        ),
+        (3, 0, 0)
+    );
+    assert_eq!((answer.offloaded_bytes, answer.kv_tokens), (27, 100));
+    assert_eq!(answer, exhaustive(&problem).unwrap());
+    // By sequence: keeping the whole third layer on the device (no way of the layer grain
+    // fits with it, so trimming the layer grain's ways never tries it), 2 layers and 1 of
+    // its 3 sequences on the host leave 22 + 2 x 4 + 12 = 42 bytes: 5 expert groups, 12 +
+    // 3 + 4 + 5 = 24 bytes on the host. 2 sequences and 1 group also put 24 on the host
+    // (12 + 3 + 8 + 1) but leave 37 + 1 - 22 - 12 = 4 bytes for the third layer's 1 byte
+    // per token, 4 tokens; the first leaves 37 + 5 - 22 - 12 = 8: 8 tokens.
+    problem.kv_sequence_grain = true;
+    let answer = solve(&problem).unwrap();
+    let stage = &answer.stages[0];
+    assert_eq!(
+        (
+            stage.kv_offloaded_layers,
+            stage.kv_offloaded_sequences,
+            stage.offloaded_units
+        ),
+        (2, 1, 5)
+    );
+    assert_eq!((answer.offloaded_bytes, answer.kv_tokens), (24, 8));
+    assert_eq!(answer, exhaustive(&problem).unwrap());
+}

@@ -86,14 +86,37 @@ impl GptOss {
     /// o by its input with its bias whole, sinks by heads, the router and its bias whole,
     /// the norms whole; experts split by their intermediate axis with the down bias whole
     /// on every rank, or `experts / t` whole experts per rank. In mxfp4 a rank's share of
-    /// the intermediate axis is vLLM's `⌈(I / 32) / t⌉` blocks of 32 (a padded buffer when
-    /// the blocks do not divide by `t`: 23 blocks, 736 columns, at `t = 4`).
+    /// the intermediate axis is vLLM's `⌈(I / 32) / t⌉` blocks of 32 (23 blocks, 736
+    /// columns, at `t = 4`), loaded into the buffers the A100's MXFP4 backend allocates
+    /// (vLLM v0.19.0 picks MARLIN on compute capability 8.0: the rank's intermediate size
+    /// `I / t`, or `I` under expert parallelism, rounded up to 128 and the hidden size to
+    /// 256; packed values and one e8m0 scale per 32, bf16 biases), the padding appended to
+    /// the loaded part.
     fn rank_bytes(&self, layers: u64, t: u64, split: ExpertSplit, mxfp4: bool) -> u64 {
         let (h, i, e) = (self.hidden, self.intermediate, self.experts);
         let per_rank = if mxfp4 {
             (i / 32).div_ceil(t) * 32
         } else {
             i / t
+        };
+        let up = |n: u64, m: u64| n.div_ceil(m) * m;
+        // Marlin's buffers of one expert: (padded intermediate of the rank, padded hidden).
+        let marlin = |rank_i: u64| (up(rank_i, 128), up(h, 256));
+        // A matrix of `rows x columns` values as loaded, with the padding up to
+        // `padded_rows x padded_columns` (mxfp4: 17 bytes per 32 values).
+        let matrix = |loaded: u64, padded: u64| {
+            if mxfp4 && t > 1 {
+                expert_matrix(loaded, true) + (padded - loaded) / 32 * 17
+            } else {
+                expert_matrix(loaded, mxfp4)
+            }
+        };
+        let bias = |loaded: u64, padded: u64| {
+            if mxfp4 && t > 1 {
+                half(loaded) + (padded - loaded) * 2
+            } else {
+                half(loaded)
+            }
         };
         let q = self.heads * self.head_dim;
         let kv = self.kv_heads * self.head_dim;
@@ -108,17 +131,19 @@ impl GptOss {
         let router = half(e * h) + half(e);
         let experts = match split {
             ExpertSplit::Tensor => {
-                e * (expert_matrix(2 * per_rank * h, mxfp4)
-                    + expert_matrix(h * per_rank, mxfp4)
-                    + half(2 * per_rank)
-                    + half(h))
+                let (pi, ph) = marlin(i / t);
+                e * (matrix(2 * per_rank * h, 2 * pi * ph)
+                    + matrix(h * per_rank, ph * pi)
+                    + bias(2 * per_rank, 2 * pi)
+                    + bias(h, ph))
             }
             ExpertSplit::Expert => {
+                let (pi, ph) = marlin(i);
                 e / t
-                    * (expert_matrix(2 * i * h, mxfp4)
-                        + expert_matrix(h * i, mxfp4)
-                        + half(2 * i)
-                        + half(h))
+                    * (matrix(2 * i * h, 2 * pi * ph)
+                        + matrix(h * i, ph * pi)
+                        + bias(2 * i, 2 * pi)
+                        + bias(h, ph))
             }
         };
         let ends = 2 * half(self.vocab / t * h) + half(h);
@@ -215,25 +240,27 @@ fn gpt_oss_places_at_two_and_four_with_both_expert_splits() {
 #[test]
 fn the_hand_count_gives_the_figures_docs_quote() {
     // docs/placement.md, "Tensor parallelism": `plan models/gpt-oss-20b` (24 layers, mxfp4)
-    // on 2 and 4 A100s places with expert-split experts at these bytes per device; the
-    // count above is checked against placements of 2 layers.
+    // on 2 and 4 A100s places with expert-split experts at these bytes per device (the
+    // experts in the buffers vLLM's MARLIN backend allocates); the count above is checked
+    // against placements of 2 layers.
     let model = GptOss::read();
     assert_eq!(
         model.rank_bytes(24, 2, ExpertSplit::Expert, true),
-        6_883_172_096
+        7_342_153_472
     );
     assert_eq!(
         model.rank_bytes(24, 4, ExpertSplit::Expert, true),
-        3_444_018_944
+        3_673_509_632
     );
     assert_eq!(
         model.rank_bytes(24, 2, ExpertSplit::Tensor, true),
-        6_885_728_000
+        7_585_701_632
     );
-    // Tensor-split experts at 4 ranks: every rank a padded buffer of 23 blocks.
+    // Tensor-split experts at 4 ranks: every rank loads 23 blocks (the last 21) into
+    // Marlin's buffer of 768 intermediate columns by 3,072 hidden rows.
     assert_eq!(
         model.rank_bytes(24, 4, ExpertSplit::Tensor, true),
-        3_504_082_688
+        3_797_765_888
     );
 }
 

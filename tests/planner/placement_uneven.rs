@@ -82,11 +82,18 @@ fn experts_split_block_rounded_into_padded_buffers_counted_by_hand() {
     // 4 x 22); over 8, runs of 12 (96 >= 90 > 88): the last rank holds what is left.
     let blocks = intermediate / 32;
     assert_eq!(blocks, 90);
-    let cases: [(u32, u64, &[u64]); 2] = [
-        (4, 23, &[23, 23, 23, 21]),
-        (8, 12, &[12, 12, 12, 12, 12, 12, 12, 6]),
+    // The A100 (compute capability 8.0) takes vLLM v0.19.0's MARLIN backend, whose buffers
+    // round the rank's intermediate size `2880 / t` up to 128 and the hidden size to 256:
+    // at 4, 720 -> 768 columns (24 blocks); at 8, 360 -> 384 (12 blocks); 2880 -> 3072 rows.
+    let up = |n: u64, m: u64| n.div_ceil(m) * m;
+    let padded_hidden = up(hidden, 256);
+    assert_eq!(padded_hidden, 3072);
+    let cases: [(u32, u64, u64, &[u64]); 2] = [
+        (4, 23, 768, &[23, 23, 23, 21]),
+        (8, 12, 384, &[12, 12, 12, 12, 12, 12, 12, 6]),
     ];
-    for (t, run, held) in cases {
+    for (t, run, columns, held) in cases {
+        assert_eq!(up(intermediate / u64::from(t), 128), columns);
         assert_eq!(held.iter().sum::<u64>(), blocks);
         let plan = placed_at(t);
         let p = &plan.payload;
@@ -96,48 +103,118 @@ fn experts_split_block_rounded_into_padded_buffers_counted_by_hand() {
         );
         // mxfp4: a block of 32 values is 16 bytes of e2m1 values and one e8m0 scale byte.
         let mxfp4_block = 16 + 1;
-        // down: hidden rows x `run` blocks of its 2880 input columns.
-        let down = hidden * run * mxfp4_block;
-        // gate_up: gate and up, `run` x 32 rows each, of hidden / 32 blocks.
-        let gate_up = 2 * run * 32 * (hidden / 32) * mxfp4_block;
-        // gate_up's bias: gate and up, `run` x 32 16-bit values each.
-        let gate_up_bias = 2 * run * 32 * 2;
+        // As loaded: down, hidden rows x `run` blocks of its 2880 input columns; gate_up,
+        // gate and up, `run` x 32 rows each, of hidden / 32 blocks; gate_up's bias, gate
+        // and up, `run` x 32 16-bit values each.
+        let loaded = [
+            hidden * run * mxfp4_block,
+            2 * run * 32 * (hidden / 32) * mxfp4_block,
+            2 * run * 32 * 2,
+        ];
+        // Marlin's buffers: the same at `columns` x `padded_hidden`.
+        let buffer = [
+            padded_hidden * (columns / 32) * mxfp4_block,
+            2 * columns * (padded_hidden / 32) * mxfp4_block,
+            2 * columns * 2,
+        ];
         if t == 4 {
-            assert_eq!((down, gate_up, gate_up_bias), (1_126_080, 2_252_160, 2_944));
+            assert_eq!(loaded, [1_126_080, 2_252_160, 2_944]);
+            assert_eq!(buffer, [1_253_376, 2_506_752, 3_072]);
         }
-        for (name, bytes) in [
-            ("down", down),
-            ("gate_up", gate_up),
-            ("gate_up.bias", gate_up_bias),
-        ] {
+        for (k, name) in ["down", "gate_up", "gate_up.bias"].into_iter().enumerate() {
             let tensor = format!("weight.layer.1.experts.31.{name}");
             let d = u64::from(t);
             let expected: Vec<_> = (0..d)
-                .map(|rank| (rank, d, bytes, Some(held[rank as usize])))
+                .map(|rank| (rank, d, buffer[k], Some(held[rank as usize])))
                 .collect();
             assert_eq!(shards(&plan, &tensor), expected, "{tensor} t={t}");
             let total = p.tensors.iter().find(|x| x.id == tensor).unwrap();
             let blocks_of = total.blocks.unwrap();
             assert_eq!(blocks_of.count, blocks, "{tensor}");
-            // The tensor is its 90 blocks; every rank allocates `run` of them.
+            // The tensor is its 90 blocks; every rank loads a run of `run` of them into
+            // the backend's buffer, the rest of which is padding.
             assert_eq!(blocks_of.count * blocks_of.bytes, total.bytes, "{tensor}");
-            assert_eq!(run * blocks_of.bytes, bytes, "{tensor}");
+            assert_eq!(run * blocks_of.bytes, loaded[k], "{tensor}");
+            for s in p.devices.iter().flat_map(|d| &d.shards) {
+                if s.tensor == tensor {
+                    assert_eq!(s.padding_bytes, buffer[k] - loaded[k], "{tensor}");
+                }
+            }
         }
-        // The down projection's bias is whole on every rank (not split, no blocks).
+        // The down projection's bias is whole on every rank (not split, no blocks), in
+        // Marlin's buffer of the padded hidden size.
         let bias = shards(&plan, "weight.layer.0.experts.0.down.bias");
-        assert_eq!(bias, vec![(0, 1, hidden * 2, None); t as usize]);
-        // Every other tensor splits evenly, as before: no blocks recorded.
+        assert_eq!(bias, vec![(0, 1, padded_hidden * 2, None); t as usize]);
+        // Every other tensor splits evenly, as before: no blocks recorded, no padding.
+        assert!(p.devices[0]
+            .shards
+            .iter()
+            .any(|s| s.tensor.ends_with("down") && s.padding_bytes > 0));
         for device in &p.devices {
             for s in &device.shards {
+                let expert = s.tensor.contains(".experts.");
                 assert_eq!(
                     s.blocks.is_some(),
-                    s.tensor.contains(".experts.") && !s.tensor.ends_with("down.bias"),
+                    expert && !s.tensor.ends_with("down.bias"),
                     "{}",
                     s.tensor
                 );
+                // Only the experts' buffers pad (at 8, gate_up's bias needs none: its
+                // 384 columns are the run of 12 blocks).
+                assert!(s.padding_bytes == 0 || expert, "{}", s.tensor);
             }
         }
     }
+}
+
+/// The last rank's buffer of layer 1's expert 31 `down` at 4 ranks of `device` (tensor-split
+/// experts): its bytes and padding.
+fn down_buffer_on(device: &str) -> (u64, u64) {
+    let set = DeviceSet::uniform(Path::new(device), 4, None).unwrap();
+    let placed = place(
+        &gpt_oss(2),
+        &set,
+        &pinned(4, ExpertSplit::Tensor),
+        &BuildOptions::default(),
+        1_000_000,
+    )
+    .unwrap();
+    assert_eq!(placed.violations, vec![], "{device}");
+    let s = placed.plan.payload.devices[3]
+        .shards
+        .iter()
+        .find(|s| s.tensor == "weight.layer.1.experts.31.down")
+        .unwrap()
+        .clone();
+    (s.bytes, s.padding_bytes)
+}
+
+#[test]
+fn each_gpu_generation_pads_as_its_backend_does() {
+    // The down projection of one expert at 4 ranks, as loaded: 2880 rows x 23 blocks x 17.
+    let loaded = 2880 * 23 * 17;
+    // H100 (9.0): TRITON rounds 720 columns up to 64 (768), keeps the hidden size, and
+    // swizzles: packed bytes (768 / 2 -> 384 rounded to 64) x (2880 rounded to 64); the
+    // checkpoint-layout scales (2880 x 24) kept beside the swizzled ones, (2880 -> 3072
+    // rows, rounded to 256) x (24 columns, rounded to 2).
+    let triton = 384 * 2880 + 2880 * 24 + 3072 * 24;
+    assert_eq!(triton, 1_248_768);
+    assert_eq!(
+        down_buffer_on("models/devices/h100-sxm-80gb.json"),
+        (triton, triton - loaded)
+    );
+    // B200 (10.0): FlashInfer TRT-LLM rounds both sizes to 256: 720 -> 768, 2880 -> 3072.
+    let trtllm = 3072 * 24 * 17;
+    assert_eq!(
+        down_buffer_on("models/devices/b200-180gb.json"),
+        (trtllm, trtllm - loaded)
+    );
+    // An Apple M2 Ultra states no CUDA capability: no vLLM MXFP4 backend, the loader's
+    // buffer of 23 blocks.
+    assert_eq!(
+        down_buffer_on("models/devices/m2-ultra-128gb.json"),
+        (loaded, 0)
+    );
 }
 
 #[test]
@@ -208,6 +285,25 @@ fn the_checker_rejects_a_tampered_uneven_split() {
             }
         }),
         "the padded size is 23 blocks",
+    );
+    // The padding of Marlin's buffer claimed as the rank's blocks: the loaded part is
+    // then the whole buffer, 24 blocks, past the padded run; and the ranks' buffers no
+    // longer pad alike.
+    let unpadded = tamper(&|rank, s| {
+        if rank == 3 {
+            s.padding_bytes = 0;
+        }
+    });
+    expect(unpadded.clone(), "the padded size is 23 blocks");
+    expect(unpadded, "its parts' buffers are padded differently");
+    // More padding than the buffer holds.
+    expect(
+        tamper(&|rank, s| {
+            if rank == 2 {
+                s.padding_bytes = s.bytes + 1;
+            }
+        }),
+        "bytes of padding in a buffer of",
     );
     // A part that records no blocks.
     expect(

@@ -99,6 +99,80 @@ pub struct Allocation {
     pub rule: String,
 }
 
+/// One expert's buffers on one rank, tensor by tensor, as a backend allocates them (after
+/// its conversion to the kernel's layout): what the placement's shards of an MXFP4 expert
+/// hold (docs/placement.md, "Quantized shards") and what [`allocation`] sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExpertBuffers {
+    /// The padded hidden size.
+    pub hidden: u64,
+    /// The padded intermediate size of the rank.
+    pub intermediate: u64,
+    /// The fused gate and up projection (`w13_weight` and its scales).
+    pub gate_up: u64,
+    /// The down projection (`w2_weight` and its scales).
+    pub down: u64,
+    /// The gate and up bias (`w13_bias`).
+    pub gate_up_bias: u64,
+    /// The down bias (`w2_bias`).
+    pub down_bias: u64,
+}
+
+impl Backend {
+    /// One expert's buffers on a rank whose share of the intermediate size is
+    /// `intermediate` (`intermediate_size // tp`; the whole size under expert parallelism),
+    /// for experts of `hidden` input width: both sizes rounded up as the backend needs
+    /// (`mxfp4_round_up_hidden_size_and_intermediate_size`), then laid out as its
+    /// conversion leaves them (module documentation).
+    pub fn expert_buffers(
+        self,
+        hidden: u64,
+        intermediate: u64,
+    ) -> Result<ExpertBuffers, EngineError> {
+        let (hidden_multiple, intermediate_multiple) = self.rounding();
+        let h = round_up(hidden, hidden_multiple);
+        let i = round_up(intermediate, intermediate_multiple);
+        let what = "MXFP4 expert bytes";
+        // create_weights: w13 (E, 2I, H/2) and w2 (E, H, I/2) packed bytes, their scales
+        // (E, 2I, H/32) and (E, H, I/32) one byte each, the biases (E, 2I) and (E, H).
+        let (gate_up, down, bias_bytes) = match self {
+            Backend::Triton => {
+                // Hopper swizzle: the packed bytes are transposed to (E, H/2, 2I) and
+                // (E, I/2, H), and both matrix dimensions padded to 64; the scales, as
+                // (E, 2I, H/32) and (E, H, I/32), get rows padded to 256 and columns to 2,
+                // and the checkpoint-layout scales stay registered.
+                let w13 = mul(round_up(h / 2, 64), round_up(2 * i, 64), what)?;
+                let w2 = mul(round_up(i / 2, 64), round_up(h, 64), what)?;
+                let w13_scales = add(
+                    mul(2 * i, h / BLOCK, what)?,
+                    mul(round_up(2 * i, 256), round_up(h / BLOCK, 2), what)?,
+                    what,
+                )?;
+                let w2_scales = add(
+                    mul(h, i / BLOCK, what)?,
+                    mul(round_up(h, 256), round_up(i / BLOCK, 2), what)?,
+                    what,
+                )?;
+                (add(w13, w13_scales, what)?, add(w2, w2_scales, what)?, 4)
+            }
+            Backend::FlashInferTrtllm | Backend::Marlin => {
+                let w13 = add(mul(2 * i, h / 2, what)?, mul(2 * i, h / BLOCK, what)?, what)?;
+                let w2 = add(mul(h, i / 2, what)?, mul(h, i / BLOCK, what)?, what)?;
+                let bias = if self == Backend::Marlin { 2 } else { 4 };
+                (w13, w2, bias)
+            }
+        };
+        Ok(ExpertBuffers {
+            hidden: h,
+            intermediate: i,
+            gate_up,
+            down,
+            gate_up_bias: mul(2 * i, bias_bytes, what)?,
+            down_bias: mul(h, bias_bytes, what)?,
+        })
+    }
+}
+
 fn round_up(value: u64, multiple: u64) -> u64 {
     value.div_ceil(multiple) * multiple
 }
@@ -122,42 +196,17 @@ pub fn allocation(
             ),
         });
     }
-    let (hidden_multiple, intermediate_multiple) = backend.rounding();
     let e = experts.experts;
-    let h = round_up(experts.hidden_size, hidden_multiple);
-    let i = round_up(experts.intermediate_size / tp.max(1), intermediate_multiple);
+    let buffers =
+        backend.expert_buffers(experts.hidden_size, experts.intermediate_size / tp.max(1))?;
+    let (h, i) = (buffers.hidden, buffers.intermediate);
     let what = "MXFP4 expert bytes";
-    // create_weights: w13 (E, 2I, H/2) and w2 (E, H, I/2) packed bytes, their scales
-    // (E, 2I, H/32) and (E, H, I/32) one byte each, the biases (E, 2I) and (E, H).
-    let (values, scales, bias_bytes) = match backend {
-        Backend::Triton => {
-            // Hopper swizzle: the packed bytes are transposed to (E, H/2, 2I) and
-            // (E, I/2, H), and both matrix dimensions padded to 64; the scales, as
-            // (E, 2I, H/32) and (E, H, I/32), get rows padded to 256 and columns to 2, and
-            // the checkpoint-layout scales stay registered.
-            let w13 = mul(round_up(h / 2, 64), round_up(2 * i, 64), what)?;
-            let w2 = mul(round_up(i / 2, 64), round_up(h, 64), what)?;
-            let kept = add(mul(2 * i, h / BLOCK, what)?, mul(h, i / BLOCK, what)?, what)?;
-            let swizzled = add(
-                mul(round_up(2 * i, 256), round_up(h / BLOCK, 2), what)?,
-                mul(round_up(h, 256), round_up(i / BLOCK, 2), what)?,
-                what,
-            )?;
-            (add(w13, w2, what)?, add(kept, swizzled, what)?, 4)
-        }
-        Backend::FlashInferTrtllm | Backend::Marlin => {
-            let values = add(mul(2 * i, h / 2, what)?, mul(h, i / 2, what)?, what)?;
-            let scales = add(mul(2 * i, h / BLOCK, what)?, mul(h, i / BLOCK, what)?, what)?;
-            let bias = if backend == Backend::Marlin { 2 } else { 4 };
-            (values, scales, bias)
-        }
-    };
     let bias = if experts.bias {
-        mul(add(2 * i, h, what)?, bias_bytes, what)?
+        add(buffers.gate_up_bias, buffers.down_bias, what)?
     } else {
         0
     };
-    let per_expert = add(add(values, scales, what)?, bias, what)?;
+    let per_expert = add(add(buffers.gate_up, buffers.down, what)?, bias, what)?;
     let bytes = mul(mul(per_expert, e, what)?, experts.layers, what)?;
     let layout = match backend {
         Backend::Triton => format!(
