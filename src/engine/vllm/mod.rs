@@ -26,6 +26,7 @@ use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
 pub mod draft;
+pub mod eagle3;
 pub mod mxfp4;
 
 pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
@@ -89,8 +90,8 @@ pub const ARGS: &[KnownArg] = &[
     },
     KnownArg {
         key: "speculative_config",
-        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp", "eagle", "draft_model"]),
-        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp); {\"method\":\"eagle\"|\"draft_model\",\"model\":PATH} loads a drafter whose config.json is at PATH (a file, or a folder holding one such as models/<name>): its weights, KV layers and profile-run activation are added (0.10 and 0.19)",
+        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp", "eagle", "eagle3", "draft_model"]),
+        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp); {\"method\":\"eagle\"|\"eagle3\"|\"draft_model\",\"model\":PATH} loads a drafter whose config.json is at PATH (a file, or a folder holding one such as models/<name>): its weights, KV layers and profile-run activation are added (0.10 and 0.19)",
     },
 ];
 
@@ -265,7 +266,7 @@ pub fn account(
     }
     if matches!(
         args.speculative_method().as_deref(),
-        Some("eagle" | "draft_model")
+        Some("eagle" | "eagle3" | "draft_model")
     ) && model.draft.is_none()
     {
         return Err(EngineError::Facts {
@@ -324,7 +325,15 @@ pub fn account(
     // its KV layers join the model's below.
     let mut layers = model.layers.clone();
     if let Some(d) = &model.draft {
-        let terms = draft::terms(model, d, tp, activation, r.batched_tokens, r.max_num_seqs)?;
+        let terms = draft::terms(
+            version,
+            model,
+            d,
+            tp,
+            &peak,
+            r.batched_tokens,
+            r.max_num_seqs,
+        )?;
         weights = super::add(weights, terms.weights, "weights")?;
         experts_rule.push_str(&terms.weights_rule);
         activation = terms.activation;
@@ -337,7 +346,16 @@ pub fn account(
         .iter()
         .map(|l| l.elements_per_token_per_rank(tp) * r.kv_element_bytes)
         .collect();
-    let page = per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size;
+    // A drafter whose full-attention layers differ in size from the model's: vLLM v0.19.0's
+    // one group whose page sums the layers' pages (`draft::uniform_type_bytes_per_token`).
+    let uniform_type = match &model.draft {
+        Some(_) if v1 => draft::uniform_type_bytes_per_token(&layers, tp, r.kv_element_bytes)?,
+        _ => None,
+    };
+    let page = match uniform_type {
+        Some(sum) => mul(sum, r.block_size, "KV page")?,
+        None => per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size,
+    };
     if page == 0 {
         return Err(EngineError::Facts {
             what: "no layer keeps a KV cache".to_owned(),
@@ -393,7 +411,16 @@ pub fn account(
     let mut refusal = None;
     let (blocks, tokens, concurrency, kv_bytes);
     if v1 {
-        let (group_size, groups) = groups(&layers);
+        let (group_size, groups) = match uniform_type {
+            Some(_) => (
+                1,
+                vec![Group {
+                    layers: 1,
+                    window: None,
+                }],
+            ),
+            None => groups(&layers),
+        };
         let num_blocks = if available > 0.0 {
             (available / page as f64 / group_size as f64).floor() as u64
         } else {
@@ -459,11 +486,18 @@ pub fn account(
         });
         log.push(LogLine {
             line: format!("GPU KV cache size: {} tokens", grouped(tokens)),
-            rule: format!(
-                "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
-                groups.len(),
-                r.block_size
-            ),
+            rule: match uniform_type {
+                Some(_) => format!(
+                    "the model's and the drafter's {} full-attention layers in one group whose page sums theirs (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py {tag}): num_blocks = floor(available / page {page} B); tokens = num_blocks x block_size {} (kv_cache_utils.py {tag})",
+                    layers.len(),
+                    r.block_size
+                ),
+                None => format!(
+                    "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
+                    groups.len(),
+                    r.block_size
+                ),
+            },
         });
         log.push(LogLine {
             line: format!(
