@@ -200,7 +200,10 @@ fn draft_facts(
             "{given}: no draft configuration there; give the draft's config.json (a file, or a folder holding one such as models/<name>): a Hugging Face id is not fetched, download its config.json"
         )));
     }
-    let config = ModelConfig::read(&file)?;
+    let mut config = ModelConfig::read(&file)?;
+    if method == "eagle3" {
+        eagle3_llama_head(&mut config, &given)?;
+    }
     let options =
         crate::synth::SynthOptions::new("speculative-draft").with_config_quantization(&config)?;
     let draft_request = crate::synth::synthesize(&config, device, policy, &options)?;
@@ -277,17 +280,11 @@ fn draft_facts(
     })
 }
 
-/// An EAGLE-3 head's shapes (vLLM's `llama_eagle3.py`) from its configuration `config`
-/// read at `given`, with the widths synthesis derived (`draft`): `draft_vocab_size`
-/// (default `vocab_size`), `target_hidden_size`, `eagle_config.use_aux_hidden_state`, a
-/// top-level `eagle_aux_hidden_state_layer_ids`, `attention_bias`, `mlp_bias`,
-/// `norm_before_fc`. A head vLLM builds with another class (DeepSeek's, Llama 4's), a
-/// quantized head or a speculators-format configuration is refused, naming the key.
-fn eagle3_head(
-    config: &ModelConfig,
-    draft: &ModelFacts,
-    given: &str,
-) -> Result<engine::vllm_eagle3::Eagle3Head, StudyError> {
+/// Checks that `config` (read at `given`) is an EAGLE-3 head vLLM builds with
+/// `llama_eagle3.py` (`model_type` llama, a llama head architecture, no
+/// `speculators_config`, no `quantization_config`) and names its decoder layers'
+/// architecture for synthesis (`LlamaForCausalLM`); else refuses, naming the key.
+fn eagle3_llama_head(config: &mut ModelConfig, given: &str) -> Result<(), StudyError> {
     let refuse = |key: &str, message: String| StudyError::Settings {
         path: format!("--engine-arg speculative_config.model ({given}): {key}"),
         message,
@@ -327,6 +324,24 @@ fn eagle3_head(
             ));
         }
     }
+    config.architectures = Some(vec!["LlamaForCausalLM".to_owned()]);
+    Ok(())
+}
+
+/// An EAGLE-3 head's shapes (vLLM's `llama_eagle3.py`) from its configuration `config`
+/// read at `given`, with the widths synthesis derived (`draft`): `draft_vocab_size`
+/// (default `vocab_size`), `target_hidden_size`, `eagle_config.use_aux_hidden_state`, a
+/// top-level `eagle_aux_hidden_state_layer_ids`, `attention_bias`, `mlp_bias`,
+/// `norm_before_fc`; a malformed value is refused, naming the key.
+fn eagle3_head(
+    config: &ModelConfig,
+    draft: &ModelFacts,
+    given: &str,
+) -> Result<engine::vllm_eagle3::Eagle3Head, StudyError> {
+    let refuse = |key: &str, message: String| StudyError::Settings {
+        path: format!("--engine-arg speculative_config.model ({given}): {key}"),
+        message,
+    };
     let count = |key: &str| -> Result<Option<u64>, StudyError> {
         match config.extra.get(key) {
             None | Some(serde_json::Value::Null) => Ok(None),
