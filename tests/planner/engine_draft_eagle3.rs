@@ -201,26 +201,62 @@ fn a_draft_of_another_kv_size_shares_one_group_of_summed_pages_in_0_19() {
     );
 }
 
-#[test]
-fn a_draft_of_another_kv_size_beside_sliding_layers_is_refused_as_not_modelled() {
-    // Gemma-2-9B mixes sliding and full layers of 2 x 8 x 256 elements; an EAGLE head of
-    // 4 KV heads of 128 would make vLLM grow the smaller pages' blocks and regroup.
+/// An EAGLE head for Gemma-2-9B's widths with `heads` query and `kv_heads` KV heads of 128.
+fn gemma_head(heads: u64, kv_heads: u64) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let config = r#"{
+    let config = format!(
+        r#"{{
       "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 3584,
-      "intermediate_size": 14336, "num_attention_heads": 16, "num_key_value_heads": 4,
+      "intermediate_size": 14336, "num_attention_heads": {heads}, "num_key_value_heads": {kv_heads},
       "head_dim": 128, "num_hidden_layers": 1, "max_position_embeddings": 8192,
       "rms_norm_eps": 1e-06, "vocab_size": 256000, "torch_dtype": "bfloat16"
-    }"#;
+    }}"#
+    );
     std::fs::write(dir.path().join("config.json"), config).unwrap();
+    dir
+}
+
+#[test]
+fn a_draft_of_another_kv_size_beside_sliding_layers_grows_its_blocks_in_0_19() {
+    // Gemma-2-9B: 21 sliding (window 4,096) and 21 full layers of 2 x 8 x 256 elements,
+    // 8,192 bytes per token, pages of 16 tokens 131,072 bytes. An EAGLE head of 4 KV heads
+    // of 128 (2,048 bytes per token) pages 32,768 bytes; vLLM v0.19.0 grows its blocks to
+    // 64 tokens (unify_kv_cache_spec_page_size). Three layer types (21, 21, 1): 21 is not
+    // below 1.5 x 1, so groups of one layer: 43 groups, num_blocks = available / 131,072,
+    // tokens = num_blocks // 43 x 16. One request of 4,096 tokens needs 21 x 256 blocks
+    // (full), 21 x (256 + 1) (sliding: min(4,095 + 8,192, 4,096) tokens, one more block)
+    // and 64 (the head's, of 64 tokens).
+    let head = gemma_head(16, 4);
     let gemma = folder("gemma-2-9b");
     let spec = format!(
         r#"speculative_config={{"method":"eagle","model":"{}"}}"#,
-        dir.path().display()
+        head.path().display()
+    );
+    let grown = report(&gemma, "vllm@0.19", &["max_model_len=4096", &spec]).unwrap();
+    let available = term(&grown, "kv_cache");
+    let blocks = available / 131_072;
+    assert_eq!(grown.blocks, Some(blocks));
+    assert_eq!(grown.kv_cache_tokens, blocks / 43 * 16);
+    assert_eq!(grown.kv_cache_bytes, blocks * 131_072);
+    let per_request = 21 * 256 + 21 * 257 + 64;
+    let concurrency = ((blocks as f64 / per_request as f64) * 100.0).round() / 100.0;
+    assert_eq!(grown.max_concurrency, concurrency);
+    assert!(grown
+        .log
+        .iter()
+        .any(|l| l.rule.contains("unify_kv_cache_spec_page_size") && l.rule.contains("43 groups")));
+    // A head of 3 KV heads (1,536 bytes per token, pages of 24,576 bytes) cannot be grown to
+    // 131,072: vLLM's own NotImplementedError, naming the key.
+    let head = gemma_head(12, 3);
+    let spec = format!(
+        r#"speculative_config={{"method":"eagle","model":"{}"}}"#,
+        head.path().display()
     );
     let text = report(&gemma, "vllm@0.19", &["max_model_len=4096", &spec]).unwrap_err();
     assert!(
-        text.contains("sliding-window") && text.contains("unify_kv_cache_spec_page_size"),
+        text.contains("NotImplementedError")
+            && text.contains("not divisible by the maximum page size")
+            && text.contains("speculative_config.model"),
         "{text}"
     );
 }

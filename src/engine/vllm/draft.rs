@@ -15,9 +15,10 @@
 //!   token and layer differ from the model's: vLLM v0.19.0 keeps every full-attention layer
 //!   in one group whose page is the sum of the layers' pages (`UniformTypeKVCacheSpecs`,
 //!   `vllm/v1/kv_cache_interface.py`; `get_kv_cache_groups` and
-//!   `get_kv_cache_config_from_groups`, `vllm/v1/core/kv_cache_utils.py`); v0.10.1 refuses
-//!   such layers (`get_kv_cache_config` raises `NotImplementedError` when they are neither
-//!   of one spec nor of one page size);
+//!   `get_kv_cache_config_from_groups`, `vllm/v1/core/kv_cache_utils.py`), and beside
+//!   sliding-window layers grows the smaller pages' blocks to one page size and regroups
+//!   ([`kv_layout`]); v0.10.1 refuses such layers (`get_kv_cache_config` raises
+//!   `NotImplementedError` when they are neither of one spec nor of one page size);
 //! * profile run: `_dummy_run` runs the drafter after the model (`self.drafter.dummy_run`),
 //!   with the model's hidden states alive; the proposer's persistent buffers
 //!   (`EagleProposer.__init__`: token ids int32, positions int64, hidden states and input
@@ -54,9 +55,7 @@ fn per_layer(layers: &[CacheLayer], tp: u64) -> Vec<u64> {
 
 /// Checks that vLLM `version` can load `draft` beside `model` as modelled: the V1 engine
 /// only; a draft whose KV cache elements per token and layer differ from the model's only
-/// where every layer is full attention and the version is 0.19 (v0.10.1 refuses it, as
-/// vLLM does; beside sliding-window layers v0.19.0 unifies the page sizes by growing the
-/// smaller layers' blocks, which is not modelled).
+/// in 0.19 ([`kv_layout`]; v0.10.1 refuses it, as vLLM does).
 pub fn check(
     version: &str,
     model: &ModelFacts,
@@ -88,45 +87,127 @@ pub fn check(
             ),
         });
     }
-    let sliding = model
-        .layers
-        .iter()
-        .chain(&draft.model.layers)
-        .any(|l| matches!(l, CacheLayer::Sliding { .. }));
-    if sliding {
-        return Err(EngineError::Unsupported {
-            engine: Engine::Vllm,
-            feature: format!(
-                "a draft ({}) whose KV cache holds {draft_width} elements per token and layer beside a model with sliding-window layers ({widest}): vLLM v0.19.0 then grows the smaller layers' blocks to one page size (unify_kv_cache_spec_page_size) and regroups the layers",
-                draft.source
-            ),
-        });
-    }
     Ok(())
 }
 
-/// vLLM v0.19.0's one KV cache group of full-attention layers of different sizes
-/// (`UniformTypeKVCacheSpecs`): the bytes per token of its page (the sum over the layers,
-/// on one of `tp` ranks, in `element_bytes`), when `layers` (the model's and a drafter's)
-/// are all full attention and not all of one size; `None` otherwise (the uniform or
-/// grouped rules apply).
-pub fn uniform_type_bytes_per_token(
+/// One KV cache group of a [`KvLayout`].
+pub struct LayoutGroup {
+    /// Layers the group's page spans (its pool count, padding included).
+    pub layers: u64,
+    /// The sliding window of its layers (`None`: full attention).
+    pub window: Option<u64>,
+    /// Tokens per block of its layers.
+    pub block_size: u64,
+}
+
+/// How vLLM v0.19.0 lays out the KV cache of a model and a drafter whose layers differ in
+/// size: the page every block has, the layers per group and the groups.
+pub struct KvLayout {
+    /// Bytes of one block of one group's layer pool (the uniform page).
+    pub page: u64,
+    /// Layers per group (the pools `num_blocks` is divided over).
+    pub group_size: u64,
+    /// The groups.
+    pub groups: Vec<LayoutGroup>,
+    /// The rule, for the log line.
+    pub rule: String,
+}
+
+/// vLLM v0.19.0's KV cache layout when `layers` (the model's and a drafter's) differ in
+/// size per token, on one of `tp` ranks, at `element_bytes` per element and `block_size`
+/// tokens per block (`get_kv_cache_groups`, `vllm/v1/core/kv_cache_utils.py`); `None` when
+/// they are all of one size (the model's own rules apply):
+/// * every layer full attention: one group of every layer whose page sums the layers'
+///   pages (`UniformTypeKVCacheSpecs`, `vllm/v1/kv_cache_interface.py`);
+/// * else (sliding windows beside): the smaller pages' blocks grow until every page is the
+///   largest (`unify_kv_cache_spec_page_size`; vLLM's `NotImplementedError` when the largest
+///   is not a multiple of one), the layers of one spec (window, size, block) form a type,
+///   and the types split into groups of the largest type's count when it is below 1.5 times
+///   the smallest's, else of the smallest's, each group padded to that many layers
+///   (`_get_kv_cache_groups_uniform_page_size`).
+pub fn kv_layout(
     layers: &[CacheLayer],
     tp: u64,
     element_bytes: u64,
-) -> Result<Option<u64>, EngineError> {
-    if !layers.iter().all(|l| matches!(l, CacheLayer::Full { .. })) {
-        return Ok(None);
-    }
+    block_size: u64,
+) -> Result<Option<KvLayout>, EngineError> {
     let widths = per_layer(layers, tp);
     if widths.windows(2).all(|w| w[0] == w[1]) {
         return Ok(None);
     }
-    let mut sum = 0u64;
-    for width in widths {
-        sum = add(sum, mul(width, element_bytes, "KV page")?, "KV page")?;
+    if layers.iter().all(|l| matches!(l, CacheLayer::Full { .. })) {
+        let mut sum = 0u64;
+        for &width in &widths {
+            sum = add(sum, mul(width, element_bytes, "KV page")?, "KV page")?;
+        }
+        return Ok(Some(KvLayout {
+            page: mul(sum, block_size, "KV page")?,
+            group_size: 1,
+            groups: vec![LayoutGroup {
+                layers: 1,
+                window: None,
+                block_size,
+            }],
+            rule: format!(
+                "the model's and the drafter's {} full-attention layers of different sizes in one group whose page sums theirs ({sum} B per token; UniformTypeKVCacheSpecs, v1/kv_cache_interface.py v0.19.0): num_blocks = floor(available / page); tokens = num_blocks x block_size {block_size} (kv_cache_utils.py v0.19.0)",
+                layers.len()
+            ),
+        }));
     }
-    Ok(Some(sum))
+    let pages: Vec<u64> = widths
+        .iter()
+        .map(|&w| mul(mul(w, element_bytes, "KV page")?, block_size, "KV page"))
+        .collect::<Result<_, _>>()?;
+    let max_page = pages.iter().copied().max().unwrap_or(0);
+    let mut types: std::collections::BTreeMap<(Option<u64>, u64, u64), u64> =
+        std::collections::BTreeMap::new();
+    for ((layer, &width), &page) in layers.iter().zip(&widths).zip(&pages) {
+        let window = match *layer {
+            CacheLayer::Full { .. } => None,
+            CacheLayer::Sliding { window, .. } => Some(window),
+            CacheLayer::Recurrent { .. } => continue,
+        };
+        if page == 0 || max_page % page != 0 {
+            return Err(EngineError::Refused {
+                engine: Engine::Vllm,
+                message: format!(
+                    "NotImplementedError: The page size of the layer is not divisible by the maximum page size. Cannot unify by adjusting block_size. (a layer of {page} B per block beside {max_page} B: vllm/v1/core/kv_cache_utils.py unify_kv_cache_spec_page_size, v0.19.0); give speculative_config.model a draft whose KV bytes per token and layer divide the model's"
+                ),
+            });
+        }
+        *types
+            .entry((window, width, block_size * (max_page / page)))
+            .or_default() += 1;
+    }
+    let min = types.values().copied().min().unwrap_or(1).max(1);
+    let max = types.values().copied().max().unwrap_or(1);
+    let group_size = if (max as f64) < (min as f64) * 1.5 {
+        max
+    } else {
+        min
+    };
+    let mut groups = Vec::new();
+    for (&(window, _, block), &count) in &types {
+        for _ in 0..count.div_ceil(group_size) {
+            groups.push(LayoutGroup {
+                layers: group_size,
+                window,
+                block_size: block,
+            });
+        }
+    }
+    let rule = format!(
+        "the smaller pages' blocks grown to the largest page {max_page} B (unify_kv_cache_spec_page_size), {} layer types split into {} groups of {group_size} layers (_get_kv_cache_groups_uniform_page_size, kv_cache_utils.py v0.19.0): num_blocks = floor(available / page / {group_size}); tokens = num_blocks // {} groups x block_size {block_size}",
+        types.len(),
+        groups.len(),
+        groups.len()
+    );
+    Ok(Some(KvLayout {
+        page: max_page,
+        group_size,
+        groups,
+        rule,
+    }))
 }
 
 /// The drafter's weights and profile-run terms on one of `tp` ranks under vLLM `version`,

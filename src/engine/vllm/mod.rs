@@ -175,12 +175,13 @@ fn resolve(
 struct Group {
     layers: u64,
     window: Option<u64>,
+    block_size: u64,
 }
 
 /// vLLM 0.10's KV cache groups (`_get_kv_cache_groups_uniform_page_size`): each attention
 /// kind's layers are split into groups of `group_size` layers, the smallest kind's layer
 /// count (or the largest's when it is under 1.25 times the smallest).
-fn groups(layers: &[CacheLayer]) -> (u64, Vec<Group>) {
+fn groups(layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Group>) {
     let mut kinds: BTreeMap<Option<u64>, u64> = BTreeMap::new();
     for layer in layers {
         match layer {
@@ -202,6 +203,7 @@ fn groups(layers: &[CacheLayer]) -> (u64, Vec<Group>) {
             out.push(Group {
                 layers: group_size.min(count - g * group_size),
                 window,
+                block_size,
             });
         }
     }
@@ -346,14 +348,14 @@ pub fn account(
         .iter()
         .map(|l| l.elements_per_token_per_rank(tp) * r.kv_element_bytes)
         .collect();
-    // A drafter whose full-attention layers differ in size from the model's: vLLM v0.19.0's
-    // one group whose page sums the layers' pages (`draft::uniform_type_bytes_per_token`).
-    let uniform_type = match &model.draft {
-        Some(_) if v1 => draft::uniform_type_bytes_per_token(&layers, tp, r.kv_element_bytes)?,
+    // A drafter whose layers differ in size from the model's: vLLM v0.19.0's layout of
+    // them (`draft::kv_layout`).
+    let layout = match &model.draft {
+        Some(_) if v1 => draft::kv_layout(&layers, tp, r.kv_element_bytes, r.block_size)?,
         _ => None,
     };
-    let page = match uniform_type {
-        Some(sum) => mul(sum, r.block_size, "KV page")?,
+    let page = match &layout {
+        Some(l) => l.page,
         None => per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size,
     };
     if page == 0 {
@@ -411,15 +413,19 @@ pub fn account(
     let mut refusal = None;
     let (blocks, tokens, concurrency, kv_bytes);
     if v1 {
-        let (group_size, groups) = match uniform_type {
-            Some(_) => (
-                1,
-                vec![Group {
-                    layers: 1,
-                    window: None,
-                }],
+        let (group_size, groups) = match &layout {
+            Some(l) => (
+                l.group_size,
+                l.groups
+                    .iter()
+                    .map(|g| Group {
+                        layers: g.layers,
+                        window: g.window,
+                        block_size: g.block_size,
+                    })
+                    .collect(),
             ),
-            None => groups(&layers),
+            None => groups(&layers, r.block_size),
         };
         let num_blocks = if available > 0.0 {
             (available / page as f64 / group_size as f64).floor() as u64
@@ -430,10 +436,10 @@ pub fn account(
         let per_request: u64 = groups
             .iter()
             .map(|g| match g.window {
-                None => r.max_model_len.div_ceil(r.block_size),
+                None => r.max_model_len.div_ceil(g.block_size),
                 Some(w) => {
                     let needed = (w - 1 + r.batched_tokens).min(r.max_model_len);
-                    needed.div_ceil(r.block_size) + 1
+                    needed.div_ceil(g.block_size) + 1
                 }
             })
             .sum();
@@ -448,7 +454,7 @@ pub fn account(
                     None => r.max_model_len,
                     Some(w) => (w - 1 + r.batched_tokens).min(r.max_model_len),
                 };
-                tokens.div_ceil(r.block_size) * page * g.layers
+                tokens.div_ceil(g.block_size) * page * g.layers
             })
             .sum();
         if version == "0.19" {
@@ -486,12 +492,8 @@ pub fn account(
         });
         log.push(LogLine {
             line: format!("GPU KV cache size: {} tokens", grouped(tokens)),
-            rule: match uniform_type {
-                Some(_) => format!(
-                    "the model's and the drafter's {} full-attention layers in one group whose page sums theirs (UniformTypeKVCacheSpecs, v1/kv_cache_interface.py {tag}): num_blocks = floor(available / page {page} B); tokens = num_blocks x block_size {} (kv_cache_utils.py {tag})",
-                    layers.len(),
-                    r.block_size
-                ),
+            rule: match &layout {
+                Some(l) => l.rule.clone(),
                 None => format!(
                     "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
                     groups.len(),
