@@ -288,6 +288,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         }),
         policy: Some(policy),
         why_not: None,
+        budget: None,
     };
     // Chosen and certified as `plan --devices` places it; the table needs no placement
     // plan written out (nor the single-device plan's hash and checks it quotes).

@@ -50,6 +50,16 @@ impl EngineFlags {
         Ok(flags)
     }
 
+    /// The engine's tensor-parallel argument when it asks for more than one device
+    /// (`tensor_parallel_size=N` of vLLM, `tp_size=N` of SGLang and TensorRT-LLM, N > 1),
+    /// as `--engine-arg KEY=N`; unparsable arguments are left to the accounting's errors.
+    pub fn several_devices(&self) -> Option<String> {
+        let choice: EngineChoice = self.engine.as_deref()?.parse().ok()?;
+        let key = choice.engine.tensor_parallel_key()?;
+        let degree = EngineArgs::parse(&self.engine_args).ok()?.count(key)?;
+        (degree > 1).then(|| format!("{key}={degree}"))
+    }
+
     /// What `--engine` does to a synthesized model, if given: the engine's accounting and
     /// the request held to the engine's budget (the library's rule, which a sweep's
     /// `engine` knob follows too).

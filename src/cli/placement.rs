@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use jointplan::placement::problem::ExpertSplit;
+use jointplan::placement::serving_engine::EngineOnSet;
 use jointplan::placement::{
     self, DeviceSet, Objective, PlacementError, Settings, DEFAULT_ENUMERATION_BUDGET,
 };
@@ -98,6 +99,50 @@ fn set_of(flags: &PlacementFlags, device: Option<&Path>) -> Result<DeviceSet, Er
     Ok(DeviceSet::uniform(device, count, flags.host_memory)?)
 }
 
+/// What `--engine` means for a placement: the library's rule
+/// (`placement::serving_engine::engine_on_set`) with the engine's arguments as given, and
+/// `--context` checked against the engine's longest request.
+fn engine_on_set(
+    args: &super::plan::Args,
+    source: &jointplan::synth::ModelSource,
+    set: &DeviceSet,
+) -> Result<Option<EngineOnSet>, Error> {
+    let Some(name) = &args.engine.engine else {
+        return Ok(None);
+    };
+    let usage = |message: String| Error::Usage(format!("--engine {name}: {message}"));
+    let choice: jointplan::engine::EngineChoice = name
+        .parse()
+        .map_err(|e: jointplan::engine::EngineError| usage(e.to_string()))?;
+    let engine_args = jointplan::engine::EngineArgs::parse(&args.engine.engine_args)
+        .map_err(|e| usage(e.to_string()))?;
+    let context_key = jointplan::study::engine_facts::context_key(&choice);
+    if let (Some(context), Some(given)) = (engine_args.count(context_key), args.policy.context) {
+        if context != given {
+            return Err(usage(format!(
+                "--engine-arg {context_key}={context} disagrees with --context {given}; give one of the two"
+            )));
+        }
+    }
+    let fields = args.policy.fields();
+    let policy = if fields.is_empty() {
+        source
+            .policy_preset()
+            .map_err(|e| Error::from(e).in_file(&args.request))?
+    } else {
+        fields.preset(source)?
+    };
+    Ok(Some(placement::serving_engine::engine_on_set(
+        source,
+        set,
+        &policy,
+        &choice,
+        &engine_args,
+        args.placement.tensor_parallel,
+        args.placement.pipeline_parallel,
+    )?))
+}
+
 /// Places the model folder `model` as `args` ask; prints the placement and writes it to
 /// `output` if given.
 pub fn run(args: &super::plan::Args) -> Result<(), Error> {
@@ -140,6 +185,13 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         }
     };
     let set = set_of(flags, args.synth.device.as_deref())?;
+    // The engine's arguments say what they say about the model (`dtype`, `quantization`,
+    // `kv_cache_dtype`), as for a single-device plan.
+    let source = args
+        .engine
+        .synth_flags(&args.synth)?
+        .source(Some(&args.request));
+    let engine = engine_on_set(args, &source, &set)?;
     if args.serving.calibration.is_some() || args.serving.performance_device.is_some() {
         return Err(Error::Usage(
             "--calibration and --performance-device do not apply to a placement: every device of the set is priced by its own file's figures".to_owned(),
@@ -172,16 +224,36 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
         host_memory: flags.host_memory,
         kv_sequence_grain,
         objective,
+        budget: None,
     };
-    let source = args.synth.source(Some(&args.request));
     // --context, --sequences and --scheduled-tokens set the preset's fields, as for a
     // single-device plan.
     let fields = args.policy.fields();
     if !fields.is_empty() {
         settings.policy = Some(fields.preset(&source)?);
     }
+    if let Some(engine) = &engine {
+        settings = engine.settings(&settings);
+    }
     let options = args.selection.build_options()?;
-    let placed = placement::place(&source, &set, &settings, &options, flags.enumeration_budget)?;
+    let placed = placement::place(&source, &set, &settings, &options, flags.enumeration_budget);
+    let mut placed = match (placed, &engine) {
+        (Ok(placed), _) => placed,
+        (Err(error), None) => return Err(error.into()),
+        // The engine's accounting stands on its own: what it would log (or refuse) on a
+        // rank, beside why no placement fits under its budget.
+        (Err(error), Some(engine)) => {
+            return Err(Error::Explained {
+                error: Box::new(error.into()),
+                explanation: format!(
+                    "on each of the {} tensor-parallel ranks (the engine's own accounting at its degree):\n{}",
+                    engine.tensor_parallel,
+                    jointplan::render::engine_text::engine_text(&engine.applied.report)
+                ),
+            })
+        }
+    };
+    placed.engine = engine.map(|e| e.applied.report);
     if let Some(output) = &args.output {
         Destination::open(output, &[], false, None)?.write_json(&placed.plan, true)?;
     }

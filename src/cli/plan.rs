@@ -436,6 +436,12 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if args.placement.active() {
         return super::placement::run(args);
     }
+    if let Some(arg) = args.engine.several_devices() {
+        let degree = arg.split_once('=').map_or("N", |(_, n)| n);
+        return Err(Error::Usage(format!(
+            "--engine-arg {arg} runs the model on {degree} devices: place it with --device D --count {degree} (or --devices SET.json); a single-device plan holds the whole model"
+        )));
+    }
     if let Some(flag) = args.placement.stray() {
         return Err(Error::Usage(format!(
             "{flag} applies to a placement: give --devices SET.json or --device D --count N"

@@ -88,6 +88,17 @@ impl Engine {
         }
     }
 
+    /// The argument (as the engine spells it) that sets its tensor-parallel degree, for the
+    /// engines whose accounting divides the model over tensor-parallel ranks; llama.cpp
+    /// splits layers over GPUs instead, which is not modelled (`None`).
+    pub fn tensor_parallel_key(self) -> Option<&'static str> {
+        match self {
+            Self::Vllm => Some("tensor_parallel_size"),
+            Self::Sglang | Self::Trtllm => Some("tp_size"),
+            Self::LlamaCpp => None,
+        }
+    }
+
     /// The arguments the engine has (as it spells them) that change its memory.
     pub fn known_args(self) -> &'static [KnownArg] {
         match self {

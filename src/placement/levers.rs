@@ -155,7 +155,7 @@ fn groups_with(set: &DeviceSet, kind: usize, added: u32, degree: u32) -> u32 {
 /// state cannot be recomputed).
 fn at_context(formed: &Formed, facts: &ModelFacts, context: u64) -> Option<Problem> {
     let mut problem = formed.problem.clone();
-    problem.kv_worst_case_tokens = facts
+    problem.kv_worst_case_tokens = problem
         .sequences
         .saturating_mul(context.min(facts.context_tokens));
     for option in &mut problem.options {

@@ -31,6 +31,7 @@ pub mod options;
 pub mod prediction;
 pub mod problem;
 pub mod record;
+pub mod serving_engine;
 pub mod shares;
 pub mod solve;
 pub mod step_price;
@@ -138,6 +139,11 @@ pub struct Placed {
     /// The predicted times at the serving point, by part (with a serving point).
     #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
     pub performance: Option<prediction::Prediction>,
+    /// What a serving engine would allocate and log on each rank of the placement
+    /// (`--engine`: its accounting at the placement's tensor-parallel degree), set by the
+    /// caller that named the engine.
+    #[serde(skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub engine: Option<crate::engine::EngineReport>,
 }
 
 /// Default enumeration budget of the certificate.
@@ -319,6 +325,7 @@ pub fn place(
         notes: formed.notes,
         violations,
         single_device_weight_bytes: facts.plan_weight_bytes,
+        engine: None,
     })
 }
 

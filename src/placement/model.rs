@@ -154,8 +154,13 @@ pub struct ModelFacts {
     pub plan_kv_bytes_per_sequence: u64,
     /// The single-device plan the facts were read from.
     pub single_device: SingleDevicePlan,
-    /// The policy's sequences.
+    /// The policy's sequence ceiling (`maximum_active_sequences`): what the activations and
+    /// workspaces are sized for and the most a serving point runs at once.
     pub sequences: u64,
+    /// The policy's requirement (`minimum_sequences`, 1 when absent): sequences whose KV
+    /// cache must fit at the context at once, the rule every engine starts by (one request
+    /// of the maximum length). What a placement provisions KV cache for.
+    pub required_sequences: u64,
     /// The policy's context (the largest token-scaled state's maximum tokens).
     pub context_tokens: u64,
     /// The policy's scheduled-token ceiling.
@@ -346,7 +351,9 @@ impl ModelFacts {
             .map_err(|e| PlacementError::Plan(Box::new(e)))?;
         let (report, _) = ServingReport::of_payload(&request, &payload)
             .map_err(|e| PlacementError::Study(Box::new(e)))?;
-        Self::read(request, payload, &report, synthesized.weight_format)
+        let mut facts = Self::read(request, payload, &report, synthesized.weight_format)?;
+        facts.required_sequences = u64::from(policy.required_sequences()).min(facts.sequences);
+        Ok(facts)
     }
 
     /// The facts with their single-device plan sealed: hashed and checked as `plan` seals
@@ -473,6 +480,7 @@ impl ModelFacts {
             plan_kv_bytes_per_sequence: report.kv_bytes_per_sequence,
             single_device: SingleDevicePlan::Built(Box::new(plan)),
             sequences: u64::from(request.policy.maximum_active_sequences),
+            required_sequences: 1,
             context_tokens,
             scheduled_tokens: request.policy.maximum_scheduled_tokens,
             policy: request.policy.policy_id.to_string(),

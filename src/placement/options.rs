@@ -53,6 +53,10 @@ pub struct Settings {
     pub policy: Option<PolicyPreset>,
     /// An alternative whose cost to report against the placement (`--why-not`).
     pub why_not: Option<super::alternative::Alternative>,
+    /// The memory budget every device is held to in place of the policy's share and
+    /// reserve: a serving engine's rule (`--engine`; `crate::study::budget::engine_budget`),
+    /// for a set of one device kind.
+    pub budget: Option<crate::study::budget::Budget>,
 }
 
 /// What one option means tensor by tensor: the detail the placement record needs.
@@ -90,6 +94,9 @@ pub struct Formed {
     pub notes: Vec<String>,
     /// The times by part, with a serving point.
     pub timing: Option<super::timing::Timing>,
+    /// The rule of the devices' usable bytes when a serving engine's budget replaces the
+    /// policy's ([`Settings::budget`]).
+    pub budget_rule: Option<String>,
 }
 
 /// KV bytes of one sequence and per token on one rank of `degree`, for layer `layer`, at
@@ -312,6 +319,25 @@ fn option_of(
     ))
 }
 
+/// Sequences whose KV cache a placement provisions at the policy's context: the policy's
+/// requirement ([`ModelFacts::required_sequences`], one request of the maximum length unless
+/// the preset asks for more) and, with a serving point, enough for its `C` requests at their
+/// longest lengths, `ceil(C x (I + O) / context)` sequences of the context (exact for
+/// full-attention layers, whose KV grows with every token; more than enough for sliding
+/// ones), at most `C`.
+pub fn required_sequences(facts: &ModelFacts, serving: Option<&super::timing::Serving>) -> u64 {
+    let Some(serving) = serving else {
+        return facts.required_sequences;
+    };
+    let (input, output) = serving
+        .lengths
+        .longest(serving.input_tokens, serving.output_tokens);
+    let tokens = u128::from(serving.concurrency) * u128::from(input.saturating_add(output));
+    let context = u128::from(facts.context_tokens.max(1));
+    let need = u64::try_from(tokens.div_ceil(context)).unwrap_or(u64::MAX);
+    facts.required_sequences.max(need.min(serving.concurrency))
+}
+
 /// The placement problem of `facts` on `set` under `settings` and the policy `preset`.
 pub fn form(
     facts: &ModelFacts,
@@ -319,16 +345,24 @@ pub fn form(
     preset: &PolicyPreset,
     settings: &Settings,
 ) -> Result<Formed, PlacementError> {
+    if settings.budget.is_some() && set.kinds.len() > 1 {
+        return Err(PlacementError::Usage(format!(
+            "--engine: a serving engine's memory budget is modelled for one device kind, and the set {} has {}",
+            set.name,
+            set.kinds.len()
+        )));
+    }
     let mut usable = Vec::with_capacity(set.kinds.len());
     for kind in &set.kinds {
         let policy = preset
             .runtime_policy(&kind.description)
             .map_err(|e| PlacementError::Synth(Box::new(e)))?;
-        usable.push(
-            policy
+        usable.push(match &settings.budget {
+            Some(budget) => budget.usable_bytes(),
+            None => policy
                 .memory_capacity_bytes
                 .saturating_sub(policy.memory_reserve_bytes),
-        );
+        });
     }
     let largest_domain = set
         .kinds
@@ -435,15 +469,16 @@ pub fn form(
     } else {
         None
     };
+    let sequences = required_sequences(facts, settings.serving.as_ref());
     let mut problem = Problem {
         layer_count: facts.layer_count,
         options,
         kinds,
-        sequences: facts.sequences,
+        sequences,
         layer_offload: host_bytes.is_some(),
         kv_offload: host_bytes.is_some(),
         kv_sequence_grain: host_bytes.is_some() && settings.kv_sequence_grain,
-        kv_worst_case_tokens: facts.sequences.saturating_mul(facts.context_tokens),
+        kv_worst_case_tokens: sequences.saturating_mul(facts.context_tokens),
         host_bytes,
         pipeline_stages,
         objective: settings.objective,
@@ -466,5 +501,6 @@ pub fn form(
         usable,
         notes,
         timing,
+        budget_rule: settings.budget.as_ref().map(|b| b.rule.clone()),
     })
 }

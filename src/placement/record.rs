@@ -183,10 +183,16 @@ pub struct PlacementPayload {
     pub weight_format: String,
     /// Policy id.
     pub policy: String,
-    /// Sequences the policy admits.
+    /// Sequences whose KV cache the placement provisions at the context: the policy's
+    /// requirement (`minimum_sequences`, 1 when absent) or, with a serving point, enough for
+    /// its requests (docs/placement.md, "Per-device memory").
     pub sequences: u64,
     /// The policy's context.
     pub context_tokens: u64,
+    /// The rule of every device's usable bytes when a serving engine's budget replaces the
+    /// policy's share and reserve (`--engine`; absent: the policy's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
     /// The device set's name.
     pub device_set: String,
     /// The objective.
@@ -390,7 +396,7 @@ pub fn record(
                     let on_host = if partial {
                         stage.kv_offloaded_sequences
                     } else {
-                        facts.sequences
+                        formed.problem.sequences
                     };
                     host_kv.push(HostKv {
                         layer: l,
@@ -414,7 +420,7 @@ pub fn record(
             }
             let staging = add(streamed.values().copied().max().unwrap_or(0), kv_staging)?;
             let kv_cache = kv_sequence
-                .checked_mul(facts.sequences)
+                .checked_mul(formed.problem.sequences)
                 .and_then(|b| b.checked_sub(partial_on_host))
                 .ok_or_else(|| internal("KV bytes overflow".to_owned()))?;
             let all_reduce = option
@@ -528,8 +534,9 @@ pub fn record(
         model: facts.family.clone(),
         weight_format: facts.format.name().to_owned(),
         policy: facts.policy.clone(),
-        sequences: facts.sequences,
+        sequences: formed.problem.sequences,
         context_tokens: facts.context_tokens,
+        budget: formed.budget_rule.clone(),
         device_set: set.name.clone(),
         objective: problem.objective,
         tensor_parallel: option.degree,

@@ -64,6 +64,26 @@ impl Placer for SweepPlacer {
             policy: Some(job.preset.clone()),
             ..Settings::default()
         };
+        // A named engine runs the model at its degree, each device held to its budget.
+        let engine = match &job.memory_engine {
+            Some(choice) => match super::serving_engine::engine_on_set(
+                job.source,
+                &set,
+                &job.preset,
+                choice,
+                &crate::engine::EngineArgs::default(),
+                job.tensor_parallel,
+                job.pipeline_parallel,
+            ) {
+                Ok(engine) => Some(engine),
+                Err(e) => return failed(&e),
+            },
+            None => None,
+        };
+        let settings = match &engine {
+            Some(engine) => engine.settings(&settings),
+            None => settings,
+        };
         let placed = match place(
             job.source,
             &set,
@@ -99,6 +119,7 @@ impl Placer for SweepPlacer {
                 certificate: placed.certificate.method.clone(),
             },
             time: placed.performance.as_ref().map(|p| Ok(time_of(p, devices))),
+            engine_budget: engine.map(|e| e.applied.budget),
         }
     }
 }

@@ -131,8 +131,8 @@ pub(super) struct Pricing {
     pub engine: EngineProfile,
     /// The hidden state's bytes per token (hidden size x activation bytes).
     pub hidden_token_bytes: u64,
-    /// The policy's sequences (a layer with some of them on the host streams that share
-    /// of its KV).
+    /// Sequences the placement provisions KV cache for (the problem's; a layer with some
+    /// of them on the host streams that share of its KV).
     pub sequences: u64,
     /// The model's KV heads.
     pub kv_heads: f64,
@@ -576,7 +576,7 @@ fn pricing(
         boundary,
         engine,
         hidden_token_bytes,
-        sequences: facts.sequences,
+        sequences: problem.sequences,
         kv_heads: facts.architecture.attention.key_value_heads.max(1) as f64,
         latent: facts
             .architecture

@@ -15,7 +15,7 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
     let _ = writeln!(out, "placement {}", placed.plan.placement_id);
     let _ = writeln!(
         out,
-        "  model {} ({}), policy {}: {} sequences x {} tokens of context",
+        "  model {} ({}), policy {}: KV cache for {} sequence(s) x {} tokens of context (the requirement: docs/placement.md)",
         p.model, p.weight_format, p.policy, p.sequences, p.context_tokens
     );
     let _ = writeln!(
@@ -95,9 +95,13 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
             stage.devices.join(", "),
         );
     }
+    let budget = p
+        .budget
+        .as_ref()
+        .map_or(String::new(), |rule| format!("; usable bytes: {rule}"));
     let _ = writeln!(
         out,
-        "\ndevices (rules: docs/placement.md, \"Per-device memory\"):"
+        "\ndevices (rules: docs/placement.md, \"Per-device memory\"{budget}):"
     );
     for d in &p.devices {
         let staging = if d.items.staging > 0 {
@@ -145,6 +149,14 @@ pub fn placement_text(placed: &Placed, output: Option<&Path>) -> String {
         p.kv_tokens_that_fit
             .map_or("unbounded".to_owned(), |t| t.to_string())
     );
+    if let Some(report) = &placed.engine {
+        let _ = writeln!(
+            out,
+            "\non each of the {} tensor-parallel ranks (the engine's own accounting at its degree; docs/placement.md, \"Serving engines across devices\"):",
+            p.tensor_parallel
+        );
+        out.push_str(&super::engine_text::engine_text(report));
+    }
     if let Some(perf) = &placed.performance {
         out.push_str(&placement_performance_text(perf));
     }

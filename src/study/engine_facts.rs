@@ -18,7 +18,9 @@ use crate::synth::{
 use super::StudyError;
 
 /// The key each engine spells its context limit with.
-fn context_key(choice: &EngineChoice) -> &'static str {
+/// The argument (as the engine spells it) that sets the longest request the engine serves:
+/// `max_model_len`, `context_length`, `max_seq_len`, `ctx_size`.
+pub fn context_key(choice: &EngineChoice) -> &'static str {
     match choice.engine {
         engine::Engine::Vllm => "max_model_len",
         engine::Engine::Sglang => "context_length",

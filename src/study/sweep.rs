@@ -97,8 +97,9 @@ pub struct Grid {
     /// Serving engines, as `plan --engine` spells them (`vllm`, `vllm@0.6`, `sglang`,
     /// `trtllm`, `llama.cpp`): a single-device point is planned as `plan MODEL --engine E`
     /// plans it (the engine's memory rules set the plan's budget) and priced with the
-    /// engine's time profile; a device-set point takes the engine's time profile only
-    /// (`plan --devices` applies no engine memory rules).
+    /// engine's time profile; a device-set point is placed as `plan --devices SET.json
+    /// --engine E --tensor-parallel N` places it (the engine's degree, its budget on every
+    /// device; docs/placement.md, "Serving engines across devices").
     #[serde(default)]
     pub engine: Vec<String>,
     /// The axes of the plan-region map, x then y (default: the first two varying knobs);

@@ -155,6 +155,8 @@ struct PointInputs {
     preset: PolicyPreset,
     budget: Option<super::budget::Budget>,
     time_engine: &'static str,
+    /// The engine the point names (a device-set point's placement follows its rules).
+    memory_engine: Option<crate::engine::EngineChoice>,
 }
 
 /// The request of a point (its source's policy preset with the point's policy fields set)
@@ -164,7 +166,7 @@ struct PointInputs {
 /// the concurrency when lower, as `plan --concurrency` raises it. A point that names an
 /// engine has its request held to the engine's budget as `plan --engine` holds it
 /// ([`super::engine_facts::apply_engine`], the engine's default arguments); a device-set
-/// point keeps the request (its placement takes the engine's time profile only).
+/// point's placement follows the engine's rules itself (`placement::serving_engine`).
 fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInputs, StudyError> {
     let engine = match &point.engine {
         Some(value) => Some(parse_engine(value).map_err(|message| StudyError::Settings {
@@ -216,7 +218,10 @@ fn synthesize_point(point: &SweepPoint, base: Option<&Path>) -> Result<PointInpu
         source,
         preset,
         budget,
-        time_engine: engine.map_or(DEFAULT_ENGINE, |(_, profile)| profile),
+        time_engine: engine
+            .as_ref()
+            .map_or(DEFAULT_ENGINE, |(_, profile)| *profile),
+        memory_engine: engine.map(|(choice, _)| choice),
     })
 }
 
@@ -235,6 +240,7 @@ enum Work {
         set: PathBuf,
         preset: Box<PolicyPreset>,
         time_engine: &'static str,
+        memory_engine: Option<crate::engine::EngineChoice>,
     },
 }
 
@@ -351,6 +357,7 @@ pub fn prepare_point_in(
                     },
                     preset: Box::new(inputs.preset),
                     time_engine: inputs.time_engine,
+                    memory_engine: inputs.memory_engine,
                 },
                 None => Work::Plan {
                     request: Box::new(inputs.request),
@@ -413,6 +420,7 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
             set,
             preset,
             time_engine,
+            memory_engine,
         }) => {
             let job = PlacementJob {
                 source: &source,
@@ -422,10 +430,16 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
                 pipeline_parallel: row.point.pipeline_parallel,
                 serving: row.point.serving(),
                 engine: time_engine,
+                memory_engine,
                 options: &options,
             };
             match placer.place(&job) {
-                PlacementOutcome::Placed { placement, time } => {
+                PlacementOutcome::Placed {
+                    placement,
+                    time,
+                    engine_budget,
+                } => {
+                    row.engine_budget = engine_budget;
                     row.status = "fits".to_owned();
                     row.certified = Some(true);
                     row.placement = Some(placement);

@@ -8,7 +8,8 @@
 //! docs/performance-model.md, with the time profile of the point's engine, vLLM's when it
 //! names none); a device-set row (knob `devices`, with `tensor_parallel` and
 //! `pipeline_parallel`) is placed and priced as `plan --devices SET.json --tensor-parallel N
-//! ...` places and prices it (docs/placement.md; an engine gives it its time profile only).
+//! ...` places and prices it (docs/placement.md; a named engine sets its degree, its budget
+//! on every device and its time profile, as `plan --devices --engine` does).
 //!
 //! Placement sits above this layer, so a sweep reaches it through a [`Placer`] its caller
 //! hands in (the library's is `placement::sweep::SweepPlacer`).
@@ -33,9 +34,10 @@ pub const PLACEMENT_RULE: &str = "placement-timing";
 /// places by the device set's and the policy's budget, not the engine's).
 pub fn placement_engine_rule(engine: &str) -> String {
     format!(
-        "engine {engine}: its time profile priced the placement; its memory rules do not \
-         apply to a placement across devices (each device is held to the policy's budget, \
-         as `plan --devices` holds it)"
+        "engine {engine}: its memory rules held every device of the placement to its \
+         budget at its tensor-parallel degree (one stage), and its time profile priced it, \
+         as `plan --devices --engine` does (docs/placement.md, \"Serving engines across \
+         devices\")"
     )
 }
 
@@ -109,8 +111,11 @@ pub struct PlacementJob<'a> {
     /// The serving point to price the placement at.
     pub serving: Option<ServingTerms>,
     /// The time profile that prices it (`vllm`, ...: the point's engine, else the
-    /// default): a placement takes no engine memory rules.
+    /// default).
     pub engine: &'a str,
+    /// The engine the point names, whose memory rules hold the placement (its degree, its
+    /// budget on every device; `placement::serving_engine`), with its default arguments.
+    pub memory_engine: Option<crate::engine::EngineChoice>,
     /// Build options of the model's plan.
     pub options: &'a BuildOptions,
 }
@@ -125,6 +130,8 @@ pub enum PlacementOutcome {
         placement: SweepPlacement,
         /// The times at the serving point.
         time: Option<Result<SweepTime, String>>,
+        /// The budget the point's engine held every device to (absent: the policy's).
+        engine_budget: Option<super::budget::Budget>,
     },
     /// No placement: `status` is a row status (`infeasible`, `bad-input`, `error`).
     Failed {

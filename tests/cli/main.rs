@@ -19,6 +19,7 @@ mod memory_fidelity;
 mod output_rules;
 mod performance_cli;
 mod placement_cli;
+mod placement_engine;
 mod plan_model;
 mod process;
 mod research;

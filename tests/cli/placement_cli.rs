@@ -115,7 +115,10 @@ fn policy_fields_serving_point_and_why_not_carry_into_a_placement() {
     ok(&result);
     let stdout = text(&result.stdout);
     for expected in [
-        "2 sequences x 4096 tokens of context",
+        // KV for ceil(2 x (128 + 16) / 4096) = 1 sequence of the context; the ceiling of 2
+        // bounds the serving simulation.
+        "KV cache for 1 sequence(s) x 4096 tokens of context",
+        "at most 2 sequences",
         "objective min-tpot",
         "simulated (",
         "objective's linear estimate",
@@ -227,33 +230,41 @@ fn bad_placement_flags_exit_2_naming_the_flag() {
 
 #[test]
 fn a_model_that_fits_nowhere_exits_1_with_why() {
-    // llama-3.1-70b in bf16 does not fit one RTX 4090 even with every layer split.
-    let result = jointplan(&[
-        "plan",
-        &path("models/llama-3.1-70b"),
-        "--weight-format",
-        "dense-bf16",
-        "--layers",
-        "8",
-        "--device",
-        &path("models/devices/rtx-4090-24gb.json"),
-        "--count",
-        "1",
-    ]);
-    assert_eq!(result.status.code(), Some(1));
-    let stderr = text(&result.stderr);
-    assert!(stderr.contains("no placement fits"), "{stderr}");
-    assert!(stderr.contains("bytes of weights"), "{stderr}");
-    // The levers across kinds: more devices, host offload (no experts: streamed layers or
-    // host KV), fewer sequences, a shorter context.
-    for lever in [
-        "add 7 device(s)",
-        "--host-offload with at least",
-        "streamed",
-        "sequence(s) at once",
-        "a context of at most",
+    // 8 layers of llama-3.1-70b in bf16 with one sequence of its full 131,072-token context
+    // do not fit one RTX 4090 (16 layers do not fit it at any context).
+    let at_layers = |layers: &str| {
+        jointplan(&[
+            "plan",
+            &path("models/llama-3.1-70b"),
+            "--weight-format",
+            "dense-bf16",
+            "--layers",
+            layers,
+            "--context",
+            "131072",
+            "--device",
+            &path("models/devices/rtx-4090-24gb.json"),
+            "--count",
+            "1",
+        ])
+    };
+    // The levers across kinds: more devices, host offload (no experts: host KV or streamed
+    // layers), a shorter context.
+    for (layers, levers) in [
+        (
+            "8",
+            &["add 1 device(s)", "the KV cache of", "a context of at most"][..],
+        ),
+        ("16", &["add 2 device(s)", "streamed"][..]),
     ] {
-        assert!(stderr.contains(lever), "{lever}: {stderr}");
+        let result = at_layers(layers);
+        assert_eq!(result.status.code(), Some(1));
+        let stderr = text(&result.stderr);
+        assert!(stderr.contains("no placement fits"), "{stderr}");
+        assert!(stderr.contains("bytes of weights"), "{stderr}");
+        for lever in levers {
+            assert!(stderr.contains(lever), "{lever}: {stderr}");
+        }
     }
     // Where the KV cache is small the weights decide: 16 layers in bf16 (27 GB) do not fit
     // one RTX 4090; the smaller format the lever names does.
@@ -332,7 +343,7 @@ fn explain_asks_a_stored_placement_why_not() {
     assert_eq!(bad.status.code(), Some(2));
     // An edited file is refused.
     let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-    value["payload"]["sequences"] = Value::from(1);
+    value["payload"]["sequences"] = Value::from(2);
     std::fs::write(&out, serde_json::to_string(&value).unwrap()).unwrap();
     let edited = jointplan(&["explain", &s(&out), "--why-not", "pp=1"]);
     assert_eq!(edited.status.code(), Some(2));

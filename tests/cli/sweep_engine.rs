@@ -126,7 +126,7 @@ fn engine_rows_are_plan_engine_figures_and_times() {
 }
 
 #[test]
-fn device_set_rows_take_the_engine_time_profile_only() {
+fn device_set_rows_take_the_engine_rules_as_plan_does() {
     let model = path("models/llama-3.1-8b");
     let set = path("models/devices/sets/a100-80gb-x2.json");
     let fixed = [
@@ -159,7 +159,16 @@ fn device_set_rows_take_the_engine_time_profile_only() {
             row["placement"]["placement_id"],
             placed["plan"]["placement_id"]
         );
-        assert!(row.get("engine_budget").is_none(), "{row}");
+        // The engine's budget held every device, as `plan --devices --engine` holds it.
+        assert_eq!(
+            row["engine_budget"]["rule"], placed["plan"]["payload"]["budget"],
+            "{row}"
+        );
+        let usable = row["engine_budget"]["capacity_bytes"].as_u64().unwrap()
+            - row["engine_budget"]["reserve_bytes"].as_u64().unwrap();
+        for device in placed["plan"]["payload"]["devices"].as_array().unwrap() {
+            assert_eq!(device["usable_bytes"].as_u64(), Some(usable), "{device}");
+        }
         let rules: Vec<&str> = t["rules"]
             .as_array()
             .unwrap()
@@ -168,17 +177,13 @@ fn device_set_rows_take_the_engine_time_profile_only() {
             .collect();
         assert!(
             rules.iter().any(
-                |r| r.starts_with(&format!("engine {engine}: its time profile"))
-                    && r.contains("memory rules do not apply")
+                |r| r.starts_with(&format!("engine {engine}: its memory rules"))
+                    && r.contains("its time profile priced it")
             ),
             "{rules:?}"
         );
     }
-    // The same placement: the engine changes the time profile, not the memory.
-    assert_eq!(
-        rows[0]["placement"]["placement_id"],
-        rows[1]["placement"]["placement_id"]
-    );
+    // Each engine's budget: two placements.
     assert_ne!(
         rows[0]["time"]["tpot_seconds"],
         rows[1]["time"]["tpot_seconds"]

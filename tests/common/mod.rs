@@ -28,3 +28,15 @@ pub fn verify_tree(
 ) -> Result<jointplan::plan::ExecutionPlan, jointplan::verify::VerifyError> {
     jointplan::verify::verify_text(request, &stored.to_string(), options)
 }
+
+/// `source`'s policy with its sequence ceiling required (`minimum_sequences` =
+/// `maximum_active_sequences`): a placement then provisions KV cache for every sequence at
+/// the context, the memory pressure the placement tests of offload and levers need (a
+/// placement provisions the policy's requirement, one sequence by default).
+pub fn requiring_the_ceiling(
+    source: &jointplan::synth::ModelSource,
+) -> jointplan::synth::PolicyPreset {
+    let mut preset = source.policy_preset().expect("the model's policy preset");
+    preset.minimum_sequences = Some(preset.maximum_active_sequences);
+    preset
+}

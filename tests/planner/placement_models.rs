@@ -200,10 +200,15 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
         Some(64 << 30),
     )
     .unwrap();
+    // KV for the interactive policy's 4 sequences at its full context.
+    let required = Settings {
+        policy: Some(crate::common::requiring_the_ceiling(&source)),
+        ..settings(Objective::FewestDevices)
+    };
     let plain = place(
         &source,
         &set,
-        &settings(Objective::FewestDevices),
+        &required,
         &BuildOptions::default(),
         1_000_000,
     );
@@ -211,7 +216,10 @@ fn host_offload_moves_expert_groups_and_the_checker_counts_them() {
         matches!(plain, Err(PlacementError::Infeasible(_))),
         "{plain:?}"
     );
-    let mut offload = settings(Objective::LeastOffloaded);
+    let mut offload = Settings {
+        objective: Objective::LeastOffloaded,
+        ..required.clone()
+    };
     offload.host_offload = true;
     let placed = placed(&source, &set, &offload);
     let p = &placed.plan.payload;
@@ -405,7 +413,12 @@ fn levers_are_exact_amounts() {
     let set = DeviceSet::uniform(device, 1, None).unwrap();
     let options = BuildOptions::default();
     let kind = &set.kinds[0];
-    let preset = source.policy_preset().unwrap();
+    // KV for every one of the server policy's 64 sequences at its context.
+    let preset = crate::common::requiring_the_ceiling(&source);
+    let settings = |objective: Objective| Settings {
+        policy: Some(preset.clone()),
+        ..settings(objective)
+    };
     let facts =
         ModelFacts::gather(&source, &kind.description, &kind.file, &options, &preset).unwrap();
     let formed = form(&facts, &set, &preset, &settings(Objective::FewestDevices)).unwrap();
@@ -496,7 +509,12 @@ fn levers_are_exact_amounts() {
         std::fs::write(&file, serde_json::to_string(&policy).unwrap()).unwrap();
         let mut at = source.clone();
         at.policy = Some(file.display().to_string());
-        let result = place(&at, &set, &settings(Objective::FewestDevices), &options, 0);
+        // The file's policy (the ceiling required, at this context), not the closure's.
+        let from_file = Settings {
+            policy: None,
+            ..settings(Objective::FewestDevices)
+        };
+        let result = place(&at, &set, &from_file, &options, 0);
         assert_eq!(result.is_ok(), fits, "context {tokens}: {result:?}");
     }
 }

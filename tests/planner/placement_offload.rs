@@ -23,6 +23,15 @@ fn settings(objective: Objective, host_offload: bool) -> Settings {
     }
 }
 
+/// [`settings`] with KV for every one of [`dense`]'s 64 sequences at its context (the
+/// server policy's ceiling required).
+fn dense_settings(objective: Objective, host_offload: bool) -> Settings {
+    Settings {
+        policy: Some(crate::common::requiring_the_ceiling(&dense())),
+        ..settings(objective, host_offload)
+    }
+}
+
 /// llama-3.1-70b, 4 layers in bf16 (1.7 GB of weights each, 2.1 GB each for the embedding
 /// and the head) under the server policy (64 sequences of 32768 tokens: 8.6 GB of KV cache
 /// per layer): far beyond one RTX 4090 without the host.
@@ -53,7 +62,7 @@ fn a_dense_model_offloads_layers_or_kv_only_as_far_as_it_must() {
     let plain = place(
         &source,
         &rtx_4090(Some(1 << 40)),
-        &settings(Objective::LeastOffloaded, false),
+        &dense_settings(Objective::LeastOffloaded, false),
         &BuildOptions::default(),
         1_000_000,
     );
@@ -62,7 +71,11 @@ fn a_dense_model_offloads_layers_or_kv_only_as_far_as_it_must() {
         "{plain:?}"
     );
     let set = rtx_4090(Some(1 << 40));
-    let placed = placed(&source, &set, &settings(Objective::LeastOffloaded, true));
+    let placed = placed(
+        &source,
+        &set,
+        &dense_settings(Objective::LeastOffloaded, true),
+    );
     let p = &placed.plan.payload;
     let stage = &p.stages[0];
     let device = &p.devices[0];
@@ -94,7 +107,7 @@ fn a_dense_model_offloads_layers_or_kv_only_as_far_as_it_must() {
     let refused = place(
         &source,
         &tight,
-        &settings(Objective::LeastOffloaded, true),
+        &dense_settings(Objective::LeastOffloaded, true),
         &BuildOptions::default(),
         1_000_000,
     );
@@ -109,10 +122,14 @@ fn a_dense_model_offloads_layers_or_kv_only_as_far_as_it_must() {
 #[test]
 fn kv_by_sequence_offloads_less_and_the_checker_counts_the_partial_layer() {
     let set = rtx_4090(Some(1 << 40));
-    let by_layer = placed(&dense(), &set, &settings(Objective::LeastOffloaded, true));
+    let by_layer = placed(
+        &dense(),
+        &set,
+        &dense_settings(Objective::LeastOffloaded, true),
+    );
     let by_sequence_settings = Settings {
         kv_sequence_grain: true,
-        ..settings(Objective::LeastOffloaded, true)
+        ..dense_settings(Objective::LeastOffloaded, true)
     };
     let placed = placed(&dense(), &set, &by_sequence_settings);
     assert_eq!(placed.certificate.method, "exhaustive");
@@ -174,7 +191,11 @@ fn kv_by_sequence_offloads_less_and_the_checker_counts_the_partial_layer() {
 #[test]
 fn the_checker_rejects_each_broken_offload_rule() {
     let set = rtx_4090(Some(1 << 40));
-    let placed = placed(&dense(), &set, &settings(Objective::LeastOffloaded, true));
+    let placed = placed(
+        &dense(),
+        &set,
+        &dense_settings(Objective::LeastOffloaded, true),
+    );
     let plan = placed.plan;
     assert!(check(&plan).is_empty());
     // Staging that is not the largest streamed layer plus the largest host-KV layer.

@@ -226,6 +226,7 @@ fn fp8_70b_places_on_two_h100() {
     source.weight_format = Some("fp8".to_owned());
     let mut policy = PolicyPreset::server().with_sequence_ceiling(16);
     policy.maximum_context_tokens = Some(8192);
+    policy.minimum_sequences = Some(16);
     let placed = placed(&source, &h100(2), &settings(None, Some(policy)));
     let p = &placed.plan.payload;
     assert_eq!(p.devices_used, 2);

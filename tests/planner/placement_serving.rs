@@ -32,6 +32,7 @@ fn settings(
         serving: Some(serving),
         policy: None,
         why_not: None,
+        budget: None,
     }
 }
 
@@ -106,15 +107,20 @@ fn at_one_client_the_simulation_is_the_linear_estimate_across_stages_and_ranks()
 
 #[test]
 fn at_one_client_the_simulation_is_the_linear_estimate_with_host_offload() {
-    // llama-3.1-70b, 8 layers in bf16 under the server policy (64 sequences of 32768
-    // tokens: 8.6 GB of KV cache per layer) is beyond one H100 without its host tier.
+    // llama-3.1-70b, 8 layers in bf16 under the server policy with its 64 sequences of
+    // 32768 tokens required (8.6 GB of KV cache per layer) is beyond one H100 without its
+    // host tier.
     let mut source = ModelSource::folder("models/llama-3.1-70b");
     source.layers = Some(8);
     source.weight_format = Some("dense-bf16".to_owned());
+    let required = Settings {
+        policy: Some(crate::common::requiring_the_ceiling(&source)),
+        ..settings(None, None, true, serving(1, 512, 2))
+    };
     let placed = placed(
         &source,
         &set("models/devices/sets/h100-sxm-80gb-x1.json"),
-        &settings(None, None, true, serving(1, 512, 2)),
+        &required,
     );
     assert!(placed.plan.payload.host.offloaded_bytes > 0);
     let p = performance(&placed);
@@ -131,6 +137,7 @@ fn at_one_client_the_simulation_is_the_linear_estimate_with_kv_by_sequence() {
     source.weight_format = Some("dense-bf16".to_owned());
     let settings = Settings {
         kv_sequence_grain: true,
+        policy: Some(crate::common::requiring_the_ceiling(&source)),
         ..settings(None, None, true, serving(1, 512, 2))
     };
     let placed = placed(
