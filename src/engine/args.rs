@@ -175,7 +175,7 @@ fn check_value(arg: &KnownArg, value: &str) -> Result<(), EngineError> {
         ArgKind::SpeculativeConfig(methods) => {
             let expected = || {
                 bad(format!(
-                    "expected a JSON object such as {{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}} or {{\"method\":\"eagle\",\"model\":\"path/to/the/draft/config.json\",\"num_speculative_tokens\":3}} whose method is one of {} (the modelled methods: the checkpoint's own multi-token-prediction layers; an EAGLE head or a draft model whose configuration is at `model`; eagle3, n-gram and the others are not modelled)",
+                    "expected a JSON object such as {{\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":1}} or {{\"method\":\"eagle\",\"model\":\"path/to/the/draft/config.json\",\"num_speculative_tokens\":3}} whose method is one of {} (the modelled methods: the checkpoint's own multi-token-prediction layers; an EAGLE or EAGLE-3 head or a draft model whose configuration is at `model`; n-gram, Medusa and the others are not modelled)",
                     methods.join(", ")
                 ))
             };
@@ -189,7 +189,7 @@ fn check_value(arg: &KnownArg, value: &str) -> Result<(), EngineError> {
             .speculative_method();
             match method.as_deref() {
                 Some(method) if methods.contains(&method) => {
-                    if matches!(method, "eagle" | "draft_model") && model.is_none() {
+                    if matches!(method, "eagle" | "eagle3" | "draft_model") && model.is_none() {
                         return Err(bad(format!(
                             "speculative_config.model is missing: method {method} loads a drafter whose configuration is read from `model` (a config.json file, or a folder holding one such as models/<name>)"
                         )));
@@ -288,8 +288,18 @@ mod tests {
                 "{model}"
             );
         }
+        let eagle3 = EngineArgs::parse(&[r#"speculative_config={"method":"eagle3"}"#])
+            .unwrap()
+            .check(Engine::Vllm)
+            .unwrap_err();
+        assert!(
+            eagle3
+                .to_string()
+                .contains("speculative_config.model is missing: method eagle3"),
+            "{eagle3}"
+        );
         for bad in [
-            r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
+            r#"speculative_config={"method":"ngram","num_speculative_tokens":1}"#,
             r#"speculative_config={"method":"mtp","num_speculative_tokens":0}"#,
             "speculative_config=mtp",
         ] {

@@ -93,7 +93,7 @@ pub struct Mxfp4Experts {
 /// it adds, the KV cache layers it adds to the model's, and its shapes for the profile run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DraftFacts {
-    /// The speculative method (`eagle`, `draft_model`).
+    /// The speculative method (`eagle`, `eagle3`, `draft_model`).
     pub method: String,
     /// Where the draft's configuration was read (for the rules printed).
     pub source: String,
@@ -106,6 +106,10 @@ pub struct DraftFacts {
     /// The draft's own facts: its layers (their KV cache joins the model's), widths and
     /// vocabulary (its forward pass in the profile run).
     pub model: ModelFacts,
+    /// An EAGLE-3 head's shapes (method `eagle3`), from which vLLM's engine module counts
+    /// its weights per rank and the target's auxiliary hidden states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eagle3: Option<super::vllm::eagle3::Eagle3Head>,
 }
 
 /// A model as an engine's accounting sees it.

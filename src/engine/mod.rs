@@ -36,6 +36,9 @@ pub use report::{BudgetTerm, EngineReport, LogLine};
 /// vLLM's profile-run rules per version (the activation peak, the non-torch memory and
 /// their constants), for the validation that fits and tests them.
 pub use vllm::activation as vllm_activation;
+/// vLLM's EAGLE-3 heads: their shapes, weights per rank and the targets that feed them
+/// (docs/engines.md, "Speculative decoding").
+pub use vllm::eagle3 as vllm_eagle3;
 /// vLLM v0.19.0's allocation of MXFP4 experts per GPU generation (docs/engines.md).
 pub use vllm::mxfp4 as vllm_mxfp4;
 

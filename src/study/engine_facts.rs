@@ -202,19 +202,36 @@ fn draft_facts(
             "{given}: no draft configuration there; give the draft's config.json (a file, or a folder holding one such as models/<name>): a Hugging Face id is not fetched, download its config.json"
         )));
     }
-    let config = ModelConfig::read(&file)?;
+    let mut config = ModelConfig::read(&file)?;
+    if method == "eagle3" {
+        super::engine_draft::eagle3_llama_head(&mut config, &given)?;
+    }
     let options =
         crate::synth::SynthOptions::new("speculative-draft").with_config_quantization(&config)?;
     let draft_request = crate::synth::synthesize(&config, device, policy, &options)?;
     let mut draft = model_facts(&draft_request)?;
     draft.dtype_bytes = model.dtype_bytes;
-    if draft.vocab_size != model.vocab_size {
+    if draft.vocab_size != model.vocab_size && method == "draft_model" {
         return Err(settings(format!(
-            "{given}: the draft's vocabulary ({}) is not the model's ({}); vLLM refuses such a drafter",
+            "{given}: the draft's vocabulary ({}) is not the model's ({}); vLLM refuses such a drafter (\"Target and draft model should have the same vocabulary size\", vllm/config/speculative.py verify_equal_vocab_size_if_draft_model)",
             draft.vocab_size, model.vocab_size
         )));
     }
-    let (weights_bytes, weights_rule) = if method == "eagle" {
+    if draft.vocab_size != model.vocab_size && method == "eagle" {
+        return Err(settings(format!(
+            "{given}: the EAGLE head's vocabulary ({}) is not the model's ({}): a head that keeps its own embedding is not modelled (vLLM shares the model's embedding and head with a head of the model's vocabulary)",
+            draft.vocab_size, model.vocab_size
+        )));
+    }
+    let eagle3 = if method == "eagle3" {
+        Some(super::engine_draft::eagle3_head(&config, &draft, &given)?)
+    } else {
+        None
+    };
+    let (weights_bytes, weights_rule) = if let Some(head) = &eagle3 {
+        let w = engine::vllm_eagle3::weights("0.19", head, model.dtype_bytes, 1)?;
+        (w.bytes, w.rule)
+    } else if method == "eagle" {
         let mut layers = 0u64;
         for component in &draft_request.family.weight_schema.components {
             let in_layers = component.external_names.iter().any(|n| {
@@ -261,6 +278,7 @@ fn draft_facts(
         weights_bytes,
         weights_rule,
         model: draft,
+        eagle3,
     })
 }
 
@@ -308,7 +326,10 @@ pub fn engine_report(
     args.check(choice.engine)?;
     if choice.engine == engine::Engine::Vllm {
         if let Some(method) = args.speculative_method() {
-            if matches!(method.as_str(), "eagle" | "draft_model") {
+            if method == "eagle3" {
+                super::engine_draft::eagle3_target(request, &choice.version)?;
+            }
+            if matches!(method.as_str(), "eagle" | "eagle3" | "draft_model") {
                 model.draft = Some(Box::new(draft_facts(
                     &model, &method, &args, device, policy,
                 )?));

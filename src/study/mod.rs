@@ -44,6 +44,7 @@ pub mod alternatives;
 pub mod budget;
 pub mod capacity;
 pub mod diff;
+mod engine_draft;
 pub mod engine_facts;
 pub mod engine_validation;
 pub mod error;

@@ -255,7 +255,7 @@ fn vllm_speculative_config_builds_the_mtp_layer_and_echoes_the_flag() {
     // configuration names the missing key.
     for (config, says) in [
         (
-            r#"speculative_config={"method":"eagle3","model":"x","num_speculative_tokens":1}"#,
+            r#"speculative_config={"method":"ngram","num_speculative_tokens":1}"#,
             "deepseek_mtp",
         ),
         (

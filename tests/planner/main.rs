@@ -14,6 +14,7 @@ mod build_stages;
 mod checker;
 mod checker_mutants;
 mod engine_draft;
+mod engine_draft_eagle3;
 mod engine_rules;
 mod every_folder;
 mod fuzz;

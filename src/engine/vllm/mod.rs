@@ -26,6 +26,7 @@ use super::{gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
 pub mod draft;
+pub mod eagle3;
 pub mod mxfp4;
 
 pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
@@ -89,8 +90,8 @@ pub const ARGS: &[KnownArg] = &[
     },
     KnownArg {
         key: "speculative_config",
-        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp", "eagle", "draft_model"]),
-        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp); {\"method\":\"eagle\"|\"draft_model\",\"model\":PATH} loads a drafter whose config.json is at PATH (a file, or a folder holding one such as models/<name>): its weights, KV layers and profile-run activation are added (0.10 and 0.19)",
+        kind: ArgKind::SpeculativeConfig(&["deepseek_mtp", "mtp", "eagle", "eagle3", "draft_model"]),
+        default: "none; {\"method\":\"deepseek_mtp\",\"num_speculative_tokens\":N} loads the checkpoint's multi-token-prediction layers (their weights and KV cache come from the synthesized request: --speculative mtp); {\"method\":\"eagle\"|\"eagle3\"|\"draft_model\",\"model\":PATH} loads a drafter whose config.json is at PATH (a file, or a folder holding one such as models/<name>): its weights, KV layers and profile-run activation are added (0.10 and 0.19)",
     },
 ];
 
@@ -174,12 +175,13 @@ fn resolve(
 struct Group {
     layers: u64,
     window: Option<u64>,
+    block_size: u64,
 }
 
 /// vLLM 0.10's KV cache groups (`_get_kv_cache_groups_uniform_page_size`): each attention
 /// kind's layers are split into groups of `group_size` layers, the smallest kind's layer
 /// count (or the largest's when it is under 1.25 times the smallest).
-fn groups(layers: &[CacheLayer]) -> (u64, Vec<Group>) {
+fn groups(layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Group>) {
     let mut kinds: BTreeMap<Option<u64>, u64> = BTreeMap::new();
     for layer in layers {
         match layer {
@@ -201,6 +203,7 @@ fn groups(layers: &[CacheLayer]) -> (u64, Vec<Group>) {
             out.push(Group {
                 layers: group_size.min(count - g * group_size),
                 window,
+                block_size,
             });
         }
     }
@@ -265,7 +268,7 @@ pub fn account(
     }
     if matches!(
         args.speculative_method().as_deref(),
-        Some("eagle" | "draft_model")
+        Some("eagle" | "eagle3" | "draft_model")
     ) && model.draft.is_none()
     {
         return Err(EngineError::Facts {
@@ -324,7 +327,15 @@ pub fn account(
     // its KV layers join the model's below.
     let mut layers = model.layers.clone();
     if let Some(d) = &model.draft {
-        let terms = draft::terms(model, d, tp, activation, r.batched_tokens, r.max_num_seqs)?;
+        let terms = draft::terms(
+            version,
+            model,
+            d,
+            tp,
+            &peak,
+            r.batched_tokens,
+            r.max_num_seqs,
+        )?;
         weights = super::add(weights, terms.weights, "weights")?;
         experts_rule.push_str(&terms.weights_rule);
         activation = terms.activation;
@@ -337,7 +348,16 @@ pub fn account(
         .iter()
         .map(|l| l.elements_per_token_per_rank(tp) * r.kv_element_bytes)
         .collect();
-    let page = per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size;
+    // A drafter whose layers differ in size from the model's: vLLM v0.19.0's layout of
+    // them (`draft::kv_layout`).
+    let layout = match &model.draft {
+        Some(_) if v1 => draft::kv_layout(&layers, tp, r.kv_element_bytes, r.block_size)?,
+        _ => None,
+    };
+    let page = match &layout {
+        Some(l) => l.page,
+        None => per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size,
+    };
     if page == 0 {
         return Err(EngineError::Facts {
             what: "no layer keeps a KV cache".to_owned(),
@@ -393,7 +413,20 @@ pub fn account(
     let mut refusal = None;
     let (blocks, tokens, concurrency, kv_bytes);
     if v1 {
-        let (group_size, groups) = groups(&layers);
+        let (group_size, groups) = match &layout {
+            Some(l) => (
+                l.group_size,
+                l.groups
+                    .iter()
+                    .map(|g| Group {
+                        layers: g.layers,
+                        window: g.window,
+                        block_size: g.block_size,
+                    })
+                    .collect(),
+            ),
+            None => groups(&layers, r.block_size),
+        };
         let num_blocks = if available > 0.0 {
             (available / page as f64 / group_size as f64).floor() as u64
         } else {
@@ -403,10 +436,10 @@ pub fn account(
         let per_request: u64 = groups
             .iter()
             .map(|g| match g.window {
-                None => r.max_model_len.div_ceil(r.block_size),
+                None => r.max_model_len.div_ceil(g.block_size),
                 Some(w) => {
                     let needed = (w - 1 + r.batched_tokens).min(r.max_model_len);
-                    needed.div_ceil(r.block_size) + 1
+                    needed.div_ceil(g.block_size) + 1
                 }
             })
             .sum();
@@ -421,7 +454,7 @@ pub fn account(
                     None => r.max_model_len,
                     Some(w) => (w - 1 + r.batched_tokens).min(r.max_model_len),
                 };
-                tokens.div_ceil(r.block_size) * page * g.layers
+                tokens.div_ceil(g.block_size) * page * g.layers
             })
             .sum();
         if version == "0.19" {
@@ -459,11 +492,14 @@ pub fn account(
         });
         log.push(LogLine {
             line: format!("GPU KV cache size: {} tokens", grouped(tokens)),
-            rule: format!(
-                "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
-                groups.len(),
-                r.block_size
-            ),
+            rule: match &layout {
+                Some(l) => l.rule.clone(),
+                None => format!(
+                    "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
+                    groups.len(),
+                    r.block_size
+                ),
+            },
         });
         log.push(LogLine {
             line: format!(
