@@ -26,7 +26,7 @@ const EAGLE_HEAD: &str = r#"{
   "vocab_size": 128256
 }"#;
 
-fn folder(name: &str) -> Synthesized {
+pub(crate) fn folder(name: &str) -> Synthesized {
     ModelSource {
         device: Some("models/devices/h100-sxm-80gb.json".into()),
         ..ModelSource::folder(format!("models/{name}"))
@@ -35,14 +35,18 @@ fn folder(name: &str) -> Synthesized {
     .unwrap()
 }
 
-fn report(model: &Synthesized, engine: &str, args: &[&str]) -> Result<EngineReport, String> {
+pub(crate) fn report(
+    model: &Synthesized,
+    engine: &str,
+    args: &[&str],
+) -> Result<EngineReport, String> {
     let choice: EngineChoice = engine.parse().unwrap();
     let args = EngineArgs::parse(args).map_err(|e| e.to_string())?;
     engine_report(&model.request, &model.device, &model.policy, &choice, &args)
         .map_err(|e| e.to_string())
 }
 
-fn term(report: &EngineReport, name: &str) -> u64 {
+pub(crate) fn term(report: &EngineReport, name: &str) -> u64 {
     report
         .budget
         .iter()

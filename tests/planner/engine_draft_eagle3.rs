@@ -5,38 +5,11 @@
 //! size in one group of summed pages (v0.19.0) or refused (v0.10.1); and the refusals, each
 //! naming its key.
 
-use jointplan::engine::{EngineArgs, EngineChoice, EngineReport};
-use jointplan::study::engine_facts::engine_report;
-use jointplan::synth::{ModelSource, Synthesized};
+use crate::engine_draft::{folder, report, term};
 
 /// The published head `yuhuili/EAGLE3-LLaMA3.1-Instruct-8B` (its config.json, shipped with
 /// its source in docs/data/engine-log-models/README.md).
 const HEAD: &str = "docs/data/engine-log-models/eagle3-llama3.1-instruct-8b";
-
-fn folder(name: &str) -> Synthesized {
-    ModelSource {
-        device: Some("models/devices/h100-sxm-80gb.json".into()),
-        ..ModelSource::folder(format!("models/{name}"))
-    }
-    .synthesize()
-    .unwrap()
-}
-
-fn report(model: &Synthesized, engine: &str, args: &[&str]) -> Result<EngineReport, String> {
-    let choice: EngineChoice = engine.parse().unwrap();
-    let args = EngineArgs::parse(args).map_err(|e| e.to_string())?;
-    engine_report(&model.request, &model.device, &model.policy, &choice, &args)
-        .map_err(|e| e.to_string())
-}
-
-fn term(report: &EngineReport, name: &str) -> u64 {
-    report
-        .budget
-        .iter()
-        .find(|t| t.name == name)
-        .unwrap_or_else(|| panic!("no {name} term"))
-        .bytes
-}
 
 fn eagle3(model: &str) -> String {
     format!(
