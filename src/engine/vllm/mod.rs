@@ -178,10 +178,12 @@ struct Group {
     block_size: u64,
 }
 
-/// vLLM 0.10's KV cache groups (`_get_kv_cache_groups_uniform_page_size`): each attention
-/// kind's layers are split into groups of `group_size` layers, the smallest kind's layer
-/// count (or the largest's when it is under 1.25 times the smallest).
-fn groups(layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Group>) {
+/// vLLM's KV cache groups (`vllm/v1/core/kv_cache_utils.py`,
+/// `_get_kv_cache_groups_uniform_page_size`): each attention kind's layers are split into
+/// groups of `group_size` layers, the smallest kind's layer count; v0.19.0 takes the
+/// largest's instead when it is under 1.5 times the smallest (its comment: gpt-oss-20b with
+/// an EAGLE head, 12 sliding + 13 full layers, padded to 13 + 13), v0.10.1 never does.
+fn groups(version: &str, layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Group>) {
     let mut kinds: BTreeMap<Option<u64>, u64> = BTreeMap::new();
     for layer in layers {
         match layer {
@@ -192,11 +194,8 @@ fn groups(layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Group>) {
     }
     let min = kinds.values().copied().min().unwrap_or(1).max(1);
     let max = kinds.values().copied().max().unwrap_or(1);
-    let group_size = if kinds.len() == 1 || (max as f64) < (min as f64) * 1.25 {
-        max
-    } else {
-        min
-    };
+    let near = version != "0.10" && (max as f64) < (min as f64) * 1.5;
+    let group_size = if kinds.len() == 1 || near { max } else { min };
     let mut out = Vec::new();
     for (window, count) in kinds {
         for g in 0..count.div_ceil(group_size) {
@@ -425,7 +424,7 @@ pub fn account(
                     })
                     .collect(),
             ),
-            None => groups(&layers, r.block_size),
+            None => groups(version, &layers, r.block_size),
         };
         let num_blocks = if available > 0.0 {
             (available / page as f64 / group_size as f64).floor() as u64
