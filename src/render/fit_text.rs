@@ -118,43 +118,6 @@ pub fn devices_text(rows: &[DeviceFit]) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::study::fit::Knob;
-
-    #[test]
-    fn counts_agree_with_their_nouns() {
-        let none = FitResult {
-            knob: Knob::Sequences,
-            largest: None,
-            plan_id: None,
-            next: None,
-            report: None,
-            lowest: 1,
-            probes: 1,
-            latency: None,
-        };
-        let text = fit_text(&none);
-        assert!(
-            text.starts_with("no value of sequences fits, not even 1"),
-            "{text}"
-        );
-        let row = DeviceFit {
-            device_file: "small.json".to_owned(),
-            device_memory_bytes: 1 << 30,
-            fits: false,
-            plan_id: None,
-            headroom_bytes: Some(5),
-            sequences_that_fit: Some(1),
-            reason: None,
-        };
-        let text = devices_text(&[row]);
-        assert!(text.contains("  1 sequence at maximum context"), "{text}");
-        assert!(!text.contains("1 sequences"), "{text}");
-    }
-}
-
 /// The fewest devices of each file that serve the policy (`fit --devices DIR --max-count N`,
 /// ranked `by` total memory or price per hour).
 pub fn counts_text(
@@ -205,4 +168,41 @@ pub fn counts_text(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::study::fit::Knob;
+
+    #[test]
+    fn counts_agree_with_their_nouns() {
+        let none = FitResult {
+            knob: Knob::Sequences,
+            largest: None,
+            plan_id: None,
+            next: None,
+            report: None,
+            lowest: 1,
+            probes: 1,
+            latency: None,
+        };
+        let text = fit_text(&none);
+        assert!(
+            text.starts_with("no value of sequences fits, not even 1"),
+            "{text}"
+        );
+        let row = DeviceFit {
+            device_file: "small.json".to_owned(),
+            device_memory_bytes: 1 << 30,
+            fits: false,
+            plan_id: None,
+            headroom_bytes: Some(5),
+            sequences_that_fit: Some(1),
+            reason: None,
+        };
+        let text = devices_text(&[row]);
+        assert!(text.contains("  1 sequence at maximum context"), "{text}");
+        assert!(!text.contains("1 sequences"), "{text}");
+    }
 }

@@ -55,8 +55,6 @@ fn vllm_loads_the_published_eagle3_head_beside_llama_3_1_8b() {
     // 3 x 8,192 + 110,592 + 4 x 8,192)); the proposer's buffers add 8,192 x (4 + 8 + 2 x
     // 8,192) and an int32 arange of 8,192.
     assert_eq!(term(&base, "activation_peak"), 2_018_734_243);
-    assert!(8192 * (110_592 + 3 * 8192) < 2_018_734_243);
-    assert!(8192 * (8192 + 3 * 8192 + 110_592 + 4 * 8192) < 2_018_734_243);
     let buffers = 8192 * (4 + 8 + 2 * 4096 * 2) + 8192 * 4;
     assert_eq!(
         term(&head, "activation_peak") - term(&base, "activation_peak"),
