@@ -155,6 +155,27 @@ struct Case {
     source: ModelSource,
     /// The record's source: its URL and title.
     cited: (String, String),
+    /// A vLLM V0 run (`vllm@0.6`: version 0.5.x, or a multi-step run of September 2024):
+    /// its server's `--max-model-len` (the `len` of its result file's name).
+    v0_context: Option<u64>,
+}
+
+/// vLLM V0's default `max_num_seqs` (`EngineArgs`, `vllm/engine/arg_utils.py`, v0.5.4).
+const V0_MAX_NUM_SEQS: u64 = 256;
+/// vLLM 0.5.4's `max_num_batched_tokens` with chunked prefill (`SchedulerConfig`,
+/// `vllm/config.py`, v0.5.4).
+const V0_CHUNKED_BUDGET: u64 = 512;
+
+/// The `--max-model-len` of a vLLM V0 run whose result file names it (`..._len2000.json`):
+/// the record's engine version is 0.5.x, or its file streams tokens in chunks (multi-step
+/// scheduling, vLLM 0.6.0 or later in September 2024, when every release was V0).
+fn v0_context(record: &Value) -> Option<u64> {
+    let version = text(record, "engine_version");
+    if !(version.starts_with("0.5") || version.contains("multi-step")) {
+        return None;
+    }
+    let source = text(record, "source");
+    source.rsplit("_len").next()?.strip_suffix(".json")?.parse().ok()
 }
 
 /// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
@@ -222,6 +243,12 @@ fn case(record: &Value) -> Result<Case, String> {
     let gpu = text(record, "gpu");
     let device = device_file(&gpu).ok_or("no device file")?;
     let engine_name = engine(&text(record, "engine")).ok_or("no engine profile")?;
+    let v0_context = (engine_name == "vllm").then(|| v0_context(record)).flatten();
+    let engine_name = if v0_context.is_some() {
+        "vllm@0.6"
+    } else {
+        engine_name
+    };
     let concurrency = number(record, "concurrency").ok_or("no concurrency")? as u64;
     let measured = record.get("measured").ok_or("no measurements")?;
     let derived = record.get("derived");
@@ -281,6 +308,7 @@ fn case(record: &Value) -> Result<Case, String> {
         per_token,
         source,
         cited: (text(record, "source"), text(record, "source_title")),
+        v0_context,
     })
 }
 
@@ -311,13 +339,27 @@ fn time_model(case: &Case, context: u64) -> Result<TimeModel, String> {
 }
 
 fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) -> ServingPoint {
+    // A vLLM V0 server at its defaults: 256 sequences, whole prompts up to
+    // `max(max_model_len, 2048)` tokens a step, or 512-token chunks where the context turns
+    // chunked prefill on.
+    let (budget, sequences) = match case.v0_context {
+        Some(context) => (
+            if context > perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE {
+                V0_CHUNKED_BUDGET
+            } else {
+                context.max(2048)
+            },
+            concurrency.min(V0_MAX_NUM_SEQS),
+        ),
+        None => (BUDGET, concurrency),
+    };
     ServingPoint {
         concurrency,
         input_tokens: input,
         output_tokens: output,
         engine: case.engine.to_owned(),
-        scheduled_token_budget: BUDGET,
-        maximum_sequences: concurrency,
+        scheduled_token_budget: budget,
+        maximum_sequences: sequences,
         simulated_requests: requests,
         // Each request at the record's lengths: no record here ran a random dataset at other
         // than its default range (fixed lengths); the ShareGPT runs are simulated at their
@@ -325,6 +367,7 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
         // multi-GPU table runs its Lambda points at their listed lengths,
         // docs/performance-model.md, "Request lengths").
         lengths: Lengths::Fixed,
+        context_tokens: case.v0_context,
     }
 }
 
@@ -333,7 +376,8 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
 fn predicted(case: &Case, model: &TimeModel, engine: &EngineProfile) -> Result<(f64, f64), String> {
     let run = |p: ServingPoint| {
         p.validate().map_err(|e| e.to_string())?;
-        perf::serving::simulate(model, engine, &p).map_err(|e| e.to_string())
+        let engine = engine.at_context(p.context_tokens);
+        perf::serving::simulate(model, &engine, &p).map_err(|e| e.to_string())
     };
     Ok(match case.method {
         Method::LlamaBench => (

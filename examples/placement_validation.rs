@@ -48,6 +48,10 @@ const BUDGET: u64 = 8192;
 #[path = "support/sglang_fit.rs"]
 pub mod sglang_fit;
 
+/// vLLM V0's host time per step and per sequence, fitted on the fit half.
+#[path = "support/vllm_v0_fit.rs"]
+pub mod vllm_v0_fit;
+
 /// One predicted point.
 pub struct Row {
     id: String,
@@ -76,6 +80,45 @@ pub struct Row {
     /// An SGLang point of the fit half with one client and a measured TTFT: the row the
     /// SGLang constants are fitted on ([`sglang_fit`]).
     sglang_fit: Option<sglang_fit::FitRow>,
+    /// A vLLM 0.5.4 point of the fit half with a measured TPOT: a row vLLM V0's host times
+    /// are fitted on ([`vllm_v0_fit`]).
+    v0_fit: Option<vllm_v0_fit::FitRow>,
+}
+
+/// How a vLLM V0 run was configured (`vllm@0.6`): the record's engine version is 0.5.x
+/// (its scripts pin `vllm/vllm-openai:v0.5.4`), or its result file streams tokens in chunks
+/// (multi-step scheduling, vLLM 0.6.0 or later, run in September 2024 when every release
+/// was the V0 engine).
+struct V0Run {
+    /// The server's `--max-model-len`: the `len` of the result file's name.
+    max_model_len: u64,
+    /// A multi-step run (`--num-scheduler-steps` > 1): its host time is amortized over the
+    /// steps, which the profile does not model; not a fit row.
+    multi_step: bool,
+}
+
+/// vLLM V0's default `max_num_seqs` (`EngineArgs`, `vllm/engine/arg_utils.py`, v0.5.4).
+const V0_MAX_NUM_SEQS: u64 = 256;
+/// vLLM 0.5.4's `max_num_batched_tokens` with chunked prefill (`SchedulerConfig`,
+/// `vllm/config.py`, v0.5.4: "the values that have the best balance between ITL and TTFT
+/// on A100").
+const V0_CHUNKED_BUDGET: u64 = 512;
+
+fn v0_run(record: &Value) -> Option<V0Run> {
+    let version = record.get("engine_version")?.as_str()?;
+    if text(record, "engine").ok()? != "vllm" {
+        return None;
+    }
+    let multi_step = version.contains("multi-step");
+    if !(version.starts_with("0.5") || multi_step) {
+        return None;
+    }
+    let source = text(record, "source").ok()?;
+    let len = source.rsplit("_len").next()?.strip_suffix(".json")?;
+    Some(V0Run {
+        max_model_len: len.parse().ok()?,
+        multi_step,
+    })
 }
 
 /// FNV-1a (64 bits) of `text`.
@@ -216,11 +259,15 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     };
     // A TTFT-only point (one output token) has no TPOT to compare.
     let tpot_measured = tpot_measured.filter(|_| output > 1);
-    let engine = text(record, "engine")?
-        .split_whitespace()
-        .next()
-        .unwrap_or("")
-        .to_owned();
+    let v0 = v0_run(record);
+    let engine = match &v0 {
+        Some(_) => "vllm@0.6".to_owned(),
+        None => text(record, "engine")?
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_owned(),
+    };
     let degree = number(point, "tensor_parallel").ok_or("no tensor_parallel")? as u32;
     // A model folder, or a `config.json` of docs/data/models.
     let model = PathBuf::from(text(point, "model")?);
@@ -257,6 +304,24 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     let (longest_in, longest_out) = lengths.longest(input, output);
     policy.maximum_context_tokens = Some((longest_in + longest_out).div_ceil(256) * 256);
     policy.maximum_scheduled_tokens = BUDGET;
+    // vLLM V0 runs at its server's `--max-model-len` and its defaults: 256 sequences, a
+    // budget of whole prompts (`max(max_model_len, 2048)`), or 512 tokens where the
+    // context turns chunked prefill on.
+    if let Some(run) = &v0 {
+        let context = run
+            .max_model_len
+            .max(policy.maximum_context_tokens.unwrap_or(0));
+        policy.maximum_context_tokens = Some(context);
+        policy.maximum_active_sequences =
+            u32::try_from(concurrency.min(V0_MAX_NUM_SEQS)).map_err(|e| e.to_string())?;
+        policy.maximum_scheduled_tokens = if context
+            > jointplan::perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE
+        {
+            V0_CHUNKED_BUDGET
+        } else {
+            context.max(2048)
+        };
+    }
     // Simulated the way it was measured, as the single-device table does: one batch of the
     // `C` requests for a static batch, else the benchmark's request count (its
     // `--num-prompts` where the point's lengths give it, `4 x C` when the source does not
@@ -338,6 +403,20 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         }
         _ => None,
     };
+    let placement = format!(
+        "tp {} pp {}",
+        chosen.tensor_parallel(),
+        chosen.pipeline_parallel()
+    );
+    let tensor_parallel = chosen.tensor_parallel();
+    let v0_fit = match (&v0, tpot_measured) {
+        (Some(run), Some(measured)) if fit && !run.multi_step => Some(vllm_v0_fit::FitRow {
+            measured: measured * 1e-3,
+            context: run.max_model_len,
+            chosen,
+        }),
+        _ => None,
+    };
     Ok(Row {
         id,
         engine,
@@ -348,12 +427,8 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
         input,
         output,
         lengths: lengths.name(),
-        placement: format!(
-            "tp {} pp {}",
-            chosen.tensor_parallel(),
-            chosen.pipeline_parallel()
-        ),
-        tensor_parallel: chosen.tensor_parallel(),
+        placement,
+        tensor_parallel,
         architecture,
         fit,
         cited: (
@@ -367,6 +442,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             perf.linear_estimate.tpot.seconds * 1e3,
         ),
         sglang_fit,
+        v0_fit,
     })
 }
 
@@ -571,7 +647,15 @@ fn io(r: &Row) -> String {
 
 /// The table, and SGLang's constants fitted on the fit half's SGLang points (`None`
 /// without such a point).
-pub fn table() -> (String, Option<sglang_fit::SglangFit>) {
+/// The constants fitted on the table's fit half.
+pub struct Fits {
+    /// SGLang's request overhead and prefill launch factor.
+    pub sglang: Option<sglang_fit::SglangFit>,
+    /// vLLM V0's host time per step and per sequence.
+    pub vllm_v0: Option<vllm_v0_fit::V0Fit>,
+}
+
+pub fn table() -> (String, Fits) {
     let (rows, skipped, records) = rows();
     let mut out = String::new();
     out.push_str("Generated by `cargo run --release --example placement_validation -- --write` from the points of `docs/data/perf-validation-multi-gpu.json` (measurements and sources: `docs/data/serving-measurements.json`, by id); the test fails when this table is stale. Each point is placed at the source's tensor-parallel degree in one stage and timed by the placement's serving simulation (docs/placement.md, \"Time across devices\"): the single-device closed loop of C clients (continuous batching, decodes first, chunked prompts, the engine's request overhead and host time per step), each step priced on the placement (node times split over the ranks, all-reduces); TTFT and TPOT are the simulated means. As in the single-device table, a static batch is one batch of `C` requests and a served run sends the benchmark's request count (`4 x C` when the source does not say). Request lengths follow the source (docs/performance-model.md, \"Request lengths\"): `I/O random` is SGLang's random dataset at its nominal `--random-input-len/--random-output-len`, simulated at the benchmark's own draws (its generator at its seed, for its `--num-prompts`: their means are the record's measured ones); `listed` runs each request at the lengths its result file lists (their means shown); otherwise every request has the record's lengths. The last rows of the summary compare the objective's linear estimate the placement solver ranks by (TPOT: the decode step plus the other requests' prompts' share; TTFT: one prompt alone) on the same points. `half` is the point's half of the same split as the single-device table (FNV-1a 64-bit hash of the id even: fit). SGLang's request overhead and prefill launch factor are fitted on this table's SGLang points of the fit half (below the summaries); every other constant (the device memory factors, vLLM's request overhead and host time) is the single-device fit's or a prior. Times in ms; error = (predicted - measured) / measured. Every other record of `docs/data/serving-measurements.json` on several devices is listed below the summaries with the reason it is not predicted.\n\n");
@@ -710,6 +794,30 @@ pub fn table() -> (String, Option<sglang_fit::SglangFit>) {
             fit.rows,
         );
     }
+    let v0_rows: Vec<&vllm_v0_fit::FitRow> = rows.iter().filter_map(|r| r.v0_fit.as_ref()).collect();
+    let v0_profile = jointplan::perf::engine_profile("vllm@0.6").expect("vLLM V0 has a profile");
+    let v0_fit = vllm_v0_fit::fit(&v0_rows, &v0_profile).expect("the fit rows simulate");
+    if let Some(fit) = &v0_fit {
+        let (steps, sequences) = (
+            vllm_v0_fit::step_overheads(),
+            vllm_v0_fit::sequence_overheads(),
+        );
+        let _ = write!(
+            out,
+            "| vllm@0.6 host time per step | {:.2} ms | with the host time per sequence, the pair (per step in {:.0}-{:.0} ms by {:.2} ms, per sequence in {:.0}-{:.0} us by {:.0} us) that minimizes the median absolute TPOT error of the vLLM 0.5.4 points of the fit half (multi-step runs held out), each simulated again on its placement; {:.0}% at the fitted constants | {} |\n| vllm@0.6 host time per sequence | {:.0} us | fitted with the host time per step (above) | {} |\n",
+            fit.step_overhead * 1e3,
+            steps[0] * 1e3,
+            steps[steps.len() - 1] * 1e3,
+            (steps[1] - steps[0]) * 1e3,
+            sequences[0] * 1e6,
+            sequences[sequences.len() - 1] * 1e6,
+            (sequences[1] - sequences[0]) * 1e6,
+            fit.median_error * 100.0,
+            fit.rows,
+            fit.sequence_overhead * 1e6,
+            fit.rows,
+        );
+    }
     let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();
     for r in &rows {
         by.entry(&r.cited).or_default().push(r.id.as_str());
@@ -730,7 +838,13 @@ pub fn table() -> (String, Option<sglang_fit::SglangFit>) {
     for (reason, ids) in &reasons {
         let _ = writeln!(out, "- {reason} ({}): {}", ids.len(), ids.join(", "));
     }
-    (out, fit)
+    (
+        out,
+        Fits {
+            sglang: fit,
+            vllm_v0: v0_fit,
+        },
+    )
 }
 
 /// `docs` with the table between the markers.

@@ -87,9 +87,11 @@ fn device_factors<'a>(
 /// absolute TPOT error of the fit rows with each device's factor at that `h` and `f` (the
 /// smallest `h`, then the smallest `f`, on a tie); then the request overhead.
 pub fn fit(rows: &[Row]) -> Fit {
+    // vLLM V0's rows are not fit rows here: V0's host times are fitted on the multi-GPU
+    // table with this fit's constants, so neither fit depends on the other's result.
     let fit_rows: Vec<FitRow> = rows
         .iter()
-        .filter(|r| r.fit)
+        .filter(|r| r.fit && r.engine != "vllm@0.6")
         .filter_map(|r| {
             let own = (r.engine != "vllm")
                 .then(|| {

@@ -106,6 +106,7 @@ pub fn serving_point(request: &PlanRequest, serving: &RecordedServing) -> Servin
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: serving.concurrency.saturating_mul(4),
         lengths: crate::perf::Lengths::Fixed,
+        context_tokens: None,
     }
 }
 

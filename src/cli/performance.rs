@@ -208,6 +208,7 @@ pub fn predict(
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: point.concurrency.saturating_mul(4),
         lengths: point.lengths.clone(),
+        context_tokens: Some(jointplan::study::report::context_tokens(request)),
     };
     Ok(perf::predict(&model, &serving)?)
 }

@@ -139,15 +139,11 @@ pub const DEVICE_FACTORS: &[DeviceFactor] = &[
     },
     DeviceFactor {
         device: "NVIDIA A100-SXM4-80GB",
-        memory: 0.63,
+        memory: 0.55,
     },
     DeviceFactor {
         device: "NVIDIA GeForce RTX 4090",
-        memory: 1.11,
-    },
-    DeviceFactor {
-        device: "NVIDIA H100 80GB HBM3",
-        memory: 0.73,
+        memory: 1.07,
     },
 ];
 

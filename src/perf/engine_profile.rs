@@ -1,20 +1,49 @@
 //! Engine time profiles: what a serving engine adds to the kernels' time, keyed by the
 //! engine's command-line spelling (`vllm`, `sglang`, `trtllm`, `llama.cpp`).
 //!
-//! Every engine runs continuous batching with chunked prefill (decodes first, then prompt
-//! chunks up to the scheduled-token budget); they differ in the host time each step costs
-//! that the device does not overlap, and in how much of the per-kernel launch cost CUDA
-//! graphs remove from decode steps. The figures and their sources are in
-//! `docs/performance-model.md#engines`.
+//! Every engine runs continuous batching; most with chunked prefill (decodes first, then
+//! prompt chunks up to the scheduled-token budget), vLLM's V0 engine (`vllm@0.6`) with its
+//! default scheduler (waiting prompts first and whole, a prompt step without decodes)
+//! unless the context turns chunked prefill on. They differ in that rule, in the host time
+//! each step and each sequence of a step cost that the device does not overlap, and in how
+//! much of the per-kernel launch cost CUDA graphs remove from decode steps. The figures and
+//! their sources are in `docs/performance-model.md#engines`.
+
+/// How an engine's scheduler forms a step from its running and waiting requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduling {
+    /// Every decoding request gets one token, then prompt chunks of the running requests
+    /// fill the rest of the scheduled-token budget in arrival order (vLLM V1, vLLM V0 with
+    /// chunked prefill, SGLang, TensorRT-LLM's in-flight batching).
+    DecodesFirst,
+    /// vLLM V0's default scheduler without chunked prefill (`Scheduler._schedule_default`,
+    /// `vllm/core/scheduler.py`, v0.5.4 to v0.7): waiting requests are admitted in arrival
+    /// order, each prompt whole, while their prompt tokens fit the budget and the running
+    /// requests stay within the sequence limit; a step that admits prompts runs only them
+    /// ("Don't schedule decodes if prefills are scheduled"), any other step decodes one
+    /// token of every running request.
+    PromptsFirst,
+}
 
 /// An engine's time profile.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineProfile {
-    /// The command-line spelling.
+    /// The command-line spelling (`NAME` or `NAME@VERSION` for a version with a profile of
+    /// its own).
     pub name: &'static str,
+    /// How a step is formed.
+    pub scheduling: Scheduling,
+    /// The context above which the engine turns chunked prefill on by itself, so that
+    /// [`Scheduling::PromptsFirst`] becomes [`Scheduling::DecodesFirst`]
+    /// ([`EngineProfile::at_context`]); `None` when the rule does not change.
+    pub chunked_prefill_above_context: Option<u64>,
     /// Host time per scheduler step not overlapped with the device (seconds): scheduling,
     /// input preparation, sampling and output processing.
     pub step_overhead_seconds: f64,
+    /// Host time per sequence of a step not overlapped with the device (seconds): the
+    /// per-sequence part of scheduling, input preparation and output processing (vLLM V0's
+    /// Python loops over its sequence groups).
+    pub sequence_overhead_seconds: f64,
     /// Fraction of the device's per-kernel launch overhead a decode step pays (decode steps
     /// replay captured CUDA graphs; 1 = every kernel launched from the host).
     pub decode_launch_factor: f64,
@@ -28,7 +57,7 @@ pub struct EngineProfile {
 /// vLLM's request overhead (HTTP, tokenization, queueing into the engine): fitted on the
 /// fit half of the single-device validation table (`examples/perf_validation.rs` prints
 /// the fit, and `tests/planner/perf_validation.rs` checks this constant against it).
-pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0131;
+pub const VLLM_REQUEST_OVERHEAD_SECONDS: f64 = 0.0119;
 
 /// SGLang's request overhead: the HTTP server and tokenizer manager, the request's
 /// broadcast to the tensor-parallel schedulers and the first token's way back through the
@@ -49,7 +78,7 @@ pub const SGLANG_PREFILL_LAUNCH_FACTOR: f64 = 1.0;
 /// half of the validation table jointly with the devices' memory factors
 /// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
 /// checks this constant against it).
-pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0;
+pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0002;
 
 /// The share of the device's per-kernel launch time a kernel of a vLLM decode step costs
 /// (CUDA-graph replay: the graph node's launch, the ramp-up and tail of a kernel too small
@@ -57,19 +86,50 @@ pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0;
 /// host time per step and the devices' memory factors (`examples/perf_validation.rs`
 /// prints the fit, `tests/planner/perf_validation.rs` checks this constant against it).
 /// SGLang replays CUDA graphs of the same kernel families and takes the same figure.
-pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 1.05;
+pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 0.45;
+
+/// vLLM V0's host time per scheduler step (`vllm@0.6`, the engine of v0.5.4 to v0.7):
+/// fitted with [`VLLM_V0_SEQUENCE_OVERHEAD_SECONDS`] on the vLLM 0.5.4 points of the
+/// multi-GPU table's fit half (`examples/placement_validation.rs` prints the fit,
+/// `tests/planner/multi_gpu_validation.rs` checks this constant against it).
+pub const VLLM_V0_STEP_OVERHEAD_SECONDS: f64 = 0.003_25;
+
+/// vLLM V0's host time per sequence of a step: fitted with
+/// [`VLLM_V0_STEP_OVERHEAD_SECONDS`] (the same fit).
+pub const VLLM_V0_SEQUENCE_OVERHEAD_SECONDS: f64 = 0.000_175;
+
+/// The context above which vLLM V0 turns chunked prefill on by itself
+/// (`EngineArgs.create_engine_config`, `vllm/engine/arg_utils.py`, v0.5.4 to v0.6.x: a
+/// `max_model_len` above 32K on a GPU).
+pub const VLLM_V0_CHUNKED_PREFILL_ABOVE: u64 = 32_768;
 
 /// The profiles, by name.
 pub const ENGINES: &[EngineProfile] = &[
     EngineProfile {
         name: "vllm",
+        scheduling: Scheduling::DecodesFirst,
+        chunked_prefill_above_context: None,
+        sequence_overhead_seconds: 0.0,
         step_overhead_seconds: VLLM_STEP_OVERHEAD_SECONDS,
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: 1.0,
         request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
     },
     EngineProfile {
+        name: "vllm@0.6",
+        scheduling: Scheduling::PromptsFirst,
+        chunked_prefill_above_context: Some(VLLM_V0_CHUNKED_PREFILL_ABOVE),
+        step_overhead_seconds: VLLM_V0_STEP_OVERHEAD_SECONDS,
+        sequence_overhead_seconds: VLLM_V0_SEQUENCE_OVERHEAD_SECONDS,
+        decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
+        prefill_launch_factor: 1.0,
+        request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
+    },
+    EngineProfile {
         name: "sglang",
+        scheduling: Scheduling::DecodesFirst,
+        chunked_prefill_above_context: None,
+        sequence_overhead_seconds: 0.0,
         step_overhead_seconds: 0.001,
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: SGLANG_PREFILL_LAUNCH_FACTOR,
@@ -77,6 +137,9 @@ pub const ENGINES: &[EngineProfile] = &[
     },
     EngineProfile {
         name: "trtllm",
+        scheduling: Scheduling::DecodesFirst,
+        chunked_prefill_above_context: None,
+        sequence_overhead_seconds: 0.0,
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
@@ -84,6 +147,9 @@ pub const ENGINES: &[EngineProfile] = &[
     },
     EngineProfile {
         name: "llama.cpp",
+        scheduling: Scheduling::DecodesFirst,
+        chunked_prefill_above_context: None,
+        sequence_overhead_seconds: 0.0,
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.5,
         prefill_launch_factor: 1.0,
@@ -94,9 +160,53 @@ pub const ENGINES: &[EngineProfile] = &[
 /// The engine a serving point uses when none is named.
 pub const DEFAULT_ENGINE: &str = "vllm";
 
-/// The profile of the engine spelled `name` on the command line.
+/// The profile of the engine spelled `name` on the command line: `NAME@VERSION` takes the
+/// version's own profile when it has one (`vllm@0.6`), else the engine's (`vllm@0.19` is
+/// `vllm`).
 pub fn engine_profile(name: &str) -> Option<EngineProfile> {
-    ENGINES.iter().find(|e| e.name == name).copied()
+    ENGINES
+        .iter()
+        .find(|e| e.name == name)
+        .or_else(|| {
+            let base = name.split('@').next().unwrap_or(name);
+            ENGINES.iter().find(|e| e.name == base)
+        })
+        .copied()
+}
+
+impl EngineProfile {
+    /// The profile as it runs at a context of `context_tokens` (the engine's
+    /// `max_model_len`): prompts first becomes decodes first above the context where the
+    /// engine turns chunked prefill on by itself. An unknown context (`None`) keeps the
+    /// profile's rule.
+    pub fn at_context(self, context_tokens: Option<u64>) -> EngineProfile {
+        match (self.chunked_prefill_above_context, context_tokens) {
+            (Some(limit), Some(context)) if context > limit => EngineProfile {
+                scheduling: Scheduling::DecodesFirst,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
+    /// The rule the serving figures follow when it is not the default one (decodes first,
+    /// host time per step), for the figures' list of rules.
+    pub fn rule(&self) -> Option<&'static str> {
+        match self.scheduling {
+            Scheduling::DecodesFirst if self.sequence_overhead_seconds == 0.0 => None,
+            Scheduling::DecodesFirst => Some(
+                "engine vllm@0.6 (vLLM V0) with chunked prefill (a context above 32,768 tokens): decodes first; the engine's host time is per step plus per sequence of the step (fitted on the multi-GPU validation table)",
+            ),
+            Scheduling::PromptsFirst => Some(
+                "engine vllm@0.6 (vLLM V0 without chunked prefill): prompts first, not decodes first: waiting requests join with their whole prompt while the prompts fit the budget, and a step with prompts runs no decodes; the engine's host time is per step plus per sequence of the step (fitted on the multi-GPU validation table)",
+            ),
+        }
+    }
+
+    /// The host time of a step of `sequences` sequences (seconds).
+    pub fn host_seconds(&self, sequences: u64) -> f64 {
+        self.step_overhead_seconds + self.sequence_overhead_seconds * sequences as f64
+    }
 }
 
 /// The spellings, for messages.

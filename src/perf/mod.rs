@@ -198,10 +198,12 @@ pub fn time_model<'a>(
 /// Predicts `point` for the model.
 pub fn predict(model: &TimeModel, point: &ServingPoint) -> Result<Performance, PerfError> {
     point.validate()?;
-    let engine = engine_profile(&point.engine).ok_or_else(|| PerfError::UnknownEngine {
-        name: point.engine.clone(),
-        known: engine_names(),
-    })?;
+    let engine = engine_profile(&point.engine)
+        .ok_or_else(|| PerfError::UnknownEngine {
+            name: point.engine.clone(),
+            known: engine_names(),
+        })?
+        .at_context(point.context_tokens);
     let served = serving::simulate(model, &engine, point)?;
     // One prompt and the steady decode step at the mean lengths (the point itself when
     // they are fixed).
@@ -210,6 +212,7 @@ pub fn predict(model: &TimeModel, point: &ServingPoint) -> Result<Performance, P
     let decode_step = serving::decode_step_time(model, &engine, &mean);
     let by_kind = by_kind(model, &engine, &mean);
     let mut rules = RULES.to_vec();
+    rules.extend(engine.rule());
     rules.extend(point.lengths.rule());
     Ok(Performance {
         serving_point: point.clone(),

@@ -3,18 +3,22 @@
 //! next one when it completes, run through a continuous-batching scheduler with chunked
 //! prefill, step by step, each step priced by the [`TimeModel`].
 //!
-//! Scheduling rules (vLLM V1's default, which SGLang and TensorRT-LLM follow in aggregated
-//! serving): at most `max_sequences` requests run; each step first gives every decoding
-//! request one token, then fills the remaining scheduled-token budget with prompt chunks of
-//! the running requests in arrival order; a request's first output token comes out of the
-//! step that ends its prompt. The step's time is the price of its shape (the decoding
-//! requests as one segment at their mean context) plus the engine's host time. The price
+//! Scheduling rules (the engine profile's [`Scheduling`]): at most `max_sequences` requests
+//! run. Decodes first (vLLM V1's default, which SGLang and TensorRT-LLM follow in
+//! aggregated serving): each step first gives every decoding request one token, then fills
+//! the remaining scheduled-token budget with prompt chunks of the running requests in
+//! arrival order. Prompts first (vLLM V0 without chunked prefill): waiting requests join
+//! with their whole prompt while the prompts fit the budget, and a step that admits any
+//! runs only those prompts; other steps decode every running request. A request's first
+//! output token comes out of the step that ends its prompt. The step's time is the price of
+//! its shape (the decoding requests as one segment at their mean context) plus the engine's
+//! host time (per step and per sequence of the step). The price
 //! is a parameter ([`simulate_steps`]): one device's roofline ([`simulate`]), or a placement
 //! across devices (`crate::placement::timing`), so both run the same scheduler.
 
 use serde::Serialize;
 
-use super::engine_profile::EngineProfile;
+use super::engine_profile::{EngineProfile, Scheduling};
 use super::lengths::Lengths;
 use super::model::{PhaseTime, TimeModel};
 use super::work::{Segment, StepShape};
@@ -42,6 +46,11 @@ pub struct ServingPoint {
     /// `output_tokens` (fixed: all equal, and not serialized).
     #[serde(skip_serializing_if = "Lengths::is_fixed")]
     pub lengths: Lengths,
+    /// The context the engine runs at (its `max_model_len`: the policy's), where it
+    /// decides its scheduling ([`EngineProfile::at_context`]: vLLM V0 turns chunked
+    /// prefill on above 32K); `None` when not known (the profile's own rule).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context_tokens: Option<u64>,
 }
 
 impl ServingPoint {
@@ -118,6 +127,9 @@ pub struct ServingPrediction {
     pub output_tokens_per_second_per_user: f64,
     /// Scheduler steps simulated.
     pub steps: u64,
+    /// The engine's host time over the run (seconds): every step's, and every sequence's
+    /// of every step.
+    pub host_seconds: f64,
 }
 
 struct Running {
@@ -147,7 +159,8 @@ pub fn simulate(
 }
 
 /// Simulates `point` with `engine`, each step's device time given by `price(shape,
-/// launch_factor)` in seconds (the engine's host time per step is added here; the launch
+/// launch_factor)` in seconds (the engine's host time per step and per sequence of the
+/// step is added here; the launch
 /// factor is the engine's decode factor for a step of decodes only, else its prefill
 /// factor).
 pub fn simulate_steps(
@@ -178,7 +191,7 @@ pub fn simulate_steps(
         issued += 1;
     }
     let mut running: Vec<Running> = Vec::new();
-    let (mut now, mut steps) = (0.0f64, 0u64);
+    let (mut now, mut steps, mut host_total) = (0.0f64, 0u64, 0.0f64);
     let (mut ttft_sum, mut tpot_sum, mut done, mut tpot_count) = (0.0, 0.0, 0u64, 0u64);
     let mut generated_total = 0u64;
     while done < total {
@@ -189,12 +202,22 @@ pub fn simulate_steps(
                 now = now.max(arrival + engine.request_overhead_seconds);
             }
         }
+        // Prompts first: the prompts admitted in one step fit the budget together (the
+        // first always joins, as vLLM V0's budget is at least its longest prompt).
+        let prompts_first = engine.scheduling == Scheduling::PromptsFirst;
+        let mut admitted_tokens = 0u64;
         while running.len() < slots as usize {
             let Some(&(arrival, input, output)) = waiting.front() else {
                 break;
             };
             if arrival + engine.request_overhead_seconds > now {
                 break;
+            }
+            if prompts_first {
+                if admitted_tokens > 0 && admitted_tokens.saturating_add(input) > budget {
+                    break;
+                }
+                admitted_tokens = admitted_tokens.saturating_add(input);
             }
             waiting.pop_front();
             running.push(Running {
@@ -213,8 +236,10 @@ pub fn simulate_steps(
                 "the serving loop has nothing to run".to_owned(),
             ));
         }
-        // Decodes first (one token each, within the budget), then prompt chunks.
-        let mut left = budget;
+        // Decodes first (one token each, within the budget), then prompt chunks; prompts
+        // first: a step with prompts to run has no decodes.
+        let prompt_step = prompts_first && running.iter().any(|r| r.prefilled < r.input);
+        let mut left = if prompt_step { 0 } else { budget };
         let mut decode_context = 0u64;
         let mut decoding = Vec::new();
         for (i, r) in running.iter().enumerate() {
@@ -235,6 +260,19 @@ pub fn simulate_steps(
         }
         let mut chunks = Vec::new();
         for (i, r) in running.iter().enumerate() {
+            if prompt_step {
+                // Whole prompts, admitted within the budget above.
+                if r.prefilled < r.input {
+                    let chunk = r.input - r.prefilled;
+                    segments.push(Segment {
+                        sequences: 1,
+                        new_tokens: chunk,
+                        cached: r.prefilled,
+                    });
+                    chunks.push((i, chunk));
+                }
+                continue;
+            }
             if left == 0 {
                 break;
             }
@@ -255,7 +293,10 @@ pub fn simulate_steps(
         } else {
             engine.prefill_launch_factor
         };
-        now += price(&shape, launch) + engine.step_overhead_seconds;
+        let sequences = (decoding.len() + chunks.len()) as u64;
+        let host = engine.host_seconds(sequences);
+        now += price(&shape, launch) + host;
+        host_total += host;
         steps += 1;
         for &i in &decoding {
             running[i].generated += 1;
@@ -303,6 +344,7 @@ pub fn simulate_steps(
         output_tokens_per_second: generated_total as f64 / now,
         output_tokens_per_second_per_user: if tpot > 0.0 { 1.0 / tpot } else { 0.0 },
         steps,
+        host_seconds: host_total,
     })
 }
 
@@ -322,8 +364,8 @@ pub fn prefill_time(model: &TimeModel, engine: &EngineProfile, point: &ServingPo
         let t = model.step_time(&shape, engine.prefill_launch_factor);
         total.compute_seconds += t.compute_seconds;
         total.memory_seconds += t.memory_seconds;
-        total.overhead_seconds += t.overhead_seconds + engine.step_overhead_seconds;
-        total.seconds += t.seconds + engine.step_overhead_seconds;
+        total.overhead_seconds += t.overhead_seconds + engine.host_seconds(1);
+        total.seconds += t.seconds + engine.host_seconds(1);
         done += chunk;
     }
     total
@@ -344,8 +386,10 @@ pub fn decode_step_time(
     engine: &EngineProfile,
     point: &ServingPoint,
 ) -> PhaseTime {
-    let mut t = model.step_time(&decode_shape(point), engine.decode_launch_factor);
-    t.overhead_seconds += engine.step_overhead_seconds;
-    t.seconds += engine.step_overhead_seconds;
+    let shape = decode_shape(point);
+    let host = engine.host_seconds(point.concurrency.min(point.maximum_sequences));
+    let mut t = model.step_time(&shape, engine.decode_launch_factor);
+    t.overhead_seconds += host;
+    t.seconds += host;
     t
 }

@@ -119,8 +119,9 @@ pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, Place
         &timing.point,
     )
     .map_err(|e| PlacementError::Internal(format!("the serving simulation: {e}")))?;
-    run.engine_seconds = served.steps as f64 * engine.step_overhead_seconds;
+    run.engine_seconds = served.host_seconds;
     let mut rules: Vec<&'static str> = RULES.to_vec();
+    rules.extend(engine.rule());
     rules.extend(timing.point.lengths.rule());
     rules.extend_from_slice(crate::perf::communication::RULES);
     Ok(Prediction {

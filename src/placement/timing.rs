@@ -402,13 +402,17 @@ pub fn attach(
     set: &DeviceSet,
     serving: &Serving,
 ) -> Result<Timing, PlacementError> {
-    let engine = engine_profile(&serving.engine).ok_or_else(|| {
-        PlacementError::Usage(format!(
-            "--engine {}: not one of {}",
-            serving.engine,
-            engine_names()
-        ))
-    })?;
+    // The engine as it runs at the provisioned context (vLLM V0 turns chunked prefill on
+    // above 32K).
+    let engine = engine_profile(&serving.engine)
+        .ok_or_else(|| {
+            PlacementError::Usage(format!(
+                "--engine {}: not one of {}",
+                serving.engine,
+                engine_names()
+            ))
+        })?
+        .at_context(Some(facts.context_tokens));
     let point = ServingPoint {
         concurrency: serving.concurrency,
         input_tokens: serving.input_tokens,
@@ -420,6 +424,7 @@ pub fn attach(
             .simulated_requests
             .unwrap_or_else(|| serving.concurrency.saturating_mul(4)),
         lengths: serving.lengths.clone(),
+        context_tokens: Some(facts.context_tokens),
     };
     point
         .validate()
@@ -539,12 +544,14 @@ pub fn attach(
     }
     // The other requests' prompts pay their host time per chunk, not their request
     // overhead (that is spent before the engine schedules them).
+    // A decode step's host time is for its sequences; a prompt chunk's for one.
+    let chunk_host = engine.host_seconds(1);
     let fixed = [
-        engine.step_overhead_seconds,
-        engine.request_overhead_seconds + chunks * engine.step_overhead_seconds,
+        engine.host_seconds(mean.concurrency.min(mean.maximum_sequences)),
+        engine.request_overhead_seconds + chunks * chunk_host,
     ];
     problem.fixed_time = Some(StepNs {
-        decode: ns(fixed[0] + share * chunks * engine.step_overhead_seconds),
+        decode: ns(fixed[0] + share * chunks * chunk_host),
         prefill: ns(fixed[1]),
     });
     let mut links = Vec::new();
@@ -575,7 +582,7 @@ pub fn attach(
     Ok(Timing {
         point,
         share,
-        chunk_overheads: chunks * engine.step_overhead_seconds,
+        chunk_overheads: chunks * chunk_host,
         fixed,
         options,
         pricing,

@@ -414,11 +414,11 @@ pub fn apply_engine(
 }
 
 /// The time profile (`crate::perf::engine_profile`) of an engine as `--engine` spells it
-/// (`NAME[@VERSION]`): the engine's own, whatever version is named (the versions differ in
-/// their memory rules, not in their time profile). `None` when no profile has the name.
+/// (`NAME[@VERSION]`): the version's own when it has one (`vllm@0.6`, the V0 engine's
+/// scheduler and host time), else the engine's (`vllm@0.19` and `vllm@0.10` are `vllm`).
+/// `None` when no profile has the name.
 pub fn time_profile_name(engine: &str) -> Option<&'static str> {
-    let name = engine.split('@').next().unwrap_or(engine);
-    crate::perf::engine_profile(name).map(|p| p.name)
+    crate::perf::engine_profile(engine).map(|p| p.name)
 }
 
 /// Every spelling an engine value takes, for messages: each engine by name, then its

@@ -161,6 +161,7 @@ pub fn serving_point(request: &PlanRequest, terms: ServingTerms, engine: &str) -
         maximum_sequences: u64::from(request.policy.maximum_active_sequences),
         simulated_requests: terms.concurrency.saturating_mul(4),
         lengths: crate::perf::Lengths::Fixed,
+        context_tokens: Some(super::report::context_tokens(request)),
     }
 }
 

@@ -151,16 +151,20 @@ impl Pricer {
             maximum_sequences: sequences,
             simulated_requests: self.load.concurrency.saturating_mul(4),
             lengths: self.load.lengths.clone(),
+            context_tokens: None,
         }
     }
 
     /// The serving point under `request`'s policy (its budget and sequence ceiling), what
     /// `plan --concurrency ...` predicts.
     pub fn serving_point(&self, request: &PlanRequest) -> ServingPoint {
-        self.point(
-            request.policy.maximum_scheduled_tokens,
-            u64::from(request.policy.maximum_active_sequences),
-        )
+        ServingPoint {
+            context_tokens: Some(super::report::context_tokens(request)),
+            ..self.point(
+                request.policy.maximum_scheduled_tokens,
+                u64::from(request.policy.maximum_active_sequences),
+            )
+        }
     }
 
     fn model<'a>(
@@ -224,10 +228,12 @@ pub fn change_time(
     to: &ProviderId,
 ) -> Result<ChangeTime, PerfError> {
     let point = pricer.serving_point(request);
-    let engine = perf::engine_profile(&point.engine).ok_or_else(|| PerfError::UnknownEngine {
-        name: point.engine.clone(),
-        known: perf::engine_names(),
-    })?;
+    let engine = perf::engine_profile(&point.engine)
+        .ok_or_else(|| PerfError::UnknownEngine {
+            name: point.engine.clone(),
+            known: perf::engine_names(),
+        })?
+        .at_context(point.context_tokens);
     let moved: std::collections::BTreeSet<&NodeId> = nodes.iter().collect();
     let chosen = chosen_providers(plan);
     let before = pricer.model(request, |id| chosen.get(id).copied())?;

@@ -181,7 +181,7 @@ fn bad_serving_flags_name_the_flag() {
         (
             true,
             &["--engine", "x"],
-            "--engine x: not one of vllm, sglang, trtllm, llama.cpp",
+            "--engine x: not one of vllm, vllm@0.6, sglang, trtllm, llama.cpp",
         ),
         (
             false,
@@ -288,4 +288,67 @@ fn a_device_without_figures_and_a_bad_calibration_file_are_refused() {
     assert_eq!(result.status.code(), Some(2));
     let err = text(&result.stderr);
     assert!(err.contains("entries[0].op"), "{err}");
+}
+
+/// `--engine vllm@0.6` times the serving point with vLLM V0's own profile: its spelling is
+/// the point's engine, and the figures' rules say which scheduler ran (prompts first up to
+/// a context of 32,768 tokens, decodes first above it, where V0 turns chunked prefill on);
+/// the V1 versions keep vLLM's profile and its rules.
+#[test]
+fn vllm_v0_times_its_serving_point_with_its_own_scheduler() {
+    let h100 = device("h100-sxm-80gb.json");
+    let serving = [
+        "--device",
+        h100.as_str(),
+        "--concurrency",
+        "8",
+        "--input-tokens",
+        "256",
+        "--output-tokens",
+        "16",
+    ];
+    let rules = |p: &Value| -> Vec<String> {
+        p["rules"]
+            .as_array()
+            .unwrap_or_else(|| panic!("rules in {p}"))
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let with = |engine: &str, context: &str| {
+        let mut args = serving.to_vec();
+        args.extend_from_slice(&["--engine", engine, "--context", context]);
+        plan_json(&args)["performance"].clone()
+    };
+    let v0 = with("vllm@0.6", "4096");
+    assert_eq!(v0["serving_point"]["engine"], "vllm@0.6");
+    assert!(
+        rules(&v0).iter().any(|r| r.contains("prompts first")),
+        "{:?}",
+        rules(&v0)
+    );
+    let long = with("vllm@0.6", "40000");
+    assert!(
+        rules(&long)
+            .iter()
+            .any(|r| r.contains("with chunked prefill") && r.contains("decodes first")),
+        "{:?}",
+        rules(&long)
+    );
+    for v1 in ["vllm", "vllm@0.19"] {
+        let p = with(v1, "4096");
+        assert_eq!(p["serving_point"]["engine"], "vllm", "{v1}");
+        assert!(
+            !rules(&p).iter().any(|r| r.contains("vllm@0.6")),
+            "{v1}: {:?}",
+            rules(&p)
+        );
+    }
+    // The V0 engine's host time per step and per sequence is larger than V1's, and its
+    // prompts stall the decodes: the same point is slower per token.
+    let v1 = with("vllm", "4096");
+    assert!(
+        v0["tpot_seconds"].as_f64().unwrap() > v1["tpot_seconds"].as_f64().unwrap(),
+        "{v0} {v1}"
+    );
 }

@@ -28,6 +28,7 @@ mod memory_scale;
 mod memory_validate;
 mod multi_gpu_validation;
 mod perf_model;
+mod v0_scheduler;
 mod perf_validation;
 mod placement_models;
 mod placement_offload;

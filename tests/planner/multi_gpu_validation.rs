@@ -11,10 +11,29 @@ mod example;
 
 #[test]
 fn multi_gpu_validation_table_is_current() {
-    let (table, fit) = example::table();
+    let (table, fits) = example::table();
+    // vLLM V0's host times are the fit the table states (on its vLLM 0.5.4 points of the
+    // fit half).
+    let v0 = fits
+        .vllm_v0
+        .expect("the table has vLLM 0.5.4 points in its fit half");
+    let step = jointplan::perf::engine_profile::VLLM_V0_STEP_OVERHEAD_SECONDS;
+    assert!(
+        (step - v0.step_overhead).abs() < 1e-9,
+        "VLLM_V0_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
+        v0.step_overhead
+    );
+    let sequence = jointplan::perf::engine_profile::VLLM_V0_SEQUENCE_OVERHEAD_SECONDS;
+    assert!(
+        (sequence - v0.sequence_overhead).abs() < 1e-12,
+        "VLLM_V0_SEQUENCE_OVERHEAD_SECONDS is {sequence}, the fit half gives {}",
+        v0.sequence_overhead
+    );
     // SGLang's constants are the fit the table states (on its SGLang points of the fit
     // half).
-    let fit = fit.expect("the table has SGLang points in its fit half");
+    let fit = fits
+        .sglang
+        .expect("the table has SGLang points in its fit half");
     let overhead = jointplan::perf::engine_profile::SGLANG_REQUEST_OVERHEAD_SECONDS;
     assert!(
         (overhead - fit.request_overhead).abs() < 1e-9,

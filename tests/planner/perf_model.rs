@@ -250,6 +250,7 @@ fn point(concurrency: u64, input: u64, output: u64) -> ServingPoint {
         maximum_sequences: 256,
         simulated_requests: concurrency * 4,
         lengths: jointplan::perf::Lengths::Fixed,
+        context_tokens: None,
     }
 }
 

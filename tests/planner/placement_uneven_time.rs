@@ -94,6 +94,7 @@ fn layer_time(format: &str, device: &str, expert_share: f64) -> (u64, f64) {
         maximum_sequences: facts.sequences,
         simulated_requests: 4,
         lengths: Lengths::default(),
+        context_tokens: None,
     };
     let shape = serving::decode_shape(&point.at_mean_lengths());
     let model = TimeModel::new(

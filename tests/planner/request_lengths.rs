@@ -17,6 +17,7 @@ fn point(concurrency: u64, input: u64, output: u64, lengths: Lengths) -> Serving
         maximum_sequences: 256,
         simulated_requests: concurrency * 4,
         lengths,
+        context_tokens: None,
     }
 }
 
