@@ -168,10 +168,7 @@ impl DeviceSet {
         let (domain, domains) = match links.peer {
             Some(link) => {
                 let id = format!("{}.0", link.kind.name());
-                (
-                    id.clone(),
-                    vec![Domain { id, link }],
-                )
+                (id.clone(), vec![Domain { id, link }])
             }
             None => ("nvlink.0".to_owned(), Vec::new()),
         };

@@ -19,9 +19,7 @@ use crate::study::timing::LatencyTarget;
 use crate::synth::DeviceDescription;
 
 use super::timing::Serving;
-use super::{
-    place, place_with, DeviceSet, Gathered, Objective, PlacementError, Reasons, Settings,
-};
+use super::{place, place_with, DeviceSet, Gathered, Objective, PlacementError, Reasons, Settings};
 
 /// One device file's answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -121,18 +119,10 @@ impl CountLatency {
     fn missed(&self, ttft: f64, tpot: f64) -> Option<String> {
         let mut missed = Vec::new();
         if let Some(t) = self.target.max_tpot_seconds.filter(|t| tpot > *t) {
-            missed.push(format!(
-                "TPOT {:.3} ms > {:.3} ms",
-                tpot * 1e3,
-                t * 1e3
-            ));
+            missed.push(format!("TPOT {:.3} ms > {:.3} ms", tpot * 1e3, t * 1e3));
         }
         if let Some(t) = self.target.max_ttft_seconds.filter(|t| ttft > *t) {
-            missed.push(format!(
-                "TTFT {:.3} ms > {:.3} ms",
-                ttft * 1e3,
-                t * 1e3
-            ));
+            missed.push(format!("TTFT {:.3} ms > {:.3} ms", ttft * 1e3, t * 1e3));
         }
         (!missed.is_empty()).then(|| missed.join(", "))
     }
@@ -359,7 +349,11 @@ impl Search<'_> {
                 .as_ref()
                 .and_then(|l| l.peer.as_ref())
                 .is_none();
-        let top = if unlinked { max_count.min(1) } else { max_count };
+        let top = if unlinked {
+            max_count.min(1)
+        } else {
+            max_count
+        };
         for n in 1..=top {
             let set = DeviceSet::uniform_of(self.file, self.description.clone(), n, None)?;
             let settings = self.settings_at(&set, n, gathered)?;

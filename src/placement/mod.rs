@@ -241,7 +241,14 @@ pub fn choose(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Chosen, PlacementError> {
-    choose_gathered(source, set, settings, options, budget, &mut Gathered::once())
+    choose_gathered(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        &mut Gathered::once(),
+    )
 }
 
 /// [`choose`] with the model's facts (and the smaller formats' of its levers) taken from
@@ -353,7 +360,14 @@ pub fn place(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Placed, PlacementError> {
-    place_gathered(source, set, settings, options, budget, &mut Gathered::once())
+    place_gathered(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        &mut Gathered::once(),
+    )
 }
 
 /// [`place`] with the model's facts taken from `gathered` where it holds them

@@ -170,11 +170,9 @@ pub fn counts_text(
         match (row.count, row.total_memory_bytes) {
             (Some(count), Some(total)) => {
                 let times = match (row.ttft_seconds, row.tpot_seconds) {
-                    (Some(ttft), Some(tpot)) => format!(
-                        "  TTFT {:.3} ms, TPOT {:.3} ms",
-                        ttft * 1e3,
-                        tpot * 1e3
-                    ),
+                    (Some(ttft), Some(tpot)) => {
+                        format!("  TTFT {:.3} ms, TPOT {:.3} ms", ttft * 1e3, tpot * 1e3)
+                    }
                     _ => String::new(),
                 };
                 out.push_str(&format!(
@@ -189,9 +187,14 @@ pub fn counts_text(
                 ))
             }
             _ => out.push_str(&format!(
-                "  {}  {}  does not fit on {max_count}: {}\n",
+                "  {}  {}  {} on {max_count}: {}\n",
                 row.device_file,
                 human_bytes(row.device_memory_bytes),
+                if latency.is_some() {
+                    "does not serve it within the target"
+                } else {
+                    "does not fit"
+                },
                 row.reason.as_deref().unwrap_or("")
             )),
         }

@@ -82,7 +82,14 @@ fn the_shorthand_and_its_set_file_give_one_answer() {
         extra.extend_from_slice(pins);
         let n = count.to_string();
         let shorthand = plan_json(
-            &["--device", &path(device), "--count", &n, "--host-memory", host],
+            &[
+                "--device",
+                &path(device),
+                "--count",
+                &n,
+                "--host-memory",
+                host,
+            ],
             &extra,
         );
         let spelled = plan_json(&["--devices", &s(&set)], &extra);
@@ -111,7 +118,9 @@ fn the_shorthand_and_its_set_file_give_one_answer() {
             .unwrap();
         let shown = format!("{:.1} GB/s", peer as f64 / 1e9);
         assert!(
-            links.iter().any(|l| l.contains("tensor-parallel") && l.contains(&shown)),
+            links
+                .iter()
+                .any(|l| l.contains("tensor-parallel") && l.contains(&shown)),
             "{device}: {links:?}"
         );
     }
@@ -286,12 +295,15 @@ fn a_single_device_plan_ignores_the_links() {
     let model = path(MODEL);
     let id = |device: &str| {
         let plan = ok_json(&["plan", &model, "--device", device, "--json"]);
-        plan["plan_id"].as_str().map(str::to_owned).unwrap_or_else(|| {
-            plan["payload"]["plan_id"]
-                .as_str()
-                .map(str::to_owned)
-                .unwrap()
-        })
+        plan["plan_id"]
+            .as_str()
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                plan["payload"]["plan_id"]
+                    .as_str()
+                    .map(str::to_owned)
+                    .unwrap()
+            })
     };
     assert_eq!(
         id(&path("models/devices/h100-sxm-80gb.json")),
