@@ -3,7 +3,9 @@
 //! found by search with the planner as the oracle; `--devices DIR` ranks the device files
 //! of a directory instead. `--max-tpot-ms X` / `--max-ttft-ms Y` with `--maximize sequences`
 //! also hold each value N to a latency target, served at concurrency N
-//! ([`jointplan::study::fit::fit_serving`]).
+//! ([`jointplan::study::fit::fit_serving`]); with `--devices DIR --max-count N`, each count
+//! at `--concurrency C` on the device file's links
+//! ([`jointplan::placement::fit::smallest_counts_for`]).
 
 // `Error` carries `PlanError` unboxed: errors are the cold path.
 #![allow(clippy::result_large_err)]
@@ -86,6 +88,11 @@ pub struct Args {
     /// Output tokens of each request (with a latency target).
     #[arg(long, value_name = "O")]
     pub output_tokens: Option<u64>,
+    /// With `--max-count N` and a latency target: requests in flight at the serving point
+    /// each count is timed at (default 1; `--maximize sequences` serves each value N at
+    /// concurrency N instead).
+    #[arg(long, value_name = "C", requires = "max_count", value_parser = clap::value_parser!(u64).range(1..))]
+    pub concurrency: Option<u64>,
     /// A serving engine, as `plan --engine` takes it: each probe's memory is held to the
     /// engine's budget and the latency priced with its time profile (default time profile:
     /// vllm). Model folders only.
@@ -173,11 +180,11 @@ fn latency_query(args: &Args) -> Result<Option<LatencyQuery>, Error> {
     }))
 }
 
-/// `fit MODEL --devices DIR --max-count N [--context T] [--engine E]`: the fewest devices
-/// of each file that serve the model at the context, at the engine's degree with one
-/// (`placement::fit::smallest_counts_for`). A latency target is refused: a device file
-/// states no links to time tensor parallelism by (a set file does: `plan MODEL --devices
-/// SET.json --placement-objective min-tpot ...`).
+/// `fit MODEL --devices DIR --max-count N [--context T] [--engine E] [--max-tpot-ms X]
+/// [--max-ttft-ms Y --input-tokens I --output-tokens O --concurrency C]`: the fewest devices
+/// of each file that serve the model at the context, at the engine's degree with one, and
+/// within the latency target with one, timed by each device file's `links`
+/// (`placement::fit::smallest_counts_for`).
 fn device_counts(
     args: &Args,
     dir: &std::path::Path,
@@ -185,7 +192,7 @@ fn device_counts(
     folder: bool,
     options: &BuildOptions,
 ) -> Result<(), Error> {
-    use jointplan::placement::fit::{CountQuery, RankBy};
+    use jointplan::placement::fit::{CountLatency, CountQuery, RankBy};
     if !folder {
         return Err(Error::Usage(format!(
             "--devices needs a model folder; {} is a request file with its own device",
@@ -193,19 +200,44 @@ fn device_counts(
         )));
     }
     for (flag, given) in [
-        ("--max-tpot-ms", args.max_tpot_ms.is_some()),
-        ("--max-ttft-ms", args.max_ttft_ms.is_some()),
-        ("--input-tokens", args.input_tokens.is_some()),
-        ("--output-tokens", args.output_tokens.is_some()),
         ("--performance-device", args.performance_device.is_some()),
         ("--calibration", args.calibration.is_some()),
     ] {
         if given {
             return Err(Error::Usage(format!(
-                "{flag} does not apply to --max-count: a device file states no links to time tensor parallelism by; time a set file instead (plan MODEL --devices SET.json --placement-objective min-tpot --concurrency C --input-tokens I --output-tokens O)"
+                "{flag} does not apply to --max-count: every count is priced by its own device file's performance figures and links"
             )));
         }
     }
+    let latency = match latency_query(args)? {
+        None => {
+            if args.concurrency.is_some() {
+                return Err(Error::Usage(
+                    "--concurrency applies to a latency target: give --max-tpot-ms X or --max-ttft-ms Y".to_owned(),
+                ));
+            }
+            None
+        }
+        Some(query) => Some(CountLatency {
+            target: query.target,
+            serving: jointplan::placement::timing::Serving {
+                concurrency: args.concurrency.unwrap_or(1),
+                input_tokens: query.load.input_tokens,
+                output_tokens: query.load.output_tokens,
+                engine: jointplan::study::engine_facts::time_profile_name(&query.load.engine)
+                    .ok_or_else(|| {
+                        Error::Usage(format!(
+                            "--engine {}: no time profile of that name ({})",
+                            query.load.engine,
+                            jointplan::perf::engine_names()
+                        ))
+                    })?
+                    .to_owned(),
+                simulated_requests: None,
+                lengths: jointplan::perf::Lengths::Fixed,
+            },
+        }),
+    };
     let by = match args.by.as_deref() {
         None => RankBy::Count,
         Some(name) => RankBy::from_name(name)
@@ -233,7 +265,11 @@ fn device_counts(
             .map_err(|e| Error::from(jointplan::Error::from(e)).in_file(&args.input))?,
         ),
     };
-    let query = CountQuery { policy, engine };
+    let query = CountQuery {
+        policy,
+        engine,
+        latency,
+    };
     let rows = jointplan::placement::fit::smallest_counts_for(
         &source,
         dir,
@@ -251,6 +287,7 @@ fn device_counts(
             max_count,
             by,
             args.engine.as_deref(),
+            query.latency.as_ref(),
         ))?)
     }
 }

@@ -19,7 +19,8 @@ pub struct PlacementFlags {
     /// A device set file (`models/devices/sets/*.json`): place the model across it.
     #[arg(long, value_name = "SET.json", conflicts_with = "count")]
     pub devices: Option<PathBuf>,
-    /// With `--device D`: place the model across N such devices on one NVLink domain.
+    /// With `--device D`: place the model across N such devices in one domain, linked by
+    /// the device file's `links` (docs/placement.md, "Device files: links").
     #[arg(long, value_name = "N")]
     pub count: Option<u32>,
     /// Pin the tensor-parallel degree (otherwise the solver chooses).

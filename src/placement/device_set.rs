@@ -6,7 +6,8 @@
 //! a count and the link domain the devices sit in (an NVLink domain, or a PCIe root). A
 //! tensor-parallel group is formed within one domain and one device file; pipeline stages
 //! may cross domains and device files. The host tier is the machine's memory that
-//! offloaded weights live in.
+//! offloaded weights live in. The shorthand's domain and host links are the device file's
+//! own `links` ([`crate::synth::device_links::DeviceLinks`]); a set file states its own.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -17,30 +18,7 @@ use crate::synth::DeviceDescription;
 
 use super::PlacementError;
 
-/// The kind of a link domain.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LinkKind {
-    /// NVLink (through NVSwitch or direct bridges): every pair of the domain's devices.
-    Nvlink,
-    /// PCIe through the host's root complex.
-    Pcie,
-    /// A network between domains (InfiniBand, RoCE).
-    Network,
-}
-
-/// A link: its kind, bandwidth and latency.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Link {
-    /// The link's kind.
-    pub kind: LinkKind,
-    /// Bandwidth per direction per device, bytes per second.
-    pub bandwidth_bytes_per_second: u64,
-    /// One-way latency in nanoseconds, where a source gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency_ns: Option<u64>,
-}
+pub use crate::synth::device_links::{Link, LinkKind};
 
 /// A link domain: devices that talk over one link kind.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,8 +90,8 @@ pub struct DeviceSet {
     pub file: Option<PathBuf>,
     /// The kinds, in order of first appearance in the file.
     pub kinds: Vec<DeviceKind>,
-    /// The domains with their links (empty for the shorthand, whose one NVLink domain has
-    /// no figures: memory-only placement reads none).
+    /// The domains with their links (empty for the shorthand of a device file without
+    /// `links.peer`, whose one domain has no figures: memory-only placement reads none).
     pub domains: Vec<Domain>,
     /// The host tier's memory, bytes (`None`: the set has no host tier).
     pub host_memory_bytes: Option<u64>,
@@ -132,14 +110,20 @@ fn bad(file: &Path, json_path: &str, message: impl Into<String>) -> PlacementErr
 }
 
 fn check_link(file: &Path, path: &str, link: &Link) -> Result<(), PlacementError> {
-    if link.bandwidth_bytes_per_second == 0 {
-        return Err(bad(
-            file,
-            &format!("{path}.bandwidth_bytes_per_second"),
-            "must be positive",
-        ));
+    match link.problem() {
+        Some((field, problem)) => Err(bad(file, &format!("{path}.{field}"), problem)),
+        None => Ok(()),
     }
-    Ok(())
+}
+
+/// Which link a time objective found missing ([`DeviceSet::missing_link`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkRole {
+    /// The link of a kind's tensor-parallel groups (a domain's link; a device file's
+    /// `links.peer`).
+    Peer,
+    /// The host tier's link (a set's `host.link`; a device file's `links.host`).
+    Host,
 }
 
 impl DeviceSet {
@@ -154,20 +138,40 @@ impl DeviceSet {
         Self::from_file(parsed, Some(file), base)
     }
 
-    /// `count` devices of the file `device` on one NVLink domain, with `host_memory` bytes
-    /// of host memory if given (the `--device D --count N` shorthand).
+    /// `count` devices of the file `device` on one domain, with `host_memory` bytes of host
+    /// memory if given (the `--device D --count N` shorthand). The domain's link is the
+    /// device file's `links.peer` (its id `nvlink.0`, `pcie.0`, ... by the link's kind;
+    /// `nvlink.0` with no figures when the file states none: memory-only placement reads
+    /// none), the host tier's link its `links.host`.
     pub fn uniform(
         device: &Path,
         count: u32,
         host_memory: Option<u64>,
     ) -> Result<DeviceSet, PlacementError> {
         let description = read_device(device, Path::new("--device"), "")?;
+        Self::uniform_of(device, description, count, host_memory)
+    }
+
+    /// [`DeviceSet::uniform`] of a device description already read from `device`.
+    pub fn uniform_of(
+        device: &Path,
+        description: DeviceDescription,
+        count: u32,
+        host_memory: Option<u64>,
+    ) -> Result<DeviceSet, PlacementError> {
         if count == 0 {
             return Err(PlacementError::Usage(
                 "--count 0: give at least one device".to_owned(),
             ));
         }
-        let domain = "nvlink.0".to_owned();
+        let links = description.links.clone().unwrap_or_default();
+        let (domain, domains) = match links.peer {
+            Some(link) => {
+                let id = format!("{}.0", link.kind.name());
+                (id.clone(), vec![Domain { id, link }])
+            }
+            None => ("nvlink.0".to_owned(), Vec::new()),
+        };
         Ok(DeviceSet {
             name: format!("{count} x {}", description.name),
             file: None,
@@ -176,10 +180,10 @@ impl DeviceSet {
                 description,
                 per_domain: vec![(domain.clone(), count)],
             }],
-            domains: Vec::new(),
+            domains,
             host_memory_bytes: host_memory,
             interconnect: None,
-            host_link: None,
+            host_link: links.host,
         })
     }
 
@@ -282,7 +286,8 @@ impl DeviceSet {
     }
 
     /// The slowest link of the domains `kind`'s devices sit in (its tensor-parallel
-    /// groups' link); `None` when the set has no link figures (the shorthand).
+    /// groups' link); `None` when the set has no link figures (the shorthand of a device
+    /// file without `links.peer`).
     pub fn group_link(&self, kind: usize) -> Option<&Link> {
         self.kinds
             .get(kind)?
@@ -301,6 +306,43 @@ impl DeviceSet {
             .map(|d| &d.link)
             .chain(self.interconnect.as_ref())
             .min_by_key(|l| l.bandwidth_bytes_per_second)
+    }
+
+    /// Why a time objective or serving point cannot be priced on the set: the link of
+    /// `role` (for `kind`'s devices) is not stated, and where to state it: a device file's
+    /// `links` key for the `--device D --count N` shorthand, the set file's for a set.
+    pub fn missing_link(&self, kind: usize, role: LinkRole) -> PlacementError {
+        let (what, key) = match role {
+            LinkRole::Peer => ("tensor-parallel groups' link", "peer"),
+            LinkRole::Host => ("host link", "host"),
+        };
+        let example = match role {
+            LinkRole::Peer => r#""peer": {"kind": "nvlink", "bandwidth_bytes_per_second": B}"#,
+            LinkRole::Host => r#""host": {"kind": "pcie", "bandwidth_bytes_per_second": B}"#,
+        };
+        match &self.file {
+            None => {
+                let device = self
+                    .kinds
+                    .get(kind)
+                    .map_or_else(|| "--device".to_owned(), |k| k.file.display().to_string());
+                PlacementError::Usage(format!(
+                    "{device}: a time objective or serving point on --device D --count N needs the {what}, and the device file states no `links.{key}`: add \"links\": {{{example}}} to it (B: bytes per second per direction per device, from the datasheet; docs/placement.md, \"Device files: links\"), or give --devices SET.json"
+                ))
+            }
+            Some(file) => match role {
+                LinkRole::Peer => bad(
+                    file,
+                    ".domains",
+                    format!("a time objective or serving point needs the {what}: give the domain's link"),
+                ),
+                LinkRole::Host => bad(
+                    file,
+                    ".host",
+                    "a time objective or serving point with host offload needs the host link: give the set a host tier {\"memory_bytes\": M, \"link\": {\"kind\": \"pcie\", \"bandwidth_bytes_per_second\": B}}",
+                ),
+            },
+        }
     }
 
     /// Tensor-parallel groups of `degree` devices of `kind`: each within one domain.

@@ -8,7 +8,8 @@
 //! 1. [`model::ModelFacts::gather`]: the model synthesized on a roomy copy of the set's
 //!    first device and planned up to its payload (hashed and checked only when a placement
 //!    is written out, [`model::ModelFacts::seal`]); its tensors, states and step bytes read
-//!    from the request and the plan;
+//!    from the request and the plan; once per model, device and policy across the calls
+//!    sharing a [`reuse::Gathered`] store ([`place_gathered`]);
 //! 2. [`options::form`]: every parallel option's per-device costs, the placement
 //!    [`problem::Problem`];
 //! 3. [`solve::solve`]: the exact dynamic program; [`enumerate::enumerate`], sharing no code
@@ -32,6 +33,7 @@ pub mod options;
 pub mod prediction;
 pub mod problem;
 pub mod record;
+pub mod reuse;
 pub mod serving_engine;
 pub mod shares;
 pub mod solve;
@@ -48,6 +50,7 @@ pub use device_set::DeviceSet;
 pub use options::Settings;
 pub use problem::Objective;
 pub use record::PlacementPlan;
+pub use reuse::Gathered;
 
 /// What can go wrong in a placement.
 #[derive(Debug, thiserror::Error)]
@@ -238,6 +241,60 @@ pub fn choose(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Chosen, PlacementError> {
+    choose_gathered(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        &mut Gathered::once(),
+    )
+}
+
+/// [`choose`] with the model's facts (and the smaller formats' of its levers) taken from
+/// `gathered` where it holds them, gathered into it otherwise: the same answer, each
+/// (model, device, policy) gathered once across calls that share the store.
+pub fn choose_gathered(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+    gathered: &mut Gathered,
+) -> Result<Chosen, PlacementError> {
+    choose_with(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        gathered,
+        Reasons::WithLevers,
+    )
+}
+
+/// What an infeasible placement's error says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reasons {
+    /// Why no placement fits, then the levers that would make it fit (each found by
+    /// solving the problem again, the smaller weight formats by gathering the model in
+    /// each): what `plan` prints.
+    WithLevers,
+    /// Why no placement fits alone (the first line of [`Reasons::WithLevers`]'s): for a
+    /// search over sets that keeps only that line (`fit --max-count N` trying each count).
+    Brief,
+}
+
+/// [`choose_gathered`] with the infeasible error's `reasons`.
+pub fn choose_with(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+    gathered: &mut Gathered,
+    reasons: Reasons,
+) -> Result<Chosen, PlacementError> {
     compatible(set)?;
     let first = &set.kinds[0];
     let preset = match &settings.policy {
@@ -246,13 +303,15 @@ pub fn choose(
             .policy_preset()
             .map_err(|e| PlacementError::Synth(Box::new(e)))?,
     };
-    let facts =
-        model::ModelFacts::gather(source, &first.description, &first.file, options, &preset)?;
+    let facts = gathered.facts(source, &first.description, &first.file, options, &preset)?;
     let formed = options::form(&facts, set, &preset, settings)?;
     let Some(solution) = solve::solve(&formed.problem) else {
+        if reasons == Reasons::Brief {
+            return Err(PlacementError::Infeasible(why_not(&formed)));
+        }
         let mut found = levers::levers(&formed, &facts, set);
         found.extend(smaller_format(
-            source, set, settings, options, &preset, &facts,
+            source, set, settings, options, &preset, &facts, gathered,
         )?);
         let levers: Vec<String> = found.iter().map(levers::Lever::text).collect();
         let levers = if levers.is_empty() {
@@ -301,12 +360,55 @@ pub fn place(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Placed, PlacementError> {
+    place_gathered(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        &mut Gathered::once(),
+    )
+}
+
+/// [`place`] with the model's facts taken from `gathered` where it holds them
+/// ([`choose_gathered`]): the same placement, each (model, device, policy) gathered once
+/// across calls that share the store (`fit --devices DIR --max-count N` places every count
+/// of a device file from one gathering).
+pub fn place_gathered(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+    gathered: &mut Gathered,
+) -> Result<Placed, PlacementError> {
+    place_with(
+        source,
+        set,
+        settings,
+        options,
+        budget,
+        gathered,
+        Reasons::WithLevers,
+    )
+}
+
+/// [`place_gathered`] with the infeasible error's `reasons` ([`choose_with`]).
+pub fn place_with(
+    source: &ModelSource,
+    set: &DeviceSet,
+    settings: &Settings,
+    options: &BuildOptions,
+    budget: u64,
+    gathered: &mut Gathered,
+    reasons: Reasons,
+) -> Result<Placed, PlacementError> {
     let Chosen {
         facts,
         formed,
         solution,
         certificate,
-    } = choose(source, set, settings, options, budget)?;
+    } = choose_with(source, set, settings, options, budget, gathered, reasons)?;
     let facts = facts.seal(options)?;
     let plan = record::record(&facts, set, &formed, &solution)?;
     let violations = check::check(&plan);
@@ -332,7 +434,8 @@ pub fn place(
 
 /// The smaller-format lever: the first of [`levers::SMALLER_FORMATS`] with fewer weight
 /// bytes than the model's format under which the model places on the set (fewest devices);
-/// formats the model or the device cannot take are skipped.
+/// formats the model or the device cannot take are skipped. Each format's facts come from
+/// `gathered`.
 fn smaller_format(
     source: &ModelSource,
     set: &DeviceSet,
@@ -340,6 +443,7 @@ fn smaller_format(
     options: &BuildOptions,
     preset: &crate::synth::PolicyPreset,
     facts: &model::ModelFacts,
+    gathered: &mut Gathered,
 ) -> Result<Option<levers::Lever>, PlacementError> {
     let first = &set.kinds[0];
     for name in levers::SMALLER_FORMATS {
@@ -348,8 +452,7 @@ fn smaller_format(
         }
         let mut other = source.clone();
         other.weight_format = Some(name.to_owned());
-        let Ok(smaller) =
-            model::ModelFacts::gather(&other, &first.description, &first.file, options, preset)
+        let Ok(smaller) = gathered.facts(&other, &first.description, &first.file, options, preset)
         else {
             continue;
         };

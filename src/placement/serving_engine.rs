@@ -8,7 +8,7 @@ use crate::engine::{EngineArgs, EngineChoice};
 use crate::study::engine_facts::{apply_engine, context_key, EngineApplied};
 use crate::synth::{ModelSource, PolicyPreset};
 
-use super::{DeviceSet, PlacementError, Settings};
+use super::{DeviceSet, Gathered, PlacementError, Settings};
 
 /// What naming an engine does to a placement.
 #[derive(Clone, Debug)]
@@ -55,6 +55,32 @@ pub fn engine_on_set(
     args: &EngineArgs,
     tensor_parallel: Option<u32>,
     pipeline_parallel: Option<u32>,
+) -> Result<EngineOnSet, PlacementError> {
+    engine_on_set_gathered(
+        source,
+        set,
+        policy,
+        choice,
+        args,
+        tensor_parallel,
+        pipeline_parallel,
+        &mut Gathered::once(),
+    )
+}
+
+/// [`engine_on_set`] with the model's synthesis for the set's device taken from
+/// `gathered` where it holds it (it depends on the source, the device and the policy, not
+/// on the degree): the same answer, synthesized once across the calls sharing the store.
+#[allow(clippy::too_many_arguments)]
+pub fn engine_on_set_gathered(
+    source: &ModelSource,
+    set: &DeviceSet,
+    policy: &PolicyPreset,
+    choice: &EngineChoice,
+    args: &EngineArgs,
+    tensor_parallel: Option<u32>,
+    pipeline_parallel: Option<u32>,
+    gathered: &mut Gathered,
 ) -> Result<EngineOnSet, PlacementError> {
     let Some(key) = choice.engine.tensor_parallel_key() else {
         return Err(usage(
@@ -116,9 +142,7 @@ pub fn engine_on_set(
         .kinds
         .first()
         .ok_or_else(|| usage(choice, "the set has no device".to_owned()))?;
-    let synthesized = source
-        .synthesize_on_with_policy(&kind.description, &kind.file, &policy)
-        .map_err(|e| PlacementError::Synth(Box::new(e)))?;
+    let synthesized = gathered.synthesized(source, &kind.description, &kind.file, &policy)?;
     let applied = apply_engine(
         &synthesized.request,
         &synthesized.device,

@@ -16,7 +16,7 @@ use crate::perf::work::{Segment, StepShape};
 use crate::perf::{engine_names, engine_profile, serving, Calibration, Lengths, ServingPoint};
 use crate::synth::architecture::MixerKind;
 
-use super::device_set::{DeviceSet, Link, LinkKind};
+use super::device_set::{DeviceSet, Link, LinkKind, LinkRole};
 use super::model::ModelFacts;
 use super::problem::{KindTimes, OptionTimes, ParallelOption, Problem, StepNs};
 use super::PlacementError;
@@ -222,12 +222,6 @@ pub(super) fn figures(link: &Link) -> LinkFigures {
     }
 }
 
-fn no_links(what: &str) -> PlacementError {
-    PlacementError::Usage(format!(
-        "a time objective or serving point needs the {what} figures of the set: give --devices SET.json (models/devices/sets/) instead of --device D --count N"
-    ))
-}
-
 /// Where a node sits: the first stage, a layer, the last stage.
 pub(super) fn slot_of(node: &str, layers: usize) -> Option<usize> {
     let Some(tail) = node.strip_prefix("node.layer.") else {
@@ -336,7 +330,10 @@ fn kind_detail(
             .ok_or_else(|| PlacementError::Model("all-reduce bytes overflow".to_owned()))
     };
     if option.degree > 1 {
-        let link = link.ok_or_else(|| no_links("tensor-parallel link"))?;
+        // `time` refuses an option of degree > 1 without its link before it gets here.
+        let link = link.ok_or_else(|| {
+            PlacementError::Internal("a tensor-parallel option without its link".to_owned())
+        })?;
         let decode_bytes = bytes(decode.tokens())?;
         let mut prefill_reduce = 0.0;
         for chunk in &chunks {
@@ -455,7 +452,7 @@ pub fn attach(
     let host = set.host_link.as_ref().map(figures);
     if problem.host_bytes.is_some() && host.is_none() {
         // Offloaded bytes cross the host link every step: unpriced, they would look free.
-        return Err(no_links("host link"));
+        return Err(set.missing_link(0, LinkRole::Host));
     }
     let boundary_link = set.boundary_link().map(figures);
     let decode_tokens = serving::decode_shape(&mean).tokens();
@@ -494,6 +491,9 @@ pub fn attach(
         let mut times = Vec::with_capacity(models.len());
         for (k, model) in models.iter().enumerate() {
             let link = set.group_link(k).map(figures);
+            if option.degree > 1 && link.is_none() {
+                return Err(set.missing_link(k, LinkRole::Peer));
+            }
             let detail = kind_detail(
                 facts,
                 model,

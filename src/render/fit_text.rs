@@ -125,6 +125,7 @@ pub fn counts_text(
     max_count: u32,
     by: crate::placement::fit::RankBy,
     engine: Option<&str>,
+    latency: Option<&crate::placement::fit::CountLatency>,
 ) -> String {
     let order = match by {
         crate::placement::fit::RankBy::Count => "least total memory first",
@@ -135,8 +136,26 @@ pub fn counts_text(
     let engine = engine.map_or(String::new(), |e| {
         format!(", {e} running at tensor parallel = the count in one stage, each device held to its budget")
     });
+    let target = latency.map_or(String::new(), |l| {
+        let mut parts = Vec::new();
+        if let Some(t) = l.target.max_tpot_seconds {
+            parts.push(format!("TPOT <= {:.3} ms", t * 1e3));
+        }
+        if let Some(t) = l.target.max_ttft_seconds {
+            parts.push(format!("TTFT <= {:.3} ms", t * 1e3));
+        }
+        format!(
+            ", within {} at concurrency {} ({} + {} tokens, {} time profile; placed under {}, timed by each device file's links)",
+            parts.join(" and "),
+            l.serving.concurrency,
+            l.serving.input_tokens,
+            l.serving.output_tokens,
+            l.serving.engine,
+            l.objective().name()
+        )
+    });
     let mut out = format!(
-        "device counts (the fewest of up to {max_count} identical devices on one NVLink domain that serve the policy's requirement, one request of its context{engine}; {order}; rules: docs/placement.md, \"The fewest devices of each kind\"):\n"
+        "device counts (the fewest of up to {max_count} identical devices on the device file's peer link that serve the policy's requirement, one request of its context{engine}{target}; {order}; rules: docs/placement.md, \"The fewest devices of each kind\"):\n"
     );
     for row in rows {
         let price = match (row.price_per_hour, row.total_price_per_hour) {
@@ -149,20 +168,33 @@ pub fn counts_text(
             _ => String::new(),
         };
         match (row.count, row.total_memory_bytes) {
-            (Some(count), Some(total)) => out.push_str(&format!(
-                "  {}  {count} x {}  = {}{price}  tensor parallel {}, pipeline {}  {} ({})\n",
-                row.device_file,
-                human_bytes(row.device_memory_bytes),
-                human_bytes(total),
-                row.tensor_parallel.unwrap_or(0),
-                row.pipeline_parallel.unwrap_or(0),
-                row.placement_id.as_deref().unwrap_or(""),
-                row.certificate.as_deref().unwrap_or("")
-            )),
+            (Some(count), Some(total)) => {
+                let times = match (row.ttft_seconds, row.tpot_seconds) {
+                    (Some(ttft), Some(tpot)) => {
+                        format!("  TTFT {:.3} ms, TPOT {:.3} ms", ttft * 1e3, tpot * 1e3)
+                    }
+                    _ => String::new(),
+                };
+                out.push_str(&format!(
+                    "  {}  {count} x {}  = {}{price}  tensor parallel {}, pipeline {}{times}  {} ({})\n",
+                    row.device_file,
+                    human_bytes(row.device_memory_bytes),
+                    human_bytes(total),
+                    row.tensor_parallel.unwrap_or(0),
+                    row.pipeline_parallel.unwrap_or(0),
+                    row.placement_id.as_deref().unwrap_or(""),
+                    row.certificate.as_deref().unwrap_or("")
+                ))
+            }
             _ => out.push_str(&format!(
-                "  {}  {}  does not fit on {max_count}: {}\n",
+                "  {}  {}  {} on {max_count}: {}\n",
                 row.device_file,
                 human_bytes(row.device_memory_bytes),
+                if latency.is_some() {
+                    "does not serve it within the target"
+                } else {
+                    "does not fit"
+                },
                 row.reason.as_deref().unwrap_or("")
             )),
         }

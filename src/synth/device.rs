@@ -11,6 +11,7 @@ use crate::request::{
     CapabilityId, DeviceClass, DeviceId, StorageAllocator, StorageProfile, StorageView,
 };
 
+use super::device_links::DeviceLinks;
 use super::device_performance::DevicePerformance;
 use super::SynthError;
 
@@ -80,6 +81,11 @@ pub struct DeviceDescription {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Option<f64>")]
     pub price_per_hour: Option<PricePerHour>,
+    /// The device's links to its peers and to the host (docs/placement.md, "Device files:
+    /// links"); optional, and never copied into a synthesized request: `--device D --count
+    /// N` times tensor parallelism, stage boundaries and host transfers by them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub links: Option<DeviceLinks>,
 }
 
 /// A price in US dollars per hour, held as whole micro-dollars so the description stays
@@ -164,6 +170,9 @@ impl DeviceDescription {
         }
         if let Some((field, problem)) = self.performance.as_ref().and_then(|p| p.problem()) {
             return Err(SynthError::device(&self.id, field, problem));
+        }
+        if let Some((field, problem)) = self.links.as_ref().and_then(DeviceLinks::problem) {
+            return Err(SynthError::device(&self.id, &field, problem));
         }
         Ok(())
     }

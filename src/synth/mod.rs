@@ -16,6 +16,7 @@ pub(crate) mod catalog;
 pub mod config;
 pub mod config_keys;
 pub mod device;
+pub mod device_links;
 pub mod device_performance;
 pub(crate) mod estimate;
 pub mod gguf;

@@ -10,6 +10,7 @@ mod common;
 
 mod backend;
 mod commands;
+mod count_links;
 mod docs_transcripts;
 mod engine_cli;
 mod fuzz_exit_codes;

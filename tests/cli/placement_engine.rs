@@ -324,7 +324,7 @@ fn fit_counts_devices_at_the_engine_degree_as_plan_places_them() {
     let placed: Value = serde_json::from_slice(&placed.stdout).unwrap();
     assert_eq!(placed["plan"]["placement_id"], row["placement_id"]);
     assert_eq!(at(count - 1).status.code(), Some(1));
-    // A latency target needs links a device file does not state.
+    // A latency target needs its serving point's tokens (timed by the file's links).
     let timed = jointplan(&[
         "fit",
         &model,
@@ -337,7 +337,7 @@ fn fit_counts_devices_at_the_engine_degree_as_plan_places_them() {
     ]);
     assert_eq!(timed.status.code(), Some(2));
     assert!(
-        text(&timed.stderr).contains("--max-tpot-ms does not apply to --max-count"),
+        text(&timed.stderr).contains("--input-tokens is missing"),
         "{}",
         text(&timed.stderr)
     );

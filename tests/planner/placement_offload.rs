@@ -329,7 +329,16 @@ fn fit_by_price_ranks_priced_files_and_lists_the_others_unranked() {
 
 #[test]
 fn host_offload_with_a_serving_point_needs_the_host_link() {
-    // The shorthand has no host link: offloaded bytes could not be priced.
+    // A device file without `links.host`: offloaded bytes could not be priced. (The
+    // shipped file states its link, and the same placement is timed.)
+    let dir = tempfile::tempdir().unwrap();
+    let mut json: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("models/devices/rtx-4090-24gb.json").unwrap(),
+    )
+    .unwrap();
+    json.as_object_mut().unwrap().remove("links");
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, json.to_string()).unwrap();
     let mut source = ModelSource::folder("models/llama-3.1-8b");
     source.layers = Some(2);
     let mut timed = settings(Objective::MinTpot, true);
@@ -343,12 +352,25 @@ fn host_offload_with_a_serving_point_needs_the_host_link() {
     });
     let error = place(
         &source,
-        &rtx_4090(Some(1 << 40)),
+        &DeviceSet::uniform(&bare, 1, Some(1 << 40)).unwrap(),
         &timed,
         &BuildOptions::default(),
         1_000_000,
     )
     .unwrap_err();
     assert!(error.is_bad_input(), "{error}");
-    assert!(error.to_string().contains("host link"), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("links.host") && message.contains(bare.to_str().unwrap()),
+        "{message}"
+    );
+    let placed = place(
+        &source,
+        &rtx_4090(Some(1 << 40)),
+        &timed,
+        &BuildOptions::default(),
+        1_000_000,
+    )
+    .unwrap();
+    assert!(placed.performance.is_some());
 }
