@@ -29,6 +29,7 @@ mod memory_validate;
 mod multi_gpu_validation;
 mod perf_model;
 mod perf_validation;
+mod placement_bound;
 mod placement_models;
 mod placement_offload;
 mod placement_oracle;
