@@ -355,10 +355,8 @@ pub(super) fn stage_variants(
             (Some(left), u) if u > 0 => available(l).min(left / u),
             _ => available(l),
         };
-        if let Some(host_left) = host_left {
-            if degree * unit > 0 {
-                cap = cap.min(host_left / (degree * unit));
-            }
+        if let Some(units) = host_left.and_then(|left| left.checked_div(degree * unit)) {
+            cap = cap.min(units);
         }
         cut |= cap < available(l);
         let suffices = |q: u128| need_w[l] + kv_at(q).2 <= usable + cap * unit;
