@@ -37,6 +37,7 @@ pub mod reuse;
 pub mod serving_engine;
 pub mod shares;
 pub mod solve;
+mod stage_ways;
 pub mod step_price;
 pub mod sweep;
 pub mod timing;

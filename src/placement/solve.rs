@@ -4,12 +4,20 @@
 //! of the state dominates (the stage time is the objective's phase, decode or prefill,
 //! under a time objective, else 0). A stage is appended in each of its ways to offload (the
 //! minimal combinations of streamed layers, host-KV layers or sequences and expert groups,
-//! problem.rs),
-//! computed once per stage and pruned to those no other way covers. The proof that it
-//! returns the optimum under the objective's lexicographic key with the canonical
-//! tie-break is in docs/solver.md, "Placement across devices".
+//! `stage_ways.rs`), computed once per stage when the program first reaches its first
+//! layer, pruned to those no other way covers, and dropped when the program moves past that
+//! layer. With the sequence grain, the layer grain's optimum bounds the first figure of
+//! the answer's key (its time, devices or host bytes): labels and ways that cannot come
+//! within it are left out (the incumbent bound). The proof that it returns the optimum under the objective's
+//! lexicographic key with the canonical tie-break is in docs/solver.md, "Placement across
+//! devices".
 
-use super::problem::{Decision, Objective, ParallelOption, Problem, Solution, StageChoice, StepNs};
+use std::cmp::Ordering;
+
+use super::problem::{Decision, Objective, ParallelOption, Problem, Solution, StageChoice};
+use super::stage_ways::{
+    label_time, stage_variants, sums, time_prefixes, Limits, Prefix, Stage, StageCost,
+};
 
 /// A partial placement reaching a state: its host bytes, KV tokens, the objective's stage
 /// time (0 under a memory objective), both phases' stage times, and its stages.
@@ -24,401 +32,139 @@ struct Label {
     units: Vec<u64>,
 }
 
-/// Prefix sums of one option's layer costs (`u128`: no sum of `u64` figures overflows).
-struct Prefix {
-    weights: Vec<u128>,
-    kv_sequence: Vec<u128>,
-    kv_token: Vec<u128>,
-    units: Vec<u128>,
-}
-
-impl Prefix {
-    fn of(option: &ParallelOption) -> Prefix {
-        let n = option.layers.len();
-        let mut p = Prefix {
-            weights: vec![0; n + 1],
-            kv_sequence: vec![0; n + 1],
-            kv_token: vec![0; n + 1],
-            units: vec![0; n + 1],
-        };
-        for (i, layer) in option.layers.iter().enumerate() {
-            p.weights[i + 1] = p.weights[i] + u128::from(layer.weight_bytes);
-            p.kv_sequence[i + 1] = p.kv_sequence[i] + u128::from(layer.kv_sequence_bytes);
-            p.kv_token[i + 1] = p.kv_token[i] + u128::from(layer.kv_token_bytes);
-            p.units[i + 1] = p.units[i] + u128::from(layer.units);
-        }
-        p
+/// `prefix` followed by `last` against `path`, lexicographically (a prefix first).
+fn extended_cmp(path: &[Decision], prefix: &[Decision], last: &Decision) -> Ordering {
+    let shared = path.len().min(prefix.len());
+    match path[..shared].cmp(&prefix[..shared]) {
+        Ordering::Equal => {}
+        other => return other,
+    }
+    if path.len() <= prefix.len() {
+        return path.len().cmp(&(prefix.len() + 1));
+    }
+    match path[prefix.len()].cmp(last) {
+        Ordering::Equal => path.len().cmp(&(prefix.len() + 1)),
+        other => other,
     }
 }
 
-/// What one way of offloading a stage costs: its decisions (layers and KV layers
-/// offloaded, units offloaded per device), host bytes, KV tokens, and its decode and
-/// prefill nanoseconds (0 without times).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StageCost {
-    pub layers: u32,
-    pub kv_layers: u32,
-    pub kv_sequences: u64,
-    pub units: u64,
-    pub host: u128,
-    pub tokens: u64,
-    pub decode: u128,
-    pub prefill: u128,
+/// Whether a label `(host, tokens, time, path)` covers another of the same state
+/// (docs/solver.md): no worse in host bytes, and either strictly faster under a time
+/// objective (the time leads every time key, so nothing after it matters), or no worse in
+/// time, KV tokens and stage order (`order`: the first path against the second).
+fn covers(
+    time_objective: bool,
+    a: (u128, u64, u128),
+    b: (u128, u64, u128),
+    order: impl FnOnce() -> Ordering,
+) -> bool {
+    a.0 <= b.0
+        && ((time_objective && a.2 < b.2)
+            || (a.2 <= b.2 && a.1 >= b.1 && order() != Ordering::Greater))
 }
 
-/// Prefix sums of one kind's layer times under an option: the layers' own, and streaming
-/// their weights and KV cache from the host.
-struct TimePrefix {
-    decode: Vec<u128>,
-    prefill: Vec<u128>,
-    layer_decode: Vec<u128>,
-    layer_prefill: Vec<u128>,
-    kv_decode: Vec<u128>,
-    kv_prefill: Vec<u128>,
-}
-
-fn sums(steps: &[StepNs], n: usize) -> (Vec<u128>, Vec<u128>) {
-    let (mut d, mut p) = (vec![0u128; n + 1], vec![0u128; n + 1]);
-    for i in 0..n {
-        let s = steps.get(i).copied().unwrap_or_default();
-        d[i + 1] = d[i] + u128::from(s.decode);
-        p[i + 1] = p[i] + u128::from(s.prefill);
-    }
-    (d, p)
-}
-
-fn time_prefixes(option: &ParallelOption) -> Vec<TimePrefix> {
-    let Some(times) = &option.time else {
-        return Vec::new();
-    };
-    let n = option.layers.len();
-    times
-        .kinds
-        .iter()
-        .map(|kind| {
-            let (decode, prefill) = sums(&kind.layers, n);
-            let (layer_decode, layer_prefill) = sums(&kind.layer_from_host, n);
-            let (kv_decode, kv_prefill) = sums(&kind.kv_from_host, n);
-            TimePrefix {
-                decode,
-                prefill,
-                layer_decode,
-                layer_prefill,
-                kv_decode,
-                kv_prefill,
-            }
+/// The label `parent` extended by one stage (`decision`, `cost`), inserted at a state
+/// unless a label of the state covers it; the labels it covers are removed. The extended
+/// label is built only when it is kept.
+fn insert(
+    time_objective: bool,
+    labels: &mut Vec<Label>,
+    parent: &Label,
+    decision: Decision,
+    cost: &StageCost,
+    figures: (u128, u64, u128),
+) {
+    let kept = |a: &Label| (a.host, a.tokens, a.time);
+    if labels.iter().any(|a| {
+        covers(time_objective, kept(a), figures, || {
+            extended_cmp(&a.path, &parent.path, &decision)
         })
-        .collect()
-}
-
-/// The stage time the labels of `objective` carry: decode for TPOT and throughput,
-/// prefill for TTFT, none for memory objectives.
-fn label_time(objective: Objective, decode: u128, prefill: u128) -> u128 {
-    match objective {
-        Objective::MinTpot | Objective::MaxThroughput => decode,
-        Objective::MinTtft => prefill,
-        _ => 0,
-    }
-}
-
-/// The fewest units of `unit` bytes (at most `available`) that bring `need` within
-/// `usable`; `None` when none do.
-fn fewest_units(need: u128, usable: u128, unit: u128, available: u128) -> Option<u128> {
-    if need <= usable {
-        return Some(0);
-    }
-    if unit == 0 {
-        return None;
-    }
-    let units = (need - usable).div_ceil(unit);
-    (units <= available).then_some(units)
-}
-
-/// Every minimal way the stage `start..end` of `kind` fits (problem.rs): one without
-/// offload when it fits as it is; otherwise each minimal `(l, q, e)` (`q` host-KV layers,
-/// or with the sequence grain host-KV sequences of layers in order), pruned to those no
-/// other of them covers (the label relation, docs/solver.md).
-#[allow(clippy::too_many_arguments)]
-fn stage_variants(
-    problem: &Problem,
-    option: &ParallelOption,
-    prefix: &Prefix,
-    times: &[TimePrefix],
-    kind: usize,
-    start: usize,
-    end: usize,
-    several_stages: bool,
-) -> Vec<StageCost> {
-    let usable = u128::from(problem.kinds[kind].usable_bytes);
-    let sequences = u128::from(problem.sequences);
-    let mut non_kv = prefix.weights[end] - prefix.weights[start] + u128::from(option.device_bytes);
-    if start == 0 {
-        non_kv += u128::from(option.first_bytes);
-    }
-    if end == option.layers.len() {
-        non_kv += u128::from(option.last_bytes);
-    }
-    if several_stages {
-        non_kv += u128::from(option.pipeline_bytes);
-    }
-    let kv = sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start]);
-    let offload = problem.host_bytes.is_some() && non_kv + kv > usable;
-    let len = end - start;
-    let max_l = if offload && problem.layer_offload {
-        len
-    } else {
-        0
-    };
-    let max_x = if offload && problem.kv_offload {
-        len
-    } else {
-        0
-    };
-    // need_w[l]: the non-KV bytes with the first l layers' weights streamed (their staging
-    // buffer is the largest of them); kv_part[x]: the KV bytes with the first x layers' KV
-    // on the host (their staging buffer the largest layer's).
-    let mut need_w = Vec::with_capacity(max_l + 1);
-    let mut staging = 0u128;
-    for l in 0..=max_l {
-        if l > 0 {
-            staging = staging.max(u128::from(option.layers[start + l - 1].weight_bytes));
-        }
-        need_w.push(non_kv - (prefix.weights[start + l] - prefix.weights[start]) + staging);
-    }
-    let mut kv_staging = vec![0u128; max_x + 1];
-    let mut kv_part = Vec::with_capacity(max_x + 1);
-    for x in 0..=max_x {
-        if x > 0 {
-            kv_staging[x] = kv_staging[x - 1]
-                .max(sequences * u128::from(option.layers[start + x - 1].kv_sequence_bytes));
-        }
-        kv_part.push(
-            sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start + x]) + kv_staging[x],
-        );
-    }
-    let unit = u128::from(option.unit_bytes);
-    let available = |l: usize| prefix.units[end] - prefix.units[start + l];
-    let fits = |need: u128, e: u128, l: usize| e <= available(l) && need <= usable + e * unit;
-    // The KV decision: `q` units of the stage's KV on the host, in layer order. By layer a
-    // unit is one layer (`q = x`); with the sequence grain one sequence of one layer, so `q`
-    // is `x = q / sequences` whole layers and `s = q % sequences` sequences of the next.
-    let grain = if problem.kv_sequence_grain {
-        sequences.max(1)
-    } else {
-        1
-    };
-    let max_q = max_x as u128 * grain;
-    // The KV bytes on the device and in the staging buffer at `q`: `(x, s, kv part, staging)`.
-    let kv_at = |q: u128| -> (usize, u128, u128, u128) {
-        let x = (q / grain) as usize;
-        let s = q % grain;
-        if s == 0 {
-            return (x, 0, kv_part[x], kv_staging[x]);
-        }
-        let k = u128::from(option.layers[start + x].kv_sequence_bytes);
-        let staged = kv_staging[x].max(s * k);
-        let part =
-            sequences * (prefix.kv_sequence[end] - prefix.kv_sequence[start + x]) - s * k + staged;
-        (x, s, part, staged)
-    };
-    let mut variants: Vec<StageCost> = Vec::new();
-    for l in 0..=max_l {
-        for q in 0..=max_q {
-            let (whole, partial, kv_q, staged) = kv_at(q);
-            let need = need_w[l] + kv_q;
-            let Some(e) = fewest_units(need, usable, unit, available(l)) else {
-                continue;
-            };
-            if e > 0 && problem.host_bytes.is_none() {
-                continue;
-            }
-            if l > 0 && fits(need_w[l - 1] + kv_q, e, l - 1) {
-                continue;
-            }
-            if q > 0 && fits(need_w[l] + kv_at(q - 1).2, e, l) {
-                continue;
-            }
-            let k_partial = if partial > 0 {
-                u128::from(option.layers[start + whole].kv_sequence_bytes)
-            } else {
-                0
-            };
-            let freed = prefix.weights[start + l] - prefix.weights[start]
-                + e * unit
-                + sequences * (prefix.kv_sequence[start + whole] - prefix.kv_sequence[start])
-                + partial * k_partial;
-            let host = u128::from(option.degree) * freed;
-            let per_token = prefix.kv_token[end] - prefix.kv_token[start + whole];
-            let room = usable + e * unit - need_w[l] - staged;
-            let mut tokens = room
-                .checked_div(per_token)
-                .map_or(u64::MAX, |t| u64::try_from(t).unwrap_or(u64::MAX - 1));
-            if q > 0 {
-                tokens = tokens.min(problem.kv_worst_case_tokens);
-            }
-            let (mut decode, mut prefill) = (0u128, 0u128);
-            if let (Some(option_times), Some(t)) = (&option.time, times.get(kind)) {
-                let k = &option_times.kinds[kind];
-                decode = t.decode[end] - t.decode[start]
-                    + e * u128::from(k.unit.decode)
-                    + t.layer_decode[start + l]
-                    - t.layer_decode[start]
-                    + t.kv_decode[start + whole]
-                    - t.kv_decode[start];
-                prefill = t.prefill[end] - t.prefill[start]
-                    + e * u128::from(k.unit.prefill)
-                    + t.layer_prefill[start + l]
-                    - t.layer_prefill[start]
-                    + t.kv_prefill[start + whole]
-                    - t.kv_prefill[start];
-                if partial > 0 {
-                    // `partial / sequences` of the layer's transfer, rounded down.
-                    let step = k
-                        .kv_from_host
-                        .get(start + whole)
-                        .copied()
-                        .unwrap_or_default();
-                    decode += u128::from(step.decode) * partial / sequences;
-                    prefill += u128::from(step.prefill) * partial / sequences;
-                }
-                if start == 0 {
-                    decode += u128::from(k.first.decode);
-                    prefill += u128::from(k.first.prefill);
-                }
-                if end == option.layers.len() {
-                    decode += u128::from(k.last.decode);
-                    prefill += u128::from(k.last.prefill);
-                }
-            }
-            let (Ok(units), Ok(kv_sequences)) = (u64::try_from(e), u64::try_from(partial)) else {
-                continue;
-            };
-            variants.push(StageCost {
-                layers: l as u32,
-                kv_layers: whole as u32,
-                kv_sequences,
-                units,
-                host,
-                tokens,
-                decode,
-                prefill,
-            });
-        }
-    }
-    // Keep the variants no other covers (the label relation on one stage).
-    let time_objective = problem.objective.is_time();
-    let as_label = |c: &StageCost| Label {
-        host: c.host,
-        tokens: c.tokens,
-        time: label_time(problem.objective, c.decode, c.prefill),
-        decode: 0,
-        prefill: 0,
-        path: vec![(
-            end as u32,
-            kind as u32,
-            c.layers,
-            c.kv_layers,
-            c.kv_sequences,
-        )],
-        units: Vec::new(),
-    };
-    let labels: Vec<Label> = variants.iter().map(as_label).collect();
-    let covered = covered_variants(time_objective, &labels);
-    variants
-        .into_iter()
-        .zip(covered)
-        .filter_map(|(v, covered)| (!covered).then_some(v))
-        .collect()
-}
-
-/// Which of one stage's variants another covers ([`covers`]), the labels given in path
-/// order (distinct paths, all of one length), in `O(V log V)`: exactly the pairwise test.
-/// First, under a time objective, a variant that a variant of no more host bytes beats in
-/// time is covered (a sweep by host bytes with the least time so far). A variant that
-/// survives is covered otherwise only by one of no more host bytes and the same time
-/// (a faster one would cover it already), which survives too (anything beating that one
-/// would beat it); so, per time among the survivors, a sweep in path order asks whether an
-/// earlier path has no more host bytes and no fewer KV tokens (a prefix maximum of the
-/// tokens over the host bytes, a Fenwick tree).
-fn covered_variants(time_objective: bool, labels: &[Label]) -> Vec<bool> {
-    let n = labels.len();
-    let mut covered = vec![false; n];
-    if time_objective {
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&i| labels[i].host);
-        let mut fastest = u128::MAX;
-        let mut group = 0;
-        while group < n {
-            let host = labels[order[group]].host;
-            let end = order[group..]
-                .iter()
-                .position(|&i| labels[i].host != host)
-                .map_or(n, |k| group + k);
-            for &i in &order[group..end] {
-                fastest = fastest.min(labels[i].time);
-            }
-            for &i in &order[group..end] {
-                covered[i] = fastest < labels[i].time;
-            }
-            group = end;
-        }
-    }
-    // Survivors by time (all 0 under a memory objective), each group in path order.
-    let mut by_time: std::collections::BTreeMap<u128, Vec<usize>> = Default::default();
-    for i in (0..n).filter(|&i| !covered[i]) {
-        by_time.entry(labels[i].time).or_default().push(i);
-    }
-    for group in by_time.values() {
-        let mut hosts: Vec<u128> = group.iter().map(|&i| labels[i].host).collect();
-        hosts.sort_unstable();
-        hosts.dedup();
-        // tree[k]: 1 + the most tokens of a path seen so far in its range of host ranks
-        // (0: none).
-        let mut tree = vec![0u128; hosts.len() + 1];
-        for &i in group {
-            let rank = hosts.partition_point(|&h| h <= labels[i].host);
-            let mut most = 0u128;
-            let mut k = rank;
-            while k > 0 {
-                most = most.max(tree[k]);
-                k &= k - 1;
-            }
-            if most > u128::from(labels[i].tokens) {
-                covered[i] = true;
-            }
-            let mut k = rank;
-            while k <= hosts.len() {
-                tree[k] = tree[k].max(u128::from(labels[i].tokens) + 1);
-                k += k & k.wrapping_neg();
-            }
-        }
-    }
-    covered
-}
-
-/// Whether label `a` covers label `b` of the same state (docs/solver.md): `a` is no worse in
-/// host bytes, and either strictly faster under a time objective (the time leads every
-/// time key, so nothing after it matters), or no worse in time, KV tokens and stage order.
-fn covers(time_objective: bool, a: &Label, b: &Label) -> bool {
-    a.host <= b.host
-        && ((time_objective && a.time < b.time)
-            || (a.time <= b.time && a.tokens >= b.tokens && a.path <= b.path))
-}
-
-/// Inserts `label`, unless a label of the state covers it; removes the labels it covers.
-fn insert(time_objective: bool, labels: &mut Vec<Label>, label: Label) {
-    if labels.iter().any(|a| covers(time_objective, a, &label)) {
+    }) {
         return;
     }
-    labels.retain(|b| !covers(time_objective, &label, b));
+    let mut path = Vec::with_capacity(parent.path.len() + 1);
+    path.extend_from_slice(&parent.path);
+    path.push(decision);
+    let mut units = Vec::with_capacity(parent.units.len() + 1);
+    units.extend_from_slice(&parent.units);
+    units.push(cost.units);
+    let label = Label {
+        host: figures.0,
+        tokens: figures.1,
+        time: figures.2,
+        decode: parent.decode + cost.decode,
+        prefill: parent.prefill + cost.prefill,
+        path,
+        units,
+    };
+    labels.retain(|b| !covers(time_objective, figures, kept(b), || label.path.cmp(&b.path)));
     labels.push(label);
 }
 
 /// The optimal placement of `problem` (`None`: no placement fits).
 pub fn solve(problem: &Problem) -> Option<Solution> {
+    solve_counted(problem, true).0
+}
+
+/// What the incumbent bound left out in one solve (for tests and measurements): stages
+/// (a layer range on a kind) whose ways it cut short or left out altogether, and extended
+/// labels it did not insert.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BoundEffect {
+    /// Stages some of whose candidate ways the bound left out.
+    pub stages: u64,
+    /// Extended labels the bound excludes.
+    pub labels: u64,
+}
+
+/// The optimal placement of `problem` with the incumbent bound when `bounded` (the
+/// answer is the same either way: docs/solver.md), and what the bound left out.
+pub fn solve_counted(problem: &Problem, bounded: bool) -> (Option<Solution>, BoundEffect) {
+    let limit = if bounded { incumbent(problem) } else { None };
+    let mut effect = BoundEffect::default();
+    let answer = solve_within(problem, limit, &mut effect);
+    (answer, effect)
+}
+
+/// The incumbent bound of a problem with the sequence grain: the first figure of the
+/// objective's key (its time, time x devices, devices or host bytes) at the layer grain's
+/// optimum. Every layer-grain way is a fitting point of the finer grain, above one of its
+/// minimal points, which is no slower and offloads no more bytes (docs/solver.md): so the
+/// optimum's figure is at most this one. `None`: no bound (the layer grain, `most-kv-tokens`
+/// whose tokens the argument does not bound, a time objective without a serving point, or
+/// no placement at the layer grain).
+fn incumbent(problem: &Problem) -> Option<u128> {
+    let finer = problem.kv_sequence_grain
+        && problem.kv_offload
+        && problem.host_bytes.is_some()
+        && problem.sequences > 1;
+    let bounded = match problem.objective {
+        Objective::FewestDevices | Objective::LeastOffloaded => true,
+        Objective::MostKvTokens => false,
+        _ => problem.fixed_time.is_some(),
+    };
+    if !(finer && bounded) {
+        return None;
+    }
+    let coarse = Problem {
+        kv_sequence_grain: false,
+        ..problem.clone()
+    };
+    let answer = solve_within(&coarse, None, &mut BoundEffect::default())?;
+    Some(problem.objective.key(&answer)[0])
+}
+
+/// The optimal placement of `problem`, given that its objective's first figure is at most
+/// `limit` (`None`: no bound known).
+fn solve_within(
+    problem: &Problem,
+    limit: Option<u128>,
+    effect: &mut BoundEffect,
+) -> Option<Solution> {
     let mut best: Option<Solution> = None;
     for (index, option) in problem.options.iter().enumerate() {
-        let Some(candidate) = solve_option(problem, index, option) else {
+        let bound = limit.and_then(|limit| Bound::of(problem, option, limit));
+        let Some(candidate) = solve_option(problem, index, option, bound.as_ref(), effect) else {
             continue;
         };
         let better = best.as_ref().is_none_or(|b| {
@@ -431,7 +177,193 @@ pub fn solve(problem: &Problem) -> Option<Solution> {
     best
 }
 
-fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Option<Solution> {
+/// What the incumbent bound leaves of an option (docs/solver.md, "The incumbent bound"):
+/// a partial placement whose least possible figure exceeds `limit` is left out. The least
+/// figure adds to the label's stage times the least time of the layers still to place
+/// (per layer the fastest kind's, and the fastest last-stage extra), one boundary per
+/// stage that must follow, and the fixed time; under `max-throughput`, times the least
+/// devices.
+struct TimeBound {
+    limit: u128,
+    throughput: bool,
+    degree: u128,
+    boundary: u128,
+    fixed: u128,
+    /// `before[i]`: the least time of layers `0..i` and, for `i > 0`, of the first stage's
+    /// extra nodes.
+    before: Vec<u128>,
+    /// `after[j]`: the least time of layers `j..n` and, for `j < n`, of the last stage's
+    /// extra nodes.
+    after: Vec<u128>,
+}
+
+/// What the incumbent bound leaves of an option, by the objective's first figure: its
+/// time (or time x devices), its devices, or its host bytes (docs/solver.md, "The
+/// incumbent bound").
+enum Bound {
+    /// A time objective's.
+    Time(TimeBound),
+    /// `fewest-devices`: at most `limit` devices, `degree` per stage, `n` layers.
+    Devices { limit: u128, degree: u128, n: usize },
+    /// `least-offloaded`: at most this many host bytes.
+    Host(u128),
+}
+
+impl Bound {
+    /// The bound of `option` under `limit`, the first figure of the objective's key at
+    /// the layer grain's optimum (`None`: no bound).
+    fn of(problem: &Problem, option: &ParallelOption, limit: u128) -> Option<Bound> {
+        match problem.objective {
+            Objective::FewestDevices => Some(Bound::Devices {
+                limit,
+                degree: u128::from(option.degree),
+                n: option.layers.len(),
+            }),
+            Objective::LeastOffloaded => Some(Bound::Host(limit)),
+            Objective::MostKvTokens => None,
+            _ => TimeBound::of(problem, option, limit).map(Bound::Time),
+        }
+    }
+
+    /// Whether a label of stage time `time` and `host` bytes at boundary `end` after
+    /// `stages` stages can complete within the bound.
+    fn admits(&self, time: u128, host: u128, end: usize, stages: usize) -> bool {
+        match self {
+            Bound::Time(bound) => bound.admits(time, end, stages),
+            Bound::Devices { limit, degree, n } => {
+                degree * (stages + usize::from(end < *n)) as u128 <= *limit
+            }
+            Bound::Host(limit) => host <= *limit,
+        }
+    }
+
+    /// What a way of `stage` may take within the bound, whatever the other stages.
+    fn budget(&self, stage: Stage) -> Budget {
+        match self {
+            Bound::Time(bound) => bound.budget(stage),
+            Bound::Devices { limit, degree, .. } => {
+                if degree * if stage.several { 2 } else { 1 } <= *limit {
+                    Budget::Within(Limits::default())
+                } else {
+                    Budget::Nothing
+                }
+            }
+            Bound::Host(limit) => Budget::Within(Limits {
+                time: None,
+                host: Some(*limit),
+            }),
+        }
+    }
+}
+
+/// What the bound lets a stage take.
+enum Budget {
+    /// Ways within these limits.
+    Within(Limits),
+    /// No way of the stage can be part of a placement within the bound.
+    Nothing,
+}
+
+impl TimeBound {
+    /// The bound of `option` under `limit`; `None` when the option has no times (its
+    /// placements' time figures are 0) or a kind has none (its stages take 0).
+    fn of(problem: &Problem, option: &ParallelOption, limit: u128) -> Option<TimeBound> {
+        let times = option.time.as_ref()?;
+        let fixed = problem.fixed_time?;
+        if times.kinds.len() < problem.kinds.len() || times.kinds.is_empty() {
+            return None;
+        }
+        let n = option.layers.len();
+        let phase = |decode: u64, prefill: u64| {
+            label_time(problem.objective, u128::from(decode), u128::from(prefill))
+        };
+        let mut least = vec![u128::MAX; n];
+        let (mut first, mut last) = (u128::MAX, u128::MAX);
+        for kind in &times.kinds {
+            let (decode, prefill) = sums(&kind.layers, n);
+            for (i, slot) in least.iter_mut().enumerate() {
+                let own = label_time(
+                    problem.objective,
+                    decode[i + 1] - decode[i],
+                    prefill[i + 1] - prefill[i],
+                );
+                *slot = (*slot).min(own);
+            }
+            first = first.min(phase(kind.first.decode, kind.first.prefill));
+            last = last.min(phase(kind.last.decode, kind.last.prefill));
+        }
+        let mut before = vec![0u128; n + 1];
+        for i in 0..n {
+            before[i + 1] = before[i] + least[i];
+        }
+        let mut after = vec![0u128; n + 1];
+        for j in (0..n).rev() {
+            after[j] = after[j + 1] + least[j];
+        }
+        for value in before.iter_mut().skip(1) {
+            *value += first;
+        }
+        for value in after.iter_mut().take(n) {
+            *value += last;
+        }
+        Some(TimeBound {
+            limit,
+            throughput: problem.objective == Objective::MaxThroughput,
+            degree: u128::from(option.degree),
+            boundary: phase(times.boundary.decode, times.boundary.prefill),
+            fixed: phase(fixed.decode, fixed.prefill),
+            before,
+            after,
+        })
+    }
+
+    /// The most the placement's time may be with at least `stages` stages: the limit, or
+    /// under `max-throughput` the limit over the least devices.
+    fn time_limit(&self, stages: usize) -> u128 {
+        if self.throughput {
+            self.limit / (self.degree * stages as u128).max(1)
+        } else {
+            self.limit
+        }
+    }
+
+    /// Whether a label of stage time `time` at boundary `end` after `stages` stages can
+    /// complete within the bound.
+    fn admits(&self, time: u128, end: usize, stages: usize) -> bool {
+        let n = self.after.len() - 1;
+        let least_stages = stages + usize::from(end < n);
+        let least = time
+            + self.after[end]
+            + self.boundary * (least_stages.saturating_sub(1) as u128)
+            + self.fixed;
+        least <= self.time_limit(least_stages)
+    }
+
+    /// The most time a way of `stage` may take within the bound, whatever the other
+    /// stages.
+    fn budget(&self, stage: Stage) -> Budget {
+        let least_stages = if stage.several { 2 } else { 1 };
+        let others = self.before[stage.start]
+            + self.after[stage.end]
+            + self.boundary * (least_stages - 1) as u128
+            + self.fixed;
+        match self.time_limit(least_stages).checked_sub(others) {
+            Some(left) => Budget::Within(Limits {
+                time: Some(left),
+                host: None,
+            }),
+            None => Budget::Nothing,
+        }
+    }
+}
+
+fn solve_option(
+    problem: &Problem,
+    index: usize,
+    option: &ParallelOption,
+    bound: Option<&Bound>,
+    effect: &mut BoundEffect,
+) -> Option<Solution> {
     let n = option.layers.len();
     if n == 0 || n != problem.layer_count as usize {
         return None;
@@ -455,8 +387,6 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
     let used_of = |combo: usize, kind: usize| (combo / radix[kind]) % (limits[kind] + 1);
     let stages_of = |combo: usize| (0..limits.len()).map(|k| used_of(combo, k)).sum::<usize>();
     let pinned = problem.pipeline_stages.map(|p| p as usize);
-    // Each stage's variants, computed once: (start, end, kind, several stages).
-    let mut cache: Vec<Option<Vec<StageCost>>> = vec![None; n * (n + 1) * kinds * 2];
     let mut states: Vec<Vec<Label>> = vec![Vec::new(); (n + 1) * combos];
     states[0].push(Label {
         host: 0,
@@ -468,6 +398,9 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
         units: Vec::new(),
     });
     for start in 0..n {
+        // The ways of the stages starting here, computed when first reached: (end, kind,
+        // several stages). No state after `start` needs them.
+        let mut cache: Vec<Option<Vec<StageCost>>> = vec![None; (n + 1) * kinds * 2];
         for combo in 0..combos {
             let labels = std::mem::take(&mut states[start * combos + combo]);
             if labels.is_empty() {
@@ -491,39 +424,53 @@ fn solve_option(problem: &Problem, index: usize, option: &ParallelOption) -> Opt
                         continue;
                     }
                     let several = !(start == 0 && end == n);
-                    let slot = ((start * (n + 1) + end) * kinds + kind) * 2 + usize::from(several);
+                    let stage = Stage {
+                        start,
+                        end,
+                        kind,
+                        several,
+                    };
+                    let slot = (end * kinds + kind) * 2 + usize::from(several);
                     let variants = cache[slot].get_or_insert_with(|| {
-                        stage_variants(problem, option, &prefix, &times, kind, start, end, several)
+                        let limits = match bound.map(|b| b.budget(stage)) {
+                            None => Limits::default(),
+                            Some(Budget::Within(limits)) => limits,
+                            Some(Budget::Nothing) => {
+                                effect.stages += 1;
+                                return Vec::new();
+                            }
+                        };
+                        let (ways, cut) =
+                            stage_variants(problem, option, &prefix, &times, stage, limits);
+                        effect.stages += u64::from(cut);
+                        ways
                     });
                     for cost in variants.iter() {
                         let time = label_time(problem.objective, cost.decode, cost.prefill);
+                        let decision = (
+                            end as u32,
+                            kind as u32,
+                            cost.layers,
+                            cost.kv_layers,
+                            cost.kv_sequences,
+                        );
                         for label in &labels {
                             let host = label.host + cost.host;
                             if problem.host_bytes.is_some_and(|h| host > u128::from(h)) {
                                 continue;
                             }
-                            let mut path = label.path.clone();
-                            path.push((
-                                end as u32,
-                                kind as u32,
-                                cost.layers,
-                                cost.kv_layers,
-                                cost.kv_sequences,
-                            ));
-                            let mut units = label.units.clone();
-                            units.push(cost.units);
+                            let sum = label.time + time;
+                            if bound.is_some_and(|b| !b.admits(sum, host, end, next_stages)) {
+                                effect.labels += 1;
+                                continue;
+                            }
                             insert(
                                 time_objective,
                                 &mut states[end * combos + next_combo],
-                                Label {
-                                    host,
-                                    tokens: label.tokens.min(cost.tokens),
-                                    time: label.time + time,
-                                    decode: label.decode + cost.decode,
-                                    prefill: label.prefill + cost.prefill,
-                                    path,
-                                    units,
-                                },
+                                label,
+                                decision,
+                                cost,
+                                (host, label.tokens.min(cost.tokens), sum),
                             );
                         }
                     }

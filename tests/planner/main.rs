@@ -30,6 +30,7 @@ mod multi_gpu_validation;
 mod perf_model;
 mod v0_scheduler;
 mod perf_validation;
+mod placement_bound;
 mod placement_models;
 mod placement_offload;
 mod placement_oracle;
