@@ -112,14 +112,17 @@ fn engine_rows_are_plan_engine_figures_and_times() {
     for (line, engine) in csv.lines().skip(1).zip(ENGINES) {
         let fields: Vec<&str> = line.split(',').collect();
         assert_eq!(fields[at("engine")], engine);
-        assert_eq!(fields[at("time_engine")], engine.split('@').next().unwrap());
+        assert_eq!(
+            fields[at("time_engine")],
+            jointplan::study::engine_facts::time_profile_name(engine).unwrap()
+        );
     }
     // The Pareto legend says in words what priced the points.
     let svg = std::fs::read_to_string(dir.path().join("out/pareto.svg")).unwrap();
     for note in [
         "times: serving simulation on one device",
-        "engine time profiles: vLLM, SGLang,",
-        "TensorRT-LLM, llama.cpp",
+        "engine time profiles: vLLM, vLLM V0,",
+        "SGLang, TensorRT-LLM, llama.cpp",
     ] {
         assert!(svg.contains(note), "{note} missing in {svg}");
     }

@@ -64,7 +64,8 @@ fn the_split_is_by_the_hash_of_the_id() {
 }
 
 /// The engines' table of `docs/performance-model.md` ("Engines") states the profiles the
-/// code uses: host time per step, decode and prefill launch factors, request overhead.
+/// code uses: host time per step and per sequence of a step, decode and prefill launch
+/// factors, request overhead.
 #[test]
 fn the_engine_table_states_the_profiles() {
     let docs = std::fs::read_to_string(example::DOCS).unwrap();
@@ -92,16 +93,28 @@ fn the_engine_table_states_the_profiles() {
             close(millis(cells[2]), engine.step_overhead_seconds),
             "{row}"
         );
+        let micros = |cell: &str| -> f64 {
+            let cell = cell.trim();
+            cell.strip_suffix(" us")
+                .unwrap_or(cell)
+                .parse::<f64>()
+                .unwrap_or_else(|_| panic!("not a time: {cell:?}"))
+                * 1e-6
+        };
         assert!(
-            close(cells[3].parse().unwrap(), engine.decode_launch_factor),
+            close(micros(cells[3]), engine.sequence_overhead_seconds),
             "{row}"
         );
         assert!(
-            close(cells[4].parse().unwrap(), engine.prefill_launch_factor),
+            close(cells[4].parse().unwrap(), engine.decode_launch_factor),
             "{row}"
         );
         assert!(
-            close(millis(cells[5]), engine.request_overhead_seconds),
+            close(cells[5].parse().unwrap(), engine.prefill_launch_factor),
+            "{row}"
+        );
+        assert!(
+            close(millis(cells[6]), engine.request_overhead_seconds),
             "{row}"
         );
     }

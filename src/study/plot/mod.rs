@@ -321,6 +321,7 @@ fn rule_words(rule: &str) -> String {
 pub fn engine_words(profile: &str) -> &str {
     match profile {
         "vllm" => "vLLM",
+        "vllm@0.6" => "vLLM V0",
         "sglang" => "SGLang",
         "trtllm" => "TensorRT-LLM",
         other => other,
