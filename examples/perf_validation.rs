@@ -175,7 +175,12 @@ fn v0_context(record: &Value) -> Option<u64> {
         return None;
     }
     let source = text(record, "source");
-    source.rsplit("_len").next()?.strip_suffix(".json")?.parse().ok()
+    source
+        .rsplit("_len")
+        .next()?
+        .strip_suffix(".json")?
+        .parse()
+        .ok()
 }
 
 /// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
@@ -243,7 +248,9 @@ fn case(record: &Value) -> Result<Case, String> {
     let gpu = text(record, "gpu");
     let device = device_file(&gpu).ok_or("no device file")?;
     let engine_name = engine(&text(record, "engine")).ok_or("no engine profile")?;
-    let v0_context = (engine_name == "vllm").then(|| v0_context(record)).flatten();
+    let v0_context = (engine_name == "vllm")
+        .then(|| v0_context(record))
+        .flatten();
     let engine_name = if v0_context.is_some() {
         "vllm@0.6"
     } else {

@@ -86,42 +86,6 @@ pub struct Row {
     v0_fit: Option<vllm_v0_fit::FitRow>,
 }
 
-/// How a vLLM V0 run was configured (`vllm@0.6`): the record's engine version is 0.5.x
-/// (its scripts pin `vllm/vllm-openai:v0.5.4`), or its result file streams tokens in chunks
-/// (multi-step scheduling, vLLM 0.6.0 or later, run in September 2024 when every release
-/// was the V0 engine).
-struct V0Run {
-    /// The server's `--max-model-len`: the `len` of the result file's name.
-    max_model_len: u64,
-    /// A multi-step run (`--num-scheduler-steps` > 1): its host time is amortized over the
-    /// steps, which the profile does not model; not a fit row.
-    multi_step: bool,
-}
-
-/// vLLM V0's default `max_num_seqs` (`EngineArgs`, `vllm/engine/arg_utils.py`, v0.5.4).
-const V0_MAX_NUM_SEQS: u64 = 256;
-/// vLLM 0.5.4's `max_num_batched_tokens` with chunked prefill (`SchedulerConfig`,
-/// `vllm/config.py`, v0.5.4: "the values that have the best balance between ITL and TTFT
-/// on A100").
-const V0_CHUNKED_BUDGET: u64 = 512;
-
-fn v0_run(record: &Value) -> Option<V0Run> {
-    let version = record.get("engine_version")?.as_str()?;
-    if text(record, "engine").ok()? != "vllm" {
-        return None;
-    }
-    let multi_step = version.contains("multi-step");
-    if !(version.starts_with("0.5") || multi_step) {
-        return None;
-    }
-    let source = text(record, "source").ok()?;
-    let len = source.rsplit("_len").next()?.strip_suffix(".json")?;
-    Some(V0Run {
-        max_model_len: len.parse().ok()?,
-        multi_step,
-    })
-}
-
 /// FNV-1a (64 bits) of `text`.
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -260,7 +224,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     };
     // A TTFT-only point (one output token) has no TPOT to compare.
     let tpot_measured = tpot_measured.filter(|_| output > 1);
-    let v0 = v0_run(record);
+    let v0 = vllm_v0_fit::v0_run(record);
     let engine = match &v0 {
         Some(_) => "vllm@0.6".to_owned(),
         None => text(record, "engine")?
@@ -314,14 +278,14 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             .max(policy.maximum_context_tokens.unwrap_or(0));
         policy.maximum_context_tokens = Some(context);
         policy.maximum_active_sequences =
-            u32::try_from(concurrency.min(V0_MAX_NUM_SEQS)).map_err(|e| e.to_string())?;
-        policy.maximum_scheduled_tokens = if context
-            > jointplan::perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE
-        {
-            V0_CHUNKED_BUDGET
-        } else {
-            context.max(2048)
-        };
+            u32::try_from(concurrency.min(vllm_v0_fit::V0_MAX_NUM_SEQS))
+                .map_err(|e| e.to_string())?;
+        policy.maximum_scheduled_tokens =
+            if context > jointplan::perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE {
+                vllm_v0_fit::V0_CHUNKED_BUDGET
+            } else {
+                context.max(2048)
+            };
     }
     // Simulated the way it was measured, as the single-device table does: one batch of the
     // `C` requests for a static batch, else the benchmark's request count (its
@@ -795,7 +759,8 @@ pub fn table() -> (String, Fits) {
             fit.rows,
         );
     }
-    let v0_rows: Vec<&vllm_v0_fit::FitRow> = rows.iter().filter_map(|r| r.v0_fit.as_ref()).collect();
+    let v0_rows: Vec<&vllm_v0_fit::FitRow> =
+        rows.iter().filter_map(|r| r.v0_fit.as_ref()).collect();
     let v0_profile = jointplan::perf::engine_profile("vllm@0.6").expect("vLLM V0 has a profile");
     let v0_fit = vllm_v0_fit::fit(&v0_rows, &v0_profile).expect("the fit rows simulate");
     if let Some(fit) = &v0_fit {
