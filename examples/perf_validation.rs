@@ -21,6 +21,12 @@ use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
 
+/// Which records are vLLM V0 runs, and their servers' settings (whether a run is
+/// multi-step matters to the multi-GPU fit only).
+#[allow(dead_code)]
+#[path = "support/vllm_v0.rs"]
+mod vllm_v0;
+
 /// The constants fitted on the fit half, and the decomposition of a TPOT they are fitted
 /// from.
 #[path = "support/perf_fit.rs"]
@@ -160,29 +166,6 @@ struct Case {
     v0_context: Option<u64>,
 }
 
-/// vLLM V0's default `max_num_seqs` (`EngineArgs`, `vllm/engine/arg_utils.py`, v0.5.4).
-const V0_MAX_NUM_SEQS: u64 = 256;
-/// vLLM 0.5.4's `max_num_batched_tokens` with chunked prefill (`SchedulerConfig`,
-/// `vllm/config.py`, v0.5.4).
-const V0_CHUNKED_BUDGET: u64 = 512;
-
-/// The `--max-model-len` of a vLLM V0 run whose result file names it (`..._len2000.json`):
-/// the record's engine version is 0.5.x, or its file streams tokens in chunks (multi-step
-/// scheduling, vLLM 0.6.0 or later in September 2024, when every release was V0).
-fn v0_context(record: &Value) -> Option<u64> {
-    let version = text(record, "engine_version");
-    if !(version.starts_with("0.5") || version.contains("multi-step")) {
-        return None;
-    }
-    let source = text(record, "source");
-    source
-        .rsplit("_len")
-        .next()?
-        .strip_suffix(".json")?
-        .parse()
-        .ok()
-}
-
 /// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
 fn sharegpt(record: &Value) -> bool {
     text(record, "notes").contains("ShareGPT")
@@ -248,9 +231,7 @@ fn case(record: &Value) -> Result<Case, String> {
     let gpu = text(record, "gpu");
     let device = device_file(&gpu).ok_or("no device file")?;
     let engine_name = engine(&text(record, "engine")).ok_or("no engine profile")?;
-    let v0_context = (engine_name == "vllm")
-        .then(|| v0_context(record))
-        .flatten();
+    let v0_context = vllm_v0::v0_run(record).map(|run| run.max_model_len);
     let engine_name = if v0_context.is_some() {
         "vllm@0.6"
     } else {
@@ -351,12 +332,8 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
     // chunked prefill on.
     let (budget, sequences) = match case.v0_context {
         Some(context) => (
-            if context > perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE {
-                V0_CHUNKED_BUDGET
-            } else {
-                context.max(2048)
-            },
-            concurrency.min(V0_MAX_NUM_SEQS),
+            vllm_v0::budget(context),
+            concurrency.min(vllm_v0::MAX_NUM_SEQS),
         ),
         None => (BUDGET, concurrency),
     };

@@ -53,6 +53,10 @@ pub mod sglang_fit;
 #[path = "support/vllm_v0_fit.rs"]
 pub mod vllm_v0_fit;
 
+/// Which records are vLLM V0 runs, and their servers' settings.
+#[path = "support/vllm_v0.rs"]
+pub mod vllm_v0;
+
 /// One predicted point.
 pub struct Row {
     id: String,
@@ -224,7 +228,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
     };
     // A TTFT-only point (one output token) has no TPOT to compare.
     let tpot_measured = tpot_measured.filter(|_| output > 1);
-    let v0 = vllm_v0_fit::v0_run(record);
+    let v0 = vllm_v0::v0_run(record);
     let engine = match &v0 {
         Some(_) => "vllm@0.6".to_owned(),
         None => text(record, "engine")?
@@ -278,14 +282,8 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             .max(policy.maximum_context_tokens.unwrap_or(0));
         policy.maximum_context_tokens = Some(context);
         policy.maximum_active_sequences =
-            u32::try_from(concurrency.min(vllm_v0_fit::V0_MAX_NUM_SEQS))
-                .map_err(|e| e.to_string())?;
-        policy.maximum_scheduled_tokens =
-            if context > jointplan::perf::engine_profile::VLLM_V0_CHUNKED_PREFILL_ABOVE {
-                vllm_v0_fit::V0_CHUNKED_BUDGET
-            } else {
-                context.max(2048)
-            };
+            u32::try_from(concurrency.min(vllm_v0::MAX_NUM_SEQS)).map_err(|e| e.to_string())?;
+        policy.maximum_scheduled_tokens = vllm_v0::budget(context);
     }
     // Simulated the way it was measured, as the single-device table does: one batch of the
     // `C` requests for a static batch, else the benchmark's request count (its
@@ -721,6 +719,7 @@ pub fn table() -> (String, Fits) {
     }
     let prior = jointplan::perf::engine_profile::SGLANG_PREFILL_LAUNCH_FACTOR;
     let fit = sglang_fit::fit(&fit_rows, prior);
+    out.push_str("\nFitted on this table's fit half (`src/perf/engine_profile.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n");
     if let Some(fit) = &fit {
         let (overheads, factors) = (
             sglang_fit::overheads(),
@@ -747,7 +746,7 @@ pub fn table() -> (String, Fits) {
         };
         let _ = write!(
             out,
-            "\nFitted on this table's fit half (`src/perf/engine_profile.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| sglang request overhead | {:.1} ms | the overhead (in {:.0}-{:.0} ms by {:.1} ms) that minimizes the median absolute TTFT error of the SGLang points of the fit half with one client, whose simulated TTFT is `A + o + f K` exactly (one request at a time; `A` the TTFT at `o = 0, f = 0`, `K` the prompt's launches at `f = 1`); {:.0}% at the fitted constants | {} |\n| sglang prefill launch factor | {:.1} (x 4 us = {:.0} us per kernel on the NVIDIA devices) | {factor_rule} | {} |\n",
+            "| sglang request overhead | {:.1} ms | the overhead (in {:.0}-{:.0} ms by {:.1} ms) that minimizes the median absolute TTFT error of the SGLang points of the fit half with one client, whose simulated TTFT is `A + o + f K` exactly (one request at a time; `A` the TTFT at `o = 0, f = 0`, `K` the prompt's launches at `f = 1`); {:.0}% at the fitted constants | {} |\n| sglang prefill launch factor | {:.1} (x 4 us = {:.0} us per kernel on the NVIDIA devices) | {factor_rule} | {} |\n",
             fit.request_overhead * 1e3,
             overheads[0] * 1e3,
             overheads[overheads.len() - 1] * 1e3,

@@ -172,6 +172,7 @@ pub fn simulate_steps(
     let total = point.simulated_requests.max(1);
     let slots = point.maximum_sequences.min(point.concurrency);
     let budget = point.scheduled_token_budget;
+    let prompts_first = engine.scheduling == Scheduling::PromptsFirst;
     // Request `k` (in the order the clients send them) has the `k`-th drawn lengths.
     let drawn = point
         .lengths
@@ -204,7 +205,6 @@ pub fn simulate_steps(
         }
         // Prompts first: the prompts admitted in one step fit the budget together (the
         // first always joins, as vLLM V0's budget is at least its longest prompt).
-        let prompts_first = engine.scheduling == Scheduling::PromptsFirst;
         let mut admitted_tokens = 0u64;
         while running.len() < slots as usize {
             let Some(&(arrival, input, output)) = waiting.front() else {
