@@ -21,11 +21,15 @@ use jointplan::synth::{ModelSource, PolicyPreset};
 use jointplan::{build, BuildOptions};
 use serde_json::Value;
 
-/// Which records are vLLM V0 runs, and their servers' settings (whether a run is
-/// multi-step matters to the multi-GPU fit only).
-#[allow(dead_code)]
+/// Which records are vLLM V0 runs, and their servers' settings.
 #[path = "support/vllm_v0.rs"]
 mod vllm_v0;
+
+/// vLLM V0's host times on one device, fitted on the single-device V0 rows of the fit half
+/// as the multi-GPU table fits those of several devices.
+#[allow(dead_code)]
+#[path = "support/vllm_v0_fit.rs"]
+mod vllm_v0_fit;
 
 /// The constants fitted on the fit half, and the decomposition of a TPOT they are fitted
 /// from.
@@ -164,6 +168,32 @@ struct Case {
     /// A vLLM V0 run (`vllm@0.6`: version 0.5.x, or a multi-step run of September 2024):
     /// its server's `--max-model-len` (the `len` of its result file's name).
     v0_context: Option<u64>,
+    /// A multi-step V0 run (its host time is spread over a schedule's steps): not a row of
+    /// the V0 host-time fit.
+    v0_multi_step: bool,
+}
+
+/// A vLLM V0 point on one device of the fit half: a row of the one-device host-time fit
+/// ([`vllm_v0_fit`]), simulated again at each pair.
+struct V0Row {
+    case: Case,
+    model: TimeModel,
+    measured: f64,
+}
+
+impl vllm_v0_fit::HostTimeRow for V0Row {
+    fn measured(&self) -> f64 {
+        self.measured
+    }
+
+    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String> {
+        let engine = EngineProfile {
+            step_overhead_seconds: h0,
+            sequence_overhead_seconds: h1,
+            ..*profile
+        };
+        predicted(&self.case, &self.model, &engine).map(|p| p.1)
+    }
 }
 
 /// Whether the record is a run on ShareGPT prompts (lengths vary widely per request).
@@ -231,7 +261,9 @@ fn case(record: &Value) -> Result<Case, String> {
     let gpu = text(record, "gpu");
     let device = device_file(&gpu).ok_or("no device file")?;
     let engine_name = engine(&text(record, "engine")).ok_or("no engine profile")?;
-    let v0_context = vllm_v0::v0_run(record).map(|run| run.max_model_len);
+    let v0 = vllm_v0::v0_run(record);
+    let v0_context = v0.as_ref().map(|run| run.max_model_len);
+    let v0_multi_step = v0.as_ref().is_some_and(|run| run.multi_step);
     let engine_name = if v0_context.is_some() {
         "vllm@0.6"
     } else {
@@ -297,6 +329,7 @@ fn case(record: &Value) -> Result<Case, String> {
         source,
         cited: (text(record, "source"), text(record, "source_title")),
         v0_context,
+        v0_multi_step,
     })
 }
 
@@ -564,9 +597,20 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// Every record predicted (sorted by id), or the reason it is not; and the number of
-/// records.
-fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
+/// Every record predicted, or why not.
+struct Predicted {
+    /// The predicted points, sorted by id.
+    rows: Vec<Row>,
+    /// The records not predicted, with the reason.
+    skipped: Vec<(String, String)>,
+    /// How many records the data has.
+    records: usize,
+    /// The rows of vLLM V0's one-device host-time fit.
+    v0_rows: Vec<V0Row>,
+}
+
+/// Every record predicted (sorted by id), or the reason it is not.
+fn rows() -> Predicted {
     let records: Vec<Value> =
         serde_json::from_str(&std::fs::read_to_string(DATA).unwrap()).unwrap();
     let mut rows = Vec::new();
@@ -595,6 +639,7 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
         *e = (*e).max(c.input + c.output + 1);
     }
     let mut models: std::collections::BTreeMap<Key, Result<TimeModel, String>> = Default::default();
+    let mut v0_rows = Vec::new();
     for c in cases {
         let k = key(&c);
         let model = models
@@ -603,21 +648,41 @@ fn rows() -> (Vec<Row>, Vec<(String, String)>, usize) {
         match model
             .as_ref()
             .map_err(Clone::clone)
-            .and_then(|m| predict(&c, m))
+            .and_then(|m| predict(&c, m).map(|row| (row, m)))
         {
-            Ok(row) => rows.push(row),
+            Ok((row, m)) => {
+                // The one-device V0 fit: the vLLM 0.5.4 points of the fit half whose TPOT
+                // counts (multi-step runs held out, as in the multi-GPU fit).
+                let v0_fit_row = row.fit
+                    && c.v0_context.is_some()
+                    && !c.v0_multi_step
+                    && c.devices == 1
+                    && row.tpot_error.is_some();
+                if let (true, Some(measured)) = (v0_fit_row, row.tpot_measured) {
+                    v0_rows.push(V0Row {
+                        model: m.clone(),
+                        case: c,
+                        measured,
+                    });
+                }
+                rows.push(row);
+            }
             Err(reason) => skipped.push((c.id.clone(), reason)),
         }
     }
     rows.sort_by(|a, b| a.id.cmp(&b.id));
-    (rows, skipped, records.len())
+    Predicted {
+        rows,
+        skipped,
+        records: records.len(),
+        v0_rows,
+    }
 }
 
 /// The committed table: predicted points, the error summary, the points not predicted;
 /// and the constants the fit half gives.
 pub fn table() -> (String, Fit) {
-    let (rows, skipped, records) = rows();
-    table_of(&rows, &skipped, records)
+    table_of(&rows())
 }
 
 /// Which error of a row a summary is over.
@@ -640,9 +705,14 @@ fn summary(rows: &[&Row], pick: Pick) -> String {
     }
 }
 
-fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (String, Fit) {
+fn table_of(predicted: &Predicted) -> (String, Fit) {
+    let (rows, skipped, records) = (
+        &predicted.rows[..],
+        &predicted.skipped[..],
+        predicted.records,
+    );
     let mut out = String::new();
-    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency (ITL) where it reports no TPOT; on ShareGPT runs (request lengths vary widely) the mean ITL when it is below the mean TPOT (`served, N requests, ITL`), the token-weighted figure a simulation at the mean lengths predicts. `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s). The vLLM 0.5.4 runs and the multi-step runs of September 2024 are vLLM's V0 engine (engine `vllm@0.6`, its own scheduler and host time, fitted on the multi-GPU table) at their server's `--max-model-len` and V0's defaults (256 sequences, whole prompts first within `max(max_model_len, 2048)` tokens a step, 512-token chunks above a 32,768-token context); they are not fit rows of the fit below.\n\n");
+    out.push_str("Generated by `cargo run --release --example perf_validation -- --write` from `docs/data/serving-measurements.json` (sources there, by id); the test fails when this table is stale. Times in ms; error = (predicted - measured) / measured; TPOT is the source's mean TPOT, or its mean inter-token latency (ITL) where it reports no TPOT; on ShareGPT runs (request lengths vary widely) the mean ITL when it is below the mean TPOT (`served, N requests, ITL`), the token-weighted figure a simulation at the mean lengths predicts. `half`: the point's half of the split (fit: the FNV-1a 64-bit hash of its id is even). How a point is simulated follows how it was measured: `served, N requests` is a closed loop of `C` clients sending `N` requests in all (`4 x C` when the source does not say); `static batch` one batch of `C` requests; `llama-bench` a prompt of `I` tokens alone (TTFT: `I` / its prompt tokens/s) and `O` tokens generated after an empty context (TPOT: 1 / its generation tokens/s). The vLLM 0.5.4 runs and the multi-step runs of September 2024 are vLLM's V0 engine (engine `vllm@0.6`, its own scheduler and its host time on one device, the last rows of the fit below) at their server's `--max-model-len` and V0's defaults (256 sequences, whole prompts first within `max(max_model_len, 2048)` tokens a step, 512-token chunks above a 32,768-token context); they are not rows of the fit of the other constants.\n\n");
     out.push_str("| id | half | engine | GPU | devices | model | weights | run | C | I/O | TTFT measured | TTFT predicted | error | TPOT measured | TPOT predicted | error |\n");
     out.push_str("|---|---|---|---|---:|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for row in rows {
@@ -692,7 +762,11 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
             signed(|r| r.tpot_error)
         );
     }
-    let fit = fit(rows);
+    let mut fit = fit(rows);
+    let v0_rows: Vec<&V0Row> = predicted.v0_rows.iter().collect();
+    let v0_profile = perf::engine_profile("vllm@0.6").expect("vLLM V0 has a profile");
+    fit.vllm_v0_one_device =
+        vllm_v0_fit::fit(&v0_rows, &v0_profile).expect("the fit rows simulate");
     let _ = writeln!(
         out,
         "\nFitted on the fit half only (`src/perf/engine_profile.rs`, `src/perf/efficiency.rs`; the test checks the constants against this fit):\n\n| constant | value | rule | fit rows |\n|---|---:|---|---:|\n| vllm request overhead | {:.1} ms | median TTFT residual (measured minus predicted without it) of the served vLLM rows (SGLang's is fitted on the multi-GPU table) | {} |\n| vllm host time per step | {:.1} ms | with the decode launch factor, the pair (host time in 0-3 ms by 0.1 ms, factor in 0-3 by 0.05) that minimizes the median absolute TPOT error of the fit rows, each device's factor refitted at it | {} |\n| vllm decode launch factor | {:.2} (x 4 us = {:.1} us per kernel on the NVIDIA devices) | fitted with the host time (above); SGLang takes the same factor | {} |",
@@ -708,6 +782,27 @@ fn table_of(rows: &[Row], skipped: &[(String, String)], records: usize) -> (Stri
         let _ = writeln!(
             out,
             "| memory factor, {device} | {factor:.2} | median of the rows' implied factors at the fitted host time and launch factor (the factor that makes the predicted TPOT the measured one), at most 1 / 0.80 | {n} |"
+        );
+    }
+    if let Some(v0) = &fit.vllm_v0_one_device {
+        let (steps, sequences) = (
+            vllm_v0_fit::step_overheads(),
+            vllm_v0_fit::sequence_overheads(),
+        );
+        let _ = writeln!(
+            out,
+            "| vllm@0.6 host time per step, one device | {:.2} ms | with the host time per sequence, the pair (per step in {:.0}-{:.0} ms by {:.2} ms, per sequence in {:.0}-{:.0} us by {:.0} us) that minimizes the median absolute TPOT error of the one-device vLLM 0.5.4 points of the fit half (multi-step runs held out), at the constants above; {:.0}% at the fitted pair (the pair of several devices is the multi-GPU table's) | {} |\n| vllm@0.6 host time per sequence, one device | {:.0} us | fitted with the host time per step (above) | {} |",
+            v0.step_overhead * 1e3,
+            steps[0] * 1e3,
+            steps[steps.len() - 1] * 1e3,
+            (steps[1] - steps[0]) * 1e3,
+            sequences[0] * 1e6,
+            sequences[sequences.len() - 1] * 1e6,
+            (sequences[1] - sequences[0]) * 1e6,
+            v0.median_error * 100.0,
+            v0.rows,
+            v0.sequence_overhead * 1e6,
+            v0.rows,
         );
     }
     out.push_str(&sources(rows.iter().map(|r| (&r.cited, r.id.as_str()))));
@@ -751,14 +846,14 @@ pub fn with_table(docs: &str, table: &str) -> Option<String> {
 }
 
 fn main() {
-    let (rows, skipped, records) = rows();
+    let predicted = rows();
     if std::env::args().any(|a| a == "--residuals") {
-        for row in &rows {
+        for row in &predicted.rows {
             println!("{}", row.residual);
         }
         return;
     }
-    let (table, fit) = table_of(&rows, &skipped, records);
+    let (table, fit) = table_of(&predicted);
     print!("{table}");
     println!(
         "\nfitted request overhead: {:.1} ms, vllm host time per step {:.1} ms, decode launch factor {:.2}",
@@ -768,6 +863,15 @@ fn main() {
     );
     for (device, factor, n) in &fit.devices {
         println!("fitted memory factor of {device}: {factor:.2} over {n} rows");
+    }
+    if let Some(v0) = &fit.vllm_v0_one_device {
+        println!(
+            "fitted vllm@0.6 host time on one device: {:.2} ms per step, {:.0} us per sequence over {} rows ({:.0}% median)",
+            v0.step_overhead * 1e3,
+            v0.sequence_overhead * 1e6,
+            v0.rows,
+            v0.median_error * 100.0
+        );
     }
     if std::env::args().any(|a| a == "--write") {
         let docs = std::fs::read_to_string(DOCS).unwrap();

@@ -52,6 +52,9 @@ pub struct Fit {
     /// `1 / MAX_CLASS_MEMORY` (no class above the datasheet bandwidth); and the rows it is
     /// the median of.
     pub devices: Vec<(String, f64, usize)>,
+    /// vLLM V0's host times on one device (`examples/support/vllm_v0_fit.rs`), fitted on
+    /// the V0 points of the fit half at the constants above; `None` without such points.
+    pub vllm_v0_one_device: Option<super::vllm_v0_fit::V0Fit>,
 }
 
 /// A fit TPOT row: its decomposition, measured TPOT, device, and the host time per step
@@ -145,5 +148,6 @@ pub fn fit(rows: &[Row]) -> Fit {
             .into_iter()
             .map(|(d, (m, n))| (d.to_owned(), m, n))
             .collect(),
+        vllm_v0_one_device: None,
     }
 }

@@ -1,14 +1,17 @@
-//! vLLM V0's host time, which `examples/placement_validation.rs` fits on the fit half of
-//! the multi-GPU table: the time per scheduler step `h0` and per sequence of a step `h1`
+//! vLLM V0's host time: the time per scheduler step `h0` and per sequence of a step `h1`
 //! that the device does not overlap (the V0 engine's Python scheduler, block manager,
 //! input preparation and output processing loop over the sequence groups of every step).
-//! The rule is in `docs/performance-model.md#multi-gpu-points-placement-across-devices`.
+//! `examples/placement_validation.rs` fits the pair of several devices on the fit half of
+//! the multi-GPU table (each row a [`FitRow`], simulated on its placement),
+//! `examples/perf_validation.rs` the pair of one device on the fit half of the
+//! single-device table (its own rows). The rule is in
+//! `docs/performance-model.md#multi-gpu-points-placement-across-devices`.
 //!
 //! The fit rows are the vLLM 0.5.4 points of the fit half with a measured TPOT (the
 //! multi-step runs are held out: their host time is spread over the steps of one schedule,
-//! which the profile does not model). Each row is simulated again on its placement at
-//! every pair tried; the pair with the least median absolute TPOT error wins (ties: the
-//! smaller `h1`, then the smaller `h0`).
+//! which the profile does not model). Each row is simulated again at every pair tried; the
+//! pair with the least median absolute TPOT error wins (ties: the smaller `h1`, then the
+//! smaller `h0`).
 
 use jointplan::perf::EngineProfile;
 use jointplan::placement::Chosen;
@@ -37,9 +40,20 @@ pub struct FitRow {
     pub chosen: Chosen,
 }
 
-impl FitRow {
+/// A row of a host-time fit: its measured mean TPOT and its simulated one at a pair.
+pub trait HostTimeRow: Sync {
+    /// The measured mean TPOT (seconds).
+    fn measured(&self) -> f64;
     /// The simulated mean TPOT at host times `h0` per step and `h1` per sequence.
-    pub fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String> {
+    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String>;
+}
+
+impl HostTimeRow for FitRow {
+    fn measured(&self) -> f64 {
+        self.measured
+    }
+
+    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String> {
         let engine = EngineProfile {
             step_overhead_seconds: h0,
             sequence_overhead_seconds: h1,
@@ -69,7 +83,7 @@ pub struct V0Fit {
 
 /// The pair of the grids that minimizes the median absolute TPOT error of `rows`; `None`
 /// without rows.
-pub fn fit(rows: &[&FitRow], profile: &EngineProfile) -> Result<Option<V0Fit>, String> {
+pub fn fit<R: HostTimeRow>(rows: &[&R], profile: &EngineProfile) -> Result<Option<V0Fit>, String> {
     if rows.is_empty() {
         return Ok(None);
     }
@@ -83,7 +97,8 @@ pub fn fit(rows: &[&FitRow], profile: &EngineProfile) -> Result<Option<V0Fit>, S
             let mut errors = Vec::with_capacity(rows.len());
             for row in rows {
                 let predicted = row.at(profile, h0, h1)?;
-                errors.push(((predicted - row.measured) / row.measured).abs());
+                let measured = row.measured();
+                errors.push(((predicted - measured) / measured).abs());
             }
             Ok((median(errors), h0, h1))
         })

@@ -25,6 +25,16 @@ pub enum Scheduling {
     PromptsFirst,
 }
 
+/// The host time of a step the device does not overlap, for an engine whose host path
+/// differs between one device and several ([`EngineProfile::several_devices_host`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HostTime {
+    /// Host time per scheduler step (seconds).
+    pub step_overhead_seconds: f64,
+    /// Host time per sequence of a step (seconds).
+    pub sequence_overhead_seconds: f64,
+}
+
 /// An engine's time profile.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct EngineProfile {
@@ -38,12 +48,20 @@ pub struct EngineProfile {
     /// ([`EngineProfile::at_context`]); `None` when the rule does not change.
     pub chunked_prefill_above_context: Option<u64>,
     /// Host time per scheduler step not overlapped with the device (seconds): scheduling,
-    /// input preparation, sampling and output processing.
+    /// input preparation, sampling and output processing; on one device when
+    /// [`EngineProfile::several_devices_host`] differs.
     pub step_overhead_seconds: f64,
     /// Host time per sequence of a step not overlapped with the device (seconds): the
     /// per-sequence part of scheduling, input preparation and output processing (vLLM V0's
     /// Python loops over its sequence groups).
     pub sequence_overhead_seconds: f64,
+    /// The host time on several devices when the engine's host path differs there
+    /// ([`EngineProfile::on_devices`]): vLLM V0 runs one device in its own process
+    /// (`GPUExecutor`) and several through a distributed executor whose driver broadcasts
+    /// every step's inputs to the other ranks (`LocalOrDistributedWorkerBase.execute_model`,
+    /// `broadcast_tensor_dict`, `vllm/worker/worker_base.py`, v0.5.4). `None`: the same on
+    /// any number of devices.
+    pub several_devices_host: Option<HostTime>,
     /// Fraction of the device's per-kernel launch overhead a decode step pays (decode steps
     /// replay captured CUDA graphs; 1 = every kernel launched from the host).
     pub decode_launch_factor: f64,
@@ -88,15 +106,25 @@ pub const VLLM_STEP_OVERHEAD_SECONDS: f64 = 0.0002;
 /// SGLang replays CUDA graphs of the same kernel families and takes the same figure.
 pub const VLLM_DECODE_LAUNCH_FACTOR: f64 = 0.45;
 
-/// vLLM V0's host time per scheduler step (`vllm@0.6`, the engine of v0.5.4 to v0.7):
-/// fitted with [`VLLM_V0_SEQUENCE_OVERHEAD_SECONDS`] on the vLLM 0.5.4 points of the
+/// vLLM V0's host time per scheduler step on one device (`vllm@0.6`, the engine of v0.5.4
+/// to v0.7): fitted with [`VLLM_V0_SEQUENCE_OVERHEAD_SECONDS`] on the one-device vLLM
+/// 0.5.4 points of the single-device table's fit half (`examples/perf_validation.rs`
+/// prints the fit, `tests/planner/perf_validation.rs` checks this constant against it).
+pub const VLLM_V0_STEP_OVERHEAD_SECONDS: f64 = 0.001;
+
+/// vLLM V0's host time per sequence of a step on one device: fitted with
+/// [`VLLM_V0_STEP_OVERHEAD_SECONDS`] (the same fit).
+pub const VLLM_V0_SEQUENCE_OVERHEAD_SECONDS: f64 = 0.000_055;
+
+/// vLLM V0's host time per scheduler step on several devices: fitted with
+/// [`VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS`] on the vLLM 0.5.4 points of the
 /// multi-GPU table's fit half (`examples/placement_validation.rs` prints the fit,
 /// `tests/planner/multi_gpu_validation.rs` checks this constant against it).
-pub const VLLM_V0_STEP_OVERHEAD_SECONDS: f64 = 0.003_25;
+pub const VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS: f64 = 0.003_25;
 
-/// vLLM V0's host time per sequence of a step: fitted with
-/// [`VLLM_V0_STEP_OVERHEAD_SECONDS`] (the same fit).
-pub const VLLM_V0_SEQUENCE_OVERHEAD_SECONDS: f64 = 0.000_175;
+/// vLLM V0's host time per sequence of a step on several devices: fitted with
+/// [`VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS`] (the same fit).
+pub const VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS: f64 = 0.000_175;
 
 /// The context above which vLLM V0 turns chunked prefill on by itself
 /// (`EngineArgs.create_engine_config`, `vllm/engine/arg_utils.py`, v0.5.4 to v0.6.x: a
@@ -110,6 +138,7 @@ pub const ENGINES: &[EngineProfile] = &[
         scheduling: Scheduling::DecodesFirst,
         chunked_prefill_above_context: None,
         sequence_overhead_seconds: 0.0,
+        several_devices_host: None,
         step_overhead_seconds: VLLM_STEP_OVERHEAD_SECONDS,
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: 1.0,
@@ -121,6 +150,10 @@ pub const ENGINES: &[EngineProfile] = &[
         chunked_prefill_above_context: Some(VLLM_V0_CHUNKED_PREFILL_ABOVE),
         step_overhead_seconds: VLLM_V0_STEP_OVERHEAD_SECONDS,
         sequence_overhead_seconds: VLLM_V0_SEQUENCE_OVERHEAD_SECONDS,
+        several_devices_host: Some(HostTime {
+            step_overhead_seconds: VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS,
+            sequence_overhead_seconds: VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS,
+        }),
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: 1.0,
         request_overhead_seconds: VLLM_REQUEST_OVERHEAD_SECONDS,
@@ -130,6 +163,7 @@ pub const ENGINES: &[EngineProfile] = &[
         scheduling: Scheduling::DecodesFirst,
         chunked_prefill_above_context: None,
         sequence_overhead_seconds: 0.0,
+        several_devices_host: None,
         step_overhead_seconds: 0.001,
         decode_launch_factor: VLLM_DECODE_LAUNCH_FACTOR,
         prefill_launch_factor: SGLANG_PREFILL_LAUNCH_FACTOR,
@@ -140,6 +174,7 @@ pub const ENGINES: &[EngineProfile] = &[
         scheduling: Scheduling::DecodesFirst,
         chunked_prefill_above_context: None,
         sequence_overhead_seconds: 0.0,
+        several_devices_host: None,
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.25,
         prefill_launch_factor: 1.0,
@@ -150,6 +185,7 @@ pub const ENGINES: &[EngineProfile] = &[
         scheduling: Scheduling::DecodesFirst,
         chunked_prefill_above_context: None,
         sequence_overhead_seconds: 0.0,
+        several_devices_host: None,
         step_overhead_seconds: 0.0005,
         decode_launch_factor: 0.5,
         prefill_launch_factor: 1.0,
@@ -189,16 +225,31 @@ impl EngineProfile {
         }
     }
 
+    /// The profile as it runs on `devices` devices (the engine's tensor x pipeline
+    /// parallel ranks): [`EngineProfile::several_devices_host`] replaces the host time on
+    /// more than one.
+    pub fn on_devices(self, devices: u64) -> EngineProfile {
+        match self.several_devices_host {
+            Some(host) if devices > 1 => EngineProfile {
+                step_overhead_seconds: host.step_overhead_seconds,
+                sequence_overhead_seconds: host.sequence_overhead_seconds,
+                several_devices_host: None,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
     /// The rule the serving figures follow when it is not the default one (decodes first,
     /// host time per step), for the figures' list of rules.
     pub fn rule(&self) -> Option<&'static str> {
         match self.scheduling {
             Scheduling::DecodesFirst if self.sequence_overhead_seconds == 0.0 => None,
             Scheduling::DecodesFirst => Some(
-                "engine vllm@0.6 (vLLM V0) with chunked prefill (a context above 32,768 tokens): decodes first; the engine's host time is per step plus per sequence of the step (fitted on the multi-GPU validation table)",
+                "engine vllm@0.6 (vLLM V0) with chunked prefill (a context above 32,768 tokens): decodes first; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
             ),
             Scheduling::PromptsFirst => Some(
-                "engine vllm@0.6 (vLLM V0 without chunked prefill): prompts first, not decodes first: waiting requests join with their whole prompt while the prompts fit the budget, and a step with prompts runs no decodes; the engine's host time is per step plus per sequence of the step (fitted on the multi-GPU validation table)",
+                "engine vllm@0.6 (vLLM V0 without chunked prefill): prompts first, not decodes first: waiting requests join with their whole prompt while the prompts fit the budget, and a step with prompts runs no decodes; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
             ),
         }
     }

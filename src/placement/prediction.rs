@@ -107,7 +107,8 @@ pub const LINEAR_RULES: &[&str] = &[
 pub fn predict(timing: &Timing, solution: &Solution) -> Result<Prediction, PlacementError> {
     let linear_estimate = linear(timing, solution)?;
     let pricer = StepPricer::new(&timing.pricing, solution)?;
-    let engine = timing.pricing.engine;
+    // The engine as it runs on the placement's devices (vLLM V0's host time differs on one).
+    let engine = timing.pricing.engine.on_devices(solution.devices);
     let mut run = RunParts::default();
     let served = serving::simulate_steps(
         |shape, launch| {

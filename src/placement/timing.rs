@@ -544,7 +544,11 @@ pub fn attach(
     }
     // The other requests' prompts pay their host time per chunk, not their request
     // overhead (that is spent before the engine schedules them).
-    // A decode step's host time is for its sequences; a prompt chunk's for one.
+    // A decode step's host time is for its sequences; a prompt chunk's for one. The
+    // estimate takes the host time of the set's devices (an engine whose host path differs
+    // on one device, vLLM V0, is estimated as launched on all of them; the simulation of
+    // the chosen placement takes its own count).
+    let engine = engine.on_devices(set.device_count());
     let chunk_host = engine.host_seconds(1);
     let fixed = [
         engine.host_seconds(mean.concurrency.min(mean.maximum_sequences)),

@@ -12,21 +12,21 @@ mod example;
 #[test]
 fn multi_gpu_validation_table_is_current() {
     let (table, fits) = example::table();
-    // vLLM V0's host times are the fit the table states (on its vLLM 0.5.4 points of the
-    // fit half).
+    // vLLM V0's host times on several devices are the fit the table states (on its vLLM
+    // 0.5.4 points of the fit half).
     let v0 = fits
         .vllm_v0
         .expect("the table has vLLM 0.5.4 points in its fit half");
-    let step = jointplan::perf::engine_profile::VLLM_V0_STEP_OVERHEAD_SECONDS;
+    let step = jointplan::perf::engine_profile::VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS;
     assert!(
         (step - v0.step_overhead).abs() < 1e-9,
-        "VLLM_V0_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
+        "VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
         v0.step_overhead
     );
-    let sequence = jointplan::perf::engine_profile::VLLM_V0_SEQUENCE_OVERHEAD_SECONDS;
+    let sequence = jointplan::perf::engine_profile::VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS;
     assert!(
         (sequence - v0.sequence_overhead).abs() < 1e-12,
-        "VLLM_V0_SEQUENCE_OVERHEAD_SECONDS is {sequence}, the fit half gives {}",
+        "VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS is {sequence}, the fit half gives {}",
         v0.sequence_overhead
     );
     // SGLang's constants are the fit the table states (on its SGLang points of the fit

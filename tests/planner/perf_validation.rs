@@ -34,6 +34,24 @@ fn perf_validation_table_is_current() {
         "VLLM_DECODE_LAUNCH_FACTOR is {launch}, the fit half gives {}",
         fit.decode_launch
     );
+    // vLLM V0's host times on one device are the fit the table states (on its one-device
+    // vLLM 0.5.4 points of the fit half).
+    let v0 = fit
+        .vllm_v0_one_device
+        .as_ref()
+        .expect("the table has one-device vLLM 0.5.4 points in its fit half");
+    let step = jointplan::perf::engine_profile::VLLM_V0_STEP_OVERHEAD_SECONDS;
+    assert!(
+        (step - v0.step_overhead).abs() < 1e-9,
+        "VLLM_V0_STEP_OVERHEAD_SECONDS is {step}, the fit half gives {}",
+        v0.step_overhead
+    );
+    let sequence = jointplan::perf::engine_profile::VLLM_V0_SEQUENCE_OVERHEAD_SECONDS;
+    assert!(
+        (sequence - v0.sequence_overhead).abs() < 1e-12,
+        "VLLM_V0_SEQUENCE_OVERHEAD_SECONDS is {sequence}, the fit half gives {}",
+        v0.sequence_overhead
+    );
     // Every fitted device factor is in the table of the model, and nothing else is.
     for (device, factor, _) in &fit.devices {
         assert!(
@@ -82,11 +100,23 @@ fn the_engine_table_states_the_profiles() {
             .unwrap_or_else(|_| panic!("not a time: {cell:?}"))
             * 1e-3
     };
+    // Each profile's row, and a profile whose host time differs on several devices has a
+    // second row (`NAME, several devices`) stating that pair.
+    let mut rows = Vec::new();
     for engine in jointplan::perf::engine_profile::ENGINES {
+        rows.push((engine.name.to_owned(), *engine));
+        if engine.several_devices_host.is_some() {
+            rows.push((
+                format!("{}, several devices", engine.name),
+                engine.on_devices(2),
+            ));
+        }
+    }
+    for (name, engine) in &rows {
         let row = section
             .lines()
-            .find(|l| l.starts_with(&format!("| {} |", engine.name)))
-            .unwrap_or_else(|| panic!("no row for {} in the Engines table", engine.name));
+            .find(|l| l.starts_with(&format!("| {name} |")))
+            .unwrap_or_else(|| panic!("no row for {name} in the Engines table"));
         let cells: Vec<&str> = row.split('|').map(str::trim).collect();
         let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
         assert!(

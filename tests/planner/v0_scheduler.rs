@@ -98,3 +98,74 @@ fn the_v0_profile_follows_its_version_and_context() {
     }
     assert!(v0.rule().is_some_and(|r| r.contains("prompts first")));
 }
+
+/// vLLM V0's host time differs on one device (its own process) and on several (a
+/// distributed executor broadcasting each step's inputs): `on_devices` picks the pair, and
+/// the serving simulation of the same point pays the pair it is given.
+#[test]
+fn the_v0_host_time_follows_the_device_count() {
+    use jointplan::perf::engine_profile::{
+        VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS, VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS,
+        VLLM_V0_SEQUENCE_OVERHEAD_SECONDS, VLLM_V0_STEP_OVERHEAD_SECONDS,
+    };
+    let v0 = engine_profile("vllm@0.6").unwrap();
+    let one = v0.on_devices(1);
+    assert_eq!(one, v0);
+    assert_eq!(one.step_overhead_seconds, VLLM_V0_STEP_OVERHEAD_SECONDS);
+    assert_eq!(
+        one.sequence_overhead_seconds,
+        VLLM_V0_SEQUENCE_OVERHEAD_SECONDS
+    );
+    for devices in [2, 4, 8] {
+        let several = v0.on_devices(devices);
+        assert_eq!(
+            several.step_overhead_seconds,
+            VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS
+        );
+        assert_eq!(
+            several.sequence_overhead_seconds,
+            VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS
+        );
+        // Applied once: the profile on several devices stays so.
+        assert_eq!(several.on_devices(1), several);
+        assert_eq!(several.scheduling, v0.scheduling);
+        assert_eq!(
+            several.request_overhead_seconds,
+            v0.request_overhead_seconds
+        );
+    }
+    // A step of 4 sequences: the step's host time and four sequences'.
+    assert!(
+        (v0.on_devices(4).host_seconds(4)
+            - (VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS
+                + 4.0 * VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS))
+            .abs()
+            < 1e-15
+    );
+    // The other engines run the same host path on any count.
+    for name in ["vllm", "sglang", "trtllm", "llama.cpp"] {
+        let e = engine_profile(name).unwrap();
+        assert_eq!(e.on_devices(8), e, "{name}");
+    }
+    // On the same point, the simulation on several devices is slower by exactly the host
+    // time difference of its steps (every step is priced at the same device time).
+    let p = point(4, 64, 4);
+    let steps_and_time = |engine: &EngineProfile| {
+        let s = simulate_steps(|_, _| DEVICE, engine, &p).unwrap();
+        (s.steps, s.host_seconds)
+    };
+    let (steps_one, host_one) = steps_and_time(&v0.on_devices(1));
+    let (steps_several, host_several) = steps_and_time(&v0.on_devices(2));
+    assert_eq!(steps_one, steps_several);
+    // Both runs pay `a x steps + b x sequences scheduled` with the same steps and
+    // sequences, so the ratio of their host times lies between the two pairs' ratios.
+    let ratio = host_several / host_one;
+    let per_step = VLLM_V0_DISTRIBUTED_STEP_OVERHEAD_SECONDS / VLLM_V0_STEP_OVERHEAD_SECONDS;
+    let per_sequence =
+        VLLM_V0_DISTRIBUTED_SEQUENCE_OVERHEAD_SECONDS / VLLM_V0_SEQUENCE_OVERHEAD_SECONDS;
+    let (low, high) = (per_step.min(per_sequence), per_step.max(per_sequence));
+    assert!(
+        ratio >= low - 1e-9 && ratio <= high + 1e-9,
+        "{ratio} outside [{low}, {high}]"
+    );
+}
