@@ -22,12 +22,18 @@ use jointplan::{build, BuildOptions};
 use serde_json::Value;
 
 /// Which records are vLLM V0 runs, and their servers' settings.
+// Each example is its own crate; the planner tests include both examples in one crate,
+// where the shared support file is loaded twice (once per example module).
+#[allow(clippy::duplicate_mod)]
 #[path = "support/vllm_v0.rs"]
 mod vllm_v0;
 
 /// vLLM V0's host times on one device, fitted on the single-device V0 rows of the fit half
 /// as the multi-GPU table fits those of several devices.
 #[allow(dead_code)]
+// Each example is its own crate; the planner tests include both examples in one crate,
+// where the shared support file is loaded twice (once per example module).
+#[allow(clippy::duplicate_mod)]
 #[path = "support/vllm_v0_fit.rs"]
 mod vllm_v0_fit;
 
@@ -385,6 +391,7 @@ fn point(case: &Case, concurrency: u64, input: u64, output: u64, requests: u64) 
         // docs/performance-model.md, "Request lengths").
         lengths: Lengths::Fixed,
         context_tokens: case.v0_context,
+        chunked_prefill: None,
     }
 }
 

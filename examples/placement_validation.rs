@@ -50,10 +50,16 @@ const BUDGET: u64 = 8192;
 pub mod sglang_fit;
 
 /// vLLM V0's host time per step and per sequence, fitted on the fit half.
+// Each example is its own crate; the planner tests include both examples in one crate,
+// where the shared support file is loaded twice (once per example module).
+#[allow(clippy::duplicate_mod)]
 #[path = "support/vllm_v0_fit.rs"]
 pub mod vllm_v0_fit;
 
 /// Which records are vLLM V0 runs, and their servers' settings.
+// Each example is its own crate; the planner tests include both examples in one crate,
+// where the shared support file is loaded twice (once per example module).
+#[allow(clippy::duplicate_mod)]
 #[path = "support/vllm_v0.rs"]
 pub mod vllm_v0;
 
@@ -313,6 +319,7 @@ fn predict(point: &Value, record: &Value) -> Result<Row, String> {
             engine: engine.clone(),
             simulated_requests: Some(requests),
             lengths: lengths.clone(),
+            chunked_prefill: None,
         }),
         policy: Some(policy),
         why_not: None,

@@ -107,6 +107,7 @@ pub fn serving_point(request: &PlanRequest, serving: &RecordedServing) -> Servin
         simulated_requests: serving.concurrency.saturating_mul(4),
         lengths: crate::perf::Lengths::Fixed,
         context_tokens: None,
+        chunked_prefill: None,
     }
 }
 

@@ -235,6 +235,7 @@ fn device_counts(
                     .to_owned(),
                 simulated_requests: None,
                 lengths: jointplan::perf::Lengths::Fixed,
+                chunked_prefill: None,
             },
         }),
     };

@@ -60,6 +60,25 @@ pub struct Requested {
     pub engine: String,
     /// How the requests' lengths are drawn (`--lengths`).
     pub lengths: Lengths,
+    /// The engine's `enable_chunked_prefill` as its accounting resolved it (`--engine`
+    /// with its arguments; [`Requested::under`]); `None` without an engine report.
+    pub chunked_prefill: Option<bool>,
+}
+
+impl Requested {
+    /// The point served by the engine `report` describes (`--engine` with its
+    /// `--engine-arg`s): its `enable_chunked_prefill` as resolved (given, or the version's
+    /// default at its `max_model_len`) decides vLLM V0's scheduling. Engines without the
+    /// argument leave the point as it is.
+    pub fn under(self, report: Option<&jointplan::engine::EngineReport>) -> Requested {
+        let chunked_prefill = report
+            .and_then(|r| r.args.get("enable_chunked_prefill"))
+            .map(|value| value == "true");
+        Requested {
+            chunked_prefill,
+            ..self
+        }
+    }
 }
 
 impl ServingFlags {
@@ -117,6 +136,7 @@ impl ServingFlags {
             output_tokens,
             engine,
             lengths,
+            chunked_prefill: None,
         }))
     }
 }
@@ -209,6 +229,7 @@ pub fn predict(
         simulated_requests: point.concurrency.saturating_mul(4),
         lengths: point.lengths.clone(),
         context_tokens: Some(jointplan::study::report::context_tokens(request)),
+        chunked_prefill: point.chunked_prefill,
     };
     Ok(perf::predict(&model, &serving)?)
 }

@@ -201,6 +201,8 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
     let serving = args
         .serving
         .requested(args.engine.engine.as_deref())?
+        // The engine's resolved arguments decide its scheduling (vLLM V0's chunked prefill).
+        .map(|r| r.under(engine.as_ref().map(|e| &e.applied.report)))
         .map(|r| placement::timing::Serving {
             concurrency: r.concurrency,
             input_tokens: r.input_tokens,
@@ -208,6 +210,7 @@ pub fn run(args: &super::plan::Args) -> Result<(), Error> {
             engine: r.engine,
             simulated_requests: None,
             lengths: r.lengths,
+            chunked_prefill: r.chunked_prefill,
         });
     let why_not = flags
         .why_not

@@ -460,6 +460,8 @@ pub fn run(args: &Args) -> Result<(), Error> {
         budget,
         origin,
     } = load(args, &progress, point.as_ref())?;
+    // The engine's resolved arguments decide its scheduling (vLLM V0's chunked prefill).
+    let point = point.map(|p| p.under(engine.as_ref()));
     args.selection.apply_pins(&mut options, &request)?;
     if options.selection.objective.time_weights().is_some() {
         options.serving = Some(super::performance::recorded_serving(

@@ -225,6 +225,33 @@ impl EngineProfile {
         }
     }
 
+    /// The profile with the engine's `enable_chunked_prefill` set (`None`: unchanged): an
+    /// engine whose scheduling depends on chunked prefill (vLLM V0, the profiles with
+    /// [`EngineProfile::chunked_prefill_above_context`]) schedules decodes first with it
+    /// and prompts first without it, whatever the context; the others always schedule
+    /// decodes first.
+    pub fn with_chunked_prefill(self, chunked_prefill: Option<bool>) -> EngineProfile {
+        match (self.chunked_prefill_above_context, chunked_prefill) {
+            (Some(_), Some(true)) => EngineProfile {
+                scheduling: Scheduling::DecodesFirst,
+                ..self
+            },
+            (Some(_), Some(false)) => EngineProfile {
+                scheduling: Scheduling::PromptsFirst,
+                ..self
+            },
+            _ => self,
+        }
+    }
+
+    /// The profile as it runs at `point`: at its context ([`EngineProfile::at_context`]),
+    /// then with its `enable_chunked_prefill` when given
+    /// ([`EngineProfile::with_chunked_prefill`]), which overrides the context's rule.
+    pub fn for_point(self, point: &super::ServingPoint) -> EngineProfile {
+        self.at_context(point.context_tokens)
+            .with_chunked_prefill(point.chunked_prefill)
+    }
+
     /// The profile as it runs on `devices` devices (the engine's tensor x pipeline
     /// parallel ranks): [`EngineProfile::several_devices_host`] replaces the host time on
     /// more than one.
@@ -246,10 +273,10 @@ impl EngineProfile {
         match self.scheduling {
             Scheduling::DecodesFirst if self.sequence_overhead_seconds == 0.0 => None,
             Scheduling::DecodesFirst => Some(
-                "engine vllm@0.6 (vLLM V0) with chunked prefill (a context above 32,768 tokens): decodes first; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
+                "engine vllm@0.6 (vLLM V0) with chunked prefill (its `enable_chunked_prefill`, on by default above a 32,768-token context): decodes first; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
             ),
             Scheduling::PromptsFirst => Some(
-                "engine vllm@0.6 (vLLM V0 without chunked prefill): prompts first, not decodes first: waiting requests join with their whole prompt while the prompts fit the budget, and a step with prompts runs no decodes; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
+                "engine vllm@0.6 (vLLM V0 without chunked prefill, its default up to a 32,768-token context): prompts first, not decodes first: waiting requests join with their whole prompt while the prompts fit the budget, and a step with prompts runs no decodes; the engine's host time is per step plus per sequence of the step, one pair on one device and one on several (the distributed executor broadcasts each step's inputs to the other ranks; fitted on the single-device and the multi-GPU validation tables)",
             ),
         }
     }

@@ -203,7 +203,7 @@ pub fn predict(model: &TimeModel, point: &ServingPoint) -> Result<Performance, P
             name: point.engine.clone(),
             known: engine_names(),
         })?
-        .at_context(point.context_tokens);
+        .for_point(point);
     let served = serving::simulate(model, &engine, point)?;
     // One prompt and the steady decode step at the mean lengths (the point itself when
     // they are fixed).

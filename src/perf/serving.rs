@@ -51,6 +51,11 @@ pub struct ServingPoint {
     /// prefill on above 32K); `None` when not known (the profile's own rule).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context_tokens: Option<u64>,
+    /// The engine's `enable_chunked_prefill` when its arguments set it (vLLM V0 schedules
+    /// prompts first without chunked prefill, decodes first with it:
+    /// [`EngineProfile::for_point`]); `None`: the engine's default at the context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunked_prefill: Option<bool>,
 }
 
 impl ServingPoint {

@@ -60,6 +60,7 @@ impl Placer for SweepPlacer {
                 engine: job.engine.to_owned(),
                 simulated_requests: None,
                 lengths: crate::perf::Lengths::Fixed,
+                chunked_prefill: None,
             }),
             policy: Some(job.preset.clone()),
             ..Settings::default()

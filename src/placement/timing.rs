@@ -38,6 +38,10 @@ pub struct Serving {
     /// How the requests' lengths are drawn around `input_tokens` and `output_tokens`
     /// (`--lengths`; fixed by default).
     pub lengths: Lengths,
+    /// The engine's `enable_chunked_prefill` when its arguments resolve it (vLLM V0's
+    /// scheduling: [`ServingPoint::chunked_prefill`]); `None`: the engine's default at
+    /// the context.
+    pub chunked_prefill: Option<bool>,
 }
 
 /// A phase's time on one device by what bounds it, seconds.
@@ -399,17 +403,6 @@ pub fn attach(
     set: &DeviceSet,
     serving: &Serving,
 ) -> Result<Timing, PlacementError> {
-    // The engine as it runs at the provisioned context (vLLM V0 turns chunked prefill on
-    // above 32K).
-    let engine = engine_profile(&serving.engine)
-        .ok_or_else(|| {
-            PlacementError::Usage(format!(
-                "--engine {}: not one of {}",
-                serving.engine,
-                engine_names()
-            ))
-        })?
-        .at_context(Some(facts.context_tokens));
     let point = ServingPoint {
         concurrency: serving.concurrency,
         input_tokens: serving.input_tokens,
@@ -422,10 +415,22 @@ pub fn attach(
             .unwrap_or_else(|| serving.concurrency.saturating_mul(4)),
         lengths: serving.lengths.clone(),
         context_tokens: Some(facts.context_tokens),
+        chunked_prefill: serving.chunked_prefill,
     };
     point
         .validate()
         .map_err(|e| PlacementError::Usage(e.to_string()))?;
+    // The engine as it runs at the point: the provisioned context (vLLM V0 turns chunked
+    // prefill on above 32K) and its `enable_chunked_prefill` when given.
+    let engine = engine_profile(&serving.engine)
+        .ok_or_else(|| {
+            PlacementError::Usage(format!(
+                "--engine {}: not one of {}",
+                serving.engine,
+                engine_names()
+            ))
+        })?
+        .for_point(&point);
     // The linear figures (every option's per-layer times, the solver's estimate) are at the
     // mean lengths; the simulation draws each request's own.
     let mean = point.at_mean_lengths();

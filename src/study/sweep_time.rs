@@ -162,6 +162,7 @@ pub fn serving_point(request: &PlanRequest, terms: ServingTerms, engine: &str) -
         simulated_requests: terms.concurrency.saturating_mul(4),
         lengths: crate::perf::Lengths::Fixed,
         context_tokens: Some(super::report::context_tokens(request)),
+        chunked_prefill: None,
     }
 }
 

@@ -152,6 +152,7 @@ impl Pricer {
             simulated_requests: self.load.concurrency.saturating_mul(4),
             lengths: self.load.lengths.clone(),
             context_tokens: None,
+            chunked_prefill: None,
         }
     }
 
@@ -160,6 +161,7 @@ impl Pricer {
     pub fn serving_point(&self, request: &PlanRequest) -> ServingPoint {
         ServingPoint {
             context_tokens: Some(super::report::context_tokens(request)),
+            chunked_prefill: None,
             ..self.point(
                 request.policy.maximum_scheduled_tokens,
                 u64::from(request.policy.maximum_active_sequences),
@@ -233,7 +235,7 @@ pub fn change_time(
             name: point.engine.clone(),
             known: perf::engine_names(),
         })?
-        .at_context(point.context_tokens);
+        .for_point(&point);
     let moved: std::collections::BTreeSet<&NodeId> = nodes.iter().collect();
     let chosen = chosen_providers(plan);
     let before = pricer.model(request, |id| chosen.get(id).copied())?;

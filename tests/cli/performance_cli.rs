@@ -352,3 +352,116 @@ fn vllm_v0_times_its_serving_point_with_its_own_scheduler() {
         "{v0} {v1}"
     );
 }
+
+/// vLLM V0's `enable_chunked_prefill` decides its scheduling whatever the context: given
+/// `true` at a 4,096-token context the point is scheduled decodes first (the same figures
+/// as at 40,000 tokens' rule, with the echoed flag), given `false` above 32K prompts first;
+/// on a placement too. The serving point records the flag.
+#[test]
+fn vllm_v0_schedules_by_its_chunked_prefill_argument() {
+    let h100 = device("h100-sxm-80gb.json");
+    let rules = |p: &Value| -> Vec<String> {
+        p["rules"]
+            .as_array()
+            .unwrap_or_else(|| panic!("rules in {p}"))
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let decodes_first = |p: &Value| {
+        rules(p)
+            .iter()
+            .any(|r| r.contains("with chunked prefill") && r.contains("decodes first"))
+    };
+    let prompts_first = |p: &Value| rules(p).iter().any(|r| r.contains("prompts first"));
+    let with = |extra: &[&str]| {
+        let mut args = vec![
+            "--device",
+            h100.as_str(),
+            "--concurrency",
+            "8",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "16",
+            "--engine",
+            "vllm@0.6",
+        ];
+        args.extend_from_slice(extra);
+        plan_json(&args)["performance"].clone()
+    };
+    let default = with(&["--context", "4096"]);
+    assert!(prompts_first(&default), "{:?}", rules(&default));
+    assert_eq!(default["serving_point"]["chunked_prefill"], false);
+    let chunked = with(&[
+        "--context",
+        "4096",
+        "--engine-arg",
+        "enable_chunked_prefill=true",
+        "--engine-arg",
+        "max_num_batched_tokens=512",
+    ]);
+    assert!(decodes_first(&chunked), "{:?}", rules(&chunked));
+    assert_eq!(chunked["serving_point"]["chunked_prefill"], true);
+    // Requests of varied lengths fall out of step: prompts first stalls the decodes at
+    // every admission, decodes first does not, so chunked prefill is faster per token.
+    let varied = |flag: &str| {
+        with(&[
+            "--context",
+            "4096",
+            "--engine-arg",
+            flag,
+            "--engine-arg",
+            "max_num_batched_tokens=4096",
+            "--lengths",
+            "sglang",
+        ])["tpot_seconds"]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(
+        varied("enable_chunked_prefill=true") < varied("enable_chunked_prefill=false"),
+        "decodes first is not faster per token than prompts first"
+    );
+    let unchunked = with(&[
+        "--context",
+        "40000",
+        "--engine-arg",
+        "enable_chunked_prefill=false",
+    ]);
+    assert!(prompts_first(&unchunked), "{:?}", rules(&unchunked));
+    // A placement over two devices follows the argument as well.
+    let model = folder("llama-3.2-1b");
+    let placed = |flag: &str| {
+        let json = ok_json(&[
+            "plan",
+            model.as_str(),
+            "--device",
+            h100.as_str(),
+            "--count",
+            "2",
+            "--context",
+            "4096",
+            "--engine",
+            "vllm@0.6",
+            "--engine-arg",
+            "tensor_parallel_size=2",
+            "--engine-arg",
+            flag,
+            "--engine-arg",
+            "max_num_batched_tokens=4096",
+            "--concurrency",
+            "8",
+            "--input-tokens",
+            "256",
+            "--output-tokens",
+            "16",
+            "--json",
+        ]);
+        json["performance"].clone()
+    };
+    let on = placed("enable_chunked_prefill=true");
+    let off = placed("enable_chunked_prefill=false");
+    assert!(decodes_first(&on), "{on}");
+    assert!(prompts_first(&off), "{off}");
+}

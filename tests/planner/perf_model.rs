@@ -251,6 +251,7 @@ fn point(concurrency: u64, input: u64, output: u64) -> ServingPoint {
         simulated_requests: concurrency * 4,
         lengths: jointplan::perf::Lengths::Fixed,
         context_tokens: None,
+        chunked_prefill: None,
     }
 }
 

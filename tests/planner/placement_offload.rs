@@ -349,6 +349,7 @@ fn host_offload_with_a_serving_point_needs_the_host_link() {
         engine: "vllm".to_owned(),
         simulated_requests: None,
         lengths: jointplan::perf::Lengths::Fixed,
+        chunked_prefill: None,
     });
     let error = place(
         &source,

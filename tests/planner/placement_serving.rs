@@ -44,6 +44,7 @@ fn serving(concurrency: u64, input_tokens: u64, output_tokens: u64) -> Serving {
         engine: "vllm".to_owned(),
         simulated_requests: None,
         lengths: jointplan::perf::Lengths::Fixed,
+        chunked_prefill: None,
     }
 }
 

@@ -66,6 +66,7 @@ fn layer_time(format: &str, device: &str, expert_share: f64) -> (u64, f64) {
         engine: "vllm".to_owned(),
         simulated_requests: None,
         lengths: Lengths::default(),
+        chunked_prefill: None,
     };
     let settings = Settings {
         tensor_parallel: Some(4),
@@ -95,6 +96,7 @@ fn layer_time(format: &str, device: &str, expert_share: f64) -> (u64, f64) {
         simulated_requests: 4,
         lengths: Lengths::default(),
         context_tokens: None,
+        chunked_prefill: None,
     };
     let shape = serving::decode_shape(&point.at_mean_lengths());
     let model = TimeModel::new(

@@ -18,6 +18,7 @@ fn point(concurrency: u64, input: u64, output: u64, lengths: Lengths) -> Serving
         simulated_requests: concurrency * 4,
         lengths,
         context_tokens: None,
+        chunked_prefill: None,
     }
 }
 

@@ -29,6 +29,7 @@ fn point(concurrency: u64, budget: u64, requests: u64) -> ServingPoint {
         simulated_requests: requests,
         lengths: Lengths::Fixed,
         context_tokens: Some(4096),
+        chunked_prefill: None,
     }
 }
 
