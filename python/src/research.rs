@@ -200,7 +200,7 @@ fn fit(
         };
         let subject = match (request_json, source_json) {
             (Some(text), _) => FitSubject::Request(Box::new(request_from(Some(&text), None)?)),
-            (None, Some(source)) => FitSubject::Model(model_source(&source)?),
+            (None, Some(source)) => FitSubject::Model(Box::new(model_source(&source)?)),
             (None, None) => return Err(Failure::bad_input("give a request or a model")),
         };
         let serving = fit_serving_options(&options_json)?;

@@ -21,9 +21,10 @@ pub enum PlanError {
     /// deriving candidates is reported as [`PlanError::Node`]).
     #[error(transparent)]
     Candidates(CandidateError),
-    /// A node breaks a per-node rule.
+    /// A node breaks a per-node rule. Boxed: a `NodeError` names its culprits by id and is
+    /// the largest payload, and every `Result` of the build carries this type.
     #[error(transparent)]
-    Node(#[from] NodeError),
+    Node(Box<NodeError>),
     /// The request breaks a load-time invariant.
     #[error(transparent)]
     Request(#[from] crate::request::validate::RequestError),
@@ -50,9 +51,10 @@ pub enum PlanError {
     /// The memory plan could not be derived (a capacity failure, or inconsistent resources).
     #[error("memory plan: {0}")]
     Memory(crate::memory::MemoryError),
-    /// The built plan failed its internal validation (rules 6): a planner bug.
+    /// The built plan failed its internal validation (rules 6): a planner bug. Boxed, as
+    /// [`PlanError::Node`] is: a large payload on a path no correct build takes.
     #[error("internal validation of the built plan: {0}")]
-    Internal(crate::builder::internal::InternalError),
+    Internal(Box<crate::builder::internal::InternalError>),
     /// A fingerprint could not be computed.
     #[error(transparent)]
     Canonical(#[from] CanonicalError),
@@ -182,6 +184,12 @@ impl From<crate::memory::MemoryError> for PlanError {
 
 impl From<crate::builder::internal::InternalError> for PlanError {
     fn from(error: crate::builder::internal::InternalError) -> Self {
-        PlanError::Internal(error)
+        PlanError::Internal(Box::new(error))
+    }
+}
+
+impl From<NodeError> for PlanError {
+    fn from(error: NodeError) -> Self {
+        PlanError::Node(Box::new(error))
     }
 }

@@ -7,9 +7,6 @@
 //! order. [`ExecutionPlan::build_with_report`] does the same and also returns the solver's
 //! per-component report (method, check), which is evidence for people and deliberately not
 //! part of the hashed payload.
-// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
-// variants stay directly matchable, so results carry it unboxed.
-#![allow(clippy::result_large_err)]
 
 pub mod error;
 pub mod internal;

@@ -1,8 +1,5 @@
 //! Completion retention and terminal outputs (rules 1.9, 2.1 steps 14-15): which
 //! resources must keep their bytes until the request completes.
-// `PlanError` names its culprits by id, so it is large; errors are the cold path and the
-// variants stay directly matchable, so results carry it unboxed.
-#![allow(clippy::result_large_err)]
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -26,9 +26,11 @@ impl std::fmt::Display for SettingFlag {
 /// Why the candidates of the nodes, or their joint selection, could not be derived.
 #[derive(Debug, thiserror::Error)]
 pub enum CandidateError {
-    /// A candidate's resource plan breaks a per-node rule.
+    /// A candidate's resource plan breaks a per-node rule. Boxed: a `NodeError` names its
+    /// culprits by id and is the largest payload; [`crate::builder::error::PlanError`] takes
+    /// the box over as it is.
     #[error(transparent)]
-    Node(#[from] NodeError),
+    Node(Box<NodeError>),
 
     // ---- 3 joint selection -----------------------------------------------------------------
     /// A resolution candidate names a provider the catalog row of the operation lacks.
@@ -159,5 +161,11 @@ impl CandidateError {
             CandidateError::Node(error) => error.kind(),
             _ => crate::error_kind::ErrorKind::BadInput,
         }
+    }
+}
+
+impl From<NodeError> for CandidateError {
+    fn from(error: NodeError) -> Self {
+        CandidateError::Node(Box::new(error))
     }
 }

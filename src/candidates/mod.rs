@@ -1,9 +1,6 @@
 //! Candidate derivation (rules 3.1): which providers can serve each node under the
 //! policy's storage profiles; the conversion to the solver's [`SelectionProblem`]; the
 //! mapping of its [`Solution`] back to plan terms; and the storage rejection evidence of 3.5.
-// `CandidateError` names its culprits by id, so it is large; errors are the cold path and the
-// variants stay directly matchable, so results carry it unboxed.
-#![allow(clippy::result_large_err)]
 
 mod error;
 mod evidence;

@@ -3,9 +3,6 @@
 //! requests and a serving point (the flags, or one a plan recorded), also the time of both
 //! plans and of each provider change ([`jointplan::study::diff::add_time`]).
 
-// The command line's `Error` carries the library's error unboxed: errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::path::PathBuf;
 
 use super::Error;

@@ -6,9 +6,6 @@
 //! [`jointplan::study::explain`] (what Python's `explain` returns), its text
 //! [`jointplan::render::explain_text`]; `--json` prints the answer itself.
 
-// The command line's `Error` carries the library's error unboxed: errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::path::PathBuf;
 
 use super::Error;

@@ -7,9 +7,6 @@
 //! at `--concurrency C` on the device file's links
 //! ([`jointplan::placement::fit::smallest_counts_for`]).
 
-// `Error` carries `PlanError` unboxed: errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
@@ -328,7 +325,7 @@ pub fn run(args: &Args) -> Result<(), Error> {
         return Err(Error::Usage("give --maximize KNOB or --devices DIR".into()));
     };
     let subject = if folder {
-        FitSubject::Model(args.synth.source(Some(&args.input)))
+        FitSubject::Model(Box::new(args.synth.source(Some(&args.input))))
     } else {
         if let Some(flag) = args.synth.first_given() {
             return Err(Error::Usage(format!(

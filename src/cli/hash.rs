@@ -11,9 +11,6 @@
 //! hash of the whole file, not its `plan_hash` (which covers the payload with `plan_id`
 //! unset).
 
-// `Error` carries `PlanError` unboxed (see src/plan/build.rs): errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

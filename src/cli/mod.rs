@@ -73,7 +73,8 @@ pub enum Commands {
     /// Solve a joint provider/storage-profile selection problem (JSON).
     Solve(solve::SolveArgs),
     /// Build an execution plan from a request or a model folder, write it and print a summary.
-    Plan(plan::Args),
+    // Boxed: `plan`'s flags (placement, serving, engine) are most of the enum's bytes.
+    Plan(Box<plan::Args>),
     /// Check a stored plan against its request (exit 1 names the first differing field).
     Verify(verify::Args),
     /// Check a stored plan alone with the independent checker (every violation, with its

@@ -5,9 +5,6 @@
 //! memory exactly as `jointplan synth --model FOLDER` would write it (the same flags
 //! override the folder's device, policy and weight format), then planned.
 
-// `Error` carries `PlanError` unboxed (see src/plan/build.rs): errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -9,9 +9,6 @@
 //! scheduler's array job runs one shard each); `--merge DIR...` plans nothing and gathers
 //! the rows of shard or partial-sweep directories into DIR, first row per key.
 
-// The command line's `Error` carries the library's error unboxed: errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;

@@ -3,9 +3,6 @@
 //! The synthesis flags ([`SynthFlags`]) are shared with `jointplan plan MODEL_FOLDER`, which
 //! synthesizes the same request in memory and plans it.
 
-// `Error` carries the library error unboxed: errors are the cold path.
-#![allow(clippy::result_large_err)]
-
 use std::path::{Path, PathBuf};
 
 use jointplan::study::sweep::PolicyFields;

@@ -119,7 +119,10 @@ impl Placer for SweepPlacer {
                 kv_tokens_that_fit: payload.kv_tokens_that_fit,
                 certificate: placed.certificate.method.clone(),
             },
-            time: placed.performance.as_ref().map(|p| Ok(time_of(p, devices))),
+            time: placed
+                .performance
+                .as_ref()
+                .map(|p| Ok(Box::new(time_of(p, devices)))),
             engine_budget: engine.map(|e| e.applied.budget),
         }
     }

@@ -5,35 +5,10 @@
 pub enum StudyError {
     /// The device cannot hold the sequences the policy requires (1 unless it states
     /// `minimum_sequences`) at its maximum context: a serving engine would refuse to start.
-    #[error(
-        "{headline} at the maximum context ({context_tokens} tokens): the policy requires \
-         {required_sequences}, each needs {kv_bytes_per_sequence} bytes of KV cache and \
-         sequence state, the device leaves {headroom_bytes} bytes (usable \
-         {usable_capacity_bytes} - weights {weights_bytes} - activations {activation_bytes} - \
-         workspaces {workspace_bytes}); levers: {levers}"
-    )]
-    NoSequenceFits {
-        /// `not even one sequence fits`, or how many fit of the required.
-        headline: String,
-        /// Sequences the policy requires at the maximum context.
-        required_sequences: u64,
-        /// The policy's maximum context (tokens a sequence may reach).
-        context_tokens: u64,
-        /// Bytes one sequence needs at that context.
-        kv_bytes_per_sequence: u64,
-        /// Bytes left for sequences.
-        headroom_bytes: i128,
-        /// Usable capacity.
-        usable_capacity_bytes: u64,
-        /// Weights.
-        weights_bytes: u64,
-        /// Activations at the token ceiling.
-        activation_bytes: u64,
-        /// Workspaces at the ceilings.
-        workspace_bytes: u64,
-        /// The levers that would make it fit, each with its amount.
-        levers: String,
-    },
+    /// Boxed: the figures are most of the error's bytes, and every study's `Result` carries
+    /// it.
+    #[error(transparent)]
+    NoSequenceFits(Box<SequenceShortfall>),
     /// A figure of the report overflows u64.
     #[error("memory report: {what} overflows u64")]
     Overflow {
@@ -73,7 +48,40 @@ impl StudyError {
     pub fn is_infeasible(&self) -> bool {
         matches!(
             self,
-            StudyError::NoSequenceFits { .. } | StudyError::Overflow { .. }
+            StudyError::NoSequenceFits(_) | StudyError::Overflow { .. }
         )
     }
+}
+
+/// The figures of a [`StudyError::NoSequenceFits`] refusal: what the policy requires at the
+/// maximum context against what the device leaves, and the levers that would make it fit.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{headline} at the maximum context ({context_tokens} tokens): the policy requires \
+     {required_sequences}, each needs {kv_bytes_per_sequence} bytes of KV cache and \
+     sequence state, the device leaves {headroom_bytes} bytes (usable \
+     {usable_capacity_bytes} - weights {weights_bytes} - activations {activation_bytes} - \
+     workspaces {workspace_bytes}); levers: {levers}"
+)]
+pub struct SequenceShortfall {
+    /// `not even one sequence fits`, or how many fit of the required.
+    pub headline: String,
+    /// Sequences the policy requires at the maximum context.
+    pub required_sequences: u64,
+    /// The policy's maximum context (tokens a sequence may reach).
+    pub context_tokens: u64,
+    /// Bytes one sequence needs at that context.
+    pub kv_bytes_per_sequence: u64,
+    /// Bytes left for sequences.
+    pub headroom_bytes: i128,
+    /// Usable capacity.
+    pub usable_capacity_bytes: u64,
+    /// Weights.
+    pub weights_bytes: u64,
+    /// Activations at the token ceiling.
+    pub activation_bytes: u64,
+    /// Workspaces at the ceilings.
+    pub workspace_bytes: u64,
+    /// The levers that would make it fit, each with its amount.
+    pub levers: String,
 }

@@ -67,8 +67,9 @@ impl Knob {
 /// What a fit is run on: a model folder (synthesized at each value) or a request.
 #[derive(Clone, Debug)]
 pub enum FitSubject {
-    /// A model and the choices that override its folder's defaults.
-    Model(ModelSource),
+    /// A model and the choices that override its folder's defaults (boxed as the request
+    /// is: a source is ten optional paths and names).
+    Model(Box<ModelSource>),
     /// A request as it is (context cannot vary: it lives in its states and attributes).
     Request(Box<PlanRequest>),
 }

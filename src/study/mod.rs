@@ -63,7 +63,7 @@ pub mod sweep_time;
 pub mod timing;
 pub mod why_not;
 
-pub use error::StudyError;
+pub use error::{SequenceShortfall, StudyError};
 pub use fit::{fit, FitNext, FitResult, FitSubject, Knob};
 pub use report::{pool_holds, ServingReport};
 pub use research_error::ResearchError;

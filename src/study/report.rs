@@ -37,7 +37,7 @@ use crate::request::{
     StorageProfile,
 };
 
-use super::StudyError;
+use super::{SequenceShortfall, StudyError};
 
 /// The memory report of one plan (`memory.report` of the plan summary's JSON).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -365,7 +365,7 @@ impl ServingReport {
         } else {
             format!("only {}", sequences_fit(fit))
         };
-        Some(StudyError::NoSequenceFits {
+        Some(StudyError::NoSequenceFits(Box::new(SequenceShortfall {
             headline,
             required_sequences: required,
             context_tokens: limits.context_tokens,
@@ -376,7 +376,7 @@ impl ServingReport {
             activation_bytes: self.activation_bytes,
             workspace_bytes: self.workspace_bytes,
             levers: levers.join("; "),
-        })
+        })))
     }
 }
 

@@ -448,7 +448,7 @@ pub fn plan_point(prepared: PreparedPoint, placer: &dyn Placer) -> Result<SweepR
                             if let Some(engine) = &row.point.engine {
                                 time.rules.push(placement_engine_rule(engine));
                             }
-                            row.time = Some(time)
+                            row.time = Some(*time)
                         }
                         Some(Err(e)) => row.time_error = Some(e),
                         None => {}

@@ -128,8 +128,9 @@ pub enum PlacementOutcome {
     Placed {
         /// What the placement chose.
         placement: SweepPlacement,
-        /// The times at the serving point.
-        time: Option<Result<SweepTime, String>>,
+        /// The times at the serving point (boxed: the figures and their rules are most of
+        /// the outcome, and a failed point has none).
+        time: Option<Result<Box<SweepTime>, String>>,
         /// The budget the point's engine held every device to (absent: the policy's).
         engine_budget: Option<super::budget::Budget>,
     },

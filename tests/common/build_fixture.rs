@@ -388,6 +388,20 @@ macro_rules! assert_variant {
     }};
 }
 
+/// Asserts that a build failed on a per-node rule (`PlanError::Node`, which boxes its
+/// `NodeError`) matching a `NodeError` pattern (printing the error if not) and returns it.
+#[allow(unused_macros)]
+macro_rules! assert_node_error {
+    ($err:expr, $pat:pat $(if $guard:expr)?) => {{
+        let err = $err;
+        assert!(
+            matches!(&err, PlanError::Node(boxed) if matches!(**boxed, $pat $(if $guard)?)),
+            "unexpected error: {err:?}\n{err}"
+        );
+        err
+    }};
+}
+
 /// A program value id.
 pub fn value_id(text: &str) -> ProgramValueId {
     id(text)

@@ -25,7 +25,7 @@ fn unsupported_operation_when_nothing_is_compatible() {
             .required_capabilities
             .insert(id("capability.extra"));
     });
-    let err = assert_variant!(err, PlanError::Node(NodeError::UnsupportedOperation { .. }));
+    let err = assert_node_error!(err, NodeError::UnsupportedOperation { .. });
     assert_eq!(err.kind(), jointplan::ErrorKind::Infeasible);
     assert!(err.to_string().contains("capability.extra"), "{err}");
 }
@@ -61,10 +61,7 @@ fn selected_incompatible_provider() {
             .retain(|c| c.provider_id.as_str() == "provider/fallback");
         res.preferred_provider = None;
     });
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::SelectedIncompatibleProvider { .. })
-    );
+    assert_node_error!(err, NodeError::SelectedIncompatibleProvider { .. });
 }
 
 #[test]
@@ -95,10 +92,7 @@ fn fallback_lacks_evidence() {
             .provider_resource_candidates
             .retain(|c| c.provider_id.as_str() == "provider/fallback");
     });
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::FallbackLacksEvidence { .. })
-    );
+    assert_node_error!(err, NodeError::FallbackLacksEvidence { .. });
 }
 
 #[test]
@@ -142,10 +136,7 @@ fn duplicate_rejection_evidence() {
         provider_mut(r, "operation.main", "provider/preferred").execution_semantics =
             ExecutionSemantics::new(ReplayEquivalence::Ineligible);
     });
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::DuplicateRejectionEvidence { .. })
-    );
+    assert_node_error!(err, NodeError::DuplicateRejectionEvidence { .. });
 }
 
 // ---- 2.2 estimate verification -----------------------------------------------
@@ -168,22 +159,19 @@ fn estimator_identity() {
         candidate_mut(r, "node/a", "provider/preferred").estimator_version =
             ContractVersion::new(1, 1)
     });
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::EstimatorIdentityMismatch { .. })
-    );
+    assert_node_error!(err, NodeError::EstimatorIdentityMismatch { .. });
 }
 
 #[test]
 fn value_alignment() {
     let err = fails(|r| candidate_mut(r, "node/a", "provider/preferred").value_alignment_bytes = 8);
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::ValueAlignment {
+        NodeError::ValueAlignment {
             alignment: 8,
             minimum: 16,
             ..
-        })
+        }
     );
 }
 
@@ -202,13 +190,13 @@ fn workspace() -> WorkspaceRequirement {
 fn workspace_presence() {
     let err =
         fails(|r| candidate_mut(r, "node/a", "provider/preferred").binding = Some(workspace()));
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::WorkspacePresence {
+        NodeError::WorkspacePresence {
             kind: "binding",
             present: true,
             ..
-        })
+        }
     );
 }
 
@@ -236,10 +224,7 @@ fn estimator_input_fingerprint() {
     c.estimator_input_fingerprint = Sha256Hex::new("5".repeat(64)).unwrap();
     c.estimate_fingerprint = jointplan::request::fingerprints::estimate_fingerprint(c).unwrap();
     let err = build(&r).unwrap_err();
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::EstimatorInputMismatch { .. })
-    );
+    assert_node_error!(err, NodeError::EstimatorInputMismatch { .. });
 }
 
 // ---- 3.1 candidates ---------------------------------------------------------
@@ -464,9 +449,9 @@ fn request_errors_are_bad_input() {
 fn state_binding_tensor_equals_the_program_state() {
     // The state's program tensor becomes f32; node/b still binds it as f16 [2, 8].
     let err = fails(|r| r.family.program.states[0].tensor.element_type = ElementType::F32);
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::SemanticTensor { ref node, ref value, .. })
+        NodeError::SemanticTensor { ref node, ref value, .. }
             if node.as_str() == "node/b" && value.as_str() == "value.state"
     );
 }
@@ -483,9 +468,9 @@ fn weights_are_bound_read_only() {
             .access = TensorAccess::ReadWrite;
         resolution_mut(r, "node/a").values[1].access = TensorAccess::ReadWrite;
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::WeightAccess { ref node, ref value, found: TensorAccess::ReadWrite })
+        NodeError::WeightAccess { ref node, ref value, found: TensorAccess::ReadWrite }
             if node.as_str() == "node/a" && value.as_str() == "value.weight"
     );
 }
@@ -498,9 +483,9 @@ fn an_exact_alias_overwrites_only_activations() {
         node_mut(r, "node/b").work = WorkSpec::Fixed;
         resolution_mut(r, "node/b").values[0].usage = BufferUsage::Persistent;
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::AliasInputNotActivations { ref node, ref input, usage: BufferUsage::Persistent, .. })
+        NodeError::AliasInputNotActivations { ref node, ref input, usage: BufferUsage::Persistent, .. }
             if node.as_str() == "node/b" && input.as_str() == "value.hidden"
     );
 }
@@ -509,9 +494,9 @@ fn an_exact_alias_overwrites_only_activations() {
 fn program_node_signature_equals_the_operation() {
     // node/c reads a third value; its operation (and its bindings) have two inputs.
     let err = fails(|r| node_mut(r, "node/c").inputs.push(value_id("value.input")));
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::SignatureMismatch { ref node, program_inputs: 3, operation_inputs: 2, .. })
+        NodeError::SignatureMismatch { ref node, program_inputs: 3, operation_inputs: 2, .. }
             if node.as_str() == "node/c"
     );
 }

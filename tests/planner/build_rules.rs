@@ -58,13 +58,13 @@ fn unknown_resolution() {
 #[test]
 fn unknown_operation() {
     let err = fails(|r| node_mut(r, "node/a").operation_id = id("operation.missing"));
-    assert_variant!(err, PlanError::Node(NodeError::UnknownOperation { .. }));
+    assert_node_error!(err, NodeError::UnknownOperation { .. });
 }
 
 #[test]
 fn incompatible_operation_version() {
     let err = fails(|r| node_mut(r, "node/a").required_version = ContractVersion::new(1, 1));
-    assert_variant!(err, PlanError::Node(NodeError::IncompatibleOperationVersion { ref node, .. }) if node.as_str() == "node/a");
+    assert_node_error!(err, NodeError::IncompatibleOperationVersion { ref node, .. } if node.as_str() == "node/a");
 }
 
 #[test]
@@ -74,7 +74,7 @@ fn unknown_attribute() {
             .attributes
             .insert(id("bogus"), SemanticValue::Unsigned(1));
     });
-    assert_variant!(err, PlanError::Node(NodeError::UnknownAttribute { .. }));
+    assert_node_error!(err, NodeError::UnknownAttribute { .. });
 }
 
 #[test]
@@ -84,13 +84,13 @@ fn attribute_constraint_and_kind() {
             .attributes
             .insert(id("layer_index"), SemanticValue::Unsigned(65));
     });
-    assert_variant!(err, PlanError::Node(NodeError::AttributeValue { .. }));
+    assert_node_error!(err, NodeError::AttributeValue { .. });
     let err = fails(|r| {
         node_mut(r, "node/a")
             .attributes
             .insert(id("layer_index"), SemanticValue::Integer(1));
     });
-    assert_variant!(err, PlanError::Node(NodeError::AttributeValue { .. }));
+    assert_node_error!(err, NodeError::AttributeValue { .. });
 }
 
 #[test]
@@ -99,13 +99,13 @@ fn missing_required_attribute() {
         let op = r.catalog.operations.get_mut("operation.main").unwrap();
         op.attributes.get_mut("layer_index").unwrap().required = true;
     });
-    assert_variant!(err, PlanError::Node(NodeError::MissingAttribute { .. }));
+    assert_node_error!(err, NodeError::MissingAttribute { .. });
 }
 
 #[test]
 fn bindings_mirror_the_program_node() {
     let err = fails(|r| resolution_mut(r, "node/c").values[0].value_id = value_id("value.hidden"));
-    assert_variant!(err, PlanError::Node(NodeError::BindingMirror { ref node, .. }) if node.as_str() == "node/c");
+    assert_node_error!(err, NodeError::BindingMirror { ref node, .. } if node.as_str() == "node/c");
 }
 
 // ---- 2.3 binding contracts ---------------------------------------------------------
@@ -115,29 +115,26 @@ fn binding_count() {
     let err = fails(|r| {
         resolution_mut(r, "node/a").values.pop();
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::BindingCount {
+        NodeError::BindingCount {
             expected: 3,
             found: 2,
             ..
-        })
+        }
     );
 }
 
 #[test]
 fn duplicate_binding_position() {
     let err = fails(|r| resolution_mut(r, "node/a").values[1].ordinal = 0);
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::DuplicateBindingPosition { .. })
-    );
+    assert_node_error!(err, NodeError::DuplicateBindingPosition { .. });
 }
 
 #[test]
 fn binding_position() {
     let err = fails(|r| resolution_mut(r, "node/a").values.swap(0, 1));
-    assert_variant!(err, PlanError::Node(NodeError::BindingPosition { .. }));
+    assert_node_error!(err, NodeError::BindingPosition { .. });
 }
 
 #[test]
@@ -148,31 +145,31 @@ fn repeated_value_must_be_identical_reads() {
         values[1].ordinal = 1;
         values[1].tensor.dimensions = vec![2, 8];
     });
-    assert_variant!(err, PlanError::Node(NodeError::RepeatedValue { .. }));
+    assert_node_error!(err, NodeError::RepeatedValue { .. });
 }
 
 #[test]
 fn binding_access_equals_contract() {
     let err = fails(|r| resolution_mut(r, "node/c").values[1].access = TensorAccess::ReadWrite);
-    assert_variant!(err, PlanError::Node(NodeError::BindingAccess { .. }));
+    assert_node_error!(err, NodeError::BindingAccess { .. });
 }
 
 #[test]
 fn binding_alias_equals_contract() {
     let err = fails(|r| resolution_mut(r, "node/b").values[2].alias = AliasPolicy::NoAlias);
-    assert_variant!(err, PlanError::Node(NodeError::BindingAlias { .. }));
+    assert_node_error!(err, NodeError::BindingAlias { .. });
 }
 
 #[test]
 fn binding_rank() {
     let err = fails(|r| resolution_mut(r, "node/a").values[0].tensor.dimensions = vec![4, 8, 1]);
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::BindingRank {
+        NodeError::BindingRank {
             expected: 2,
             found: 3,
             ..
-        })
+        }
     );
 }
 
@@ -184,7 +181,7 @@ fn binding_element_type() {
         b.storage.components[0].element_type = ElementType::F32;
         b.storage.components[0].length_bytes = 128;
     });
-    assert_variant!(err, PlanError::Node(NodeError::BindingElementType { .. }));
+    assert_node_error!(err, NodeError::BindingElementType { .. });
 }
 
 #[test]
@@ -194,13 +191,13 @@ fn binding_exact_dimension() {
         b.tensor.dimensions = vec![3, 8];
         b.storage.components[0].length_bytes = 48;
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::BindingDimension {
+        NodeError::BindingDimension {
             axis: 0,
             extent: 3,
             ..
-        })
+        }
     );
 }
 
@@ -211,7 +208,7 @@ fn dimension_symbols_are_node_wide() {
         b.tensor.dimensions = vec![4, 16];
         b.storage.components[0].length_bytes = 128;
     });
-    assert_variant!(err, PlanError::Node(NodeError::DimensionSymbolConflict { ref symbol, .. }) if symbol == "hidden");
+    assert_node_error!(err, NodeError::DimensionSymbolConflict { ref symbol, .. } if symbol == "hidden");
 }
 
 #[test]
@@ -221,7 +218,7 @@ fn binding_layout() {
             byte_strides: vec![16, 2],
         };
     });
-    assert_variant!(err, PlanError::Node(NodeError::BindingLayout { .. }));
+    assert_node_error!(err, NodeError::BindingLayout { .. });
 }
 
 #[test]
@@ -230,7 +227,7 @@ fn inputs_may_not_overlap() {
         let b = &mut resolution_mut(r, "node/c").values[1];
         b.storage.components[0].resource_id = id("resource/activation-a");
     });
-    assert_variant!(err, PlanError::Node(NodeError::InputOverlap { .. }));
+    assert_node_error!(err, NodeError::InputOverlap { .. });
 }
 
 #[test]
@@ -239,7 +236,7 @@ fn no_alias_output_may_not_overlap_an_input() {
         resolution_mut(r, "node/a").values[2].storage.components[0].resource_id =
             id("resource/activation-input");
     });
-    assert_variant!(err, PlanError::Node(NodeError::OutputInputOverlap { .. }));
+    assert_node_error!(err, NodeError::OutputInputOverlap { .. });
 }
 
 #[test]
@@ -248,7 +245,7 @@ fn may_alias_overlap_must_be_identical() {
         let c = &mut resolution_mut(r, "node/b").values[2].storage.components[0];
         c.offset_bytes = 16;
     });
-    assert_variant!(err, PlanError::Node(NodeError::OutputInputOverlap { .. }));
+    assert_node_error!(err, NodeError::OutputInputOverlap { .. });
 }
 
 #[test]
@@ -264,7 +261,7 @@ fn must_alias_lost() {
             resolution_mut(r, node).values[2].alias = AliasPolicy::MustAlias { tensor_index: 0 };
         }
     });
-    assert_variant!(err, PlanError::Node(NodeError::LostMandatoryAlias { ref node, .. }) if node.as_str() == "node/d");
+    assert_node_error!(err, NodeError::LostMandatoryAlias { ref node, .. } if node.as_str() == "node/d");
 }
 
 #[test]
@@ -285,7 +282,7 @@ fn outputs_never_overlap() {
         extra.ordinal = 1;
         values.push(extra);
     });
-    assert_variant!(err, PlanError::Node(NodeError::OutputsOverlap { .. }));
+    assert_node_error!(err, NodeError::OutputsOverlap { .. });
 }
 
 // ---- 2.4 aliases ------------------------------------------------------------------
@@ -305,7 +302,7 @@ fn exact_alias_is_recorded() {
 #[test]
 fn alias_of_a_program_output() {
     let err = fails(|r| r.family.program.outputs.insert(0, value_id("value.hidden")));
-    assert_variant!(err, PlanError::Node(NodeError::AliasesProgramOutput { .. }));
+    assert_node_error!(err, NodeError::AliasesProgramOutput { .. });
 }
 
 #[test]
@@ -334,7 +331,7 @@ fn alias_of_a_live_input() {
         input.alias = AliasPolicy::NoAlias;
         values.insert(2, input);
     });
-    assert_variant!(err, PlanError::Node(NodeError::AliasInputStillLive { ref later_consumer, .. }) if later_consumer.as_str() == "node/c");
+    assert_node_error!(err, NodeError::AliasInputStillLive { ref later_consumer, .. } if later_consumer.as_str() == "node/c");
 }
 
 #[test]
@@ -345,7 +342,7 @@ fn global_storage_aliasing() {
                 id("resource/activation-input");
         }
     });
-    assert_variant!(err, PlanError::Node(NodeError::StorageOverlap { ref resource, .. }) if resource.as_str() == "resource/activation-input");
+    assert_node_error!(err, NodeError::StorageOverlap { ref resource, .. } if resource.as_str() == "resource/activation-input");
 }
 
 // ---- 2.5 work contract -------------------------------------------------------------
@@ -372,7 +369,7 @@ fn work_axis_must_be_a_symbol() {
         let op = r.catalog.operations.get_mut("operation.main").unwrap();
         op.inputs[0].dimensions[0] = DimensionConstraint::Exact(4);
     });
-    assert_variant!(err, PlanError::Node(NodeError::WorkAxisNotSymbol { .. }));
+    assert_node_error!(err, NodeError::WorkAxisNotSymbol { .. });
 }
 
 #[test]
@@ -383,7 +380,7 @@ fn work_symbol_on_two_axes() {
             axis: 1,
         };
     });
-    assert_variant!(err, PlanError::Node(NodeError::WorkSymbolRepeated { .. }));
+    assert_node_error!(err, NodeError::WorkSymbolRepeated { .. });
 }
 
 // ---- 2.6 state effects and dependencies -------------------------------------------
@@ -423,12 +420,12 @@ fn weight_usage() {
         b.weight = None;
         b.storage.components[0].component_id = None;
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::SemanticUsage {
+        NodeError::SemanticUsage {
             class: "weight",
             ..
-        })
+        }
     );
 }
 
@@ -440,22 +437,19 @@ fn weight_binding_equals_execution_schema() {
             w.layout_id = id("weight-layout.other");
         }
     });
-    assert_variant!(err, PlanError::Node(NodeError::SemanticWeight { .. }));
+    assert_node_error!(err, NodeError::SemanticWeight { .. });
 }
 
 #[test]
 fn state_usage() {
     let err = fails(|r| resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations);
-    assert_variant!(
-        err,
-        PlanError::Node(NodeError::SemanticUsage { class: "state", .. })
-    );
+    assert_node_error!(err, NodeError::SemanticUsage { class: "state", .. });
 }
 
 #[test]
 fn token_bindings_are_activations() {
     let err = fails(|r| resolution_mut(r, "node/d").values[2].usage = BufferUsage::Persistent);
-    assert_variant!(err, PlanError::Node(NodeError::WorkProjection { .. }));
+    assert_node_error!(err, NodeError::WorkProjection { .. });
 }
 
 #[test]
@@ -464,12 +458,12 @@ fn activation_usage() {
         node_mut(r, "node/d").work = WorkSpec::Fixed;
         resolution_mut(r, "node/d").values[2].usage = BufferUsage::Persistent;
     });
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::SemanticUsage {
+        NodeError::SemanticUsage {
             class: "activation",
             ..
-        })
+        }
     );
 }
 
@@ -477,7 +471,7 @@ fn activation_usage() {
 fn cross_node_value_consistency() {
     let err =
         fails(|r| resolution_mut(r, "node/c").values[1].storage.components[0].length_bytes = 48);
-    assert_variant!(err, PlanError::Node(NodeError::CrossNodeInconsistency { ref node, .. }) if node.as_str() == "node/c");
+    assert_node_error!(err, NodeError::CrossNodeInconsistency { ref node, .. } if node.as_str() == "node/c");
 }
 
 /// Each node's own checks run beside the other nodes'; the cross-node consistency of the
@@ -501,44 +495,44 @@ fn node_errors_keep_the_reference_order() {
             .insert(id("bogus"), SemanticValue::Unsigned(1));
     }
     let cross_at_c = |err: PlanError| {
-        assert_variant!(err, PlanError::Node(NodeError::CrossNodeInconsistency { ref node, ref value, .. })
+        assert_node_error!(err, NodeError::CrossNodeInconsistency { ref node, ref value, .. }
             if node.as_str() == "node/c" && value.as_str() == "value.state");
     };
     // Alone, each change is its own error.
-    assert_variant!(fails(|r| misaligned(r, "node/c")),
-        PlanError::Node(NodeError::ValueAlignment { ref node, .. }) if node.as_str() == "node/c");
-    assert_variant!(fails(|r| unknown_attribute(r, "node/d")),
-        PlanError::Node(NodeError::UnknownAttribute { ref node, .. }) if node.as_str() == "node/d");
+    assert_node_error!(fails(|r| misaligned(r, "node/c")),
+        NodeError::ValueAlignment { ref node, .. } if node.as_str() == "node/c");
+    assert_node_error!(fails(|r| unknown_attribute(r, "node/d")),
+        NodeError::UnknownAttribute { ref node, .. } if node.as_str() == "node/d");
     // A binding's consistency comes before the node's estimate checks.
     cross_at_c(fails(|r| {
         inconsistent_state(r);
         misaligned(r, "node/c");
     }));
     // A binding's own semantic check comes before its consistency.
-    assert_variant!(
+    assert_node_error!(
         fails(|r| {
             inconsistent_state(r);
             resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations;
         }),
-        PlanError::Node(NodeError::SemanticUsage { ref node, class: "state", .. }) if node.as_str() == "node/c"
+        NodeError::SemanticUsage { ref node, class: "state", .. } if node.as_str() == "node/c"
     );
     // An earlier binding's consistency comes before a later binding's own semantic check
     // (`value.mid` is bound first by node/b; binding 1 is the state).
-    assert_variant!(
+    assert_node_error!(
         fails(|r| {
             resolution_mut(r, "node/c").values[0].storage.components[0].length_bytes = 72;
             resolution_mut(r, "node/c").values[1].usage = BufferUsage::Activations;
         }),
-        PlanError::Node(NodeError::CrossNodeInconsistency { ref node, ref value, .. })
+        NodeError::CrossNodeInconsistency { ref node, ref value, .. }
             if node.as_str() == "node/c" && value.as_str() == "value.mid"
     );
     // The node's checks before its bindings come first.
-    assert_variant!(
+    assert_node_error!(
         fails(|r| {
             inconsistent_state(r);
             unknown_attribute(r, "node/c");
         }),
-        PlanError::Node(NodeError::UnknownAttribute { ref node, .. }) if node.as_str() == "node/c"
+        NodeError::UnknownAttribute { ref node, .. } if node.as_str() == "node/c"
     );
     // An earlier node's consistency comes before a later node's own first check, and an
     // earlier node's own checks before a later node's consistency.
@@ -547,23 +541,23 @@ fn node_errors_keep_the_reference_order() {
         unknown_attribute(r, "node/d");
         misaligned(r, "node/d");
     }));
-    assert_variant!(
+    assert_node_error!(
         fails(|r| {
             misaligned(r, "node/b");
             inconsistent_state(r);
         }),
-        PlanError::Node(NodeError::ValueAlignment { ref node, .. }) if node.as_str() == "node/b"
+        NodeError::ValueAlignment { ref node, .. } if node.as_str() == "node/b"
     );
 }
 
 #[test]
 fn semantic_coverage() {
     let err = fails(|r| r.family.program.inputs.push(value_id("value.unused")));
-    assert_variant!(
+    assert_node_error!(
         err,
-        PlanError::Node(NodeError::UncoveredValue {
+        NodeError::UncoveredValue {
             class: "program input",
             ..
-        })
+        }
     );
 }

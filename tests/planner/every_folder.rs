@@ -194,7 +194,7 @@ fn check_folder(
     for preset_name in ["interactive", "server"] {
         let preset = PolicyPreset::resolve(preset_name).unwrap();
         let required = u64::from(preset.required_sequences());
-        let mut source = ModelSource::folder(&folder);
+        let mut source = ModelSource::folder(folder);
         source.policy = Some(preset_name.to_owned());
         for members in kinds.values() {
             // Whether a real build has confirmed that weights beyond the usable

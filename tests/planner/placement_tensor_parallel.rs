@@ -239,10 +239,10 @@ fn gpt_oss_places_at_two_and_four_with_both_expert_splits() {
 
 #[test]
 fn the_hand_count_gives_the_figures_docs_quote() {
-    // docs/placement.md, "Tensor parallelism": `plan models/gpt-oss-20b` (24 layers, mxfp4)
-    // on 2 and 4 A100s places with expert-split experts at these bytes per device (the
-    // experts in the buffers vLLM's MARLIN backend allocates); the count above is checked
-    // against placements of 2 layers.
+    // docs/placement-measurements.md, "gpt-oss in mxfp4 at tensor parallel 2 and 4": `plan
+    // models/gpt-oss-20b` (24 layers, mxfp4) on 2 and 4 A100s places with expert-split
+    // experts at these bytes per device (the experts in the buffers vLLM's MARLIN backend
+    // allocates); the count above is checked against placements of 2 layers.
     let model = GptOss::read();
     assert_eq!(
         model.rank_bytes(24, 2, ExpertSplit::Expert, true),

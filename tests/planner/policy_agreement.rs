@@ -64,10 +64,20 @@ fn plan_and_fit_agree_on_every_preset() {
         // The requirement (1 sequence) fits: `plan` does not refuse.
         assert!(report.refusal(&request, &limits, 1).is_none(), "{name}");
 
-        let sequences = fit(&FitSubject::Model(tight.clone()), Knob::Sequences, &options).unwrap();
+        let sequences = fit(
+            &FitSubject::Model(Box::new(tight.clone())),
+            Knob::Sequences,
+            &options,
+        )
+        .unwrap();
         assert_eq!(sequences.largest, Some(fit_now), "{name}: {sequences:?}");
 
-        let context = fit(&FitSubject::Model(tight.clone()), Knob::Context, &options).unwrap();
+        let context = fit(
+            &FitSubject::Model(Box::new(tight.clone())),
+            Knob::Context,
+            &options,
+        )
+        .unwrap();
         let largest = context.largest.unwrap();
         assert!(
             largest >= limits.context_tokens,

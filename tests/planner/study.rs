@@ -124,7 +124,7 @@ fn the_report_matches_the_plan_and_the_worst_case_arithmetic() {
 fn fit_is_exact_at_its_answer_and_its_answer_plus_one() {
     let source = llama_1b_server_4090();
     let answer = fit(
-        &FitSubject::Model(source.clone()),
+        &FitSubject::Model(Box::new(source.clone())),
         Knob::Sequences,
         &one_thread(),
     )

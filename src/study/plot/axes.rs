@@ -3,7 +3,7 @@
 //! left out (its tick and grid line stay).
 
 use super::super::StudyError;
-use super::canvas::{text_width, Align, Canvas, Rect, HEADING, SMALL};
+use super::canvas::{text_width, Align, Canvas, Rect, Typography, HEADING, SMALL};
 use super::scale::Scale;
 use super::style::{GRID, INK};
 
@@ -46,7 +46,12 @@ pub fn draw_axes(
         c.line(&[(x, area.y1), (x, area.y1 + 4.0)], INK, 1, None)?;
         let w = text_width(label, SMALL);
         if x - w / 2.0 > last_right + 3.0 {
-            c.text(label, x, area.y1 + 12.0, SMALL, Align::Centre, false, false)?;
+            c.text(
+                label,
+                x,
+                area.y1 + 12.0,
+                Typography::new(SMALL, Align::Centre),
+            )?;
             last_right = x + w / 2.0;
         }
     }
@@ -57,7 +62,12 @@ pub fn draw_axes(
         };
         c.line(&[(area.x0 - 4.0, y), (area.x0, y)], INK, 1, None)?;
         if y + SMALL * 0.7 < last_top {
-            c.text(label, area.x0 - 6.0, y, SMALL, Align::Right, false, false)?;
+            c.text(
+                label,
+                area.x0 - 6.0,
+                y,
+                Typography::new(SMALL, Align::Right),
+            )?;
             last_top = y - SMALL * 0.7;
         }
     }
@@ -70,10 +80,7 @@ pub fn x_axis_name(c: &mut Canvas, area: Rect, name: &str) -> Result<(), StudyEr
         name,
         (area.x0 + area.x1) / 2.0,
         area.y1 + 30.0,
-        HEADING,
-        Align::Centre,
-        false,
-        false,
+        Typography::new(HEADING, Align::Centre),
     )?;
     Ok(())
 }

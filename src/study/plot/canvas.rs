@@ -118,6 +118,44 @@ pub enum Align {
     Right,
 }
 
+/// How a text is set: its size, how it hangs on its position, its weight and its direction.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Typography {
+    /// Font size in pixels.
+    pub size: f64,
+    /// Horizontal anchor of a horizontal text.
+    pub align: Align,
+    /// Bold weight.
+    pub bold: bool,
+    /// Read bottom to top (a y-axis name), centred on the position.
+    pub rotated: bool,
+}
+
+impl Typography {
+    /// Regular weight, horizontal, `size` pixels, anchored by `align`.
+    pub const fn new(size: f64, align: Align) -> Typography {
+        Typography {
+            size,
+            align,
+            bold: false,
+            rotated: false,
+        }
+    }
+
+    /// The same in bold.
+    pub const fn bold(self) -> Typography {
+        Typography { bold: true, ..self }
+    }
+
+    /// The same read bottom to top, centred on the position.
+    pub const fn rotated(self) -> Typography {
+        Typography {
+            rotated: true,
+            ..self
+        }
+    }
+}
+
 /// A dash pattern: dash and gap in pixels (`None`: solid).
 pub type Dash = Option<(u32, u32)>;
 
@@ -152,10 +190,7 @@ impl<'a> Canvas<'a> {
             title,
             MARGIN,
             MARGIN + TITLE * 0.7,
-            TITLE,
-            Align::Left,
-            true,
-            false,
+            Typography::new(TITLE, Align::Left).bold(),
         )?;
         Ok(c)
     }
@@ -166,18 +201,21 @@ impl<'a> Canvas<'a> {
         Ok(self.layout)
     }
 
-    /// Draws `text` at `(x, y)`: `y` is the vertical centre of the line; `rotated`: read
-    /// bottom to top (a y-axis name), centred on `(x, y)`.
+    /// Draws `text` at `(x, y)` as `set` says: `y` is the vertical centre of the line; a
+    /// rotated text reads bottom to top (a y-axis name), centred on `(x, y)`.
     pub fn text(
         &mut self,
         text: &str,
         x: f64,
         y: f64,
-        size: f64,
-        align: Align,
-        bold: bool,
-        rotated: bool,
+        set: Typography,
     ) -> Result<Rect, StudyError> {
+        let Typography {
+            size,
+            align,
+            bold,
+            rotated,
+        } = set;
         let width = if bold {
             bold_width(text, size)
         } else {
@@ -230,7 +268,15 @@ impl<'a> Canvas<'a> {
 
     /// A small text (a legend entry, a tick) left-aligned at `(x, y)`; bold for a heading.
     pub fn small(&mut self, text: &str, x: f64, y: f64, bold: bool) -> Result<Rect, StudyError> {
-        self.text(text, x, y, SMALL, Align::Left, bold, false)
+        self.text(
+            text,
+            x,
+            y,
+            Typography {
+                bold,
+                ..Typography::new(SMALL, Align::Left)
+            },
+        )
     }
 
     /// A polyline in `colour`, `width` pixels wide, solid or dashed.

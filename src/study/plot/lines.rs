@@ -7,7 +7,7 @@
 use super::super::StudyError;
 use super::axes::{at_x, at_y, draw_axes};
 use super::canvas::{
-    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+    bold_width, text_width, Align, Canvas, Layout, Rect, Typography, HEADING, MARGIN, SMALL, TITLE,
 };
 use super::scale::{Scale, Unit};
 use super::style::{line_colour, marker_polygon, series_style, Marker, INK, NEUTRAL};
@@ -214,10 +214,7 @@ impl LineFigure {
                 &self.y_name,
                 MARGIN + name_w / 2.0,
                 plots_mid,
-                HEADING,
-                Align::Centre,
-                false,
-                true,
+                Typography::new(HEADING, Align::Centre).rotated(),
             )?;
             for (index, panel) in self.panels.iter().enumerate() {
                 let (col, row) = ((index % columns) as f64, (index / columns) as f64);
@@ -249,10 +246,7 @@ impl LineFigure {
                 &panel.title,
                 (area.x0 + area.x1) / 2.0,
                 area.y0 - 10.0,
-                HEADING,
-                Align::Centre,
-                true,
-                false,
+                Typography::new(HEADING, Align::Centre).bold(),
             )?;
         }
         let styles = self.styles.1.len().max(1);

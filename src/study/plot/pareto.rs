@@ -13,7 +13,7 @@
 use super::super::StudyError;
 use super::axes::{at_x, at_y, draw_axes};
 use super::canvas::{
-    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+    bold_width, text_width, Align, Canvas, Layout, Rect, Typography, HEADING, MARGIN, SMALL, TITLE,
 };
 use super::lines::draw_marker;
 use super::scale::{Scale, Unit};
@@ -289,10 +289,7 @@ impl ParetoFigure {
                 &axis_name("output tokens/s per device", &y_scale),
                 MARGIN + name_w / 2.0,
                 (area.y0 + area.y1) / 2.0,
-                HEADING,
-                Align::Centre,
-                false,
-                true,
+                Typography::new(HEADING, Align::Centre).rotated(),
             )?;
             draw_axes(
                 &mut c,

@@ -14,7 +14,7 @@ use super::super::sweep::{short_value, SweepRow};
 use super::super::StudyError;
 use super::axes::x_axis_name;
 use super::canvas::{
-    bold_width, text_width, Align, Canvas, Layout, Rect, HEADING, MARGIN, SMALL, TITLE,
+    bold_width, text_width, Align, Canvas, Layout, Rect, Typography, HEADING, MARGIN, SMALL, TITLE,
 };
 use super::scale::count_label;
 use super::style::{fill_colour, letter, marker_polygon, Marker, INK, NEUTRAL, NO_PLAN};
@@ -316,10 +316,7 @@ impl RegionMap {
                                 &letter(index),
                                 mid.0,
                                 mid.1,
-                                HEADING,
-                                Align::Centre,
-                                true,
-                                false,
+                                Typography::new(HEADING, Align::Centre).bold(),
                             )?;
                             c.layout.annotations.push(t);
                         }
@@ -363,26 +360,25 @@ impl RegionMap {
                     label,
                     mid,
                     area.y1 + 12.0,
-                    SMALL,
-                    Align::Centre,
-                    false,
-                    false,
+                    Typography::new(SMALL, Align::Centre),
                 )?;
             }
             x_axis_name(&mut c, area, &self.x_knob)?;
             for (y, label) in y_labels.iter().enumerate() {
                 let mid = area.y0 + (y as f64 + 0.5) * cell_h;
-                c.text(label, area.x0 - 6.0, mid, SMALL, Align::Right, false, false)?;
+                c.text(
+                    label,
+                    area.x0 - 6.0,
+                    mid,
+                    Typography::new(SMALL, Align::Right),
+                )?;
             }
             if let Some(knob) = &self.y_knob {
                 c.text(
                     knob,
                     area.x0 - 6.0,
                     area.y0 - HEADING,
-                    HEADING,
-                    Align::Right,
-                    false,
-                    false,
+                    Typography::new(HEADING, Align::Right),
                 )?;
             }
             c.layout.legends.push(legend);
