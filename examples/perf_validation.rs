@@ -9,7 +9,7 @@
 //! ```
 //!
 //! `tests/planner/perf_validation.rs` recomputes the table and fails when the one committed
-//! in `docs/performance-model.md` (between the `perf-validation` markers) is stale.
+//! in `docs/performance-validation.md` (between the `perf-validation` markers) is stale.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -46,7 +46,7 @@ pub use fit::Fit;
 use fit::{decomposition, fit};
 
 const DATA: &str = "docs/data/serving-measurements.json";
-pub const DOCS: &str = "docs/performance-model.md";
+pub const DOCS: &str = "docs/performance-validation.md";
 pub const BEGIN: &str = "<!-- perf-validation:begin -->";
 pub const END: &str = "<!-- perf-validation:end -->";
 /// The engines' default scheduled-token budget the points are planned with.

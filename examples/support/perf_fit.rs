@@ -1,6 +1,6 @@
 //! The constants `examples/perf_validation.rs` fits on the fit half: vLLM's host time per
 //! step and the devices' memory factors (from each fit row's TPOT decomposition), and
-//! vLLM's request overhead. The rules are in `docs/performance-model.md#validation`.
+//! vLLM's request overhead. The rules are in `docs/performance-validation.md#validation`.
 
 use jointplan::perf::efficiency::MAX_CLASS_MEMORY;
 use jointplan::perf::{self, EngineProfile, TimeModel};

@@ -3,7 +3,7 @@
 //! its scheduler can run it, counted in its TTFT) and its prefill launch factor `f` (the
 //! share of the device's per-kernel launch time a kernel of a step with prompt tokens
 //! costs: SGLang runs those steps eagerly, without CUDA graphs). The rule is in
-//! `docs/performance-model.md#multi-gpu-points-placement-across-devices`.
+//! `docs/performance-validation.md#multi-gpu-points-placement-across-devices`.
 //!
 //! The fit rows are the SGLang points of the fit half with one client: there a request's
 //! TTFT is its own path, `TTFT(o, f) = A + o + f K` exactly (one request at a time, its

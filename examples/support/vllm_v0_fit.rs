@@ -5,7 +5,7 @@
 //! the multi-GPU table (each row a [`FitRow`], simulated on its placement),
 //! `examples/perf_validation.rs` the pair of one device on the fit half of the
 //! single-device table (its own rows). The rule is in
-//! `docs/performance-model.md#multi-gpu-points-placement-across-devices`.
+//! `docs/performance-validation.md#multi-gpu-points-placement-across-devices`.
 //!
 //! The fit rows are the vLLM 0.5.4 points of the fit half with a measured TPOT (the
 //! multi-step runs are held out: their host time is spread over the steps of one schedule,

@@ -130,7 +130,7 @@ pub const MAX_CLASS_MEMORY: f64 = 0.80;
 
 /// The devices' memory factors, fitted on the fit half of the validation points
 /// (`examples/perf_validation.rs` prints the fit, `tests/planner/perf_validation.rs`
-/// checks these constants against it; `docs/performance-model.md#validation`). A device
+/// checks these constants against it; `docs/performance-validation.md#validation`). A device
 /// without an entry has factor 1 (the classes' priors alone).
 pub const DEVICE_FACTORS: &[DeviceFactor] = &[
     DeviceFactor {

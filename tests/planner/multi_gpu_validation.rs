@@ -1,4 +1,4 @@
-//! The multi-GPU validation table of `docs/performance-model.md` is current: the example
+//! The multi-GPU validation table of `docs/performance-validation.md` is current: the example
 //! `examples/placement_validation.rs` places and times every point of
 //! `docs/data/perf-validation-multi-gpu.json`, and the table it prints must equal the one
 //! committed between the `placement-validation` markers (rewrite it with

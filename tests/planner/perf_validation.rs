@@ -1,4 +1,4 @@
-//! The validation table of `docs/performance-model.md` is current: the example
+//! The validation table of `docs/performance-validation.md` is current: the example
 //! `examples/perf_validation.rs` plans and predicts every published measurement of
 //! `docs/data/serving-measurements.json`, and the table it prints must equal the one
 //! committed between the `perf-validation` markers (rewrite it with
@@ -86,7 +86,7 @@ fn the_split_is_by_the_hash_of_the_id() {
 /// factors, request overhead.
 #[test]
 fn the_engine_table_states_the_profiles() {
-    let docs = std::fs::read_to_string(example::DOCS).unwrap();
+    let docs = std::fs::read_to_string("docs/performance-model.md").unwrap();
     let section = docs
         .split("\n## Engines\n")
         .nth(1)
