@@ -24,9 +24,9 @@ use super::super::{mul, EngineError, GIB};
 /// the other records test it.
 pub const NON_TORCH_BYTES: u64 = 350 * GIB / 1000;
 
-/// vLLM 0.19's "non-torch forward increase memory" on one GPU: 0.25 GiB, the median of the
-/// fit half of the v0.19.0 records (docs/engines.md; `tests/planner/engine_rules.rs`
-/// recomputes it).
+/// vLLM 0.19's "non-torch forward increase memory" on a rank without tensor parallelism
+/// (one GPU, or a pipeline stage): 0.25 GiB, the median of the fit half of the v0.19.0
+/// records (docs/engines.md; `tests/planner/engine_rules.rs` recomputes it).
 pub const NON_TORCH_019_TP1_BYTES: u64 = 250 * GIB / 1000;
 
 /// vLLM 0.19's non-torch memory on a rank of a tensor-parallel group (NCCL and custom
@@ -220,7 +220,7 @@ pub fn non_torch(version: &str, tp: u64) -> (u64, &'static str) {
     match (version, tp > 1) {
         ("0.19", false) => (
             NON_TORCH_019_TP1_BYTES,
-            "0.25 GiB on one GPU: the median of the fit half of the vLLM v0.19.0 logs (docs/engines.md)",
+            "0.25 GiB without tensor parallelism: the median of the fit half of the vLLM v0.19.0 logs (docs/engines.md)",
         ),
         ("0.19", true) => (
             NON_TORCH_019_TP_BYTES,

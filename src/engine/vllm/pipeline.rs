@@ -228,10 +228,15 @@ mod tests {
             layer_ranges(32, 3).unwrap(),
             vec![(0, 11), (11, 22), (22, 32)]
         );
-        // Remainder 1: the second-to-last stage only.
+        // 30 // 4 = 7, remainder 2 on partitions[-2] and partitions[-3]: 7, 8, 8, 7.
         assert_eq!(
             layer_ranges(30, 4).unwrap(),
-            vec![(0, 7), (7, 14), (14, 22), (22, 30)]
+            vec![(0, 7), (7, 15), (15, 23), (23, 30)]
+        );
+        // Remainder 1: the second-to-last stage only (8, 8, 9, 8).
+        assert_eq!(
+            layer_ranges(33, 4).unwrap(),
+            vec![(0, 8), (8, 16), (16, 25), (25, 33)]
         );
         assert_eq!(layer_ranges(32, 2).unwrap(), vec![(0, 16), (16, 32)]);
         assert_eq!(layer_ranges(5, 5).unwrap().len(), 5);
