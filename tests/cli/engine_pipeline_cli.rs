@@ -44,11 +44,16 @@ fn a_placement_runs_as_many_stages_as_the_engine() {
         .map(|l| l["line"].as_str().unwrap())
         .collect();
     assert!(
-        lines.iter().any(|l| l.starts_with("Stage 1 of 2 (decoder layers 16..32)")),
+        lines
+            .iter()
+            .any(|l| l.starts_with("Stage 1 of 2 (decoder layers 16..32)")),
         "{lines:?}"
     );
     let flags = engine["flags"].as_array().unwrap();
-    assert!(flags.contains(&Value::from("--pipeline-parallel-size 2")), "{flags:?}");
+    assert!(
+        flags.contains(&Value::from("--pipeline-parallel-size 2")),
+        "{flags:?}"
+    );
 }
 
 #[test]
@@ -56,10 +61,16 @@ fn bad_pipeline_and_dtype_values_are_refused_naming_the_key() {
     let model = path("models/llama-3.1-8b");
     let device = path("models/devices/h100-sxm-80gb.json");
     let cases: &[(&[&str], &str)] = &[
-        (&["--engine-arg", "pipeline_parallel_size=0"], "pipeline_parallel_size=0"),
+        (
+            &["--engine-arg", "pipeline_parallel_size=0"],
+            "pipeline_parallel_size=0",
+        ),
         (&["--engine-arg", "dtype=float64"], "dtype=float64"),
         // float32 is modelled in the engine's accounting, but no plan holds float32 weights.
-        (&["--engine-arg", "dtype=float32"], "engine-arg dtype: float32"),
+        (
+            &["--engine-arg", "dtype=float32"],
+            "engine-arg dtype: float32",
+        ),
         // Several devices: a single-device plan holds the whole model.
         (&["--engine-arg", "pipeline_parallel_size=2"], "--count 2"),
         (

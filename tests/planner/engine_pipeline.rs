@@ -2,7 +2,9 @@
 //! Llama-3.1-8B's figures counted by hand from its shapes against the engine module, and
 //! the refusals.
 
-use jointplan::engine::{self, DeviceFacts, EngineArgs, EngineChoice, EngineError, ModelFacts, GIB};
+use jointplan::engine::{
+    self, DeviceFacts, EngineArgs, EngineChoice, EngineError, ModelFacts, GIB,
+};
 use jointplan::study::engine_facts::model_facts;
 use jointplan::synth::ModelSource;
 
@@ -56,7 +58,10 @@ fn llama_facts_split_into_layers_embedding_norm_and_head() {
     let llama = facts("llama-3.1-8b", Some("dense-bf16"));
     assert_eq!(llama.layer_weights_bytes, vec![LAYER; 32]);
     assert_eq!(LAYER, 436_224_000);
-    assert_eq!((llama.embedding_bytes, llama.head_bytes), (EMBEDDING, EMBEDDING));
+    assert_eq!(
+        (llama.embedding_bytes, llama.head_bytes),
+        (EMBEDDING, EMBEDDING)
+    );
     assert_eq!(llama.final_norm_bytes, H * 2);
     assert!(!llama.tied_embeddings && llama.quantization.is_none());
     assert_eq!(
@@ -102,26 +107,39 @@ fn float32_loads_llama_at_four_bytes_by_hand() {
 #[test]
 fn float32_refuses_quantized_weights_and_unmodelled_versions() {
     let fp8 = facts("llama-3.1-8b", Some("fp8"));
-    let err = account("vllm", &fp8, &["dtype=float32"]).unwrap_err().to_string();
+    let err = account("vllm", &fp8, &["dtype=float32"])
+        .unwrap_err()
+        .to_string();
     assert!(
-        err.contains("dtype=float32") && err.contains("quantized") && err.contains("vllm/config/vllm.py"),
+        err.contains("dtype=float32")
+            && err.contains("quantized")
+            && err.contains("vllm/config/vllm.py"),
         "{err}"
     );
     let llama = facts("llama-3.1-8b", Some("dense-bf16"));
-    let err = account("vllm@0.10", &llama, &["dtype=float32"]).unwrap_err().to_string();
+    let err = account("vllm@0.10", &llama, &["dtype=float32"])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("dtype=float32 under vLLM 0.10"), "{err}");
     let err = EngineArgs::parse(&["dtype=float64"])
         .unwrap()
         .check(engine::Engine::Vllm)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("dtype=float64") && err.contains("float32"), "{err}");
+    assert!(
+        err.contains("dtype=float64") && err.contains("float32"),
+        "{err}"
+    );
 }
 
 #[test]
 fn pipeline_stages_hold_their_layers_and_the_smallest_stage_sets_the_blocks() {
     let llama = facts("llama-3.1-8b", Some("dense-bf16"));
-    let args = ["gpu_memory_utilization=0.95", "max_model_len=8192", "pipeline_parallel_size=2"];
+    let args = [
+        "gpu_memory_utilization=0.95",
+        "max_model_len=8192",
+        "pipeline_parallel_size=2",
+    ];
     let report = account("vllm", &llama, &args).unwrap();
     let rope = 131_072 * 128 * 2;
     // Stage 0: layers 0..16 and the embedding; stage 1: layers 16..32, the final norm and
@@ -145,8 +163,14 @@ fn pipeline_stages_hold_their_layers_and_the_smallest_stage_sets_the_blocks() {
     assert!(b1 < b0);
     assert_eq!(report.blocks, Some(b1));
     assert_eq!(report.kv_cache_tokens, b1 * 16);
-    assert_eq!(report.max_concurrency, ((b1 as f64 / 512.0) * 100.0).round() / 100.0);
-    assert!(report.flags.iter().any(|f| f == "--pipeline-parallel-size 2"));
+    assert_eq!(
+        report.max_concurrency,
+        ((b1 as f64 / 512.0) * 100.0).round() / 100.0
+    );
+    assert!(report
+        .flags
+        .iter()
+        .any(|f| f == "--pipeline-parallel-size 2"));
     // Three stages split 32 layers 11, 11, 10 (get_pp_indices: the remainder on the stages
     // before the last).
     let three = account("vllm", &llama, &["pipeline_parallel_size=3"]).unwrap();
@@ -162,7 +186,12 @@ fn pipeline_stages_hold_their_layers_and_the_smallest_stage_sets_the_blocks() {
     }
     // With tensor parallelism too: each stage's layers over 2 ranks, the tensor-parallel
     // non-torch memory.
-    let both = account("vllm", &llama, &["pipeline_parallel_size=2", "tensor_parallel_size=2"]).unwrap();
+    let both = account(
+        "vllm",
+        &llama,
+        &["pipeline_parallel_size=2", "tensor_parallel_size=2"],
+    )
+    .unwrap();
     assert_eq!(term(&both, "weights"), (16 * LAYER + EMBEDDING) / 2 + rope);
     assert_eq!(term(&both, "non_torch"), 2070 * GIB / 1000);
 }

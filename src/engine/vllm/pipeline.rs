@@ -126,7 +126,11 @@ fn attention_kinds(layers: &[CacheLayer]) -> Vec<(Option<u64>, Vec<u64>)> {
 /// The layers each stage holds of its largest KV cache group: the whole model's groups of
 /// `group_size` layers (a kind's `i`-th of `n` groups takes its layers `i, i + n, ...`),
 /// projected on each stage's `ranges`.
-pub fn stage_group_sizes(layers: &[CacheLayer], group_size: u64, ranges: &[(u64, u64)]) -> Vec<u64> {
+pub fn stage_group_sizes(
+    layers: &[CacheLayer],
+    group_size: u64,
+    ranges: &[(u64, u64)],
+) -> Vec<u64> {
     let group_size = group_size.max(1);
     let mut groups: Vec<Vec<u64>> = Vec::new();
     for (_, list) in attention_kinds(layers) {
@@ -177,7 +181,11 @@ pub fn stages(
     batched_tokens: u64,
 ) -> Result<Vec<Stage>, EngineError> {
     let intermediate = mul(
-        mul(2 * batched_tokens, model.hidden_size, "intermediate tensors")?,
+        mul(
+            2 * batched_tokens,
+            model.hidden_size,
+            "intermediate tensors",
+        )?,
         model.dtype_bytes,
         "intermediate tensors",
     )?;
