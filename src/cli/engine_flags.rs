@@ -50,14 +50,26 @@ impl EngineFlags {
         Ok(flags)
     }
 
-    /// The engine's tensor-parallel argument when it asks for more than one device
-    /// (`tensor_parallel_size=N` of vLLM, `tp_size=N` of SGLang and TensorRT-LLM, N > 1),
-    /// as `--engine-arg KEY=N`; unparsable arguments are left to the accounting's errors.
-    pub fn several_devices(&self) -> Option<String> {
+    /// The engine's tensor- or pipeline-parallel argument when it asks for more than one
+    /// device (`tensor_parallel_size=N` or `pipeline_parallel_size=N` of vLLM, `tp_size=N`
+    /// of SGLang and TensorRT-LLM, N > 1), as `--engine-arg KEY=N`, with the devices the
+    /// engine runs on (the product of the two degrees); unparsable arguments are left to
+    /// the accounting's errors.
+    pub fn several_devices(&self) -> Option<(String, u64)> {
         let choice: EngineChoice = self.engine.as_deref()?.parse().ok()?;
-        let key = choice.engine.tensor_parallel_key()?;
-        let degree = EngineArgs::parse(&self.engine_args).ok()?.count(key)?;
-        (degree > 1).then(|| format!("{key}={degree}"))
+        let args = EngineArgs::parse(&self.engine_args).ok()?;
+        let degree = |key: Option<&'static str>| {
+            key.and_then(|k| args.count(k).filter(|&n| n > 1).map(|n| (k, n)))
+        };
+        let tp = degree(choice.engine.tensor_parallel_key());
+        let pp = degree(choice.engine.pipeline_parallel_key());
+        let devices = tp.map_or(1, |t| t.1).checked_mul(pp.map_or(1, |p| p.1))?;
+        let named: Vec<String> = [tp, pp]
+            .into_iter()
+            .flatten()
+            .map(|(key, n)| format!("{key}={n}"))
+            .collect();
+        (!named.is_empty()).then(|| (named.join(" --engine-arg "), devices))
     }
 
     /// What `--engine` does to a synthesized model, if given: the engine's accounting and

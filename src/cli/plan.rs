@@ -433,10 +433,9 @@ pub fn run(args: &Args) -> Result<(), Error> {
     if args.placement.active() {
         return super::placement::run(args);
     }
-    if let Some(arg) = args.engine.several_devices() {
-        let degree = arg.split_once('=').map_or("N", |(_, n)| n);
+    if let Some((arg, devices)) = args.engine.several_devices() {
         return Err(Error::Usage(format!(
-            "--engine-arg {arg} runs the model on {degree} devices: place it with --device D --count {degree} (or --devices SET.json); a single-device plan holds the whole model"
+            "--engine-arg {arg} runs the model on {devices} devices: place it with --device D --count {devices} (or --devices SET.json); a single-device plan holds the whole model"
         )));
     }
     if let Some(flag) = args.placement.stray() {

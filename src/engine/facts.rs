@@ -162,6 +162,23 @@ pub struct ModelFacts {
     /// one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<Box<DraftFacts>>,
+    /// Bytes of each decoder layer's parameters as stored, in order (what a pipeline stage
+    /// holds of them); empty when not known.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layer_weights_bytes: Vec<u64>,
+    /// Bytes of the output head (`lm_head`) as stored; 0 when it is tied to the embedding.
+    #[serde(default)]
+    pub head_bytes: u64,
+    /// Bytes of the final norm (`model.norm`).
+    #[serde(default)]
+    pub final_norm_bytes: u64,
+    /// Whether the head is tied to the token embedding.
+    #[serde(default)]
+    pub tied_embeddings: bool,
+    /// The quantization format of the checkpoint's quantized weights, if any (`None`: every
+    /// weight dense in the checkpoint's 16-bit type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quantization: Option<String>,
 }
 
 impl ModelFacts {
@@ -195,6 +212,37 @@ impl ModelFacts {
             total = super::add(total, bytes, "KV bytes per token")?;
         }
         Ok(total)
+    }
+
+    /// The facts as vLLM holds the model when told `dtype=float32` (`float`): every weight
+    /// and the rotary cache at 4 bytes per element, activations and the KV cache (`auto`) in
+    /// float32. For a checkpoint whose weights are all dense in 16 bits (checked by the
+    /// caller: [`ModelFacts::quantization`] is `None`), each byte count doubles.
+    pub fn as_float32(&self) -> Result<Self, EngineError> {
+        let factor = match self.dtype_bytes {
+            2 => 2,
+            4 => 1,
+            other => {
+                return Err(EngineError::Facts {
+                    what: format!("a {other}-byte dtype has no float32 rule"),
+                })
+            }
+        };
+        let double = |bytes: u64, what: &str| mul(bytes, factor, what);
+        let mut out = self.clone();
+        out.weights_bytes = double(self.weights_bytes, "float32 weights")?;
+        out.embedding_bytes = double(self.embedding_bytes, "float32 embedding")?;
+        out.head_bytes = double(self.head_bytes, "float32 head")?;
+        out.final_norm_bytes = double(self.final_norm_bytes, "float32 final norm")?;
+        out.layer_weights_bytes = self
+            .layer_weights_bytes
+            .iter()
+            .map(|&b| double(b, "float32 layer weights"))
+            .collect::<Result<_, _>>()?;
+        out.dtype_bytes = 4;
+        out.dtype_name = "float32".to_owned();
+        out.rotary_dtype_bytes = 4;
+        Ok(out)
     }
 
     /// Whether some layer keeps a recurrent state.

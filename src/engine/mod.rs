@@ -99,6 +99,15 @@ impl Engine {
         }
     }
 
+    /// The argument (as the engine spells it) that sets its pipeline-parallel degree, for
+    /// the engines whose accounting splits the layers into stages (vLLM 0.19 and 0.10).
+    pub fn pipeline_parallel_key(self) -> Option<&'static str> {
+        match self {
+            Self::Vllm => Some("pipeline_parallel_size"),
+            Self::Sglang | Self::Trtllm | Self::LlamaCpp => None,
+        }
+    }
+
     /// The arguments the engine has (as it spells them) that change its memory.
     pub fn known_args(self) -> &'static [KnownArg] {
         match self {

@@ -1,8 +1,9 @@
 //! A serving engine named on a placement (`plan MODEL --devices SET.json --engine E
 //! --engine-arg ...`, a sweep's device-set point with `engine`): the engine runs the model
-//! at its own tensor-parallel degree in one pipeline stage, every device is held to the
-//! budget the engine's rule gives it, and the engine's accounting of one rank stands beside
-//! the placement (docs/placement.md, "Serving engines across devices").
+//! at its own tensor-parallel degree and its own number of pipeline stages (vLLM's
+//! `pipeline_parallel_size`, default 1), every device is held to the budget the engine's
+//! rule gives it, and the engine's accounting of one rank (stage 0's) stands beside the
+//! placement (docs/placement.md, "Serving engines across devices").
 
 use crate::engine::{EngineArgs, EngineChoice};
 use crate::study::engine_facts::{apply_engine, context_key, EngineApplied};
@@ -16,6 +17,9 @@ pub struct EngineOnSet {
     /// The degree the engine runs at: its argument (`tensor_parallel_size`, `tp_size`), or
     /// the pinned degree.
     pub tensor_parallel: u32,
+    /// The pipeline stages the engine runs: its argument (`pipeline_parallel_size`), or the
+    /// pinned number; 1 for an engine without stages.
+    pub pipeline_parallel: u32,
     /// The policy with the engine's longest request (`max_model_len`, ...) as its context
     /// when the arguments give one.
     pub policy: PolicyPreset,
@@ -24,12 +28,11 @@ pub struct EngineOnSet {
 }
 
 impl EngineOnSet {
-    /// `settings` with the engine's degree pinned, one pipeline stage, its budget and its
-    /// policy.
+    /// `settings` with the engine's degree and stages pinned, its budget and its policy.
     pub fn settings(&self, settings: &Settings) -> Settings {
         Settings {
             tensor_parallel: Some(self.tensor_parallel),
-            pipeline_parallel: Some(1),
+            pipeline_parallel: Some(self.pipeline_parallel),
             budget: Some(self.applied.budget.clone()),
             policy: Some(self.policy.clone()),
             ..settings.clone()
@@ -44,9 +47,11 @@ fn usage(choice: &EngineChoice, message: String) -> PlacementError {
 /// The engine `choice` with `args` on `set` under `policy`, at the pinned `tensor_parallel`
 /// and `pipeline_parallel` if any: the degree is the engine's tensor-parallel argument or
 /// the pinned one (both given must agree; on a set of one device, 1; otherwise one of the
-/// two is required: an engine given several devices and no degree uses one), the pipeline
-/// one stage, the set one device kind; the engine's accounting is that of the model
-/// synthesized for the set's device at that degree.
+/// two is required: an engine given several devices and no degree uses one), the stages
+/// likewise the engine's pipeline argument or the pinned number (both given must agree;
+/// default 1; an engine without stages takes one), the set one device kind; the engine's
+/// accounting is that of the model synthesized for the set's device at that degree and
+/// those stages.
 pub fn engine_on_set(
     source: &ModelSource,
     set: &DeviceSet,
@@ -88,12 +93,36 @@ pub fn engine_on_set_gathered(
             "its memory accounting is modelled on one device (llama.cpp splits layers over GPUs, which is not modelled): plan it with --device D alone".to_owned(),
         ));
     };
-    if pipeline_parallel.is_some_and(|p| p > 1) {
-        return Err(usage(
-            choice,
-            "the engine's accounting is modelled for one pipeline stage (tensor parallelism only): drop --pipeline-parallel".to_owned(),
-        ));
-    }
+    let stages = match choice.engine.pipeline_parallel_key() {
+        Some(pp_key) => {
+            let from_arg = args
+                .count(pp_key)
+                .map(|p| {
+                    u32::try_from(p)
+                        .map_err(|_| usage(choice, format!("--engine-arg {pp_key}={p}: too large")))
+                })
+                .transpose()?;
+            match (from_arg, pipeline_parallel) {
+                (Some(a), Some(b)) if a != b => {
+                    return Err(usage(
+                        choice,
+                        format!(
+                            "--engine-arg {pp_key}={a} disagrees with --pipeline-parallel {b}; give one of the two"
+                        ),
+                    ))
+                }
+                (Some(p), _) | (None, Some(p)) => Some((pp_key, p)),
+                (None, None) => None,
+            }
+        }
+        None if pipeline_parallel.is_some_and(|p| p > 1) => {
+            return Err(usage(
+                choice,
+                "the engine's accounting is modelled for one pipeline stage (tensor parallelism only): drop --pipeline-parallel".to_owned(),
+            ));
+        }
+        None => None,
+    };
     if set.kinds.len() > 1 {
         return Err(usage(
             choice,
@@ -122,7 +151,8 @@ pub fn engine_on_set_gathered(
             ))
         }
         (Some(t), _) | (None, Some(t)) => t,
-        (None, None) if devices == 1 => 1,
+        // One rank per stage: the set's devices are the engine's stages.
+        (None, None) if devices == u64::from(stages.map_or(1, |(_, p)| p)) => 1,
         (None, None) => {
             return Err(usage(
                 choice,
@@ -134,6 +164,9 @@ pub fn engine_on_set_gathered(
     };
     let mut args = args.clone();
     args.set(key, &degree.to_string());
+    if let Some((pp_key, p)) = stages {
+        args.set(pp_key, &p.to_string());
+    }
     let mut policy = policy.clone();
     if let Some(context) = args.count(context_key(choice)) {
         policy.maximum_context_tokens = Some(context);
@@ -153,6 +186,7 @@ pub fn engine_on_set_gathered(
     .map_err(|e| PlacementError::Study(Box::new(e)))?;
     Ok(EngineOnSet {
         tensor_parallel: degree,
+        pipeline_parallel: stages.map_or(1, |(_, p)| p),
         policy,
         applied,
     })

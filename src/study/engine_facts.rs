@@ -46,6 +46,14 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
     // The routed experts' components (`weight.layer.N.experts.E...`): their bytes, whether
     // any is MXFP4, whether they have biases.
     let (mut expert_bytes, mut expert_mxfp4, mut expert_bias) = (0u64, false, false);
+    // Where each component sits, for an engine that splits the model into pipeline stages:
+    // a decoder layer (`model.layers.N.`), the final norm, the head; the embedding above.
+    let mut layer_weights_bytes = vec![0u64; arch.layers.len()];
+    let (mut head_bytes, mut final_norm_bytes) = (0u64, 0u64);
+    let mut quantization = None;
+    let overflow = |what: &str| StudyError::Overflow {
+        what: what.to_owned(),
+    };
     for component in &request.family.weight_schema.components {
         let bytes = component
             .physical_bytes()
@@ -66,12 +74,31 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
                 .quantization_format()
                 .is_some_and(|f| f.as_str() == MXFP4_FORMAT_ID);
         }
-        if component
-            .external_names
-            .iter()
-            .any(|n| n.starts_with("model.embed_tokens"))
-        {
+        if quantization.is_none() {
+            quantization = component
+                .encoding
+                .quantization_format()
+                .map(|f| f.as_str().to_owned());
+        }
+        let names = &component.external_names;
+        if names.iter().any(|n| n.starts_with("model.embed_tokens")) {
             embedding_bytes += bytes;
+        } else if names.iter().any(|n| n.starts_with("lm_head")) {
+            head_bytes = head_bytes
+                .checked_add(bytes)
+                .ok_or_else(|| overflow("head bytes"))?;
+        } else if names.iter().any(|n| n.starts_with("model.norm")) {
+            final_norm_bytes = final_norm_bytes
+                .checked_add(bytes)
+                .ok_or_else(|| overflow("final norm bytes"))?;
+        } else if let Some(layer) = names.iter().find_map(|n| decoder_layer_of(n)) {
+            // A layer beyond the decoder's (multi-token-prediction layers) is left out:
+            // the bytes then do not add up, which pipeline parallelism refuses.
+            if let Some(slot) = layer_weights_bytes.get_mut(layer) {
+                *slot = slot
+                    .checked_add(bytes)
+                    .ok_or_else(|| overflow("layer bytes"))?;
+            }
         }
     }
     let a = arch.attention;
@@ -165,7 +192,18 @@ pub fn model_facts(request: &PlanRequest) -> Result<ModelFacts, StudyError> {
         latent_attention: arch.latent.is_some(),
         layers,
         draft: None,
+        layer_weights_bytes,
+        head_bytes,
+        final_norm_bytes,
+        tied_embeddings: arch.tie_word_embeddings,
+        quantization,
     })
+}
+
+/// The decoder layer a checkpoint tensor name belongs to (`model.layers.7.mlp...` -> 7).
+fn decoder_layer_of(name: &str) -> Option<usize> {
+    let rest = name.strip_prefix("model.layers.")?;
+    rest.split('.').next()?.parse().ok()
 }
 
 /// The drafter a vLLM `speculative_config` names (method `eagle` or `draft_model`), read

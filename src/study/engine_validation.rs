@@ -105,6 +105,9 @@ pub struct Row {
     pub batch: Option<(u64, u64)>,
     /// The tensor-parallel size.
     pub tp: u64,
+    /// The pipeline-parallel size (the log's figures besides the KV tokens and the
+    /// concurrency are stage 0's).
+    pub pp: u64,
     /// The non-torch memory as logged (GiB), where logged.
     pub non_torch_logged_gib: Option<f64>,
     /// vLLM 0.19 records whose profile-run peak the sampler sets: the bytes per logit the
@@ -237,8 +240,11 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
             concurrency: m.logged_concurrency.map(|c| (c, report.max_concurrency)),
             batch,
             tp: args.count("tensor_parallel_size").unwrap_or(1),
+            pp: args.count("pipeline_parallel_size").unwrap_or(1),
             non_torch_logged_gib: m.logged_non_torch_gib,
             sampler_extra_per_logit: match (choice.version.as_str(), batch) {
+                // A stage-0 log of pipeline stages: the sampler runs on the last stage.
+                _ if args.count("pipeline_parallel_size").unwrap_or(1) > 1 => None,
                 ("0.19", Some((tokens, seqs))) => {
                     sampler_extra(&facts, &args, tokens, seqs, m.logged_activation_gib)?
                 }
@@ -251,8 +257,9 @@ pub fn validation_table(data: &str, root: &Path) -> Result<Table, StudyError> {
 
 /// The bytes per logit beyond the logits (model dtype) that a vLLM 0.19 record's logged
 /// activation peak implies, when the sampler sets that peak: (peak - hidden states -
-/// fused-MoE workspaces) / (sequences x vocabulary) - dtype bytes. `None` when the logged
-/// peak is within 25% of the forward rule's figure (the forward pass may have set it).
+/// fused-MoE workspaces) / (sequences x vocabulary) - dtype bytes (+ 4 for float32 logits,
+/// which need no float32 copy). `None` when the logged peak is within 25% of the forward
+/// rule's figure (the forward pass may have set it).
 fn sampler_extra(
     facts: &engine::ModelFacts,
     args: &EngineArgs,
@@ -264,6 +271,14 @@ fn sampler_extra(
     let Some(logged) = logged else {
         return Ok(None);
     };
+    let float32;
+    let facts = if matches!(args.word("dtype"), Some("float32" | "float")) {
+        float32 = facts.as_float32()?;
+        &float32
+    } else {
+        facts
+    };
+    let copy = if facts.dtype_bytes == 4 { 4.0 } else { 0.0 };
     let tp = args.count("tensor_parallel_size").unwrap_or(1);
     let rows = seqs.min(tokens) as f64 * facts.vocab_size as f64;
     let hidden = (tokens * facts.hidden_size * facts.dtype_bytes) as f64;
@@ -274,7 +289,7 @@ fn sampler_extra(
     }
     let workspace = (tokens * rules::moe_workspace_bytes_per_token(facts, tp)?) as f64;
     Ok(Some(
-        (logged * GIB as f64 - hidden - workspace) / rows - facts.dtype_bytes as f64,
+        (logged * GIB as f64 - hidden - workspace) / rows - facts.dtype_bytes as f64 + copy,
     ))
 }
 
@@ -285,7 +300,8 @@ pub struct Fit019 {
     pub sampler_extra_per_logit: f64,
     /// Records that fit it.
     pub sampler_records: usize,
-    /// Median non-torch GiB of the fit records on one GPU.
+    /// Median non-torch GiB of the fit records without tensor parallelism (one GPU, or a
+    /// stage-0 log of pipeline stages).
     pub non_torch_tp1_gib: f64,
     /// Records that fit it.
     pub non_torch_tp1_records: usize,
@@ -466,7 +482,7 @@ impl Table {
         }
         if let Some(fit) = self.fit_019() {
             out.push_str(&format!(
-                "\nvLLM 0.19 constants fitted on the `fit` rows (medians): sampler {:.2} bytes per logit beyond the logits ({} records), non-torch {:.2} GiB on one GPU ({} records), {:.2} GiB with tensor parallelism ({} records).\n",
+                "\nvLLM 0.19 constants fitted on the `fit` rows (medians): sampler {:.2} bytes per logit beyond the logits ({} records), non-torch {:.2} GiB without tensor parallelism ({} records), {:.2} GiB with tensor parallelism ({} records).\n",
                 fit.sampler_extra_per_logit,
                 fit.sampler_records,
                 fit.non_torch_tp1_gib,

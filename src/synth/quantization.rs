@@ -430,7 +430,7 @@ pub const MXFP4_FORMAT_ID: &str = "quantization.ocp.mxfp4";
 /// the projections to fp8 with one f32 scale per tensor at load time (`fp8`); `dtype`
 /// `float16`/`half` or `bfloat16` serve the weights in that type (`dense-f16`,
 /// `dense-bf16`). `None` when neither is given (or `dtype=auto`); an error names a value
-/// that has no format.
+/// that has no format (`float32`: no float32 weight format is synthesized).
 pub fn format_of_engine_args(
     dtype: Option<&str>,
     quantization: Option<&str>,
@@ -445,6 +445,15 @@ pub fn format_of_engine_args(
         }),
         (None, Some("float16" | "half")) => Ok(Some("dense-f16")),
         (None, Some("bfloat16")) => Ok(Some("dense-bf16")),
+        // vLLM's float32 is modelled in its accounting (`engine::vllm`), but no weight
+        // format here holds float32 weights, so a plan could not hold what vLLM loads.
+        (None, Some(word @ ("float32" | "float"))) => Err(SynthError::Option {
+            option: "engine-arg dtype".to_owned(),
+            message: format!(
+                "{word}: jointplan synthesizes no float32 weight format ({}), so a plan cannot hold the float32 weights vLLM would load (its accounting of them is docs/engines.md's, vLLM, dtype=float32); plan at dtype=auto, float16 or bfloat16",
+                super::weights::FORMAT_NAMES
+            ),
+        }),
         (None, _) => Ok(None),
     }
 }

@@ -13,6 +13,7 @@ mod commands;
 mod count_links;
 mod docs_transcripts;
 mod engine_cli;
+mod engine_pipeline_cli;
 mod fuzz_exit_codes;
 mod golden_synthesized;
 mod hash;

@@ -15,6 +15,7 @@ mod checker;
 mod checker_mutants;
 mod engine_draft;
 mod engine_draft_eagle3;
+mod engine_pipeline;
 mod engine_rules;
 mod every_folder;
 mod fuzz;

@@ -7,8 +7,9 @@
 //! * sampler (`_dummy_sampler_run`): logits of `min(max_num_seqs, max_num_batched_tokens)`
 //!   rows over the vocabulary, with the profile run's hidden states still held. In 0.6 and
 //!   0.10 one fitted figure per logit ([`SAMPLER_BYTES_PER_LOGIT`]); in 0.19 the logits in
-//!   the model dtype plus [`SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT`] (their float32 copy and
-//!   the top-k/top-p sort's values and indices), and for a mixture of experts the fused-MoE
+//!   the model dtype plus [`SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT`] (their float32 copy, the
+//!   probabilities, the sampling draws, the top-k/top-p kernel's buffer; less the copy when
+//!   the logits are float32 already), and for a mixture of experts the fused-MoE
 //!   workspaces (`TritonExperts.workspace_shapes`: `(M, topk, max(N/2, K))`,
 //!   `(M, topk, max(N, K))` and the `(M, K)` output), which stay allocated through the
 //!   sampler run.
@@ -23,9 +24,9 @@ use super::super::{mul, EngineError, GIB};
 /// the other records test it.
 pub const NON_TORCH_BYTES: u64 = 350 * GIB / 1000;
 
-/// vLLM 0.19's "non-torch forward increase memory" on one GPU: 0.25 GiB, the median of the
-/// fit half of the v0.19.0 records (docs/engines.md; `tests/planner/engine_rules.rs`
-/// recomputes it).
+/// vLLM 0.19's "non-torch forward increase memory" on a rank without tensor parallelism
+/// (one GPU, or a pipeline stage): 0.25 GiB, the median of the fit half of the v0.19.0
+/// records (docs/engines.md; `tests/planner/engine_rules.rs` recomputes it).
 pub const NON_TORCH_019_TP1_BYTES: u64 = 250 * GIB / 1000;
 
 /// vLLM 0.19's non-torch memory on a rank of a tensor-parallel group (NCCL and custom
@@ -42,8 +43,16 @@ pub const SAMPLER_BYTES_PER_LOGIT: u64 = 38;
 
 /// vLLM 0.19: bytes per logit the sampler run holds beyond the logits themselves (in the
 /// model dtype), in thousandths of a byte: 12,860 (12.86 bytes), the median of the fit half
-/// of the v0.19.0 records whose peak the sampler sets (docs/engines.md).
+/// of the v0.19.0 records whose peak the sampler sets (docs/engines.md). What it holds
+/// (`vllm/v1/sample/sampler.py` and `ops/topk_topp_sampler.py`, v0.19.0): the float32 copy
+/// of 16-bit logits, the softmax probabilities and `random_sample`'s exponential draws (4
+/// bytes each), and the Triton top-k/top-p kernel's buffer of one row per SM.
 pub const SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT: u64 = 12_860;
+
+/// The part of [`SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT`] that is the logits' float32 copy
+/// (`Sampler.forward`, `vllm/v1/sample/sampler.py`, v0.19.0: `logits.to(torch.float32)`),
+/// 4 bytes, which float32 logits do not need.
+pub const FLOAT32_COPY_MILLIBYTES_PER_LOGIT: u64 = 4_000;
 
 /// The forward pass's activation peak per token on one rank: the residual and hidden
 /// streams (2h) plus the largest block's transient tensors, in the model dtype.
@@ -137,10 +146,18 @@ pub fn peak(
     let hidden_row = mul(model.hidden_size, model.dtype_bytes, "sampler hidden rows")?;
     if version == "0.19" {
         let hidden = mul(batched_tokens, hidden_row, "sampler hidden rows")?;
+        // Float32 logits are already what `Sampler.forward` converts them to
+        // (`logits.to(torch.float32)` returns the same tensor): no float32 copy.
+        let copy_milli = if model.dtype_bytes == 4 {
+            FLOAT32_COPY_MILLIBYTES_PER_LOGIT
+        } else {
+            0
+        };
         let per_logit_milli = model
             .dtype_bytes
             .checked_mul(1000)
             .and_then(|d| d.checked_add(SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT))
+            .and_then(|d| d.checked_sub(copy_milli))
             .ok_or_else(|| EngineError::Overflow {
                 what: "sampler bytes per logit".to_owned(),
             })?;
@@ -158,10 +175,15 @@ pub fn peak(
                 what: "sampler peak".to_owned(),
             })?;
         let rule = format!(
-            "profile run (vLLM v0.19.0 gpu_model_runner.py profile_run): max(forward at max_num_batched_tokens {batched_tokens} x {per_token} B/token, sampler: hidden states {batched_tokens} x {hidden_row} B + {sampled} sequences x vocab {} x ({} + {:.3}) B{}) (docs/engines.md)",
+            "profile run (vLLM v0.19.0 gpu_model_runner.py profile_run): max(forward at max_num_batched_tokens {batched_tokens} x {per_token} B/token, sampler: hidden states {batched_tokens} x {hidden_row} B + {sampled} sequences x vocab {} x ({} + {:.3}{}) B{}) (docs/engines.md)",
             model.vocab_size,
             model.dtype_bytes,
             SAMPLER_019_EXTRA_MILLIBYTES_PER_LOGIT as f64 / 1000.0,
+            if copy_milli > 0 {
+                " - 4, float32 logits need no float32 copy"
+            } else {
+                ""
+            },
             if workspace > 0 {
                 format!(" + fused-MoE workspaces {batched_tokens} x {workspace_per_token} B")
             } else if model.moe.is_some() {
@@ -198,7 +220,7 @@ pub fn non_torch(version: &str, tp: u64) -> (u64, &'static str) {
     match (version, tp > 1) {
         ("0.19", false) => (
             NON_TORCH_019_TP1_BYTES,
-            "0.25 GiB on one GPU: the median of the fit half of the vLLM v0.19.0 logs (docs/engines.md)",
+            "0.25 GiB without tensor parallelism: the median of the fit half of the vLLM v0.19.0 logs (docs/engines.md)",
         ),
         ("0.19", true) => (
             NON_TORCH_019_TP_BYTES,

@@ -28,8 +28,11 @@ pub mod activation;
 pub mod draft;
 pub mod eagle3;
 pub mod mxfp4;
+pub mod pipeline;
+mod weights;
 
 pub use activation::{forward_bytes_per_token, NON_TORCH_BYTES, SAMPLER_BYTES_PER_LOGIT};
+use weights::{float32_facts, weights_term};
 
 /// The modelled versions, the default first.
 pub const VERSIONS: [&str; 3] = ["0.19", "0.10", "0.6"];
@@ -70,8 +73,8 @@ pub const ARGS: &[KnownArg] = &[
     },
     KnownArg {
         key: "dtype",
-        kind: ArgKind::Word(&["auto", "float16", "half", "bfloat16"]),
-        default: "auto (the checkpoint's dtype)",
+        kind: ArgKind::Word(&["auto", "float16", "half", "bfloat16", "float32", "float"]),
+        default: "auto (the checkpoint's dtype); 0.19: float32 (float) loads a 16-bit checkpoint in float32",
     },
     KnownArg {
         key: "quantization",
@@ -82,6 +85,11 @@ pub const ARGS: &[KnownArg] = &[
         key: "tensor_parallel_size",
         kind: ArgKind::Count,
         default: "1",
+    },
+    KnownArg {
+        key: "pipeline_parallel_size",
+        kind: ArgKind::Count,
+        default: "1 (0.19 and 0.10: each stage holds its share of the decoder layers)",
     },
     KnownArg {
         key: "enable_chunked_prefill",
@@ -110,6 +118,7 @@ struct Resolved {
     kv_dtype: String,
     kv_element_bytes: u64,
     tp: u64,
+    pp: u64,
     chunked: bool,
 }
 
@@ -158,6 +167,7 @@ fn resolve(
     let kv_dtype = args.word("kv_cache_dtype").unwrap_or("auto").to_owned();
     let kv_element_bytes = kv_element_bytes(&kv_dtype, model.dtype_bytes);
     let tp = args.count("tensor_parallel_size").unwrap_or(1);
+    let pp = args.count("pipeline_parallel_size").unwrap_or(1);
     Ok(Resolved {
         utilization,
         max_model_len,
@@ -167,6 +177,7 @@ fn resolve(
         kv_dtype,
         kv_element_bytes,
         tp,
+        pp,
         chunked,
     })
 }
@@ -209,48 +220,6 @@ fn groups(version: &str, layers: &[CacheLayer], block_size: u64) -> (u64, Vec<Gr
     (group_size, out)
 }
 
-/// The weights term on one of `tp` ranks: the parameters as stored (`/ tp`), except that
-/// vLLM 0.19 allocates MXFP4 experts as its kernel backend for the device's compute
-/// capability needs ([`mxfp4::allocation`]); plus the rotary cache `rope`. Returns the bytes,
-/// the experts' part of the rule, and the MXFP4 backend when one was modelled.
-fn weights_term(
-    version: &str,
-    model: &ModelFacts,
-    device: &DeviceFacts,
-    tp: u64,
-    rope: u64,
-) -> Result<(u64, String, Option<mxfp4::Backend>), EngineError> {
-    let Some(experts) = model.mxfp4_experts.filter(|_| version == "0.19") else {
-        return Ok((model.weights_bytes / tp + rope, String::new(), None));
-    };
-    let Some(capability) = device.compute_capability else {
-        return Ok((
-            model.weights_bytes / tp + rope,
-            " (the MXFP4 experts as stored: the device states no CUDA compute capability, by which vLLM picks the MXFP4 kernels that pad them)".to_owned(),
-            None,
-        ));
-    };
-    let allocation = mxfp4::allocation(&experts, capability, tp)?;
-    let rest = model
-        .weights_bytes
-        .checked_sub(experts.stored_bytes)
-        .ok_or_else(|| EngineError::Facts {
-            what: format!(
-                "the MXFP4 experts' {} stored bytes exceed the weights' {}",
-                experts.stored_bytes, model.weights_bytes
-            ),
-        })?;
-    let weights = super::add(rest / tp, allocation.bytes, "weights")?;
-    Ok((
-        super::add(weights, rope, "weights")?,
-        format!(
-            " for all but the MXFP4 experts ({rest} B), + {} B: {}",
-            allocation.bytes, allocation.rule
-        ),
-        Some(allocation.backend),
-    ))
-}
-
 /// The accounting of vLLM `version` (one of [`VERSIONS`]).
 pub fn account(
     version: &str,
@@ -258,6 +227,14 @@ pub fn account(
     device: &DeviceFacts,
     args: &EngineArgs,
 ) -> Result<EngineReport, EngineError> {
+    let float32;
+    let model = match args.word("dtype") {
+        Some(word @ ("float32" | "float")) => {
+            float32 = float32_facts(version, word, model)?;
+            &float32
+        }
+        _ => model,
+    };
     let v1 = version != "0.6";
     if model.has_recurrent_layers() {
         return Err(EngineError::Unsupported {
@@ -275,6 +252,13 @@ pub fn account(
         });
     }
     let r = resolve(v1, model, device, args)?;
+    let ranges = if r.pp > 1 {
+        let ranges = pipeline::layer_ranges(model.layers.len() as u64, r.pp)?;
+        pipeline::check(version, model, args.word("speculative_config").is_some())?;
+        Some(ranges)
+    } else {
+        None
+    };
     let (source, tag) = match version {
         "0.19" => (
             "vLLM v0.19.0 vllm/v1/worker/gpu_worker.py determine_available_memory",
@@ -342,6 +326,41 @@ pub fn account(
         layers.extend(d.model.layers.iter().copied());
     }
     let (non_torch, non_torch_rule) = activation::non_torch(version, tp);
+    let non_torch_rule = if r.pp > 1 {
+        format!("{non_torch_rule}; taken for every pipeline stage as for a rank without stages (the logs of stage 0 show less, docs/engines.md, \"Pipeline parallelism\")")
+    } else {
+        non_torch_rule.to_owned()
+    };
+    // Pipeline stages: the report is stage 0's (what vLLM's `Worker_PP0` logs), the blocks
+    // the smallest stage's.
+    let stages = match &ranges {
+        Some(ranges) => {
+            let stages = pipeline::stages(
+                model,
+                ranges,
+                tp,
+                rope,
+                peak.forward,
+                peak.sampler,
+                r.batched_tokens,
+            )?;
+            weights = stages[0].weights;
+            activation = stages[0].activation;
+            experts_rule = format!(
+                " of stage 0 of {} (decoder layers {}..{} of {}, vLLM's get_pp_indices; the token embedding)",
+                r.pp,
+                stages[0].start,
+                stages[0].end,
+                model.layers.len()
+            );
+            activation_rule = format!(
+                "stage 0 of {}: the forward pass only (the sampler runs on the last stage): {} B; {activation_rule}",
+                r.pp, peak.forward
+            );
+            stages
+        }
+        None => Vec::new(),
+    };
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
     let per_token_per_layer: Vec<u64> = layers
         .iter()
@@ -388,7 +407,7 @@ pub fn account(
         BudgetTerm {
             name: "non_torch".to_owned(),
             bytes: non_torch,
-            rule: non_torch_rule.to_owned(),
+            rule: non_torch_rule,
         },
         BudgetTerm {
             name: "cuda_graph".to_owned(),
@@ -426,11 +445,34 @@ pub fn account(
             ),
             None => groups(version, &layers, r.block_size),
         };
-        let num_blocks = if available > 0.0 {
-            (available / page as f64 / group_size as f64).floor() as u64
-        } else {
-            0
+        let blocks_of = |available: f64, layers: u64| {
+            if available > 0.0 {
+                (available / page as f64 / layers.max(1) as f64).floor() as u64
+            } else {
+                0
+            }
         };
+        // Each stage: its available memory, the layers of its largest group, its blocks;
+        // the engine takes the smallest block count (`get_kv_cache_configs`).
+        let stage_blocks: Vec<(f64, u64, u64)> = match &ranges {
+            Some(ranges) => pipeline::stage_group_sizes(&layers, group_size, ranges)
+                .into_iter()
+                .zip(&stages)
+                .map(|(layers, stage)| {
+                    let available = requested
+                        - stage.weights as f64
+                        - stage.activation as f64
+                        - non_torch as f64;
+                    (available, layers, blocks_of(available, layers))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let num_blocks = match stage_blocks.iter().map(|s| s.2).min() {
+            Some(least) => least,
+            None => blocks_of(available, group_size),
+        };
+        let allocated_layers = stage_blocks.first().map_or(group_size, |s| s.1);
         tokens = num_blocks / groups.len().max(1) as u64 * r.block_size;
         let per_request: u64 = groups
             .iter()
@@ -445,8 +487,8 @@ pub fn account(
         let raw = num_blocks as f64 / per_request.max(1) as f64;
         concurrency = (raw * 100.0).round() / 100.0;
         blocks = num_blocks;
-        kv_bytes = num_blocks * page * group_size;
-        let needed_bytes: u64 = groups
+        kv_bytes = num_blocks * page * allocated_layers;
+        let mut needed_bytes: u64 = groups
             .iter()
             .map(|g| {
                 let tokens = match g.window {
@@ -456,6 +498,17 @@ pub fn account(
                 tokens.div_ceil(g.block_size) * page * g.layers
             })
             .sum();
+        // With stages, each must hold one request of its own layers
+        // (`_check_enough_kv_cache_memory` per worker): the first that cannot is reported.
+        let mut short_available = available;
+        if let Some(&(stage_available, layers, _)) = stage_blocks
+            .iter()
+            .find(|(a, layers, _)| *a < (layers * page * per_request) as f64)
+            .or(stage_blocks.first())
+        {
+            needed_bytes = layers * page * per_request;
+            short_available = stage_available;
+        }
         if version == "0.19" {
             if let Some(backend) = mxfp4_backend {
                 log.push(LogLine {
@@ -489,10 +542,32 @@ pub fn account(
                 "requested - weights - activation_peak - non_torch (gpu_worker.py {tag})"
             ),
         });
+        for (s, (stage, (available, layers, blocks))) in
+            stages.iter().zip(&stage_blocks).enumerate()
+        {
+            log.push(LogLine {
+                line: format!(
+                    "Stage {s} of {} (decoder layers {}..{}): weights {} GiB, peak activation {} GiB, available KV cache memory {} GiB, {blocks} blocks of {layers} layers",
+                    r.pp,
+                    stage.start,
+                    stage.end,
+                    gib(stage.weights as f64),
+                    gib(stage.activation as f64),
+                    gib(*available)
+                ),
+                rule: "not a vLLM line: each stage's own layers (get_pp_indices), embedding on the first stage, final norm and lm_head on the last, sampler on the last, intermediate tensors (2 x max_num_batched_tokens x hidden) on all but the first; blocks = floor(available / page / its layers of the largest group) (kv_cache_utils.py get_kv_cache_configs, v0.19.0)".to_owned(),
+            });
+        }
         log.push(LogLine {
             line: format!("GPU KV cache size: {} tokens", grouped(tokens)),
             rule: match &layout {
                 Some(l) => l.rule.clone(),
+                None if !stage_blocks.is_empty() => format!(
+                    "num_blocks = the smallest of the {} stages' blocks (get_kv_cache_configs: every worker takes the smallest); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
+                    r.pp,
+                    groups.len(),
+                    r.block_size
+                ),
                 None => format!(
                     "num_blocks = floor(available / page {page} B / {group_size} layers per group); tokens = num_blocks // {} groups x block_size {} (kv_cache_utils.py {tag})",
                     groups.len(),
@@ -510,12 +585,12 @@ pub fn account(
                 "num_blocks / blocks one request needs ({per_request}: ceil(max_model_len / block_size) per full group, ceil(min(window - 1 + max_num_batched_tokens, max_model_len) / block_size) + 1 per sliding group)"
             ),
         });
-        if (available_bytes) < needed_bytes {
+        if short_available < needed_bytes as f64 {
             refusal = Some(format!(
                 "To serve at least one request with the models's max seq len ({}), ({} GiB KV cache is needed, which is larger than the available KV cache memory ({} GiB). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
                 r.max_model_len,
                 gib(needed_bytes as f64),
-                gib(available)
+                gib(short_available)
             ));
         }
     } else {
@@ -592,6 +667,9 @@ pub fn account(
     used.insert("kv_cache_dtype".to_owned(), r.kv_dtype.clone());
     used.insert("dtype".to_owned(), model.dtype_name.clone());
     used.insert("tensor_parallel_size".to_owned(), tp.to_string());
+    if r.pp > 1 {
+        used.insert("pipeline_parallel_size".to_owned(), r.pp.to_string());
+    }
     used.insert("enable_chunked_prefill".to_owned(), r.chunked.to_string());
     let mut flags = vec![
         format!("--max-model-len {}", r.max_model_len),
@@ -603,6 +681,12 @@ pub fn account(
     ];
     if tp > 1 {
         flags.push(format!("--tensor-parallel-size {tp}"));
+    }
+    if r.pp > 1 {
+        flags.push(format!("--pipeline-parallel-size {}", r.pp));
+    }
+    if model.dtype_bytes == 4 {
+        flags.push(format!("--dtype {}", model.dtype_name));
     }
     // The multi-token-prediction layers' weights and KV cache are the request's own (it
     // was synthesized with them); the flag that makes vLLM load them is echoed.
