@@ -1,6 +1,6 @@
-//! Prints the validation table of `docs/engines.md`: jointplan's engine accounting for every
+//! Prints the validation table of `docs/engines-validation.md`: jointplan's engine accounting for every
 //! published startup log of `docs/data/engine-logs.json` whose settings are complete,
-//! against what the engine logged. `tests/planner/engine_table.rs` recomputes it and
+//! against what the engine logged. `tests/planner/engine_rules.rs` recomputes it and
 //! compares it with the committed table.
 //!
 //! `cargo run --example engine_table`

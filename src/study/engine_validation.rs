@@ -1,5 +1,5 @@
 //! jointplan's engine accounting against published engine startup logs: the table of
-//! `docs/engines.md` (issue 37, item 6), computed from `docs/data/engine-logs.json`.
+//! `docs/engines-validation.md` (issue 37, item 6), computed from `docs/data/engine-logs.json`.
 //!
 //! Each record names the model folder, the engine (and version), the engine's arguments as
 //! the log's author gave them, and the device memory the engine logged (the driver's total,
@@ -444,7 +444,7 @@ impl Table {
         })
     }
 
-    /// The table as markdown (the block between the markers of docs/engines.md).
+    /// The table as markdown (the block between the markers of docs/engines-validation.md).
     pub fn markdown(&self) -> String {
         let mut out = String::from(
             "Each figure cell: logged / predicted (error).\n\n| record | engine | GPU | model | flags | role | weights (GiB) | activation peak (GiB) | KV cache (GiB) | KV cache tokens | max concurrency |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n",

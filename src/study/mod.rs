@@ -16,7 +16,7 @@
 //! - [`engine_facts`]: a synthesized request's model and device as a serving engine's
 //!   accounting sees them, and the engine's report (`plan --engine`);
 //! - [`engine_validation`]: that accounting against published engine startup logs (the
-//!   table of docs/engines.md);
+//!   table of docs/engines-validation.md);
 //!
 //! Comparing and questioning plans:
 //! - [`timing`]: plans priced at a serving point, and the time a change of providers costs

@@ -202,16 +202,16 @@ fn the_validation_table_of_docs_engines_md_is_current_and_meets_the_kv_target() 
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let data = std::fs::read_to_string(root.join("docs/data/engine-logs.json")).unwrap();
     let table = validation_table(&data, root).unwrap();
-    let doc = std::fs::read_to_string(root.join("docs/engines.md")).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/engines-validation.md")).unwrap();
     let start = doc
         .find(BEGIN)
-        .expect("docs/engines.md has the table's markers")
+        .expect("docs/engines-validation.md has the table's markers")
         + BEGIN.len();
     let end = doc[start..].find(END).unwrap() + start;
     assert_eq!(
         &doc[start..end],
         table.markdown(),
-        "docs/engines.md's table is stale: paste `cargo run --example engine_table` between its markers"
+        "docs/engines-validation.md's table is stale: paste `cargo run --example engine_table` between its markers"
     );
     // Issue 37: at least 12 published logs predicted; KV cache tokens within 3% on every
     // test record; weights within 1% on every vLLM 0.19 test record (the one V0 record
