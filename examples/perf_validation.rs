@@ -191,13 +191,8 @@ impl vllm_v0_fit::HostTimeRow for V0Row {
         self.measured
     }
 
-    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String> {
-        let engine = EngineProfile {
-            step_overhead_seconds: h0,
-            sequence_overhead_seconds: h1,
-            ..*profile
-        };
-        predicted(&self.case, &self.model, &engine).map(|p| p.1)
+    fn at(&self, engine: &EngineProfile) -> Result<f64, String> {
+        predicted(&self.case, &self.model, engine).map(|p| p.1)
     }
 }
 

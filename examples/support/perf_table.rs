@@ -115,24 +115,14 @@ pub fn table_of(predicted: &Predicted) -> (String, Fit) {
         );
     }
     if let Some(v0) = &fit.vllm_v0_one_device {
-        let (steps, sequences) = (
-            vllm_v0_fit::step_overheads(),
-            vllm_v0_fit::sequence_overheads(),
-        );
         let _ = writeln!(
             out,
-            "| vllm@0.6 host time per step, one device | {:.2} ms | with the host time per sequence, the pair (per step in {:.0}-{:.0} ms by {:.2} ms, per sequence in {:.0}-{:.0} us by {:.0} us) that minimizes the median absolute TPOT error of the one-device vLLM 0.5.4 points of the fit half (multi-step runs held out), at the constants above; {:.0}% at the fitted pair (the pair of several devices is the multi-GPU table's) | {} |\n| vllm@0.6 host time per sequence, one device | {:.0} us | fitted with the host time per step (above) | {} |",
-            v0.step_overhead * 1e3,
-            steps[0] * 1e3,
-            steps[steps.len() - 1] * 1e3,
-            (steps[1] - steps[0]) * 1e3,
-            sequences[0] * 1e6,
-            sequences[sequences.len() - 1] * 1e6,
-            (sequences[1] - sequences[0]) * 1e6,
-            v0.median_error * 100.0,
-            v0.rows,
-            v0.sequence_overhead * 1e6,
-            v0.rows,
+            "{}",
+            v0.table_rows(
+                "one device",
+                "the one-device vLLM 0.5.4 points of the fit half (multi-step runs held out), at the constants above",
+                "at the fitted pair (the pair of several devices is the multi-GPU table's)",
+            )
         );
     }
     out.push_str(&sources(rows.iter().map(|r| (&r.cited, r.id.as_str()))));

@@ -238,24 +238,14 @@ pub fn table() -> (String, Fits) {
     let v0_profile = jointplan::perf::engine_profile("vllm@0.6").expect("vLLM V0 has a profile");
     let v0_fit = vllm_v0_fit::fit(&v0_rows, &v0_profile).expect("the fit rows simulate");
     if let Some(fit) = &v0_fit {
-        let (steps, sequences) = (
-            vllm_v0_fit::step_overheads(),
-            vllm_v0_fit::sequence_overheads(),
-        );
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "| vllm@0.6 host time per step, several devices | {:.2} ms | with the host time per sequence, the pair (per step in {:.0}-{:.0} ms by {:.2} ms, per sequence in {:.0}-{:.0} us by {:.0} us) that minimizes the median absolute TPOT error of the vLLM 0.5.4 points of the fit half (multi-step runs held out), each simulated again on its placement; {:.0}% at the fitted constants | {} |\n| vllm@0.6 host time per sequence, several devices | {:.0} us | fitted with the host time per step (above) | {} |\n",
-            fit.step_overhead * 1e3,
-            steps[0] * 1e3,
-            steps[steps.len() - 1] * 1e3,
-            (steps[1] - steps[0]) * 1e3,
-            sequences[0] * 1e6,
-            sequences[sequences.len() - 1] * 1e6,
-            (sequences[1] - sequences[0]) * 1e6,
-            fit.median_error * 100.0,
-            fit.rows,
-            fit.sequence_overhead * 1e6,
-            fit.rows,
+            "{}",
+            fit.table_rows(
+                "several devices",
+                "the vLLM 0.5.4 points of the fit half (multi-step runs held out), each simulated again on its placement",
+                "at the fitted constants",
+            )
         );
     }
     let mut by: std::collections::BTreeMap<&(String, String), Vec<&str>> = Default::default();

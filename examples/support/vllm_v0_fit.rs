@@ -44,8 +44,8 @@ pub struct FitRow {
 pub trait HostTimeRow: Sync {
     /// The measured mean TPOT (seconds).
     fn measured(&self) -> f64;
-    /// The simulated mean TPOT at host times `h0` per step and `h1` per sequence.
-    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String>;
+    /// The simulated mean TPOT with `engine` (the profile at one pair of host times).
+    fn at(&self, engine: &EngineProfile) -> Result<f64, String>;
 }
 
 impl HostTimeRow for FitRow {
@@ -53,12 +53,8 @@ impl HostTimeRow for FitRow {
         self.measured
     }
 
-    fn at(&self, profile: &EngineProfile, h0: f64, h1: f64) -> Result<f64, String> {
-        let engine = EngineProfile {
-            step_overhead_seconds: h0,
-            sequence_overhead_seconds: h1,
-            ..profile.at_context(Some(self.context))
-        };
+    fn at(&self, engine: &EngineProfile) -> Result<f64, String> {
+        let engine = engine.at_context(Some(self.context));
         Ok(self
             .chosen
             .simulate_with(&engine)
@@ -95,8 +91,14 @@ pub fn fit<R: HostTimeRow>(rows: &[&R], profile: &EngineProfile) -> Result<Optio
         .par_iter()
         .map(|&(h0, h1)| {
             let mut errors = Vec::with_capacity(rows.len());
+            let engine = EngineProfile {
+                step_overhead_seconds: h0,
+                sequence_overhead_seconds: h1,
+                several_devices_host: None,
+                ..*profile
+            };
             for row in rows {
-                let predicted = row.at(profile, h0, h1)?;
+                let predicted = row.at(&engine)?;
                 let measured = row.measured();
                 errors.push(((predicted - measured) / measured).abs());
             }
@@ -118,4 +120,27 @@ pub fn fit<R: HostTimeRow>(rows: &[&R], profile: &EngineProfile) -> Result<Optio
         median_error,
         rows: rows.len(),
     }))
+}
+
+impl V0Fit {
+    /// The fit's two rows of a fitted-constants table (no final newline): `devices` names
+    /// the pair (`one device`, `several devices`), `rows` says which points it is fitted
+    /// on and `at` follows its median error.
+    pub fn table_rows(&self, devices: &str, rows: &str, at: &str) -> String {
+        let (steps, sequences) = (step_overheads(), sequence_overheads());
+        format!(
+            "| vllm@0.6 host time per step, {devices} | {:.2} ms | with the host time per sequence, the pair (per step in {:.0}-{:.0} ms by {:.2} ms, per sequence in {:.0}-{:.0} us by {:.0} us) that minimizes the median absolute TPOT error of {rows}; {:.0}% {at} | {} |\n| vllm@0.6 host time per sequence, {devices} | {:.0} us | fitted with the host time per step (above) | {} |",
+            self.step_overhead * 1e3,
+            steps[0] * 1e3,
+            steps[steps.len() - 1] * 1e3,
+            (steps[1] - steps[0]) * 1e3,
+            sequences[0] * 1e6,
+            sequences[sequences.len() - 1] * 1e6,
+            (sequences[1] - sequences[0]) * 1e6,
+            self.median_error * 100.0,
+            self.rows,
+            self.sequence_overhead * 1e6,
+            self.rows,
+        )
+    }
 }
