@@ -90,8 +90,9 @@ fn device_factors<'a>(
 /// absolute TPOT error of the fit rows with each device's factor at that `h` and `f` (the
 /// smallest `h`, then the smallest `f`, on a tie); then the request overhead.
 pub fn fit(rows: &[Row]) -> Fit {
-    // vLLM V0's rows are not fit rows here: V0's host times are fitted on the multi-GPU
-    // table with this fit's constants, so neither fit depends on the other's result.
+    // vLLM V0's rows are not fit rows here: V0's host times are fitted with this fit's
+    // constants (one device on this table, `vllm_v0_fit`; several on the multi-GPU
+    // table), so no fit depends on its own result.
     let fit_rows: Vec<FitRow> = rows
         .iter()
         .filter(|r| r.fit && r.engine != "vllm@0.6")

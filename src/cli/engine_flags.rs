@@ -63,7 +63,7 @@ impl EngineFlags {
         };
         let tp = degree(choice.engine.tensor_parallel_key());
         let pp = degree(choice.engine.pipeline_parallel_key());
-        let devices = tp.map_or(1, |t| t.1).checked_mul(pp.map_or(1, |p| p.1))?;
+        let devices = tp.map_or(1, |t| t.1).saturating_mul(pp.map_or(1, |p| p.1));
         let named: Vec<String> = [tp, pp]
             .into_iter()
             .flatten()

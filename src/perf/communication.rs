@@ -12,7 +12,7 @@
 //! The latencies are NCCL's own model constants (`src/graph/tuning.cc`, NVIDIA/nccl, the
 //! LL protocol's `baseLat` and per-hop `hwLat`); the bandwidths are the device set's
 //! links (datasheet figures, cited in docs/placement.md). Every figure says which rule it
-//! follows (docs/performance-model.md, "Communication").
+//! follows (docs/placement.md, "Time across devices").
 
 use serde::Serialize;
 

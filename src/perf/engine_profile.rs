@@ -4,7 +4,7 @@
 //! Every engine runs continuous batching; most with chunked prefill (decodes first, then
 //! prompt chunks up to the scheduled-token budget), vLLM's V0 engine (`vllm@0.6`) with its
 //! default scheduler (waiting prompts first and whole, a prompt step without decodes)
-//! unless the context turns chunked prefill on. They differ in that rule, in the host time
+//! unless the context or its `enable_chunked_prefill` turns chunked prefill on. They differ in that rule, in the host time
 //! each step and each sequence of a step cost that the device does not overlap, and in how
 //! much of the per-kernel launch cost CUDA graphs remove from decode steps. The figures and
 //! their sources are in `docs/performance-model.md#engines`.

@@ -162,6 +162,20 @@ pub fn engine_on_set_gathered(
             ))
         }
     };
+    let needed = u64::from(degree).saturating_mul(u64::from(stages.map_or(1, |(_, p)| p)));
+    if needed > devices {
+        let stages_text = match stages {
+            Some((pp_key, p)) if p > 1 => format!(" x {pp_key}={p}"),
+            _ => String::new(),
+        };
+        return Err(usage(
+            choice,
+            format!(
+                "{key}={degree}{stages_text} runs on {needed} devices and the set {} has {devices}: give a set of {needed} devices (--count {needed}) or lower the degrees",
+                set.name
+            ),
+        ));
+    }
     let mut args = args.clone();
     args.set(key, &degree.to_string());
     if let Some((pp_key, p)) = stages {

@@ -81,10 +81,20 @@ impl Placer for SweepPlacer {
             },
             None => None,
         };
-        let settings = match &engine {
+        let mut settings = match &engine {
             Some(engine) => engine.settings(&settings),
             None => settings,
         };
+        // The engine's resolved `enable_chunked_prefill` decides vLLM V0's scheduling, as
+        // on `plan --devices --engine`.
+        if let (Some(engine), Some(serving)) = (&engine, settings.serving.as_mut()) {
+            serving.chunked_prefill = engine
+                .applied
+                .report
+                .args
+                .get("enable_chunked_prefill")
+                .map(|value| value == "true");
+        }
         let placed = match place(
             job.source,
             &set,

@@ -117,3 +117,50 @@ fn bad_pipeline_and_dtype_values_are_refused_naming_the_key() {
         assert!(stderr.contains(expected), "{extra:?}: {expected}: {stderr}");
     }
 }
+
+#[test]
+fn degrees_beyond_the_set_and_an_overflowing_block_size_are_refused_not_panicking() {
+    let h100 = path("models/devices/h100-sxm-80gb.json");
+    let model = path("models/llama-3.1-8b");
+    // Two ranks in each of two stages need four devices; the set has two.
+    let out = jointplan(&[
+        "plan",
+        &model,
+        "--device",
+        &h100,
+        "--count",
+        "2",
+        "--engine",
+        "vllm",
+        "--engine-arg",
+        "tensor_parallel_size=2",
+        "--engine-arg",
+        "pipeline_parallel_size=2",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("tensor_parallel_size=2 x pipeline_parallel_size=2")
+            && err.contains("4 devices")
+            && err.contains("--count 4"),
+        "{err}"
+    );
+    // A block size whose page overflows 64 bits is an error naming the overflow.
+    let out = jointplan(&[
+        "plan",
+        &model,
+        "--device",
+        &h100,
+        "--engine",
+        "vllm",
+        "--engine-arg",
+        "block_size=36028797018963968",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("overflow") || err.contains("overflows"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}

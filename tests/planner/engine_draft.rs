@@ -196,3 +196,28 @@ fn drafters_vllm_would_not_load_as_modelled_are_refused_naming_the_key() {
     );
     assert!(text.contains("V0 engine"), "{text}");
 }
+
+#[test]
+fn a_float32_model_with_a_drafter_is_refused_naming_both() {
+    // vLLM builds the drafter in the target's dtype; a float32 drafter is not modelled.
+    let llama = folder("llama-3.1-8b");
+    let config = r#"speculative_config={"method":"draft_model","model":"models/llama-3.1-8b","num_speculative_tokens":3}"#;
+    let err = report(
+        &llama,
+        "vllm@0.19",
+        &["max_model_len=8192", "dtype=float32", config],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("dtype=float32") && err.contains("speculative_config"),
+        "{err}"
+    );
+    // Without the drafter the same float32 model is accounted.
+    assert!(report(
+        &llama,
+        "vllm@0.19",
+        &["max_model_len=8192", "dtype=float32"]
+    )
+    .is_ok());
+}

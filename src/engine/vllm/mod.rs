@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use super::args::{kv_element_bytes, ArgKind, EngineArgs, KnownArg};
 use super::facts::{CacheLayer, DeviceFacts, ModelFacts};
 use super::report::{BudgetTerm, EngineReport, LogLine};
-use super::{gib, grouped, mul, Engine, EngineError, GIB};
+use super::{add, gib, grouped, mul, Engine, EngineError, GIB};
 
 pub mod activation;
 pub mod draft;
@@ -364,8 +364,14 @@ pub fn account(
     let available = requested - weights as f64 - activation as f64 - non_torch as f64;
     let per_token_per_layer: Vec<u64> = layers
         .iter()
-        .map(|l| l.elements_per_token_per_rank(tp) * r.kv_element_bytes)
-        .collect();
+        .map(|l| {
+            mul(
+                l.elements_per_token_per_rank(tp),
+                r.kv_element_bytes,
+                "KV bytes per token of a layer",
+            )
+        })
+        .collect::<Result<_, _>>()?;
     // A drafter whose layers differ in size from the model's: vLLM v0.19.0's layout of
     // them (`draft::kv_layout`).
     let layout = match &model.draft {
@@ -374,7 +380,11 @@ pub fn account(
     };
     let page = match &layout {
         Some(l) => l.page,
-        None => per_token_per_layer.iter().copied().max().unwrap_or(0) * r.block_size,
+        None => mul(
+            per_token_per_layer.iter().copied().max().unwrap_or(0),
+            r.block_size,
+            "KV page bytes (block_size tokens of a layer)",
+        )?,
     };
     if page == 0 {
         return Err(EngineError::Facts {
@@ -479,34 +489,60 @@ pub fn account(
             .map(|g| match g.window {
                 None => r.max_model_len.div_ceil(g.block_size),
                 Some(w) => {
-                    let needed = (w - 1 + r.batched_tokens).min(r.max_model_len);
-                    needed.div_ceil(g.block_size) + 1
+                    let needed = w
+                        .saturating_sub(1)
+                        .saturating_add(r.batched_tokens)
+                        .min(r.max_model_len);
+                    needed.div_ceil(g.block_size).saturating_add(1)
                 }
             })
-            .sum();
+            .fold(0u64, u64::saturating_add);
         let raw = num_blocks as f64 / per_request.max(1) as f64;
         concurrency = (raw * 100.0).round() / 100.0;
         blocks = num_blocks;
-        kv_bytes = num_blocks * page * allocated_layers;
-        let mut needed_bytes: u64 = groups
-            .iter()
-            .map(|g| {
-                let tokens = match g.window {
-                    None => r.max_model_len,
-                    Some(w) => (w - 1 + r.batched_tokens).min(r.max_model_len),
-                };
-                tokens.div_ceil(g.block_size) * page * g.layers
-            })
-            .sum();
+        kv_bytes = mul(
+            mul(num_blocks, page, "KV cache bytes")?,
+            allocated_layers,
+            "KV cache bytes",
+        )?;
+        let mut needed_bytes: u64 = 0;
+        for g in &groups {
+            let tokens = match g.window {
+                None => r.max_model_len,
+                Some(w) => w
+                    .saturating_sub(1)
+                    .saturating_add(r.batched_tokens)
+                    .min(r.max_model_len),
+            };
+            let group = mul(
+                mul(
+                    tokens.div_ceil(g.block_size),
+                    page,
+                    "KV bytes one request needs",
+                )?,
+                g.layers,
+                "KV bytes one request needs",
+            )?;
+            needed_bytes = add(needed_bytes, group, "KV bytes one request needs")?;
+        }
         // With stages, each must hold one request of its own layers
         // (`_check_enough_kv_cache_memory` per worker): the first that cannot is reported.
         let mut short_available = available;
-        if let Some(&(stage_available, layers, _)) = stage_blocks
+        let mut stage_needs = Vec::with_capacity(stage_blocks.len());
+        for &(stage_available, layers, _) in &stage_blocks {
+            let needs = mul(
+                mul(layers, page, "KV bytes one request needs on a stage")?,
+                per_request,
+                "KV bytes one request needs on a stage",
+            )?;
+            stage_needs.push((stage_available, needs));
+        }
+        if let Some(&(stage_available, needs)) = stage_needs
             .iter()
-            .find(|(a, layers, _)| *a < (layers * page * per_request) as f64)
-            .or(stage_blocks.first())
+            .find(|(a, needs)| *a < *needs as f64)
+            .or(stage_needs.first())
         {
-            needed_bytes = layers * page * per_request;
+            needed_bytes = needs;
             short_available = stage_available;
         }
         if version == "0.19" {

@@ -182,7 +182,7 @@ pub fn stages(
 ) -> Result<Vec<Stage>, EngineError> {
     let intermediate = mul(
         mul(
-            2 * batched_tokens,
+            mul(2, batched_tokens, "intermediate tensors")?,
             model.hidden_size,
             "intermediate tensors",
         )?,

@@ -77,5 +77,15 @@ pub(super) fn float32_facts(
             ),
         });
     }
+    if model.draft.is_some() {
+        // vLLM builds the drafter in the target's dtype; its float32 weights, KV cache and
+        // proposer buffers are not modelled.
+        return Err(EngineError::Unsupported {
+            engine: Engine::Vllm,
+            feature: format!(
+                "dtype={word} with a speculative_config drafter (the drafter would load in float32 too, which is not modelled); drop speculative_config or give dtype=auto, float16 or bfloat16"
+            ),
+        });
+    }
     model.as_float32()
 }
