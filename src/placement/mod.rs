@@ -9,7 +9,7 @@
 //!    first device and planned up to its payload (hashed and checked only when a placement
 //!    is written out, [`model::ModelFacts::seal`]); its tensors, states and step bytes read
 //!    from the request and the plan; once per model, device and policy across the calls
-//!    sharing a [`reuse::Gathered`] store ([`place_gathered`]);
+//!    sharing a [`reuse::Gathered`] store ([`place_with`]);
 //! 2. [`options::form`]: every parallel option's per-device costs, the placement
 //!    [`problem::Problem`];
 //! 3. [`solve::solve`]: the exact dynamic program; [`enumerate::enumerate`], sharing no code
@@ -242,34 +242,13 @@ pub fn choose(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Chosen, PlacementError> {
-    choose_gathered(
-        source,
-        set,
-        settings,
-        options,
-        budget,
-        &mut Gathered::once(),
-    )
-}
-
-/// [`choose`] with the model's facts (and the smaller formats' of its levers) taken from
-/// `gathered` where it holds them, gathered into it otherwise: the same answer, each
-/// (model, device, policy) gathered once across calls that share the store.
-pub fn choose_gathered(
-    source: &ModelSource,
-    set: &DeviceSet,
-    settings: &Settings,
-    options: &BuildOptions,
-    budget: u64,
-    gathered: &mut Gathered,
-) -> Result<Chosen, PlacementError> {
     choose_with(
         source,
         set,
         settings,
         options,
         budget,
-        gathered,
+        &mut Gathered::once(),
         Reasons::WithLevers,
     )
 }
@@ -286,7 +265,10 @@ pub enum Reasons {
     Brief,
 }
 
-/// [`choose_gathered`] with the infeasible error's `reasons`.
+/// [`choose`] with the model's facts (and the smaller formats' of its levers) taken from
+/// `gathered` where it holds them, gathered into it otherwise (the same answer, each
+/// (model, device, policy) gathered once across calls that share the store), and the
+/// infeasible error's `reasons`.
 pub fn choose_with(
     source: &ModelSource,
     set: &DeviceSet,
@@ -361,40 +343,21 @@ pub fn place(
     options: &BuildOptions,
     budget: u64,
 ) -> Result<Placed, PlacementError> {
-    place_gathered(
-        source,
-        set,
-        settings,
-        options,
-        budget,
-        &mut Gathered::once(),
-    )
-}
-
-/// [`place`] with the model's facts taken from `gathered` where it holds them
-/// ([`choose_gathered`]): the same placement, each (model, device, policy) gathered once
-/// across calls that share the store (`fit --devices DIR --max-count N` places every count
-/// of a device file from one gathering).
-pub fn place_gathered(
-    source: &ModelSource,
-    set: &DeviceSet,
-    settings: &Settings,
-    options: &BuildOptions,
-    budget: u64,
-    gathered: &mut Gathered,
-) -> Result<Placed, PlacementError> {
     place_with(
         source,
         set,
         settings,
         options,
         budget,
-        gathered,
+        &mut Gathered::once(),
         Reasons::WithLevers,
     )
 }
 
-/// [`place_gathered`] with the infeasible error's `reasons` ([`choose_with`]).
+/// [`place`] with the model's facts taken from `gathered` where it holds them and the
+/// infeasible error's `reasons` ([`choose_with`]): the same placement, each (model,
+/// device, policy) gathered once across calls that share the store (`fit --devices DIR
+/// --max-count N` places every count of a device file from one gathering).
 pub fn place_with(
     source: &ModelSource,
     set: &DeviceSet,

@@ -329,9 +329,16 @@ fn gathered_facts_place_as_a_fresh_gathering() {
             ..Settings::default()
         };
         let fresh = placement::place(&source, &set, &settings, &options, budget).unwrap();
-        let reused =
-            placement::place_gathered(&source, &set, &settings, &options, budget, &mut gathered)
-                .unwrap();
+        let reused = placement::place_with(
+            &source,
+            &set,
+            &settings,
+            &options,
+            budget,
+            &mut gathered,
+            placement::Reasons::WithLevers,
+        )
+        .unwrap();
         assert_eq!(fresh.plan.payload.tensor_parallel, n);
         assert_eq!(
             serde_json::to_value(&fresh.plan).unwrap(),
